@@ -1,0 +1,50 @@
+# Every target installs what it needs first: `make test` or `make run-all-parallel` alone
+# work on a fresh clone (Debian, as root, can also get a Docker engine installed and started).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+CONFIG ?= configs/default.yaml
+ARGS ?=
+
+.PHONY: install engine image test lint run-all-parallel bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	@$(PY) -m venv $(VENV) 2>/dev/null || { \
+	    echo "python3 -m venv failed; installing python3-venv"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && \
+	    $(PY) -m venv $(VENV); }
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+install: $(STAMP)
+
+engine:
+	@scripts/docker-engine.sh up
+
+image: install engine
+	$(BIN)/runner image build
+
+test: image
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check runner tests bench
+	$(BIN)/mypy
+
+# The main job: three baselines and Atlas over the committed sample, every worker with its own
+# sandbox. No engine? It still runs (--sandbox auto falls back to local PostgreSQL binaries).
+run-all-parallel: install
+	@scripts/docker-engine.sh up || echo "(no Docker engine: falling back to local PostgreSQL)"
+	$(BIN)/runner run $(CONFIG) $(ARGS)
+
+bench: image
+	$(BIN)/python -m bench.all --out docs/benchmarks.md
+
+bench-quick: image
+	$(BIN)/python -m bench.all --quick
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,13 @@
+#!/bin/sh
+# Set the password from the environment, then become the server (PID 1, so docker stop works).
+# Single-user mode sets it before the server listens: no window where TCP accepts anything else.
+set -eu
+if [ -z "${POSTGRES_PASSWORD:-}" ]; then
+    echo "sandbox: POSTGRES_PASSWORD must be set (each container gets its own)" >&2
+    exit 64
+fi
+escaped=$(printf "%s" "$POSTGRES_PASSWORD" | sed "s/'/''/g")
+printf "ALTER ROLE sandbox PASSWORD '%s';\n" "$escaped" \
+    | postgres --single -D "$PGDATA" -c log_min_messages=fatal -j postgres >/dev/null
+unset POSTGRES_PASSWORD escaped
+exec postgres -D "$PGDATA" "$@"

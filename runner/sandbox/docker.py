@@ -1,0 +1,139 @@
+"""The docker sandbox: a container from the sandbox image, via testcontainers.
+
+Ryuk (testcontainers' reaper) needs a registry pull, so it is off; containers carry labels
+instead and `remove_stale` clears those of crashed runs. Ports bind to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+import docker  # noqa: E402
+from docker.errors import DockerException, ImageNotFound, NotFound  # noqa: E402
+from loguru import logger  # noqa: E402
+from testcontainers.core.container import DockerContainer  # noqa: E402
+
+from runner.errors import SandboxBootError  # noqa: E402
+from runner.sandbox.base import LABEL, ROLE, Endpoint, Sandbox, new_password, wait_connectable  # noqa: E402
+
+
+def engine_answers() -> bool:
+    try:
+        client = docker.from_env(timeout=5)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except DockerException:
+        return False
+
+
+class DockerSandbox(Sandbox):
+    kind = "docker"
+
+    def __init__(self, image: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
+                 keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0) -> None:
+        super().__init__()
+        self.image, self.run_id, self.owner_pid = image, run_id, owner_pid
+        self.memory, self.cpus, self.keep, self.boot_timeout = memory, cpus, keep, boot_timeout
+        self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
+        self._container: DockerContainer | None = None
+
+    def start(self) -> None:
+        password = new_password()
+        labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.owner-pid": str(self.owner_pid),
+                  f"{LABEL}.keep": "1" if self.keep else "0"}
+        c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
+        c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
+        c.with_kwargs(labels=labels, mem_limit=self.memory, nano_cpus=int(self.cpus * 1e9), shm_size="64m")
+        self._container = c
+        t0 = time.monotonic()
+        try:
+            # testcontainers would try a registry pull for a missing image; there is none here.
+            c.get_docker_client().client.images.get(self.image)
+            c.start()
+        except ImageNotFound as e:
+            raise SandboxBootError(f"sandbox image {self.image} is missing: run `make image`") from e
+        except DockerException as e:
+            raise SandboxBootError(f"docker could not start the sandbox: {e}") from e
+        wrapped = c.get_wrapped_container()
+        wrapped.reload()
+        binding = wrapped.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
+        self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), ROLE, password)
+        wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+        self.boot_seconds = time.monotonic() - t0
+        logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)
+
+    def _exit_reason(self) -> str | None:
+        if self._container is None:
+            return "never created"
+        try:
+            w = self._container.get_wrapped_container()
+            w.reload()
+        except NotFound:
+            return "container was removed"
+        if w.status in ("exited", "dead"):
+            return f"status {w.status}; logs: {w.logs(tail=20).decode(errors='replace')}"
+        return None
+
+    def alive(self) -> bool:
+        return self._exit_reason() is None and super().alive()
+
+    def container_id(self) -> str | None:
+        return self._container.get_wrapped_container().id if self._container else None
+
+    def stop(self) -> None:
+        if self._container is None or self.keep:
+            return
+        try:
+            self._container.stop(force=True, delete_volume=True)
+        except NotFound:
+            pass
+        except DockerException as e:
+            logger.warning("could not remove container of {}: {}", self.id, e)
+        self._container = None
+
+
+def remove_stale(*, run_id: str | None = None) -> int:
+    """Remove this project's containers: those of `run_id`, or (None) those whose owner process is gone.
+
+    Containers started by `runner debug` carry keep=1 and survive the sweep of other runs.
+    """
+    try:
+        client = docker.from_env(timeout=30)
+    except DockerException:
+        return 0
+    removed = 0
+    try:
+        for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+            labels = c.labels
+            if run_id is not None:
+                if labels.get(f"{LABEL}.run") != run_id:
+                    continue
+            else:
+                if labels.get(f"{LABEL}.keep") == "1" or _pid_alive(int(labels.get(f"{LABEL}.owner-pid", "0"))):
+                    continue
+            try:
+                c.remove(force=True, v=True)
+                removed += 1
+            except NotFound:
+                pass
+    finally:
+        client.close()
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

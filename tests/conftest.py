@@ -1,0 +1,90 @@
+"""Shared fixtures. Docker-marked tests are required where RUNNER_REQUIRE_DOCKER or CI is set:
+there a missing engine fails the run instead of skipping."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from runner.sandbox.base import Sandbox
+
+REQUIRED = bool(os.environ.get("RUNNER_REQUIRE_DOCKER") or os.environ.get("CI"))
+TEST_RUN_ID = f"pytest-{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    from runner.sandbox.docker import engine_answers
+    from runner.sandbox.image import ensure_image
+
+    if not engine_answers():
+        msg = "no Docker engine answers (run `make engine`)"
+        if REQUIRED:
+            pytest.fail(msg + "; docker tests are required in CI", pytrace=False)
+        pytest.skip(msg)
+    return ensure_image()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_test_containers() -> Iterator[None]:
+    yield
+    from runner.sandbox.docker import engine_answers, remove_stale
+
+    if engine_answers():
+        remove_stale(run_id=TEST_RUN_ID)
+        remove_stale()
+
+
+@pytest.fixture
+def docker_sandbox(sandbox_image: str) -> Iterator[Sandbox]:
+    from runner.sandbox.docker import DockerSandbox
+
+    with DockerSandbox(sandbox_image, run_id=TEST_RUN_ID, owner_pid=os.getpid()) as sb:
+        yield sb
+
+
+@pytest.fixture(scope="session")
+def local_bindir() -> str:
+    from runner.sandbox.local import find_bindir
+
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("no PostgreSQL server binaries")
+    return str(bindir)
+
+
+@pytest.fixture
+def local_sandbox(local_bindir: str) -> Iterator[Sandbox]:
+    from runner.sandbox.local import LocalSandbox
+
+    with LocalSandbox() as sb:
+        yield sb
+
+
+@pytest.fixture(params=["docker", "local"])
+def any_sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    """Each test using it runs against both backends."""
+    if request.param == "docker":
+        request.applymarker(pytest.mark.docker)
+        return request.getfixturevalue("docker_sandbox")  # type: ignore[no-any-return]
+    return request.getfixturevalue("local_sandbox")  # type: ignore[no-any-return]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    if not REQUIRED:
+        return
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "docker" in getattr(r, "keywords", {})]
+    if skipped:
+        terminalreporter.write_line(f"FAIL: {len(skipped)} docker tests were skipped but are required here",
+                                    red=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not REQUIRED:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(reporter, "stats", {})
+    if any("docker" in getattr(r, "keywords", {}) for r in stats.get("skipped", [])):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

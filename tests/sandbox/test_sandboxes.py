@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import os
+
+import docker
+import psycopg
+import pytest
+
+from runner.errors import SandboxBootError
+from runner.sandbox.base import LABEL, Sandbox
+from runner.sandbox.docker import DockerSandbox, remove_stale
+from runner.sandbox.external import ExternalSandbox
+
+
+def _tables(sb: Sandbox) -> set[str]:
+    with psycopg.connect(sb.dsn()) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
+    return {r[0] for r in rows}
+
+
+def test_schema_is_there_on_both_backends(any_sandbox: Sandbox) -> None:
+    assert {"accounts", "contacts", "opportunities", "quotes", "quote_lines", "cases", "activities"} <= _tables(
+        any_sandbox)
+    with psycopg.connect(any_sandbox.dsn("atlas")) as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("atlas",)
+
+
+def test_wrong_password_is_rejected(any_sandbox: Sandbox) -> None:
+    assert any_sandbox.endpoint is not None
+    bad = psycopg.conninfo.make_conninfo(any_sandbox.dsn(), password="not-the-password")
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(bad, connect_timeout=5)
+
+
+@pytest.mark.docker
+def test_container_publishes_on_loopback_only_and_is_removed(sandbox_image: str) -> None:
+    client = docker.from_env()
+    with DockerSandbox(sandbox_image, run_id="pytest-loopback", owner_pid=os.getpid()) as sb:
+        cid = sb.container_id()
+        assert cid is not None
+        ports = client.containers.get(cid).attrs["NetworkSettings"]["Ports"]["5432/tcp"]
+        assert {p["HostIp"] for p in ports} == {"127.0.0.1"}
+        assert sb.endpoint is not None and sb.endpoint.host == "127.0.0.1"
+        assert sb.alive()
+    assert not client.containers.list(all=True, filters={"id": cid})
+
+
+@pytest.mark.docker
+def test_each_container_gets_its_own_password(sandbox_image: str) -> None:
+    with DockerSandbox(sandbox_image, run_id="pytest-pw", owner_pid=os.getpid()) as a, \
+            DockerSandbox(sandbox_image, run_id="pytest-pw", owner_pid=os.getpid()) as b:
+        assert a.endpoint and b.endpoint and a.endpoint.password != b.endpoint.password
+        cross = psycopg.conninfo.make_conninfo(a.dsn(), password=b.endpoint.password)
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(cross, connect_timeout=5)
+
+
+@pytest.mark.docker
+def test_stale_containers_of_dead_owners_are_removed(sandbox_image: str) -> None:
+    sb = DockerSandbox(sandbox_image, run_id="pytest-stale", owner_pid=2**22 - 1)  # no such pid
+    sb.start()
+    assert remove_stale() >= 1
+    client = docker.from_env()
+    assert not client.containers.list(all=True, filters={"label": f"{LABEL}.run=pytest-stale"})
+
+
+@pytest.mark.docker
+def test_missing_image_is_a_boot_error() -> None:
+    from runner.sandbox.docker import engine_answers
+
+    if not engine_answers():
+        pytest.skip("no engine")
+    with pytest.raises(SandboxBootError, match="missing"), \
+            DockerSandbox("pgsandbox-runner/sandbox:does-not-exist", run_id="pytest-x", owner_pid=os.getpid()):
+        pass
+
+
+def test_external_sandbox_uses_a_running_database(local_sandbox: Sandbox) -> None:
+    with ExternalSandbox(local_sandbox.dsn()) as ext:
+        assert "accounts" in _tables(ext)
+        assert "***" in ext.describe() and ext.endpoint is not None
+        assert ext.endpoint.password not in ext.describe()
+
+
+def test_external_sandbox_unreachable_is_a_boot_error() -> None:
+    with pytest.raises(SandboxBootError, match="cannot reach"), \
+            ExternalSandbox("host=127.0.0.1 port=1 user=x password=y dbname=crm"):
+        pass
