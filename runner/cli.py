@@ -44,6 +44,29 @@ def image_tag_cmd() -> None:
     click.echo(image_tag())
 
 
+@cli.group()
+def sim() -> None:
+    """The offline model simulator (Anthropic and OpenAI wire formats)."""
+
+
+@sim.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8765, show_default=True, type=int, help="0 = any free port")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Take simulator: from this config.")
+@click.option("--settings-json", hidden=True, help="Settings as JSON (used when a run starts the simulator).")
+def sim_serve(host: str, port: int, config_path: str | None, settings_json: str | None) -> None:
+    """Serve POST /v1/messages, POST /v1/chat/completions, GET /stats until interrupted."""
+    from runner.config import SimSettings, load_config
+    from runner.models.sim.server import serve
+
+    if settings_json:
+        settings = SimSettings.model_validate_json(settings_json)
+    else:
+        base = load_config(config_path).simulator if config_path else SimSettings()
+        settings = base.model_copy(update={"host": host, "port": port})
+    serve(settings)
+
+
 def main() -> None:
     try:
         cli(standalone_mode=True)

@@ -1,0 +1,222 @@
+"""Validated, frozen settings: the only place config files and the environment are read.
+
+Errors name the file, the line and the field (YAML node marks map pydantic's error paths back
+to lines). Flags override file values before validation, so they are checked the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from runner.errors import ConfigError
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "defaults" / "default.yaml"
+API_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(_Frozen):
+    """Requests, input tokens and output tokens per minute; None = unlimited."""
+
+    rpm: float | None = Field(None, gt=0)
+    itpm: float | None = Field(None, gt=0)
+    otpm: float | None = Field(None, gt=0)
+
+
+# Anthropic's published tiers for Claude Sonnet 4.x (see the rate-limit seed).
+ANTHROPIC_TIERS = {
+    "tier1": Limits(rpm=50, itpm=30_000, otpm=8_000),
+    "tier2": Limits(rpm=1_000, itpm=450_000, otpm=90_000),
+    "tier3": Limits(rpm=2_000, itpm=800_000, otpm=160_000),
+    "tier4": Limits(rpm=4_000, itpm=2_000_000, otpm=400_000),
+}
+
+
+class LimitSpec(Limits):
+    preset: Literal["tier1", "tier2", "tier3", "tier4"] | None = None
+
+    def resolved(self) -> Limits:
+        base = ANTHROPIC_TIERS[self.preset] if self.preset else Limits()
+        return Limits(rpm=self.rpm or base.rpm, itpm=self.itpm or base.itpm, otpm=self.otpm or base.otpm)
+
+
+class RetrySettings(_Frozen):
+    max_attempts: int = Field(6, ge=1, le=50)
+    base_seconds: float = Field(0.5, gt=0)
+    max_backoff_seconds: float = Field(30.0, gt=0)
+    total_cap_seconds: float = Field(300.0, gt=0)
+
+
+class ProviderSettings(_Frozen):
+    base_url: str | None = None
+    timeout_seconds: float = Field(60.0, gt=0)
+
+
+class Latency(_Frozen):
+    p50_ms: float = Field(0.0, ge=0)
+    p95_ms: float | None = Field(None, ge=0)
+    scale: float = Field(1.0, ge=0)
+
+
+class Faults(_Frozen):
+    """Share of requests answered with each fault (0..1)."""
+
+    http_500: float = Field(0.0, ge=0, le=1)
+    overloaded: float = Field(0.0, ge=0, le=1)
+    drop: float = Field(0.0, ge=0, le=1)
+    slow: float = Field(0.0, ge=0, le=1)
+    malformed: float = Field(0.0, ge=0, le=1)
+    slow_seconds: float = Field(5.0, gt=0)
+
+
+class SimSettings(_Frozen):
+    host: str = "127.0.0.1"
+    port: int = Field(0, ge=0, le=65535)
+    latency: Latency = Latency()
+    limits: dict[str, Limits] = Field(default_factory=dict, description="per simulator model")
+    faults: Faults = Faults()
+    seed: int = 0
+
+
+class ModelRef(_Frozen):
+    provider: Literal["anthropic", "openai"]
+    model: str
+    sim_model: str = Field("sim-strong", description="the simulator model that plays it offline")
+
+
+class RunSpec(ModelRef):
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    agent: Literal["baseline", "atlas"] = "baseline"
+    teacher: ModelRef | None = None
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_output_tokens: int = Field(800, ge=1)
+    step_limit: int = Field(8, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _atlas_needs_teacher(self) -> RunSpec:
+        if self.agent == "atlas" and self.teacher is None:
+            raise ValueError("an atlas run needs a teacher (provider, model)")
+        return self
+
+
+class Config(_Frozen):
+    dataset: Path
+    runs: list[RunSpec] = Field(min_length=1)
+    workers: int = Field(4, ge=1, le=256)
+    sandbox: Literal["auto", "docker", "local", "external"] = "auto"
+    dsn: str | None = None
+    output_dir: Path = Path("out/default")
+    providers_mode: Literal["auto", "real", "sim"] = "auto"
+    limit: int | None = Field(None, ge=1)
+    shard: tuple[int, int] | None = None
+    conversation_timeout_seconds: float = Field(300.0, gt=0)
+    max_attempts: int = Field(3, ge=1, le=10, description="per conversation, across worker crashes")
+    heartbeat_timeout_seconds: float = Field(60.0, gt=0)
+    shutdown_grace_seconds: float = Field(30.0, ge=0)
+    container_memory: str = "256m"
+    container_cpus: float = Field(1.0, gt=0)
+    cache: bool = True
+    cache_dir: Path | None = None
+    rerun_errors: bool = False
+    force: bool = False
+    rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
+                                              description="key: provider or provider/model")
+    adaptive_concurrency: bool | None = Field(None, description="default: on where no limit is configured")
+    retry: RetrySettings = RetrySettings()
+    anthropic: ProviderSettings = ProviderSettings()
+    openai: ProviderSettings = ProviderSettings()
+    prices: dict[str, tuple[float, float]] = Field(default_factory=dict,
+                                                   description="model -> USD per 1M input, output tokens")
+    simulator: SimSettings = SimSettings()
+    telemetry_dsn: str | None = None
+
+    @model_validator(mode="after")
+    def _checks(self) -> Config:
+        names = [r.name for r in self.runs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"run names must be unique: {', '.join(dupes)}")
+        if self.sandbox == "external" and not self.dsn:
+            raise ValueError("sandbox: external needs dsn")
+        if self.shard is not None and not 1 <= self.shard[0] <= self.shard[1]:
+            raise ValueError("shard must be i/n with 1 <= i <= n")
+        return self
+
+    def fingerprint(self) -> str:
+        """What makes two runs comparable (resume refuses a different one): not workers or timing."""
+        keep = self.model_dump(mode="json", include={"runs", "providers_mode", "prices"})
+        return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
+
+    def uses_simulator(self) -> bool:
+        return resolve_mode(self) == "sim"
+
+
+def resolve_mode(cfg: Config) -> Literal["real", "sim"]:
+    """auto: the real providers when every key they need is set, else the simulator."""
+    if cfg.providers_mode != "auto":
+        return cfg.providers_mode
+    needed = {r.provider for r in cfg.runs} | {r.teacher.provider for r in cfg.runs if r.teacher}
+    return "real" if all(os.environ.get(API_KEY_ENV[p]) for p in needed) else "sim"
+
+
+def api_key(provider: str) -> str | None:
+    return os.environ.get(API_KEY_ENV[provider])
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == part), None)
+            if match is None:
+                break
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """Read, merge flags, validate. Relative paths in the file are relative to the file."""
+    path = Path(path) if path else DEFAULT_CONFIG
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config: {e.strerror}", where=str(path)) from None
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"not valid YAML: {getattr(e, 'problem', e)}", where=where) from None
+    if not isinstance(data, dict):
+        raise ConfigError("the config must be a mapping", where=str(path))
+    for key in ("dataset", "output_dir", "cache_dir"):
+        if isinstance(data.get(key), str) and not Path(data[key]).is_absolute():
+            data[key] = str((path.parent / data[key]).resolve()) if key == "dataset" else data[key]
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = tuple(first["loc"])
+        in_file = loc and loc[0] not in (overrides or {})
+        line = _line_of(node, loc) if in_file else None
+        field = ".".join(map(str, loc)) or "(config)"
+        where = f"{path}:{line}" if line else (str(path) if in_file else "command line")
+        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise ConfigError(f"{field}: {first['msg']}{more}", where=where) from None

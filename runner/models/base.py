@@ -1,0 +1,131 @@
+"""The provider interface: one call in (a neutral request), one completion out, errors classified.
+
+Transcripts are kept in one neutral shape; each provider converts it to its wire format:
+    {"role": "user", "text": str}
+    {"role": "assistant", "text": str, "tool_calls": [{"id", "name", "args"}]}
+    {"role": "tool", "results": [{"id", "content", "is_error"}]}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+# USD per 1M input / output tokens; the config's `prices` overrides or extends it.
+PRICES: dict[str, tuple[float, float]] = {
+    "claude-sonnet-4-5-20250929": (3.0, 15.0), "claude-sonnet-4-5": (3.0, 15.0),
+    "gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    model: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]  # neutral: name, description, input_schema
+    temperature: float = 0.0
+    max_output_tokens: int = 800
+
+    def cache_key(self, provider: str) -> str:
+        """SHA-256 of everything that decides the answer: never keys, timeouts or base URLs."""
+        body = {"provider": provider, **asdict(self)}
+        return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def estimated_input_tokens(self) -> int:
+        return max(1, len(json.dumps([self.system, self.messages, self.tools], separators=(",", ":"))) // 4)
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    args: Any  # a dict, or the raw string when the model sent unparseable JSON
+
+
+@dataclass
+class Completion:
+    text: str
+    tool_calls: list[ToolCall]
+    input_tokens: int
+    output_tokens: int
+    latency_seconds: float
+    stop_reason: str
+    request_id: str | None
+    model: str
+    cached: bool = False
+    attempts: int = 1
+    cost_usd: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Completion:
+        return cls(**{**d, "tool_calls": [ToolCall(**t) for t in d["tool_calls"]]})
+
+
+ErrorKind = Literal["rate_limited", "transient", "fatal"]
+
+
+class ProviderError(Exception):
+    """A classified provider failure. retry_after in seconds when the server said so."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.status, self.retry_after = kind, status, retry_after
+
+
+def retry_after_from(headers: Any) -> float | None:
+    """retry-after / retry-after-ms, or the providers' reset headers."""
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        v = headers.get(name)
+        if v:
+            try:
+                return float(v) * scale
+            except ValueError:
+                pass
+    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):
+        v = headers.get(name)
+        if v and v.endswith("s"):
+            try:
+                return float(v.rstrip("s").split("m")[-1])
+            except ValueError:
+                pass
+    return None
+
+
+def classify_status(status: int, message: str, headers: Any) -> ProviderError:
+    if status == 429:
+        return ProviderError("rate_limited", message, status=status, retry_after=retry_after_from(headers))
+    if status in (408, 409) or status >= 500:
+        return ProviderError("transient", message, status=status, retry_after=retry_after_from(headers))
+    return ProviderError("fatal", message, status=status)
+
+
+def price(model: str, input_tokens: int, output_tokens: int, table: dict[str, tuple[float, float]]) -> float:
+    p = table.get(model) or PRICES.get(model)
+    return 0.0 if p is None else (input_tokens * p[0] + output_tokens * p[1]) / 1e6
+
+
+class Provider(ABC):
+    """One provider's SDK client. generate() raises ProviderError for every failure it can name."""
+
+    name: str = "abstract"
+
+    @abstractmethod
+    def generate(self, req: Request) -> Completion: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    @staticmethod
+    def _timer() -> float:
+        return time.monotonic()

@@ -1,0 +1,74 @@
+"""OpenAI Chat Completions with tools, on the official SDK (its own retries off)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, classify_status
+
+
+def to_openai(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for m in messages:
+        if m["role"] == "user":
+            out.append({"role": "user", "content": m["text"]})
+        elif m["role"] == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": m.get("text") or None}
+            if m.get("tool_calls"):
+                msg["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
+                    "name": c["name"], "arguments": c["args"] if isinstance(c["args"], str) else json.dumps(c["args"])}}
+                    for c in m["tool_calls"]]
+            out.append(msg)
+        else:
+            out += [{"role": "tool", "tool_call_id": r["id"], "content": r["content"]} for r in m["results"]]
+    return out
+
+
+def _args(raw: str) -> Any:
+    try:
+        return json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return raw  # the tool layer answers it with an invalid_arguments error
+
+
+class OpenAIProvider(Provider):
+    name = "openai"
+
+    def __init__(self, api_key: str, *, base_url: str | None, timeout: float) -> None:
+        import openai
+
+        self._sdk = openai
+        self.client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+    def generate(self, req: Request) -> Completion:
+        sdk = self._sdk
+        tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                                   "parameters": t["input_schema"]}} for t in req.tools]
+        t0 = self._timer()
+        try:
+            resp = self.client.chat.completions.create(
+                model=req.model, messages=to_openai(req.system, req.messages),  # type: ignore[arg-type]
+                tools=tools, temperature=req.temperature, max_completion_tokens=req.max_output_tokens)  # type: ignore[arg-type]
+        except sdk.APIStatusError as e:
+            raise classify_status(e.status_code, str(e.message), e.response.headers) from e
+        except sdk.APITimeoutError as e:
+            raise ProviderError("transient", f"timeout: {e}") from e
+        except sdk.APIConnectionError as e:
+            raise ProviderError("transient", f"connection: {e}") from e
+        except (sdk.APIResponseValidationError, ValueError) as e:
+            raise ProviderError("transient", f"malformed response: {e}") from e
+        if not resp.choices:
+            raise ProviderError("transient", "response has no choices")
+        choice = resp.choices[0]
+        calls = [ToolCall(tc.id, tc.function.name, _args(tc.function.arguments))
+                 for tc in (choice.message.tool_calls or []) if tc.type == "function"]
+        usage = resp.usage
+        return Completion(text=choice.message.content or "", tool_calls=calls,
+                          input_tokens=usage.prompt_tokens if usage else 0,
+                          output_tokens=usage.completion_tokens if usage else 0,
+                          latency_seconds=self._timer() - t0, stop_reason=str(choice.finish_reason),
+                          request_id=getattr(resp, "_request_id", None), model=req.model)
+
+    def close(self) -> None:
+        self.client.close()

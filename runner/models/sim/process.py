@@ -1,0 +1,73 @@
+"""The simulator as a resource: a child process started and stopped by a context manager."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import TracebackType
+from typing import Self
+
+import json
+import urllib.request
+
+from runner.config import SimSettings
+from runner.errors import RunStopped
+
+
+class SimServer:
+    """`with SimServer(settings) as sim: sim.url` -- a server process on 127.0.0.1."""
+
+    def __init__(self, settings: SimSettings, *, boot_timeout: float = 30.0) -> None:
+        self.settings, self.boot_timeout = settings, boot_timeout
+        self.url = ""
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "runner", "sim", "serve", "--settings-json", self.settings.model_dump_json()],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert self._proc.stdout is not None
+        deadline = time.monotonic() + self.boot_timeout
+        line = ""
+        while time.monotonic() < deadline:
+            line = self._proc.stdout.readline()
+            if line.startswith("listening on "):
+                self.url = line.split("listening on ", 1)[1].strip()
+                return
+            if not line and self._proc.poll() is not None:
+                break
+        err = self._proc.stderr.read() if self._proc.stderr and self._proc.poll() is not None else ""
+        raise RunStopped(f"the simulator did not start: {line.strip()} {err[-1500:]}")
+
+    def stats(self) -> dict[str, object]:
+        with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:
+            return dict(json.loads(r.read()))
+
+    def reset_stats(self) -> None:
+        req = urllib.request.Request(f"{self.url}/stats/reset", method="POST")
+        with urllib.request.urlopen(req, timeout=10):
+            pass
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None

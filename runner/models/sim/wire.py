@@ -1,0 +1,96 @@
+"""The two wire formats the simulator speaks, to and from the policy's neutral messages."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from runner.models.sim.policy import Action, Call, Msg
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def anthropic_messages(body: dict[str, Any]) -> list[Msg]:
+    out: list[Msg] = []
+    for m in body.get("messages", []):
+        content = m.get("content")
+        if m.get("role") == "assistant":
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+            uses = [b for b in blocks if b.get("type") == "tool_use"]
+            out.append(Msg("assistant", _text_of(blocks), [Call(b["name"], b.get("input") or {}) for b in uses],
+                           [b["id"] for b in uses]))
+            continue
+        if isinstance(content, list):
+            for b in content:
+                if b.get("type") == "tool_result":
+                    out.append(Msg("tool", _text_of(b.get("content")) if not isinstance(b.get("content"), str)
+                                   else b["content"], call_id=b.get("tool_use_id", "")))
+            text = _text_of(content)
+            if text:
+                out.append(Msg("user", text))
+        else:
+            out.append(Msg("user", content or ""))
+    return out
+
+
+def openai_messages(body: dict[str, Any]) -> list[Msg]:
+    out: list[Msg] = []
+    for m in body.get("messages", []):
+        role = m.get("role")
+        if role == "assistant":
+            tcs = m.get("tool_calls") or []
+            calls = []
+            for tc in tcs:
+                try:
+                    args = json.loads(tc["function"].get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    args = {}
+                calls.append(Call(tc["function"]["name"], args if isinstance(args, dict) else {}))
+            out.append(Msg("assistant", _text_of(m.get("content")), calls, [tc["id"] for tc in tcs]))
+        elif role == "tool":
+            out.append(Msg("tool", _text_of(m.get("content")), call_id=m.get("tool_call_id", "")))
+        elif role == "user":
+            out.append(Msg("user", _text_of(m.get("content"))))
+    return out
+
+
+def anthropic_response(action: Action, model: str, rid: str, usage: tuple[int, int]) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if action.text:
+        content.append({"type": "text", "text": action.text})
+    for i, c in enumerate(action.calls):
+        content.append({"type": "tool_use", "id": f"toolu_{rid[:16]}{i:02d}", "name": c.name, "input": c.args})
+    return {"id": f"msg_{rid[:24]}", "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": "tool_use" if action.calls else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
+
+
+def openai_response(action: Action, model: str, rid: str, usage: tuple[int, int]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": action.text or None}
+    if action.calls:
+        message["tool_calls"] = [{"id": f"call_{rid[:16]}{i:02d}", "type": "function",
+                                  "function": {"name": c.name, "arguments": json.dumps(c.args)}}
+                                 for i, c in enumerate(action.calls)]
+    return {"id": f"chatcmpl-{rid[:24]}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": "tool_calls" if action.calls else "stop"}],
+            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
+
+
+def anthropic_error(status: int, message: str) -> dict[str, Any]:
+    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+            429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def openai_error(status: int, message: str) -> dict[str, Any]:
+    kind = {400: "invalid_request_error", 401: "invalid_api_key", 404: "model_not_found",
+            429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
