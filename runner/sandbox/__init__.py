@@ -1,0 +1,43 @@
+"""Sandboxes: one PostgreSQL per worker. `make_sandbox` builds the kind the run resolved to."""
+
+from __future__ import annotations
+
+from runner.errors import SandboxBootError
+from runner.sandbox.base import Sandbox
+
+
+def resolve_kind(requested: str) -> str:
+    """auto -> docker when an engine answers, else local (when binaries exist)."""
+    if requested != "auto":
+        return requested
+    from runner.sandbox.docker import engine_answers
+    from runner.sandbox.local import find_bindir
+
+    if engine_answers():
+        return "docker"
+    if find_bindir() is not None:
+        return "local"
+    raise SandboxBootError("no Docker engine answers and no PostgreSQL binaries were found: run `make engine`, "
+                           "apt-get install postgresql, or pip install 'pgsandbox-runner[embedded]'")
+
+
+def make_sandbox(kind: str, *, image: str | None, run_id: str, owner_pid: int, name_hint: str,
+                 memory: str = "256m", cpus: float = 1.0, dsn: str | None = None, keep: bool = False) -> Sandbox:
+    if kind == "docker":
+        from runner.sandbox.docker import DockerSandbox
+
+        if image is None:
+            raise SandboxBootError("docker sandbox without an image")
+        return DockerSandbox(image, run_id=run_id, owner_pid=owner_pid, memory=memory, cpus=cpus, keep=keep,
+                             name_hint=name_hint)
+    if kind == "local":
+        from runner.sandbox.local import LocalSandbox
+
+        return LocalSandbox(name_hint=name_hint, keep=keep)
+    if kind == "external":
+        from runner.sandbox.external import ExternalSandbox
+
+        if not dsn:
+            raise SandboxBootError("the external sandbox needs --dsn")
+        return ExternalSandbox(dsn)
+    raise SandboxBootError(f"unknown sandbox kind {kind!r}")

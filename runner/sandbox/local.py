@@ -169,10 +169,10 @@ def ensure_template(bindir: Path) -> Path:
 class LocalSandbox(Sandbox):
     kind = "local"
 
-    def __init__(self, *, name_hint: str = "w", boot_timeout: float = 30.0) -> None:
+    def __init__(self, *, name_hint: str = "w", boot_timeout: float = 30.0, keep: bool = False) -> None:
         super().__init__()
         self.id = f"local-{name_hint}-{uuid.uuid4().hex[:6]}"
-        self.boot_timeout = boot_timeout
+        self.boot_timeout, self.keep = boot_timeout, keep
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: Path | None = None
 
@@ -196,7 +196,8 @@ class LocalSandbox(Sandbox):
         log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
         self._proc = subprocess.Popen(
             [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock")],
-            stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent, **_as_user(user))  # type: ignore[call-overload]
+            stdout=log, stderr=subprocess.STDOUT, preexec_fn=None if self.keep else _die_with_parent,
+            start_new_session=True, **_as_user(user))  # type: ignore[call-overload]
         log.close()
         self.endpoint = Endpoint("127.0.0.1", port, ROLE, password)
         wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
@@ -218,6 +219,8 @@ class LocalSandbox(Sandbox):
         return self._proc.pid if self._proc else None
 
     def stop(self) -> None:
+        if self.keep:
+            return
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGINT)  # fast shutdown
             try:

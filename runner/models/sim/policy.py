@@ -139,8 +139,8 @@ class Ctx:
             raise _Need(missing)
         return results  # type: ignore[return-value]
 
-    def call(self, name: str, **args: Any) -> dict[str, Any]:
-        return self.calls([Call(name, {k: v for k, v in args.items() if v is not None})])[0]
+    def call(self, tool: str, /, **args: Any) -> dict[str, Any]:
+        return self.calls([Call(tool, {k: v for k, v in args.items() if v is not None})])[0]
 
     def account(self, ref: str) -> dict[str, Any]:
         base, city = split_account_ref(ref)
@@ -159,7 +159,7 @@ class Ctx:
             raise _Final(f"Several accounts match '{base}': {where}. Which one do you mean?")
         return rows[0]
 
-    def one(self, tool: str, what: str, query: str, name_key: str) -> dict[str, Any]:
+    def one(self, tool: str, what: str, query: str, name_key: str, /) -> dict[str, Any]:
         rows = _rows(self.call(tool, query=query))
         exact = [r for r in rows if str(r.get(name_key, "")).casefold() == query.casefold()]
         rows = exact or rows
@@ -283,13 +283,15 @@ def respond(model: str, messages: list[Msg]) -> Action:
 
 def review(messages: list[Msg]) -> Action:
     """Teacher: compare the student's proposal with the strong policy's step on the same context."""
-    raw = messages[-1].text.split(PROPOSAL_MARKER, 1)[1]
+    # Providers that merge consecutive user messages put the request and the proposal in one text.
+    before, raw = messages[-1].text.split(PROPOSAL_MARKER, 1)
+    context = messages[:-1] + ([Msg("user", before.strip())] if before.strip() else [])
     try:
         proposal = json.loads(raw)
     except json.JSONDecodeError:
         proposal = {}
     proposed = [Call(c.get("name", ""), c.get("args", {})) for c in proposal.get("calls", [])]
-    best = respond("sim-strong", messages[:-1])
+    best = respond("sim-strong", context)
     same = [c.key() for c in proposed] == [c.key() for c in best.calls]
     if same:
         verdict: dict[str, Any] = {"verdict": "approve"}

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from types import TracebackType
 from typing import Self
@@ -20,8 +21,9 @@ from runner.errors import RunStopped
 class SimServer:
     """`with SimServer(settings) as sim: sim.url` -- a server process on 127.0.0.1."""
 
-    def __init__(self, settings: SimSettings, *, boot_timeout: float = 30.0) -> None:
+    def __init__(self, settings: SimSettings, *, boot_timeout: float = 30.0, log_path: str | None = None) -> None:
         self.settings, self.boot_timeout = settings, boot_timeout
+        self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"pgsandbox-sim-{os.getpid()}.log")
         self.url = ""
         self._proc: subprocess.Popen[str] | None = None
 
@@ -37,9 +39,12 @@ class SimServer:
         self.stop()
 
     def start(self) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "runner", "sim", "serve", "--settings-json", self.settings.model_dump_json()],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        # stderr to a file: a pipe nobody reads would block the server once it fills.
+        with open(self.log_path, "w") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "runner", "sim", "serve", "--settings-json", self.settings.model_dump_json()],
+                stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True)  # Ctrl-C goes to the supervisor, which stops us last
         assert self._proc.stdout is not None
         deadline = time.monotonic() + self.boot_timeout
         line = ""
@@ -50,8 +55,9 @@ class SimServer:
                 return
             if not line and self._proc.poll() is not None:
                 break
-        err = self._proc.stderr.read() if self._proc.stderr and self._proc.poll() is not None else ""
-        raise RunStopped(f"the simulator did not start: {line.strip()} {err[-1500:]}")
+        with open(self.log_path) as log:
+            err = log.read()[-1500:]
+        raise RunStopped(f"the simulator did not start: {line.strip()} {err}")
 
     def stats(self) -> dict[str, object]:
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:

@@ -12,7 +12,9 @@ import hashlib
 import json
 import math
 import random
+import sys
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -185,12 +187,21 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     return web.json_response(payload, headers=headers)
 
 
+async def _guarded(request: web.Request, api: str) -> web.StreamResponse:
+    try:
+        return await _handle(request, api)
+    except Exception as e:  # a policy bug must show up as a 500 with a reason, and in the log
+        traceback.print_exc(file=sys.stderr)
+        err = wire.anthropic_error if api == "anthropic" else wire.openai_error
+        return web.json_response(err(500, f"simulator error: {type(e).__name__}: {e}"), status=500)
+
+
 async def _anthropic(request: web.Request) -> web.StreamResponse:
-    return await _handle(request, "anthropic")
+    return await _guarded(request, "anthropic")
 
 
 async def _openai(request: web.Request) -> web.StreamResponse:
-    return await _handle(request, "openai")
+    return await _guarded(request, "openai")
 
 
 async def _stats(request: web.Request) -> web.Response:

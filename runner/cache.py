@@ -1,0 +1,50 @@
+"""A response cache shared by all workers: SQLite in WAL mode, one connection per process.
+
+Key: SHA-256 of the canonical request (models.base.Request.cache_key). Value: the normalised
+completion. Only successful completions are stored; errors never are.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DIR = Path(".cache/pgsandbox-runner")
+
+
+class ResponseCache:
+    def __init__(self, directory: str | Path) -> None:
+        self.path = Path(directory) / "responses.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, provider TEXT, model TEXT,"
+                         " value TEXT NOT NULL, created REAL NOT NULL)")
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, provider: str, model: str, value: dict[str, Any]) -> None:
+        self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
+                         (key, provider, model, json.dumps(value, sort_keys=True), time.time()))
+
+    def stats(self) -> dict[str, Any]:
+        rows = self._db.execute("SELECT provider, model, count(*), sum(length(value)) FROM responses "
+                                "GROUP BY provider, model ORDER BY provider, model").fetchall()
+        return {"path": str(self.path), "entries": sum(r[2] for r in rows),
+                "bytes": self.path.stat().st_size if self.path.exists() else 0,
+                "by_model": [{"provider": p, "model": m, "entries": n, "value_bytes": b} for p, m, n, b in rows]}
+
+    def clear(self) -> int:
+        n = self._db.execute("SELECT count(*) FROM responses").fetchone()[0]
+        self._db.execute("DELETE FROM responses")
+        self._db.execute("VACUUM")
+        return int(n)
+
+    def close(self) -> None:
+        self._db.close()

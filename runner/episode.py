@@ -1,0 +1,95 @@
+"""One conversation in one sandbox: reset, run the agent, digest, score, build the result record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+import psycopg
+
+from runner.agents import telemetry
+from runner.agents.atlas import run_atlas
+from runner.agents.base import Episode, EventSink, no_events
+from runner.agents.baseline import run_baseline
+from runner.config import RunSpec
+from runner.crm import db
+from runner.crm.scoring import expected_state, score
+from runner.dataset import Conversation
+from runner.models.client import CallStats, ModelClient
+
+
+class Expectations:
+    """Expected final states, computed once per conversation per worker by replaying the gold calls."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    def get(self, conn: psycopg.Connection[Any], conv: Conversation) -> dict[str, Any]:
+        if conv.id not in self._cache:
+            self._cache[conv.id] = expected_state(conn, conv)
+        return self._cache[conv.id]
+
+
+def _stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStats:
+    total = CallStats()
+    for c, b in zip(clients, before, strict=True):
+        d = CallStats(**{k: getattr(c.stats, k) - getattr(b, k) for k in (
+            "calls", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens", "output_tokens",
+            "cost_usd")})
+        total.add(d)
+    return total
+
+
+def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[Any],
+                atlas: psycopg.Connection[Any] | None, agent: ModelClient, teacher: ModelClient | None,
+                expectations: Expectations, emit: EventSink = no_events) -> dict[str, Any]:
+    """Run and score one conversation; raises only for errors that are not the agent's (sandbox, provider)."""
+    started = dt.datetime.now(dt.UTC)
+    t0 = time.monotonic()
+    clients = [agent] + ([teacher] if teacher else [])
+    before = [CallStats(**{k: getattr(c.stats, k) for k in ("calls", "cache_hits", "cache_misses", "retries",
+                                                            "rate_limited", "input_tokens", "output_tokens",
+                                                            "cost_usd")}) for c in clients]
+    expected = expectations.get(crm, conv)
+    t_reset = time.monotonic()
+    db.reset(crm, conv.seed)
+    reset_ms = (time.monotonic() - t_reset) * 1000
+    t_agent = time.monotonic()
+    if spec.agent == "atlas":
+        assert teacher is not None
+        ep: Episode = run_atlas(conv, crm, agent, teacher, spec, emit)
+    else:
+        ep = run_baseline(conv, crm, agent, spec, emit)
+    agent_s = time.monotonic() - t_agent
+    final = db.digest(crm)
+    scores = score(conv, ep.calls_per_turn, final, expected, completed=not ep.step_limit_hit).to_dict()
+    atlas_export = None
+    if spec.agent == "atlas" and atlas is not None and spec.teacher is not None:
+        atlas_export = telemetry.record(atlas, run=spec.name, conversation_id=conv.id, student=spec.model,
+                                        teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
+    stats = _stats_delta(clients, before)
+    emit("scores", scores)
+    return {
+        "status": "ok", "run": spec.name, "conversation_id": conv.id, "agent": spec.agent,
+        "provider": spec.provider, "model": spec.model, "teacher_model": spec.teacher.model if spec.teacher else None,
+        "difficulty": conv.difficulty, "tags": conv.tags, "turns": len(conv.turns),
+        "success": scores["success"], "scores": scores, "step_limit_hit": ep.step_limit_hit,
+        "tool_calls": ep.tool_calls, "transcript": ep.transcript, "model_calls": ep.model_calls,
+        "input_tokens": stats.input_tokens, "output_tokens": stats.output_tokens,
+        "cost_usd": round(stats.cost_usd, 6), "llm_calls": stats.calls, "cache_hits": stats.cache_hits,
+        "cache_misses": stats.cache_misses, "retries": stats.retries, "rate_limited": stats.rate_limited,
+        "latency_seconds": round(sum(m["latency_seconds"] for m in ep.model_calls), 4),
+        "atlas": atlas_export, "error": None,
+        "started_at": started.isoformat(timespec="milliseconds"),
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        "wall_seconds": round(time.monotonic() - t0, 4),
+        "timings": {"reset_ms": round(reset_ms, 3), "agent_seconds": round(agent_s, 4)},
+    }
+
+
+def error_result(spec: RunSpec, conv_id: str, error: str, *, kind: str) -> dict[str, Any]:
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+    return {"status": "error", "run": spec.name, "conversation_id": conv_id, "agent": spec.agent,
+            "provider": spec.provider, "model": spec.model, "success": False, "scores": None,
+            "error": f"{kind}: {error}", "error_kind": kind, "started_at": now, "finished_at": now}

@@ -1,0 +1,151 @@
+"""The one way agents call a model: cache, shared rate limit, provider, retries -- in that order.
+
+Retries live here only (the SDKs' own are off): rate-limit answers pause the shared budget for
+every worker; transient errors back off exponentially with full jitter, bounded by attempts and a
+total time cap; fatal ones (400/401/403/404) raise ProviderFatal and stop the run.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from runner.cache import ResponseCache
+from runner.config import Config, ModelRef, RetrySettings, api_key, resolve_mode
+from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp
+from runner.models.base import Completion, Provider, ProviderError, Request, price
+from runner.ratelimit import SharedLimiter, limiter_key
+
+
+@dataclass
+class CallStats:
+    calls: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: CallStats) -> None:
+        for k in ("calls", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens",
+                  "output_tokens"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.cost_usd += other.cost_usd
+
+
+class ModelClient:
+    def __init__(self, provider: Provider, *, wire_model: str, logical_model: str, limiter: SharedLimiter | None,
+                 limiter_slot: int | None, cache: ResponseCache | None, retry: RetrySettings,
+                 prices: dict[str, tuple[float, float]]) -> None:
+        self.provider, self.wire_model, self.logical_model = provider, wire_model, logical_model
+        self.limiter, self.slot, self.cache, self.retry, self.prices = limiter, limiter_slot, cache, retry, prices
+        self.stats = CallStats()
+
+    def complete(self, req: Request) -> Completion:
+        req = Request(self.wire_model, req.system, req.messages, req.tools, req.temperature, req.max_output_tokens)
+        key = req.cache_key(self.provider.name)
+        self.stats.calls += 1
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.stats.cache_hits += 1
+                c = Completion.from_dict(hit)
+                c.cached, c.latency_seconds, c.attempts, c.cost_usd = True, 0.0, 0, 0.0
+                return c
+            self.stats.cache_misses += 1
+        c = self._with_retries(req)
+        c.cost_usd = price(self.logical_model, c.input_tokens, c.output_tokens, self.prices)
+        self.stats.input_tokens += c.input_tokens
+        self.stats.output_tokens += c.output_tokens
+        self.stats.cost_usd += c.cost_usd
+        if self.cache is not None:
+            self.cache.put(key, self.provider.name, self.logical_model, c.to_dict())
+        return c
+
+    def _with_retries(self, req: Request) -> Completion:
+        start = time.monotonic()
+        deadline = start + self.retry.total_cap_seconds
+        est_in = req.estimated_input_tokens()
+        last = ""
+        for attempt in range(1, self.retry.max_attempts + 1):
+            res = None
+            if self.limiter is not None and self.slot is not None:
+                res = self.limiter.acquire(self.slot, est_in, min(req.max_output_tokens, self.limiter.out_estimate),
+                                           deadline=deadline)
+                if res is None:
+                    break
+            try:
+                c = self.provider.generate(req)
+            except ProviderError as e:
+                if res is not None and self.limiter is not None:
+                    self.limiter.settle(res, res.input_tokens, 0, ok=False)
+                last = f"{e.kind} ({e.status or '-'}): {e}"
+                if e.kind == "fatal":
+                    raise ProviderFatal(f"{self.provider.name} rejected {self.logical_model}: {e.status} {e}") from e
+                self.stats.retries += 1
+                wait = min(self.retry.max_backoff_seconds, self.retry.base_seconds * 2 ** (attempt - 1))
+                wait = random.uniform(0, wait)  # full jitter
+                if e.kind == "rate_limited":
+                    self.stats.rate_limited += 1
+                    pause = e.retry_after if e.retry_after is not None else wait
+                    if self.limiter is not None and self.slot is not None:
+                        self.limiter.pause(self.slot, pause)
+                        wait = 0.0  # acquire() now waits for the shared pause
+                    else:
+                        wait = pause
+                elif e.retry_after:
+                    wait = max(wait, e.retry_after)
+                if time.monotonic() + wait > deadline:
+                    break
+                logger.debug("{} {} attempt {} failed ({}); retrying in {:.2f}s", self.provider.name,
+                             self.logical_model, attempt, last, wait)
+                time.sleep(wait)
+                continue
+            if res is not None and self.limiter is not None:
+                self.limiter.settle(res, c.input_tokens, c.output_tokens)
+            c.attempts = attempt
+            return c
+        raise ProviderGaveUp(f"{self.provider.name} {self.logical_model}: gave up after "
+                             f"{time.monotonic() - start:.1f}s; last error {last or 'rate-limit wait too long'}")
+
+    def close(self) -> None:
+        self.provider.close()
+
+
+def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Provider, str]:
+    """The SDK client for ref, aimed at the real API or the simulator; and the model name to send."""
+    from runner.models.anthropic import AnthropicProvider
+    from runner.models.openai import OpenAIProvider
+
+    settings = cfg.anthropic if ref.provider == "anthropic" else cfg.openai
+    if resolve_mode(cfg) == "sim":
+        if not sim_url:
+            raise ConfigError("the simulator is not running")
+        base = sim_url if ref.provider == "anthropic" else f"{sim_url}/v1"
+        key, model = "sim-key", ref.sim_model
+    else:
+        key_value = api_key(ref.provider)
+        if not key_value:
+            env = "ANTHROPIC_API_KEY" if ref.provider == "anthropic" else "OPENAI_API_KEY"
+            raise ConfigError(f"{env} is not set (needed by {ref.provider} {ref.model})")
+        key, base, model = key_value, settings.base_url or None, ref.model  # type: ignore[assignment]
+    cls: Any = AnthropicProvider if ref.provider == "anthropic" else OpenAIProvider
+    return cls(key, base_url=base, timeout=settings.timeout_seconds), model
+
+
+def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: SharedLimiter | None,
+                cache: ResponseCache | None) -> ModelClient:
+    provider, wire_model = make_provider(ref, cfg, sim_url)
+    slot = None
+    if limiter is not None:
+        k = limiter_key(cfg, ref.provider, ref.model)
+        slot = limiter.slot(k) if k in limiter.keys else None
+    return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
+                       cache=cache, retry=cfg.retry, prices={**cfg.prices})

@@ -1,0 +1,49 @@
+"""Config + dataset -> work items with stable ids; resume skips what is already done."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from runner.config import Config
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    id: int
+    run: str
+    conversation_id: str
+    index: int  # position in the dataset: results are finally written in this order
+
+
+def in_shard(conversation_id: str, shard: tuple[int, int] | None) -> bool:
+    """Stable across machines and Python hash seeds: sha256, not hash()."""
+    if shard is None:
+        return True
+    i, n = shard
+    return int.from_bytes(hashlib.sha256(conversation_id.encode()).digest()[:8], "big") % n == i - 1
+
+
+def make_plan(cfg: Config, conversation_ids: Iterable[str], done: set[tuple[str, str]] = frozenset()  # type: ignore[assignment]
+              ) -> list[WorkItem]:
+    """Interleaved run x conversation items, so every run progresses together."""
+    items: list[WorkItem] = []
+    ids = [c for c in conversation_ids if in_shard(c, cfg.shard)]
+    if cfg.limit is not None:
+        ids = ids[: cfg.limit]
+    for index, cid in enumerate(ids):
+        for run in cfg.runs:
+            if (run.name, cid) not in done:
+                items.append(WorkItem(len(items), run.name, cid, index))
+    return items
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard takes i/n, e.g. 2/3 (got {text!r})") from None
+    return i, n

@@ -1,0 +1,102 @@
+"""Progress: a live rich table on a terminal, plain periodic lines otherwise."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+
+@dataclass
+class RunProgress:
+    total: int
+    done: int = 0
+    ok: int = 0
+    errors: int = 0
+    success: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    cache_hits: int = 0
+    llm_calls: int = 0
+
+
+@dataclass
+class WorkerView:
+    sandbox: str = "booting"
+    item: str = "-"
+    rss_mb: float = 0.0
+    cpu: float = 0.0
+
+
+@dataclass
+class Progress:
+    runs: dict[str, RunProgress]
+    console: Console
+    started: float = field(default_factory=time.monotonic)
+    workers: dict[int, WorkerView] = field(default_factory=dict)
+    events: Counter[str] = field(default_factory=Counter)
+    _live: Live | None = None
+    _last_line: float = 0.0
+
+    def __enter__(self) -> Progress:
+        if self.console.is_terminal:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(*exc)
+        else:
+            self._line(force=True)
+
+    def result(self, r: dict[str, Any]) -> None:
+        p = self.runs[r["run"]]
+        p.done += 1
+        if r.get("status") == "ok":
+            p.ok += 1
+            p.success += bool(r.get("success"))
+        else:
+            p.errors += 1
+        for k in ("retries", "rate_limited", "cache_hits", "llm_calls"):
+            setattr(p, k, getattr(p, k) + int(r.get(k) or 0))
+
+    def tick(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+        else:
+            self._line()
+
+    def _line(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_line < 10:
+            return
+        self._last_line = now
+        for name, p in self.runs.items():
+            logger.info("{}: {}/{} done, {} ok ({} solved), {} errors, {} retries, {} 429s, {} cache hits",
+                        name, p.done, p.total, p.ok, p.success, p.errors, p.retries, p.rate_limited, p.cache_hits)
+
+    def _render(self) -> Group:
+        elapsed = time.monotonic() - self.started
+        t = Table(title=f"runs ({elapsed:.0f}s)", expand=False)
+        for col in ("run", "done", "ok", "solved", "errors", "rate/s", "ETA", "retries", "429s", "cache hits"):
+            t.add_column(col, justify="right" if col != "run" else "left")
+        for name, p in self.runs.items():
+            rate = p.done / elapsed if elapsed > 0 else 0.0
+            eta = (p.total - p.done) / rate if rate > 0 else float("inf")
+            t.add_row(name, f"{p.done}/{p.total}", str(p.ok), str(p.success), str(p.errors), f"{rate:.2f}",
+                      "-" if eta == float("inf") else f"{eta:.0f}s", str(p.retries), str(p.rate_limited),
+                      f"{p.cache_hits}/{p.llm_calls}")
+        w = Table(title="workers", expand=False)
+        for col in ("worker", "sandbox", "conversation", "RSS MiB", "CPU %"):
+            w.add_column(col)
+        for wid, v in sorted(self.workers.items()):
+            w.add_row(str(wid), v.sandbox, v.item, f"{v.rss_mb:.0f}", f"{v.cpu:.0f}")
+        return Group(t, w)

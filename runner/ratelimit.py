@@ -1,0 +1,149 @@
+"""Rate-limit budgets shared by every worker process.
+
+One shared-memory array holds, per key ("provider" or "provider/model"), token buckets for
+requests, input tokens and output tokens per minute, a pause-until time set by 429s, and an
+adaptive concurrency window. Every worker draws from the same buckets, so N workers together
+stay under the provider's limit and an idle worker leaves its share to the others -- the gap the
+per-process limiters of the seeds admit to.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import multiprocess as mp
+
+from runner.config import Config, Limits
+
+_F = 12  # floats per key
+(_RPM_CAP, _RPM, _ITPM_CAP, _ITPM, _OTPM_CAP, _OTPM, _STAMP, _PAUSED, _CONC, _INFLIGHT, _ADAPTIVE,
+ _CONC_MAX) = range(_F)
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Reservation:
+    slot: int
+    input_tokens: float
+    output_tokens: float
+
+
+class SharedLimiter:
+    """Created once by the supervisor, handed to workers at spawn (shared memory + one lock)."""
+
+    def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], *, start_concurrency: float = 8,
+                 max_concurrency: float = 256, out_estimate: float = 200) -> None:
+        self.keys = sorted(limits)
+        self.out_estimate = out_estimate
+        self._arr: Any = mp.get_context("spawn").Array("d", max(1, len(self.keys)) * _F, lock=True)
+        now = time.monotonic()
+        for i, k in enumerate(self.keys):
+            lim = limits[k]
+            base = i * _F
+            for cap_i, lvl_i, cap in ((_RPM_CAP, _RPM, lim.rpm), (_ITPM_CAP, _ITPM, lim.itpm),
+                                      (_OTPM_CAP, _OTPM, lim.otpm)):
+                self._arr[base + cap_i] = cap or INF
+                self._arr[base + lvl_i] = cap or INF
+            self._arr[base + _STAMP] = now
+            self._arr[base + _PAUSED] = 0.0
+            self._arr[base + _ADAPTIVE] = 1.0 if adaptive.get(k) else 0.0
+            self._arr[base + _CONC] = start_concurrency if adaptive.get(k) else INF
+            self._arr[base + _CONC_MAX] = max_concurrency
+            self._arr[base + _INFLIGHT] = 0.0
+
+    def slot(self, key: str) -> int:
+        return self.keys.index(key)
+
+    def _refill(self, base: int, now: float) -> None:
+        a = self._arr
+        dt = now - a[base + _STAMP]
+        a[base + _STAMP] = now
+        for cap_i, lvl_i in ((_RPM_CAP, _RPM), (_ITPM_CAP, _ITPM), (_OTPM_CAP, _OTPM)):
+            cap = a[base + cap_i]
+            if cap != INF:
+                a[base + lvl_i] = min(cap, a[base + lvl_i] + dt * cap / 60.0)
+
+    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None
+                    ) -> Reservation | float:
+        """A reservation, or the seconds to wait before trying again."""
+        out = self.out_estimate if output_tokens is None else output_tokens
+        a, base = self._arr, slot * _F
+        with a.get_lock():
+            now = time.monotonic()
+            self._refill(base, now)
+            if a[base + _PAUSED] > now:
+                return a[base + _PAUSED] - now
+            conc = a[base + _CONC]
+            if conc != INF and a[base + _INFLIGHT] >= int(conc):
+                return 0.02
+            waits = []
+            for cap_i, lvl_i, need in ((_RPM_CAP, _RPM, 1.0), (_ITPM_CAP, _ITPM, input_tokens),
+                                       (_OTPM_CAP, _OTPM, out)):
+                cap = a[base + cap_i]
+                need = min(need, cap)  # a request larger than a whole minute's budget waits for a full bucket
+                if cap != INF and a[base + lvl_i] < need:
+                    waits.append((need - a[base + lvl_i]) * 60.0 / cap)
+            if waits:
+                return max(waits)
+            a[base + _RPM] -= 1.0
+            a[base + _ITPM] -= input_tokens
+            a[base + _OTPM] -= out
+            a[base + _INFLIGHT] += 1
+            return Reservation(slot, input_tokens, out)
+
+    def acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
+                deadline: float | None = None) -> Reservation | None:
+        """Block until admitted (None if the deadline passes first)."""
+        while True:
+            r = self.try_acquire(slot, input_tokens, output_tokens)
+            if isinstance(r, Reservation):
+                return r
+            if deadline is not None and time.monotonic() + min(r, 0.5) > deadline:
+                return None
+            time.sleep(min(max(r, 0.005), 0.5))
+
+    def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
+        """Charge real usage instead of the estimate; grow the window a little on success."""
+        a, base = self._arr, res.slot * _F
+        with a.get_lock():
+            a[base + _INFLIGHT] = max(0.0, a[base + _INFLIGHT] - 1)
+            a[base + _ITPM] += res.input_tokens - input_tokens
+            a[base + _OTPM] += res.output_tokens - output_tokens
+            if ok and a[base + _ADAPTIVE]:
+                conc = a[base + _CONC]
+                a[base + _CONC] = min(a[base + _CONC_MAX], conc + 1.0 / max(conc, 1.0))
+
+    def pause(self, slot: int, seconds: float) -> None:
+        """The server said wait: nobody sends on this key until then; the window halves."""
+        a, base = self._arr, slot * _F
+        with a.get_lock():
+            a[base + _PAUSED] = max(a[base + _PAUSED], time.monotonic() + seconds)
+            if a[base + _ADAPTIVE]:
+                a[base + _CONC] = max(1.0, a[base + _CONC] / 2)
+
+    def snapshot(self, slot: int) -> dict[str, float]:
+        a, base = self._arr, slot * _F
+        with a.get_lock():
+            return {"requests": a[base + _RPM], "input_tokens": a[base + _ITPM], "output_tokens": a[base + _OTPM],
+                    "concurrency": a[base + _CONC], "in_flight": a[base + _INFLIGHT],
+                    "paused_for": max(0.0, a[base + _PAUSED] - time.monotonic())}
+
+
+def limiter_key(cfg: Config, provider: str, model: str) -> str:
+    """The budget a call draws from: provider/model if configured, else provider."""
+    return f"{provider}/{model}" if f"{provider}/{model}" in cfg.rate_limits else provider
+
+
+def build_limiter(cfg: Config) -> SharedLimiter:
+    """One budget per key any run uses; unlimited keys still get adaptive concurrency by default."""
+    keys: set[str] = set()
+    for r in cfg.runs:
+        keys.add(limiter_key(cfg, r.provider, r.model))
+        if r.teacher:
+            keys.add(limiter_key(cfg, r.teacher.provider, r.teacher.model))
+    limits = {k: cfg.rate_limits[k].resolved() if k in cfg.rate_limits else Limits() for k in keys}
+    adaptive = {k: (cfg.adaptive_concurrency if cfg.adaptive_concurrency is not None
+                    else k not in cfg.rate_limits) for k in keys}
+    return SharedLimiter(limits, adaptive)

@@ -1,0 +1,81 @@
+"""Results -> tables (terminal), report.json and report.html."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from runner.sink import read_results
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def run_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    scored = [r["scores"] for r in ok if r.get("scores")]
+    lat = [float(r.get("wall_seconds") or 0) for r in ok]
+    calls = sum(int(r.get("llm_calls") or 0) for r in rows)
+
+    def mean(key: str) -> float:
+        return statistics.fmean(float(s[key]) for s in scored) if scored else 0.0
+
+    return {
+        "conversations": len(rows), "ok": len(ok), "errors": len(rows) - len(ok),
+        "success_rate": sum(1 for r in ok if r.get("success")) / len(rows) if rows else 0.0,
+        "tool_selection": mean("tool_selection"), "args_exact": mean("args_exact"),
+        "args_normalized": mean("args_normalized"), "state_match": mean("state_match"),
+        "input_tokens": sum(int(r.get("input_tokens") or 0) for r in rows),
+        "output_tokens": sum(int(r.get("output_tokens") or 0) for r in rows),
+        "cost_usd": round(sum(float(r.get("cost_usd") or 0) for r in rows), 6),
+        "latency_p50_s": round(_pct(lat, 0.5), 4), "latency_p95_s": round(_pct(lat, 0.95), 4),
+        "retries": sum(int(r.get("retries") or 0) for r in rows),
+        "rate_limited": sum(int(r.get("rate_limited") or 0) for r in rows),
+        "llm_calls": calls,
+        "cache_hit_rate": sum(int(r.get("cache_hits") or 0) for r in rows) / calls if calls else 0.0,
+    }
+
+
+def load_runs(out: Path) -> dict[str, list[dict[str, Any]]]:
+    return {p.stem: read_results(p) for p in sorted((out / "results").glob("*.jsonl"))}
+
+
+def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[str, Any]]:
+    console = console or Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 150)
+    metrics = {name: run_metrics(rows) for name, rows in load_runs(out).items()}
+    t = Table(title=f"results in {out}")
+    cols = [("run", None), ("convs", "conversations"), ("success", "success_rate"), ("tool sel", "tool_selection"),
+            ("args", "args_normalized"), ("state", "state_match"), ("tok in", "input_tokens"),
+            ("tok out", "output_tokens"), ("cost $", "cost_usd"), ("p50 s", "latency_p50_s"),
+            ("p95 s", "latency_p95_s"), ("errors", "errors"), ("retries", "retries"), ("cache", "cache_hit_rate")]
+    for label, _ in cols:
+        t.add_column(label, justify="left" if label == "run" else "right")
+    for name, m in metrics.items():
+        cells = [name]
+        for label, key in cols[1:]:
+            v = m[key]  # type: ignore[index]
+            cells.append(f"{v:.1%}" if key in ("success_rate", "tool_selection", "args_normalized", "state_match",
+                                                "cache_hit_rate") else f"{v:.4f}" if key == "cost_usd" else str(v))
+        t.add_row(*cells)
+    console.print(t)
+    return metrics
+
+
+def write_json(out: Path) -> Path:
+    metrics = {name: run_metrics(rows) for name, rows in load_runs(out).items()}
+    path = out / "report.json"
+    path.write_text(json.dumps({"runs": metrics}, indent=2, sort_keys=True))
+    return path
