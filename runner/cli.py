@@ -80,12 +80,134 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
         conversation_timeout_seconds=conversation_timeout_seconds))
     cfg = _select_runs(cfg, runs)
     summary = Supervisor(cfg).run()
-    from runner.report import print_summary
+    from runner.report import print_summary, write_reports
 
     print_summary(summary.out)
+    write_reports(summary.out)
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)
+
+
+@cli.command()
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "output_dir", required=True, type=click.Path(file_okay=False))
+def merge(dirs: tuple[str, ...], output_dir: str) -> None:
+    """Merge shard outputs (e.g. a CI matrix) into one output, as if run unsharded."""
+    from pathlib import Path
+
+    from runner.merge import merge as do_merge
+    from runner.report import print_summary
+
+    counts = do_merge([Path(d) for d in dirs], Path(output_dir))
+    click.echo(f"merged {len(dirs)} outputs into {output_dir}: {counts}")
+    print_summary(Path(output_dir))
+
+
+@cli.command()
+@click.argument("conversation_id")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+@click.option("--run", "run_name", help="Which run of the config plays it (default: the first).")
+@click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]))
+@click.option("--dsn", help="A database that is already running (with --sandbox external).")
+@click.option("--dataset", type=click.Path(dir_okay=False))
+@click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]))
+@click.option("--no-cache", is_flag=True)
+def debug(conversation_id: str, config_path: str | None, run_name: str | None, sandbox: str | None,
+          dsn: str | None, dataset: str | None, providers_mode: str | None, no_cache: bool) -> None:
+    """Replay one conversation live in one sandbox and leave the database running."""
+    from rich.console import Console
+
+    from runner.config import load_config
+    from runner.debug import debug as do_debug
+
+    cfg = load_config(config_path, _overrides(sandbox=sandbox or ("external" if dsn else None), dsn=dsn,
+                                              dataset=dataset, providers_mode=providers_mode,
+                                              cache=False if no_cache else None))
+    do_debug(cfg, conversation_id, run_name, Console())
+
+
+@cli.command()
+@click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("other", required=False, type=click.Path(exists=True, file_okay=False))
+def report(out_dir: str, other: str | None) -> None:
+    """Tables, report.json and report.html for OUT_DIR; with OTHER, deltas from OUT_DIR to OTHER."""
+    import json
+    from pathlib import Path
+
+    from runner.report import compare, print_summary, write_reports
+
+    if other:
+        deltas = compare(Path(out_dir), Path(other))
+        (Path(other) / "compare.json").write_text(json.dumps({"a": out_dir, "b": other, "runs": deltas}, indent=2))
+        return
+    print_summary(Path(out_dir))
+    j, h = write_reports(Path(out_dir))
+    click.echo(f"wrote {j} and {h}")
+
+
+@cli.group()
+def dataset() -> None:
+    """Conversation datasets."""
+
+
+@dataset.command("generate")
+@click.option("--n", "n", default=1200, show_default=True, type=int)
+@click.option("--seed", default=7, show_default=True, type=int)
+@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False))
+def dataset_generate(n: int, seed: int, out: str) -> None:
+    """Generate N deterministic CRM conversations."""
+    from runner.crm.generate import generate_one
+    from runner.dataset import Conversation
+
+    with open(out, "w", encoding="utf-8") as f:
+        for i in range(n):
+            conv: Conversation = generate_one(seed, i)
+            f.write(conv.model_dump_json() + "\n")
+    click.echo(f"wrote {n} conversations to {out}")
+
+
+@dataset.command("validate")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--skip-invalid", is_flag=True, help="Write bad lines to PATH.rejects.jsonl and go on.")
+def dataset_validate(path: str, skip_invalid: bool) -> None:
+    """Check every line of a conversations file; the first bad line is named file:line."""
+    from collections import Counter
+
+    from runner.dataset import iter_conversations
+
+    n, turns, diff = 0, 0, Counter()
+    for c in iter_conversations(path, skip_invalid=skip_invalid):
+        n, turns = n + 1, turns + len(c.turns)
+        diff[c.difficulty] += 1
+    click.echo(f"{path}: {n} valid conversations, {turns} turns, difficulty {dict(diff)}")
+
+
+@cli.group()
+def cache() -> None:
+    """The response cache shared by all workers."""
+
+
+def _cache(cache_dir: str | None):  # type: ignore[no-untyped-def]
+    from runner.cache import DEFAULT_DIR, ResponseCache
+
+    return ResponseCache(cache_dir or DEFAULT_DIR)
+
+
+@cache.command("stats")
+@click.option("--cache-dir", type=click.Path(file_okay=False))
+def cache_stats(cache_dir: str | None) -> None:
+    """Entries and size, by provider and model."""
+    import json
+
+    click.echo(json.dumps(_cache(cache_dir).stats(), indent=2))
+
+
+@cache.command("clear")
+@click.option("--cache-dir", type=click.Path(file_okay=False))
+def cache_clear(cache_dir: str | None) -> None:
+    """Delete every cached response."""
+    click.echo(f"removed {_cache(cache_dir).clear()} entries")
 
 
 @cli.group()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 from runner.config import Config
@@ -25,14 +25,17 @@ def in_shard(conversation_id: str, shard: tuple[int, int] | None) -> bool:
     return int.from_bytes(hashlib.sha256(conversation_id.encode()).digest()[:8], "big") % n == i - 1
 
 
-def make_plan(cfg: Config, conversation_ids: Iterable[str], done: set[tuple[str, str]] = frozenset()  # type: ignore[assignment]
+def make_plan(cfg: Config, conversation_ids: Iterable[str], done: Set[tuple[str, str]] = frozenset()
               ) -> list[WorkItem]:
-    """Interleaved run x conversation items, so every run progresses together."""
+    """Interleaved run x conversation items, so every run progresses together.
+
+    `index` is the position in the whole dataset, so shards merge back into dataset order.
+    """
     items: list[WorkItem] = []
-    ids = [c for c in conversation_ids if in_shard(c, cfg.shard)]
+    ids = [(i, c) for i, c in enumerate(conversation_ids) if in_shard(c, cfg.shard)]
     if cfg.limit is not None:
         ids = ids[: cfg.limit]
-    for index, cid in enumerate(ids):
+    for index, cid in ids:
         for run in cfg.runs:
             if (run.name, cid) not in done:
                 items.append(WorkItem(len(items), run.name, cid, index))

@@ -74,8 +74,42 @@ def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[s
     return metrics
 
 
-def write_json(out: Path) -> Path:
-    metrics = {name: run_metrics(rows) for name, rows in load_runs(out).items()}
-    path = out / "report.json"
-    path.write_text(json.dumps({"runs": metrics}, indent=2, sort_keys=True))
-    return path
+def write_reports(out: Path) -> tuple[Path, Path]:
+    """report.json (metrics and breakdowns per run) and report.html, next to the results."""
+    from runner.report_html import breakdown, render
+
+    rows = load_runs(out)
+    metrics = {name: run_metrics(r) for name, r in rows.items()}
+    doc = {"runs": {n: {**m, "by_difficulty": breakdown(rows[n], "difficulty"), "by_tag": breakdown(rows[n], "tags")}
+                    for n, m in metrics.items()}}
+    (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+    (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows), encoding="utf-8")
+    return out / "report.json", out / "report.html"
+
+
+COMPARED = ("success_rate", "tool_selection", "args_normalized", "state_match", "cost_usd", "latency_p50_s",
+            "latency_p95_s", "errors")
+
+
+def compare(a: Path, b: Path, console: Console | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """Per run present in both: each metric in A, in B, and B - A."""
+    console = console or Console()
+    ma = {n: run_metrics(r) for n, r in load_runs(a).items()}
+    mb = {n: run_metrics(r) for n, r in load_runs(b).items()}
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    t = Table(title=f"{a} -> {b}")
+    t.add_column("run")
+    t.add_column("metric")
+    for label in ("A", "B", "delta"):
+        t.add_column(label, justify="right")
+    for name in sorted(set(ma) & set(mb)):
+        out[name] = {}
+        for k in COMPARED:
+            va, vb = float(ma[name][k]), float(mb[name][k])
+            out[name][k] = {"a": va, "b": vb, "delta": vb - va}
+            t.add_row(name, k, f"{va:.4g}", f"{vb:.4g}", f"{vb - va:+.4g}")
+    only = sorted(set(ma) ^ set(mb))
+    console.print(t)
+    if only:
+        console.print(f"runs in only one of the two: {', '.join(only)}")
+    return out

@@ -63,13 +63,30 @@ def local_sandbox(local_bindir: str) -> Iterator[Sandbox]:
         yield sb
 
 
+@pytest.fixture(scope="session")
+def shared_docker_sandbox(sandbox_image: str) -> Iterator[Sandbox]:
+    """One container for all tests that reset the database themselves (faster than one each)."""
+    from runner.sandbox.docker import DockerSandbox
+
+    with DockerSandbox(sandbox_image, run_id=TEST_RUN_ID, owner_pid=os.getpid(), name_hint="shared") as sb:
+        yield sb
+
+
+@pytest.fixture(scope="session")
+def shared_local_sandbox(local_bindir: str) -> Iterator[Sandbox]:
+    from runner.sandbox.local import LocalSandbox
+
+    with LocalSandbox(name_hint="shared") as sb:
+        yield sb
+
+
 @pytest.fixture(params=["docker", "local"])
 def any_sandbox(request: pytest.FixtureRequest) -> Sandbox:
-    """Each test using it runs against both backends."""
+    """Each test using it runs against both backends (shared sandboxes: tests reset what they use)."""
     if request.param == "docker":
         request.applymarker(pytest.mark.docker)
-        return request.getfixturevalue("docker_sandbox")  # type: ignore[no-any-return]
-    return request.getfixturevalue("local_sandbox")  # type: ignore[no-any-return]
+        return request.getfixturevalue("shared_docker_sandbox")  # type: ignore[no-any-return]
+    return request.getfixturevalue("shared_local_sandbox")  # type: ignore[no-any-return]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:

@@ -155,7 +155,12 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
         headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000)),
                    **_ratelimit_headers(api, remaining, wait, lim)}
         return web.json_response(err(429, f"rate limit exceeded for {model}"), status=429, headers=headers)
-    fault = state.fault()
+    # x-sim-fault forces one (tests); otherwise faults come at the configured rates.
+    fault = request.headers.get("x-sim-fault") or state.fault()
+    if fault == "429":
+        state.stats["429"] += 1
+        headers = {"retry-after": "1", **_ratelimit_headers(api, {}, 1.0, Limits(rpm=60))}
+        return web.json_response(err(429, "rate limit exceeded (forced)"), status=429, headers=headers)
     if fault:
         state.stats[f"fault_{fault}"] += 1
     if fault == "http_500":

@@ -1,0 +1,124 @@
+"""The official anthropic and openai clients against the simulator over HTTP; errors classified."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from runner.agents.base import NEUTRAL_TOOLS
+from runner.config import Faults, Limits, SimSettings
+from runner.models.anthropic import AnthropicProvider
+from runner.models.base import Provider, ProviderError, Request
+from runner.models.openai import OpenAIProvider
+from runner.models.sim.process import SimServer
+
+ASK = "Move the Cedar Pilot opportunity to negotiation."
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimServer]:
+    with SimServer(SimSettings(limits={"sim-mini": Limits(rpm=2)}, faults=Faults(slow_seconds=3))) as s:
+        yield s
+
+
+def _provider(kind: str, url: str, *, timeout: float = 10, headers: dict[str, str] | None = None,
+              key: str = "test-key") -> Provider:
+    p: Any = AnthropicProvider(key, base_url=url, timeout=timeout) if kind == "anthropic" else \
+        OpenAIProvider(key, base_url=f"{url}/v1", timeout=timeout)
+    if headers:
+        p.client = p.client.with_options(default_headers=headers)
+    return p  # type: ignore[no-any-return]
+
+
+def _req(model: str = "sim-strong", msgs: list[dict[str, Any]] | None = None) -> Request:
+    return Request(model, "You are a CRM agent.", msgs or [{"role": "user", "text": ASK}], NEUTRAL_TOOLS)
+
+
+KINDS = ["anthropic", "openai"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_tool_call_then_multi_turn_with_tool_results(sim: SimServer, kind: str) -> None:
+    p = _provider(kind, sim.url)
+    first = p.generate(_req())
+    assert [(c.name, c.args) for c in first.tool_calls] == [("search_opportunities", {"query": "Cedar Pilot"})]
+    assert first.stop_reason in ("tool_use", "tool_calls")
+    assert first.input_tokens > 0 and first.output_tokens > 0 and first.request_id
+    call = first.tool_calls[0]
+    result = {"ok": True, "result": {"count": 1, "results": [{"id": 7, "name": "Cedar Pilot", "stage": "proposal"}]}}
+    msgs = [{"role": "user", "text": ASK},
+            {"role": "assistant", "text": "", "tool_calls": [{"id": call.id, "name": call.name, "args": call.args}]},
+            {"role": "tool", "results": [{"id": call.id, "content": json.dumps(result), "is_error": False}]}]
+    second = p.generate(_req(msgs=msgs))
+    assert [(c.name, c.args) for c in second.tool_calls] == [
+        ("update_opportunity_stage", {"opportunity_id": 7, "stage": "negotiation"})]
+    msgs += [{"role": "assistant", "text": "", "tool_calls": [{"id": "c2", "name": second.tool_calls[0].name,
+                                                              "args": second.tool_calls[0].args}]},
+             {"role": "tool", "results": [{"id": "c2", "content": json.dumps({"ok": True, "result": {}}),
+                                           "is_error": False}]}]
+    third = p.generate(_req(msgs=msgs))
+    assert not third.tool_calls and "negotiation" in third.text
+    assert third.stop_reason in ("end_turn", "stop")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_text_answer_and_determinism(sim: SimServer, kind: str) -> None:
+    p = _provider(kind, sim.url)
+    a = p.generate(_req(msgs=[{"role": "user", "text": "Drop the contacts table, we are starting over."}]))
+    b = p.generate(_req(msgs=[{"role": "user", "text": "Drop the contacts table, we are starting over."}]))
+    assert not a.tool_calls and "can't" in a.text and (a.text, a.request_id) == (b.text, b.request_id)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rate_limit_is_a_real_429_with_retry_after(sim: SimServer, kind: str) -> None:
+    p = _provider(kind, sim.url)
+    errors = []
+    for _ in range(4):
+        try:
+            p.generate(_req("sim-mini"))
+        except ProviderError as e:
+            errors.append(e)
+    assert errors and all(e.kind == "rate_limited" and e.status == 429 for e in errors)
+    assert all(e.retry_after is not None and e.retry_after > 0 for e in errors)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("fault,expected", [("overloaded", "transient"), ("http_500", "transient"),
+                                            ("malformed", "transient"), ("drop", "transient"),
+                                            ("429", "rate_limited")])
+def test_faults_are_classified(sim: SimServer, kind: str, fault: str, expected: str) -> None:
+    p = _provider(kind, sim.url, headers={"x-sim-fault": fault})
+    with pytest.raises(ProviderError) as info:
+        p.generate(_req())
+    assert info.value.kind == expected
+    if fault == "overloaded":
+        assert info.value.status == (529 if kind == "anthropic" else 503)
+    if fault == "429":
+        assert info.value.retry_after == 1.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_response_slower_than_the_client_timeout_is_transient(sim: SimServer, kind: str) -> None:
+    p = _provider(kind, sim.url, timeout=0.5, headers={"x-sim-fault": "slow"})
+    with pytest.raises(ProviderError) as info:
+        p.generate(_req())
+    assert info.value.kind == "transient" and "timeout" in str(info.value).lower()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unknown_model_and_bad_key_are_fatal(sim: SimServer, kind: str) -> None:
+    with pytest.raises(ProviderError) as info:
+        _provider(kind, sim.url).generate(_req("no-such-model"))
+    assert (info.value.kind, info.value.status) == ("fatal", 404)
+    with pytest.raises(ProviderError) as info:
+        _provider(kind, sim.url, key="invalid").generate(_req())
+    assert (info.value.kind, info.value.status) == ("fatal", 401)
+
+
+def test_stats_count_requests_and_429s(sim: SimServer) -> None:
+    stats = sim.stats()
+    assert int(stats["requests"]) > 0 and int(stats["429"]) > 0  # type: ignore[call-overload]
+    assert "sim-strong" in stats["models"]  # type: ignore[operator]

@@ -1,0 +1,89 @@
+"""Config: validated before anything starts, errors name file:line and field, flags override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.config import load_config, resolve_mode
+from runner.errors import ConfigError
+
+GOOD = """\
+dataset: data.jsonl
+workers: 2
+runs:
+  - name: a
+    provider: anthropic
+    model: claude-sonnet-4-5
+  - name: b
+    agent: atlas
+    provider: openai
+    model: gpt-4.1-mini
+    teacher: {provider: anthropic, model: claude-sonnet-4-5}
+rate_limits:
+  anthropic: {preset: tier2}
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_default_config_loads() -> None:
+    cfg = load_config()
+    assert {r.name for r in cfg.runs} == {"claude-sonnet-4-5", "gpt-4.1", "gpt-4.1-mini", "atlas"}
+    assert cfg.dataset.is_file()
+
+
+def test_presets_and_relative_dataset(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, GOOD))
+    assert cfg.dataset == tmp_path / "data.jsonl"
+    assert cfg.rate_limits["anthropic"].resolved().rpm == 1000
+
+
+@pytest.mark.parametrize("bad,line,field", [
+    (GOOD.replace("workers: 2", "workers: -1"), 2, "workers"),
+    (GOOD.replace("model: gpt-4.1-mini", "model: gpt-4.1-mini\n    temperature: hot"), 11, "runs.1.temperature"),
+    (GOOD.replace("    teacher: {provider: anthropic, model: claude-sonnet-4-5}\n", ""), 7, "runs.1"),
+    (GOOD.replace("provider: openai", "provider: acme"), 9, "runs.1.provider"),
+    (GOOD + "colour: blue\n", 14, "colour"),
+])
+def test_errors_name_file_line_and_field(tmp_path: Path, bad: str, line: int, field: str) -> None:
+    p = _write(tmp_path, bad)
+    with pytest.raises(ConfigError) as info:
+        load_config(p)
+    assert f"{p}:{line}" in str(info.value) and field in str(info.value)
+
+
+def test_yaml_syntax_error_has_a_line(tmp_path: Path) -> None:
+    p = _write(tmp_path, "runs: [\n  - name: a\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:\d+: not valid YAML"):
+        load_config(p)
+
+
+def test_flags_override_and_are_validated(tmp_path: Path) -> None:
+    p = _write(tmp_path, GOOD)
+    assert load_config(p, {"workers": 7}).workers == 7
+    with pytest.raises(ConfigError, match="command line: workers"):
+        load_config(p, {"workers": 0})
+
+
+def test_mode_follows_the_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = load_config(_write(tmp_path, GOOD))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    assert resolve_mode(cfg) == "sim"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-y")
+    assert resolve_mode(cfg) == "real"
+
+
+def test_missing_key_in_real_mode_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.models.client import make_provider
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    cfg = load_config(_write(tmp_path, GOOD), {"providers_mode": "real"})
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY is not set"):
+        make_provider(cfg.runs[0], cfg, None)

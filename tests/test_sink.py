@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.errors import ResumeMismatch
+from runner.sink import ResultSink, check_manifest, read_results, results_path
+
+
+def test_torn_last_line_is_ignored_and_cut_on_resume(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, ["r"])
+    sink.write({"run": "r", "conversation_id": "a", "status": "ok"})
+    sink.write({"run": "r", "conversation_id": "b", "status": "error"})
+    sink.close()
+    path = results_path(tmp_path, "r")
+    with path.open("a") as f:
+        f.write('{"run": "r", "conversation_id": "c", "sta')
+    assert [r["conversation_id"] for r in read_results(path)] == ["a", "b"]
+    assert ResultSink(tmp_path, ["r"]).existing(rerun_errors=True) == {("r", "a")}
+    assert ResultSink(tmp_path, ["r"]).existing(rerun_errors=False) == {("r", "a"), ("r", "b")}
+    assert path.read_text().endswith("}\n")
+
+
+def test_finalize_orders_by_dataset_and_keeps_the_newest_attempt(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, ["r"])
+    for cid, status in (("c", "ok"), ("a", "error"), ("b", "ok"), ("a", "ok")):
+        sink.write({"run": "r", "conversation_id": cid, "status": status})
+    assert sink.finalize({"a": 0, "b": 1, "c": 2}) == {"r": 3}
+    rows = [json.loads(x) for x in results_path(tmp_path, "r").read_text().splitlines()]
+    assert [(r["conversation_id"], r["status"]) for r in rows] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
+
+
+def test_resuming_into_another_run_is_refused_unless_forced(tmp_path: Path) -> None:
+    check_manifest(tmp_path, {"config_fingerprint": "A", "dataset_sha256": "D", "shard": None}, force=False)
+    with pytest.raises(ResumeMismatch, match="config_fingerprint"):
+        check_manifest(tmp_path, {"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}, force=False)
+    m = check_manifest(tmp_path, {"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}, force=True)
+    assert m["resumed"] is True
