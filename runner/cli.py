@@ -30,7 +30,7 @@ def _overrides(**kw: object) -> dict[str, object]:
     return {k: v for k, v in kw.items() if v is not None}
 
 
-def _select_runs(cfg: "Config", names: str | None) -> "Config":
+def _select_runs(cfg: Config, names: str | None) -> Config:
     if not names:
         return cfg
     wanted = [n.strip() for n in names.split(",") if n.strip()]
@@ -176,7 +176,7 @@ def dataset_validate(path: str, skip_invalid: bool) -> None:
 
     from runner.dataset import iter_conversations
 
-    n, turns, diff = 0, 0, Counter()
+    n, turns, diff = 0, 0, Counter[str]()
     for c in iter_conversations(path, skip_invalid=skip_invalid):
         n, turns = n + 1, turns + len(c.turns)
         diff[c.difficulty] += 1

@@ -61,12 +61,12 @@ def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[s
             ("args", "args_normalized"), ("state", "state_match"), ("tok in", "input_tokens"),
             ("tok out", "output_tokens"), ("cost $", "cost_usd"), ("p50 s", "latency_p50_s"),
             ("p95 s", "latency_p95_s"), ("errors", "errors"), ("retries", "retries"), ("cache", "cache_hit_rate")]
-    for label, _ in cols:
-        t.add_column(label, justify="left" if label == "run" else "right")
+    for col_label, _ in cols:
+        t.add_column(col_label, justify="left" if col_label == "run" else "right")
     for name, m in metrics.items():
         cells = [name]
-        for label, key in cols[1:]:
-            v = m[key]  # type: ignore[index]
+        for _, key in cols[1:]:
+            v = m[str(key)]
             cells.append(f"{v:.1%}" if key in ("success_rate", "tool_selection", "args_normalized", "state_match",
                                                 "cache_hit_rate") else f"{v:.4f}" if key == "cost_usd" else str(v))
         t.add_row(*cells)

@@ -40,7 +40,8 @@ def _bars(title: str, groups: list[str], runs: dict[str, dict[str, tuple[int, in
             x = pad + gi * gw + gw * 0.1 + ri * bw
             bh = rate * (h - 40)
             parts.append(f'<rect x="{x:.1f}" y="{h - bh:.1f}" width="{bw * 0.9:.1f}" height="{bh:.1f}" '
-                         f'fill="{COLORS[ri % len(COLORS)]}"><title>{e(n)} {e(g)}: {solved}/{total}</title></rect>')
+                         f'fill="{COLORS[ri % len(COLORS)]}">'
+                         f'<title>{e(n)} {e(g)}: {solved}/{total}</title></rect>')
         parts.append(f'<text x="{pad + gi * gw + gw / 2:.1f}" y="{h + 16}" text-anchor="middle">{e(g)}</text>')
     parts.append(_legend(names, w, h + 34))
     return "".join(parts) + "</svg>"
@@ -48,8 +49,9 @@ def _bars(title: str, groups: list[str], runs: dict[str, dict[str, tuple[int, in
 
 def _legend(names: list[str], w: int, y: float) -> str:
     step = w / max(len(names), 1)
-    return "".join(f'<rect x="{i * step + 10:.0f}" y="{y - 9}" width="10" height="10" fill="{COLORS[i % len(COLORS)]}"/>'
-                   f'<text x="{i * step + 24:.0f}" y="{y}">{e(n)}</text>' for i, n in enumerate(names))
+    return "".join(f'<rect x="{i * step + 10:.0f}" y="{y - 9}" width="10" height="10" '
+                   f'fill="{COLORS[i % len(COLORS)]}"/><text x="{i * step + 24:.0f}" y="{y}">{e(n)}</text>'
+                   for i, n in enumerate(names))
 
 
 def _quantiles(v: list[float]) -> list[float]:
@@ -63,16 +65,19 @@ def _latency(runs: dict[str, list[float]]) -> str:
     h = 40 + row * len(runs)
     sx = (w - pad - 20) / top
     parts = [f'<svg class="chart" viewBox="0 0 {w} {h + 20}" role="img" aria-label="latency">',
-             f'<text x="{w / 2}" y="16" text-anchor="middle" class="t">conversation time (s): p5 p25 p50 p75 p95</text>']
+             f'<text x="{w / 2}" y="16" text-anchor="middle" class="t">'
+             'conversation time (s): p5 p25 p50 p75 p95</text>']
     for i, (n, v) in enumerate(runs.items()):
         q = _quantiles(v)
         y = 40 + i * row
         c = COLORS[i % len(COLORS)]
         parts.append(f'<text x="{pad - 6}" y="{y + 14}" text-anchor="end">{e(n)}</text>'
-                     f'<line x1="{pad + q[0] * sx:.1f}" x2="{pad + q[4] * sx:.1f}" y1="{y + 10}" y2="{y + 10}" stroke="{c}"/>'
+                     f'<line x1="{pad + q[0] * sx:.1f}" x2="{pad + q[4] * sx:.1f}" y1="{y + 10}" y2="{y + 10}" '
+                     f'stroke="{c}"/>'
                      f'<rect x="{pad + q[1] * sx:.1f}" y="{y}" width="{max(1, (q[3] - q[1]) * sx):.1f}" height="20" '
                      f'fill="{c}" opacity="0.6"><title>{e(n)}: p50 {q[2]:.3f}s, p95 {q[4]:.3f}s</title></rect>'
-                     f'<line x1="{pad + q[2] * sx:.1f}" x2="{pad + q[2] * sx:.1f}" y1="{y}" y2="{y + 20}" stroke="#000"/>')
+                     f'<line x1="{pad + q[2] * sx:.1f}" x2="{pad + q[2] * sx:.1f}" y1="{y}" y2="{y + 20}" '
+                     'stroke="#000"/>')
     parts.append(f'<text x="{w - 20}" y="{h + 12}" text-anchor="end">{top:.2f}s</text>')
     return "".join(parts) + "</svg>"
 
@@ -103,7 +108,8 @@ def _transcript(r: dict[str, Any]) -> str:
             if m.get("text"):
                 out.append(f'<div class="a"><b>agent</b> {e(m["text"])}</div>')
             for c in m.get("tool_calls") or []:
-                out.append(f'<div class="c">&rarr; <code>{e(c["name"])}({e(json.dumps(c["args"]))})</code></div>')
+                call = f'{e(c["name"])}({e(json.dumps(c["args"]))})'
+                out.append(f'<div class="c">&rarr; <code>{call}</code></div>')
         else:
             for res in m.get("results") or []:
                 cls = "err" if res.get("is_error") else "res"
@@ -143,7 +149,8 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
 body{{font:14px system-ui,sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ddd;padding:4px 8px;text-align:right}} th{{text-align:left;background:#f6f6f6}}
 .chart{{max-width:680px;display:block;margin:1em 0;font-size:11px}} .chart .t{{font-size:13px;font-weight:600}}
-.grid{{stroke:#ccc}} details{{border-left:4px solid #ccc;margin:4px 0;padding:2px 8px}} details.ok{{border-color:#54a24b}}
+.grid{{stroke:#ccc}} details{{border-left:4px solid #ccc;margin:4px 0;padding:2px 8px}}
+details.ok{{border-color:#54a24b}}
 details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}} .u{{margin-top:8px}} .c{{color:#555}}
 .res code{{color:#2a6}} .err,.err code{{color:#c33}} pre{{background:#f6f6f6;padding:4px;white-space:pre-wrap}}
 </style></head><body><h1>{e(title)}</h1>

@@ -96,7 +96,7 @@ class Supervisor:
         self.sink = ResultSink(out, [r.name for r in cfg.runs])
         manifest = check_manifest(out, base_manifest(
             config_fingerprint=cfg.fingerprint(), dataset=str(cfg.dataset), dataset_sha256=file_hash(cfg.dataset),
-            shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind,
+            shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=self.run_id,
             runs=[r.model_dump(mode="json") for r in cfg.runs]), force=cfg.force)
         done = self.sink.existing(rerun_errors=cfg.rerun_errors)
         plan = make_plan(cfg, order, done)

@@ -78,8 +78,13 @@ class _Heart(threading.Thread):
         self._stop_event.set()
 
 
+class _Alarm(BaseException):
+    """Raised by SIGALRM. A BaseException on purpose: the SDKs catch Exception and would turn the
+    time limit into a retried connection error."""
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
-    raise ConversationTimeout("conversation time limit reached")
+    raise _Alarm()
 
 
 class _Session:
@@ -150,6 +155,8 @@ def _run_one(session: _Session, conv: Conversation, run: RunSpec, timeout: float
     try:
         return run_episode(conv, run, crm=session.crm, atlas=session.atlas, agent=agent, teacher=teacher,
                            expectations=session.expectations)
+    except _Alarm:
+        raise ConversationTimeout(f"over the time limit of {timeout:g}s") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 
-from runner.agents.base import SYSTEM_PROMPT, NEUTRAL_TOOLS, Episode, EventSink, assistant_message, no_events, run_tools
+from runner.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT, Episode, EventSink, assistant_message, no_events, run_tools
 from runner.config import RunSpec
 from runner.dataset import Conversation
 from runner.models.base import Request

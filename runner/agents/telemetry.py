@@ -31,7 +31,7 @@ def reward_of(scores: dict[str, Any]) -> float:
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(DDL)  # type: ignore[arg-type]  # constant DDL
+    conn.execute(DDL)
 
 
 def record(conn: psycopg.Connection[Any], *, run: str, conversation_id: str, student: str, teacher: str,

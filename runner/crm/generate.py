@@ -160,7 +160,8 @@ def _turn(w: World, intent: str) -> tuple[str, list[GoldCall]] | None:
     if intent == "set_account_type":
         new = rng.choice([t for t in ("prospect", "customer", "partner", "churned") if t != acct["type"]])
         acct["type"] = new
-        return render(intent, v, dict(account=ref, type=new)), [lookup, _call("update_account", account_id=aid, type=new)]
+        return render(intent, v, dict(account=ref, type=new)), [
+            lookup, _call("update_account", account_id=aid, type=new)]
     if intent == "set_revenue":
         amount = rng.randrange(1, 900) * 100000
         return render(intent, v, dict(account=ref, amount=f"{amount:,}")), [
@@ -241,14 +242,14 @@ def generate_one(seed: int, index: int) -> Conversation:
             continue
         text, calls = made
         expect = intent if intent in ("clarify", "refuse") else "tools"
-        turns.append(Turn(user=text, expect=expect, gold_calls=calls))  # type: ignore[arg-type]
+        turns.append(Turn(user=text, expect=expect, gold_calls=calls))
         tags.add(intent)
         if "(the one in " in text:
             tags.add("ambiguous_reference")
     hard = bool(tags & _HARD) or "ambiguous_reference" in tags
     difficulty = "hard" if hard and n_turns >= 3 else "medium" if hard or n_turns >= 3 else "easy"
     return Conversation(id=f"crm-{seed}-{index:05d}", description=f"{n_turns}-turn CRM session: " +
-                        ", ".join(sorted(tags)), tags=sorted(tags), difficulty=difficulty,  # type: ignore[arg-type]
+                        ", ".join(sorted(tags)), tags=sorted(tags), difficulty=difficulty,
                         seed=seed_rows, turns=turns)
 
 

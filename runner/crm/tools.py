@@ -420,7 +420,8 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
             return [walk(x) for x in node]
         return node
 
-    return walk(schema)  # type: ignore[no-any-return]
+    out: dict[str, Any] = walk(schema)
+    return out
 
 
 _SPECS: list[tuple[Callable[[Cur, Any], Any], type[Args], bool, str]] = [

@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 # USD per 1M input / output tokens; the config's `prices` overrides or extends it.

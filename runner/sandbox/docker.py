@@ -12,13 +12,13 @@ import uuid
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
-import docker  # noqa: E402
-from docker.errors import DockerException, ImageNotFound, NotFound  # noqa: E402
-from loguru import logger  # noqa: E402
-from testcontainers.core.container import DockerContainer  # noqa: E402
+import docker
+from docker.errors import DockerException, ImageNotFound, NotFound
+from loguru import logger
+from testcontainers.core.container import DockerContainer
 
-from runner.errors import SandboxBootError  # noqa: E402
-from runner.sandbox.base import LABEL, ROLE, Endpoint, Sandbox, new_password, wait_connectable  # noqa: E402
+from runner.errors import SandboxBootError
+from runner.sandbox.base import LABEL, ROLE, Endpoint, Sandbox, new_password, wait_connectable
 
 
 def engine_answers() -> bool:

@@ -19,8 +19,8 @@ class ExternalSandbox(Sandbox):
         super().__init__()
         self._dsn = dsn
         info = psycopg.conninfo.conninfo_to_dict(dsn)
-        self.endpoint = Endpoint(str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432),
-                                 str(info.get("user") or "sandbox"), str(info.get("password") or ""))
+        self.endpoint: Endpoint = Endpoint(str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432),
+                                           str(info.get("user") or "sandbox"), str(info.get("password") or ""))
         self.id = f"external-{self.endpoint.host}-{self.endpoint.port}"
         self._dbname = str(info.get("dbname") or "crm")
 

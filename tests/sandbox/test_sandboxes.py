@@ -18,7 +18,7 @@ def _tables(sb: Sandbox) -> set[str]:
     return {r[0] for r in rows}
 
 
-def test_schema_is_there_on_both_backends(any_sandbox: Sandbox) -> None:  # noqa: D103
+def test_schema_is_there_on_both_backends(any_sandbox: Sandbox) -> None:
     assert {"accounts", "contacts", "opportunities", "quotes", "quote_lines", "cases", "activities"} <= _tables(
         any_sandbox)
     with psycopg.connect(any_sandbox.dsn("atlas")) as conn:

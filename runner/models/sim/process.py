@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from types import TracebackType
 from typing import Self
-
-import json
-import urllib.request
 
 from runner.config import SimSettings
 from runner.errors import RunStopped

@@ -8,6 +8,7 @@ so every error path of the clients runs here as it would against the real APIs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -244,13 +245,12 @@ def serve(settings: SimSettings, *, announce: bool = True) -> None:
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
         await site.start()
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        server: Any = site._server
+        sockets = server.sockets if server is not None else []
         port = sockets[0].getsockname()[1] if sockets else settings.port
         if announce:
             print(f"listening on http://{settings.host}:{port}", flush=True)
         await asyncio.Event().wait()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
-    except KeyboardInterrupt:
-        pass

@@ -22,9 +22,10 @@ def anthropic_messages(body: dict[str, Any]) -> list[Msg]:
     for m in body.get("messages", []):
         content = m.get("content")
         if m.get("role") == "assistant":
-            blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+            blocks: list[dict[str, Any]] = (content if isinstance(content, list)
+                                            else [{"type": "text", "text": content or ""}])
             uses = [b for b in blocks if b.get("type") == "tool_use"]
-            out.append(Msg("assistant", _text_of(blocks), [Call(b["name"], b.get("input") or {}) for b in uses],
+            out.append(Msg("assistant", _text_of(blocks), [Call(b["name"], dict(b.get("input") or {})) for b in uses],
                            [b["id"] for b in uses]))
             continue
         if isinstance(content, list):
