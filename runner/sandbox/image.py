@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from loguru import logger
@@ -91,11 +89,9 @@ def ensure_image(*, force: bool = False) -> str:
         logger.debug("sandbox image {} is up to date", tag)
         return tag
     base = choose_base()
-    with tempfile.TemporaryDirectory(prefix="sandbox-ctx-") as ctx:
-        for name in _CONTEXT_FILES:
-            shutil.copy(images_dir() / "sandbox" / name, Path(ctx) / name)
-        shutil.copy(SCHEMA_PATH, Path(ctx) / "schema.sql")
-        logger.info("building {} from {}", tag, base)
-        _docker("build", "-q", "--build-arg", f"BASE={base}", "--build-arg", f"PG_MAJOR={PG_MAJOR}",
-                "--label", f"pgsandbox-runner.base={base}", "-t", tag, ctx, timeout=1200)
+    root = images_dir().parent  # the checkout; .dockerignore there admits only the image's inputs
+    logger.info("building {} from {}", tag, base)
+    _docker("build", "-q", "-f", str(images_dir() / "sandbox" / "Dockerfile"), "--build-arg", f"BASE={base}",
+            "--build-arg", f"PG_MAJOR={PG_MAJOR}", "--label", f"pgsandbox-runner.base={base}", "-t", tag,
+            str(root), timeout=1200)
     return tag

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run compose on compose/docker-compose.yml with whichever compose this machine has;
+# on Debian as root, install Debian's docker-compose if there is none.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+file="$here/compose/docker-compose.yml"
+if docker compose version >/dev/null 2>&1; then
+    exec docker compose -f "$file" "$@"
+fi
+if ! command -v docker-compose >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+    else
+        echo "compose.sh: neither 'docker compose' nor 'docker-compose' is installed" >&2
+        exit 1
+    fi
+fi
+exec docker-compose -f "$file" "$@"
