@@ -65,8 +65,9 @@ def test_compose_sandbox_serves_an_external_run(tmp_path: Path, sandbox_image: s
         assert password not in run.stdout + run.stderr
         line = (tmp_path / "out" / "results" / "strong.jsonl").read_text().splitlines()
         assert len(line) == 1 and '"status": "ok"' in line[0] and password not in line[0]
-        ports = subprocess.run(["docker", "ps", "--filter", f"label=com.docker.compose.project={env['COMPOSE_PROJECT_NAME']}",
-                                "--format", "{{.Ports}}"], capture_output=True, text=True).stdout
+        project = f"label=com.docker.compose.project={env['COMPOSE_PROJECT_NAME']}"
+        ports = subprocess.run(["docker", "ps", "--filter", project, "--format", "{{.Ports}}"],
+                               capture_output=True, text=True).stdout
         assert ports.strip().startswith("127.0.0.1:"), ports
     finally:
         down = subprocess.run([*compose, "down", "-v"], env=env, capture_output=True, text=True, timeout=300)
