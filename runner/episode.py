@@ -51,7 +51,9 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     before = [CallStats(**{k: getattr(c.stats, k) for k in ("calls", "cache_hits", "cache_misses", "retries",
                                                             "rate_limited", "input_tokens", "output_tokens",
                                                             "cost_usd")}) for c in clients]
+    t_expected = time.monotonic()
     expected = expectations.get(crm, conv)
+    expected_ms = (time.monotonic() - t_expected) * 1000
     t_reset = time.monotonic()
     db.reset(crm, conv.seed)
     reset_ms = (time.monotonic() - t_reset) * 1000
@@ -84,7 +86,8 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
         "started_at": started.isoformat(timespec="milliseconds"),
         "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
         "wall_seconds": round(time.monotonic() - t0, 4),
-        "timings": {"reset_ms": round(reset_ms, 3), "agent_seconds": round(agent_s, 4)},
+        "timings": {"reset_ms": round(reset_ms, 3), "expected_state_ms": round(expected_ms, 3),
+                    "agent_seconds": round(agent_s, 4)},
     }
 
 

@@ -37,7 +37,7 @@ full_page_writes = off
 wal_level = minimal
 max_wal_senders = 0
 shared_buffers = 32MB
-max_connections = 20
+max_connections = 100
 log_min_messages = warning
 """
 

@@ -1,0 +1,124 @@
+"""Shared pieces of the benchmarks: configs, timing from results, percentiles, markdown."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.config import Config, Latency, Limits, ModelRef, RunSpec, SimSettings
+from runner.crm.generate import generate
+from runner.dataset import write_conversations
+from runner.sink import read_results
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = Path(os.environ.get("BENCH_DIR", "/tmp/pgsandbox-bench"))
+STRONG = RunSpec(name="strong", provider="anthropic", model="claude-sonnet-4-5-20250929", sim_model="sim-strong")
+
+
+def dataset(n: int, seed: int = 11) -> Path:
+    path = WORK / f"dataset-{seed}-{n}.jsonl"
+    if not path.exists():
+        WORK.mkdir(parents=True, exist_ok=True)
+        write_conversations(generate(n, seed), path)
+    return path
+
+
+def config(data: Path, out: Path, *, workers: int, runs: list[RunSpec] | None = None, p50_ms: float = 0,
+           p95_ms: float | None = None, scale: float = 1.0, sandbox: str = "docker", cache: bool = False,
+           cache_dir: Path | None = None, limits: dict[str, Limits] | None = None,
+           rate_limits: dict[str, Any] | None = None) -> Config:
+    return Config.model_validate({
+        "dataset": data, "output_dir": out, "workers": workers, "runs": runs or [STRONG], "sandbox": sandbox,
+        "providers_mode": "sim", "cache": cache, "cache_dir": cache_dir, "rate_limits": rate_limits or {},
+        "simulator": SimSettings(latency=Latency(p50_ms=p50_ms, p95_ms=p95_ms, scale=scale), limits=limits or {}),
+        "conversation_timeout_seconds": 600, "heartbeat_timeout_seconds": 120})
+
+
+def atlas_run() -> RunSpec:
+    return RunSpec(name="atlas", agent="atlas", provider="openai", model="gpt-4.1-mini", sim_model="sim-mini",
+                   teacher=ModelRef(provider="anthropic", model="claude-sonnet-4-5-20250929", sim_model="sim-teacher"))
+
+
+def seeds_runs() -> list[RunSpec]:
+    return [STRONG, RunSpec(name="gpt-4.1", provider="openai", model="gpt-4.1", sim_model="sim-strong"),
+            RunSpec(name="gpt-4.1-mini", provider="openai", model="gpt-4.1-mini", sim_model="sim-mini"), atlas_run()]
+
+
+def ts(s: str) -> float:
+    return dt.datetime.fromisoformat(s).timestamp()
+
+
+@dataclass
+class Timing:
+    n: int
+    span: float  # first start to last finish (s)
+    p50: float
+    p95: float
+
+    @property
+    def throughput(self) -> float:
+        return self.n / self.span if self.span > 0 else 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    v = sorted(values)
+    k = (len(v) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def timing_of(rows: list[tuple[float, float]]) -> Timing:
+    """From (start, end) pairs of conversations."""
+    durations = [e - s for s, e in rows]
+    return Timing(len(rows), max(e for _, e in rows) - min(s for s, _ in rows), pct(durations, 0.5),
+                  pct(durations, 0.95))
+
+
+def result_rows(out: Path) -> list[dict[str, Any]]:
+    rows = []
+    for p in sorted((out / "results").glob("*.jsonl")):
+        rows += read_results(p)
+    return rows
+
+
+def result_timing(out: Path) -> Timing:
+    rows = [r for r in result_rows(out) if r.get("status") == "ok"]
+    return timing_of([(ts(r["started_at"]), ts(r["finished_at"])) for r in rows])
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
+    return (f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, {platform.platform()}, Python "
+            f"{platform.python_version()}, git {rev.strip() or '?'}")
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    def fmt(v: Any) -> str:
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def save_json(name: str, data: Any) -> None:
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / f"{name}.json").write_text(json.dumps(data, indent=2, default=str))

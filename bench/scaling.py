@@ -1,0 +1,87 @@
+"""Throughput against W: the seeds' shared database vs this runner's per-worker sandboxes.
+
+Same conversations, same simulator latency, same agent code. Also: harness overhead at W=1
+with a zero-latency simulator, from the results' own timestamps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.common import WORK, config, dataset, pct, result_rows, result_timing, table, timing_of, ts
+from bench.seeds_design import ids_of, run_seeds_design, shared_database
+from runner.config import Latency, SimSettings
+from runner.models.sim.process import SimServer
+from runner.sandbox.image import ensure_image
+from runner.supervisor import Supervisor
+
+
+def scaling(widths: list[int], p50_ms: float, per_worker: int, seeds_n: int) -> dict[str, Any]:
+    image = ensure_image()
+    n_max = max(max(widths) * per_worker, seeds_n)
+    data = dataset(n_max)
+    rows = []
+    for w in widths:
+        n_runner = max(w * per_worker, 8)
+        sub = WORK / f"scaling-w{w}.jsonl"
+        sub.write_text("".join(line + "\n" for line in data.read_text().splitlines()[:n_runner]))
+        out = WORK / f"scaling-out-w{w}"
+        _clean(out)
+        cfg = config(sub, out, workers=w, p50_ms=p50_ms)
+        Supervisor(cfg).run()
+        ours = result_timing(out)
+        n_seeds = max(seeds_n, w)
+        with SimServer(SimSettings(latency=Latency(p50_ms=p50_ms))) as sim, shared_database(image) as shared:
+            seeds = timing_of(run_seeds_design(cfg.model_copy(update={"dataset": data}), sim.url, shared.dsn(),
+                                               ids_of(data, n_seeds), w))
+        ratio = ours.throughput / seeds.throughput if seeds.throughput else 0.0
+        rows.append({"W": w, "seeds_n": seeds.n, "seeds_conv_s": seeds.throughput, "seeds_p50": seeds.p50,
+                     "seeds_p95": seeds.p95, "runner_n": ours.n, "runner_conv_s": ours.throughput,
+                     "runner_p50": ours.p50, "runner_p95": ours.p95, "speedup": ratio, "target": 0.9 * w,
+                     "met": ratio >= 0.9 * w})
+    return {"p50_ms": p50_ms, "rows": rows}
+
+
+def overhead(n: int) -> dict[str, Any]:
+    """W=1, zero latency: per conversation, the time between two results that is not agent time."""
+    data = dataset(n, seed=13)
+    out = WORK / "overhead-out"
+    _clean(out)
+    Supervisor(config(data, out, workers=1)).run()
+    rows = sorted(result_rows(out), key=lambda r: ts(r["finished_at"]))
+    gaps = []
+    for prev, cur in zip(rows, rows[1:], strict=False):
+        interval = ts(cur["finished_at"]) - ts(prev["finished_at"])
+        gaps.append(interval - cur["timings"]["agent_seconds"])
+    resets = [r["timings"]["reset_ms"] for r in rows]
+    replay = [r["timings"]["expected_state_ms"] for r in rows[1:]]
+    harness = [g * 1000 - e for g, e in zip(gaps, replay, strict=True)]
+    return {"n": len(rows), "overhead_p50_ms": pct(gaps, 0.5) * 1000, "overhead_p95_ms": pct(gaps, 0.95) * 1000,
+            "harness_p50_ms": pct(harness, 0.5), "harness_p95_ms": pct(harness, 0.95),
+            "replay_p50_ms": pct(replay, 0.5),
+            "reset_p50_ms": pct(resets, 0.5), "reset_p95_ms": pct(resets, 0.95), "target_ms": 15.0,
+            "met": pct(harness, 0.5) <= 15.0}
+
+
+def render(s: dict[str, Any], o: dict[str, Any]) -> str:
+    t = table(["W", "seeds conv/s", "seeds p50 s", "seeds p95 s", "runner conv/s", "runner p50 s", "runner p95 s",
+               "speed-up", "target 0.9·W", "met"],
+              [[r["W"], r["seeds_conv_s"], r["seeds_p50"], r["seeds_p95"], r["runner_conv_s"], r["runner_p50"],
+                r["runner_p95"], r["speedup"], r["target"], "yes" if r["met"] else "**no**"] for r in s["rows"]])
+    ov = table(["conversations", "harness p50 ms", "harness p95 ms", "reset p50 ms", "reset p95 ms",
+                "+ gold replay p50 ms", "all non-agent p50 ms", "target", "met"],
+               [[o["n"], o["harness_p50_ms"], o["harness_p95_ms"], o["reset_p50_ms"], o["reset_p95_ms"],
+                 o["replay_p50_ms"], o["overhead_p50_ms"], "harness ≤ 15 ms p50", "yes" if o["met"] else "**no**"]])
+    return (f"### Scaling against the seeds' design (simulator latency {s['p50_ms']:.0f} ms per call)\n\n{t}\n\n"
+            f"### Harness overhead per conversation (W=1, zero-latency simulator)\n\n"
+            "Harness: the time between consecutive results that is neither the agent's own time nor the "
+            "replay of the gold calls (reset, digest, scoring, hand-off to the supervisor, result write, next "
+            "assignment). The gold replay (expected final state) runs once per conversation per worker and is "
+            f"shown apart.\n\n{ov}\n")
+
+
+def _clean(out: Path) -> None:
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
