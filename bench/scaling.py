@@ -6,6 +6,7 @@ with a zero-latency simulator, from the results' own timestamps.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def overhead(n: int) -> dict[str, Any]:
     Supervisor(config(data, out, workers=1)).run()
     rows = sorted(result_rows(out), key=lambda r: ts(r["finished_at"]))
     gaps = []
-    for prev, cur in zip(rows, rows[1:], strict=False):
+    for prev, cur in itertools.pairwise(rows):
         interval = ts(cur["finished_at"]) - ts(prev["finished_at"])
         gaps.append(interval - cur["timings"]["agent_seconds"])
     resets = [r["timings"]["reset_ms"] for r in rows]
