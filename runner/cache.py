@@ -24,6 +24,9 @@ class ResponseCache:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, provider TEXT, model TEXT,"
                          " value TEXT NOT NULL, created REAL NOT NULL)")
+        # Expected final states (gold replays), keyed by conversation content and schema: one replay
+        # serves every worker and every rerun.
+        self._db.execute("CREATE TABLE IF NOT EXISTS expected_states (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
     def get(self, key: str) -> dict[str, Any] | None:
         row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
@@ -31,7 +34,15 @@ class ResponseCache:
 
     def put(self, key: str, provider: str, model: str, value: dict[str, Any]) -> None:
         self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
-                         (key, provider, model, json.dumps(value, sort_keys=True), time.time()))
+                         # key order kept: a replayed tool call must be the call the model made, byte for byte
+                         (key, provider, model, json.dumps(value), time.time()))
+
+    def get_state(self, key: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT value FROM expected_states WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put_state(self, key: str, value: dict[str, Any]) -> None:
+        self._db.execute("INSERT OR REPLACE INTO expected_states VALUES (?, ?)", (key, json.dumps(value)))
 
     def stats(self) -> dict[str, Any]:
         rows = self._db.execute("SELECT provider, model, count(*), sum(length(value)) FROM responses "
@@ -43,6 +54,7 @@ class ResponseCache:
     def clear(self) -> int:
         n = self._db.execute("SELECT count(*) FROM responses").fetchone()[0]
         self._db.execute("DELETE FROM responses")
+        self._db.execute("DELETE FROM expected_states")
         self._db.execute("VACUUM")
         return int(n)
 

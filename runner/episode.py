@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import time
 from typing import Any
 
@@ -12,23 +13,36 @@ from runner.agents import telemetry
 from runner.agents.atlas import run_atlas
 from runner.agents.base import Episode, EventSink, no_events
 from runner.agents.baseline import run_baseline
+from runner.cache import ResponseCache
 from runner.config import RunSpec
 from runner.crm import db
 from runner.crm.scoring import expected_state, score
 from runner.dataset import Conversation
 from runner.models.client import CallStats, ModelClient
+from runner.sandbox.image import SCHEMA_PATH
+
+_SCHEMA_DIGEST = hashlib.sha256(SCHEMA_PATH.read_bytes()).hexdigest()
 
 
 class Expectations:
-    """Expected final states, computed once per conversation per worker by replaying the gold calls."""
+    """Expected final states by replaying the gold calls: once per conversation and schema, kept in
+    memory and, when a response cache is in use, in it (so other workers and reruns skip the replay)."""
 
-    def __init__(self) -> None:
-        self._cache: dict[str, dict[str, Any]] = {}
+    def __init__(self, store: ResponseCache | None = None) -> None:
+        self._memo: dict[str, dict[str, Any]] = {}
+        self._store = store
 
     def get(self, conn: psycopg.Connection[Any], conv: Conversation) -> dict[str, Any]:
-        if conv.id not in self._cache:
-            self._cache[conv.id] = expected_state(conn, conv)
-        return self._cache[conv.id]
+        key = hashlib.sha256((_SCHEMA_DIGEST + conv.model_dump_json()).encode()).hexdigest()
+        state = self._memo.get(key)
+        if state is None and self._store is not None:
+            state = self._store.get_state(key)
+        if state is None:
+            state = expected_state(conn, conv)
+            if self._store is not None:
+                self._store.put_state(key, state)
+        self._memo[key] = state
+        return state
 
 
 def _stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStats:

@@ -107,7 +107,8 @@ class _Session:
             teacher = make_client(run.teacher, cfg, sim_url=spec.sim_url, limiter=limiter, cache=cache) \
                 if run.teacher else None
             self.clients[run.name] = (agent, teacher)
-        self.expectations = Expectations()
+        self.cache = cache
+        self.expectations = Expectations(cache)
         self.generation = 0
 
     def boot(self) -> None:
@@ -126,7 +127,7 @@ class _Session:
             self.close()
             sb.stop()
             raise
-        self.expectations = Expectations()  # a new database: recompute expected states there
+        self.expectations = Expectations(self.cache)
 
     def reconnect(self) -> None:
         for c in (self.crm, self.atlas):

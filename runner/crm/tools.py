@@ -488,8 +488,10 @@ def execute(conn: psycopg.Connection[Any], name: str, raw_args: Any) -> ToolOutc
         args = tool.args.model_validate(raw_args)
     except ValidationError as e:
         return ToolOutcome(False, error={"type": "invalid_arguments", "message": f"invalid arguments for {name}",
-                                         "details": [{"field": ".".join(map(str, d["loc"])), "problem": d["msg"]}
-                                                     for d in e.errors()]})
+                                         # sorted: the same wrong call gets the same answer, whatever key order
+                                         "details": sorted(({"field": ".".join(map(str, d["loc"])),
+                                                             "problem": d["msg"]} for d in e.errors()),
+                                                           key=lambda x: (x["field"], x["problem"]))})
     try:
         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             return ToolOutcome(True, result=tool.run(cur, args))

@@ -33,7 +33,9 @@ class Request:
 
     def cache_key(self, provider: str) -> str:
         """SHA-256 of everything that decides the answer: never keys, timeouts or base URLs."""
-        body = {"provider": provider, **asdict(self)}
+        # A plain dict, not dataclasses.asdict: that deep-copies the transcript and tool schemas (ms a call).
+        body = {"provider": provider, "model": self.model, "system": self.system, "messages": self.messages,
+                "tools": self.tools, "temperature": self.temperature, "max_output_tokens": self.max_output_tokens}
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def estimated_input_tokens(self) -> int:

@@ -1,0 +1,77 @@
+"""`make bench` / `make bench-quick`: every benchmark, one document.
+
+    python -m bench.all --out docs/benchmarks.md    the full set (about 15 minutes here)
+    python -m bench.all --quick                     a smoke run of every benchmark (CI), no targets judged
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import time
+from pathlib import Path
+
+from loguru import logger
+
+from bench import cached, headline, memory, ratelimit, scaling, startup
+from bench.common import WORK, machine
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: check that every benchmark runs")
+    ap.add_argument("--out", type=Path, help="write the markdown document here")
+    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,ratelimit,cached,headline")
+    args = ap.parse_args()
+    logger.remove()
+    logger.add(lambda m: print(m, end=""), level="WARNING")
+    only = set(args.only.split(",")) if args.only else None
+    q = args.quick
+    sections: list[str] = []
+    raw: dict[str, object] = {}
+    t_all = time.monotonic()
+
+    def step(name: str, fn: object) -> None:
+        if only and name not in only:
+            return
+        t0 = time.monotonic()
+        print(f"== {name} ...", flush=True)
+        res, text = fn()  # type: ignore[operator]
+        raw[name] = res
+        sections.append(text)
+        print(text, f"({time.monotonic() - t0:.0f} s)\n", flush=True)
+
+    step("scaling", lambda: _pair(scaling.scaling([1, 2] if q else [1, 2, 4, 8, 16, 32], 50 if q else 200,
+                                                  2 if q else 4, 3 if q else 12),
+                                  scaling.overhead(6 if q else 100), scaling.render))
+    step("startup", lambda: _one(startup.startup([1, 2] if q else [1, 4, 8], 1 if q else 3), startup.render))
+    step("memory", lambda: _one(memory.memory(2 if q else 8, 8 if q else 48), memory.render))
+    step("ratelimit", lambda: _one(ratelimit.ratelimit(4 if q else 16, 3 if q else 12, 5 if q else 40),
+                                   ratelimit.render))
+    step("cached", lambda: _one(cached.cached(), cached.render))
+    step("headline", lambda: _one(headline.headline(20 if q else 1200, 4 if q else 16, 1 / 20), headline.render))
+    total = time.monotonic() - t_all
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "bench.json").write_text(json.dumps(raw, indent=2, default=str))
+    if args.out:
+        cmd = "make bench" + (" (quick)" if q else "")
+        head = (f"# Benchmarks\n\nMeasured {dt.date.today().isoformat()} on this machine: {machine()}.\n\n"
+                f"Command: `{cmd}` (= `python -m bench.all --out {args.out}`), {total / 60:.1f} minutes in all. "
+                "Every comparison below ran side by side in the same invocation. Raw numbers: "
+                f"`{WORK}/bench.json`.\n\n")
+        args.out.write_text(head + "\n".join(sections))
+        print(f"wrote {args.out}")
+    print(f"benchmarks done in {total:.0f} s")
+
+
+def _one(res: object, render: object) -> tuple[object, str]:
+    return res, render(res)  # type: ignore[operator]
+
+
+def _pair(a: object, b: object, render: object) -> tuple[object, str]:
+    return {"scaling": a, "overhead": b}, render(a, b)  # type: ignore[operator]
+
+
+if __name__ == "__main__":
+    main()
