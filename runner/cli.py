@@ -58,12 +58,13 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False))
 @click.option("--rerun-errors", is_flag=True, help="Redo conversations whose recorded result is an error.")
+@click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl).")
 @click.option("--force", is_flag=True, help="Resume into an output dir of a different config or dataset.")
 @click.option("--timeout", "conversation_timeout_seconds", type=float, help="Per-conversation time limit (s).")
 def run(config: str | None, workers: int | None, runs: str | None, sandbox: str | None, dsn: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
-        providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, force: bool,
-        conversation_timeout_seconds: float | None) -> None:
+        providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, skip_invalid: bool,
+        force: bool, conversation_timeout_seconds: float | None) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL."""
     from runner.config import load_config
     from runner.plan import parse_shard
@@ -76,7 +77,7 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
     cfg = load_config(config, _overrides(
         workers=workers, sandbox=sandbox, dsn=dsn, dataset=dataset, limit=limit, shard=shard_t,
         output_dir=output_dir, providers_mode=providers_mode, cache=False if no_cache else None, cache_dir=cache_dir,
-        rerun_errors=rerun_errors or None, force=force or None,
+        rerun_errors=rerun_errors or None, skip_invalid=skip_invalid or None, force=force or None,
         conversation_timeout_seconds=conversation_timeout_seconds))
     cfg = _select_runs(cfg, runs)
     summary = Supervisor(cfg).run()

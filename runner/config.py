@@ -128,6 +128,7 @@ class Config(_Frozen):
     cache: bool = True
     cache_dir: Path | None = None
     rerun_errors: bool = False
+    skip_invalid: bool = Field(False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping")
     force: bool = False
     rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
                                               description="key: provider or provider/model")

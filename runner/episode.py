@@ -57,7 +57,8 @@ def _stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallSta
 
 def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[Any],
                 atlas: psycopg.Connection[Any] | None, agent: ModelClient, teacher: ModelClient | None,
-                expectations: Expectations, emit: EventSink = no_events) -> dict[str, Any]:
+                expectations: Expectations, emit: EventSink = no_events,
+                telemetry_sink: psycopg.Connection[Any] | None = None) -> dict[str, Any]:
     """Run and score one conversation; raises only for errors that are not the agent's (sandbox, provider)."""
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
@@ -84,6 +85,9 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     if spec.agent == "atlas" and atlas is not None and spec.teacher is not None:
         atlas_export = telemetry.record(atlas, run=spec.name, conversation_id=conv.id, student=spec.model,
                                         teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
+        if telemetry_sink is not None:  # the long-lived copy outlives the disposable sandbox
+            telemetry.record(telemetry_sink, run=spec.name, conversation_id=conv.id, student=spec.model,
+                             teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
     stats = _stats_delta(clients, before)
     emit("scores", scores)
     return {

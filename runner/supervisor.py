@@ -88,7 +88,8 @@ class Supervisor:
         from runner.sandbox import resolve_kind
 
         cfg = self.cfg
-        order = {c.id: i for i, c in enumerate(iter_conversations(cfg.dataset))}  # validates the whole file
+        # Validates the whole file before anything starts (bad lines stop it, or go aside with skip_invalid).
+        order = {c.id: i for i, c in enumerate(iter_conversations(cfg.dataset, skip_invalid=cfg.skip_invalid))}
         mode = resolve_mode(cfg)
         kind = resolve_kind(cfg.sandbox)
         if kind == "external" and cfg.workers > 1:

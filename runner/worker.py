@@ -108,6 +108,13 @@ class _Session:
                 if run.teacher else None
             self.clients[run.name] = (agent, teacher)
         self.cache = cache
+        self.telemetry_sink: psycopg.Connection[Any] | None = None
+        if cfg.telemetry_dsn:
+            try:
+                self.telemetry_sink = db.connect(cfg.telemetry_dsn)
+                telemetry.ensure_schema(self.telemetry_sink)
+            except psycopg.Error as e:
+                raise SandboxBootError(f"cannot reach the telemetry database: {e}") from e
         self.expectations = Expectations(cache)
         self.generation = 0
 
@@ -155,7 +162,7 @@ def _run_one(session: _Session, conv: Conversation, run: RunSpec, timeout: float
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         return run_episode(conv, run, crm=session.crm, atlas=session.atlas, agent=agent, teacher=teacher,
-                           expectations=session.expectations)
+                           expectations=session.expectations, telemetry_sink=session.telemetry_sink)
     except _Alarm:
         raise ConversationTimeout(f"over the time limit of {timeout:g}s") from None
     finally:
@@ -170,7 +177,9 @@ def worker_main(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: SharedLimiter
     logger.add(Path(spec.log_dir) / f"worker-{spec.worker}.log", level="DEBUG", enqueue=False)
     logger.info("worker {} starting (pid {}, sandbox {})", spec.worker, os.getpid(), spec.sandbox_kind)
     runs = {r.name: r for r in spec.cfg.runs}
-    convs = {c.id: c for c in iter_conversations(spec.cfg.dataset)}
+    # The supervisor already reported bad lines; a worker only needs the valid ones.
+    convs = {c.id: c for c in iter_conversations(spec.cfg.dataset, skip_invalid=spec.cfg.skip_invalid,
+                                                 rejects=os.devnull)}
     try:
         session = _Session(spec, limiter)
         session.boot()

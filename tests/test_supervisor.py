@@ -206,3 +206,34 @@ def test_a_conversation_over_its_time_limit_is_an_error_result_and_the_worker_go
     assert code == 0, log[-2000:]
     rows = _rows(tmp_path / "out", "strong")
     assert len(rows) == 3 and all(r["status"] == "error" and r["error_kind"] == "timeout" for r in rows)
+
+
+def test_skip_invalid_runs_the_good_lines_and_puts_the_bad_aside(tmp_path: Path, local_bindir: str) -> None:
+    data = tmp_path / "d.jsonl"
+    lines = SAMPLE.read_text().splitlines()[:3]
+    data.write_text("\n".join([lines[0], "{broken", lines[1], lines[2]]) + "\n")
+    cfg = _config(tmp_path, runs="one")
+    code, log = _finish(_start(cfg, tmp_path / "out1", "--sandbox", "local", "--dataset", str(data)), timeout=120)
+    assert code == 2 and f"{data}:2: not valid JSON" in log
+    code, log = _finish(_start(cfg, tmp_path / "out2", "--sandbox", "local", "--dataset", str(data),
+                               "--skip-invalid", "-w", "2"), timeout=120)
+    assert code == 0, log[-2000:]
+    assert len(_rows(tmp_path / "out2", "strong")) == 3
+    assert '"line": 2' in data.with_suffix(".rejects.jsonl").read_text()
+
+
+def test_atlas_telemetry_also_goes_to_a_long_lived_database(tmp_path: Path, shared_local_sandbox: Any) -> None:
+    import psycopg
+
+    dsn = shared_local_sandbox.dsn("atlas")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS atlas_steps, atlas_sessions")
+    extra = f"telemetry_dsn: '{dsn}'\n"
+    code, log = _finish(_start(_config(tmp_path, extra=extra), tmp_path / "out", "--sandbox", "local", "--limit", "3",
+                               "-w", "2", "--runs", "atlas"), timeout=120)
+    assert code == 0, log[-2000:]
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT conversation_id, reward FROM atlas_sessions ORDER BY conversation_id").fetchall()
+    exported = sorted((r["conversation_id"], r["atlas"]["reward"]) for r in _rows(tmp_path / "out", "atlas"))
+    assert [tuple(r) for r in rows] == exported and len(rows) == 3
+    assert dsn.split("password=")[1].split()[0] not in log  # the password never reaches the console

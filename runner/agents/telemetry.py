@@ -31,7 +31,11 @@ def reward_of(scores: dict[str, Any]) -> float:
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(DDL)
+    # Workers share a long-lived telemetry database: concurrent CREATE TABLE IF NOT EXISTS races
+    # in PostgreSQL's catalogue, so take a lock for it.
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(7204511)")
+        conn.execute(DDL)
 
 
 def record(conn: psycopg.Connection[Any], *, run: str, conversation_id: str, student: str, teacher: str,

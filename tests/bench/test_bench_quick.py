@@ -1,0 +1,27 @@
+"""`make bench-quick` in CI: every benchmark runs end to end on tiny sizes (no timing judged)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_every_benchmark_runs(tmp_path: Path, sandbox_image: str) -> None:
+    doc = tmp_path / "benchmarks.md"
+    env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, "BENCH_DIR": str(tmp_path)}
+    p = subprocess.run([sys.executable, "-m", "bench.all", "--quick", "--out", str(doc)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    text = doc.read_text()
+    for section in ("Scaling against the seeds' design", "Harness overhead", "Sandbox start-up", "Memory at W=",
+                    "Rate limits:", "Fully cached rerun", "The headline"):
+        assert section in text, section
+    assert "Command: `make bench (quick)`" in text and (tmp_path / "bench.json").exists()
