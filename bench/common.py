@@ -31,6 +31,26 @@ def dataset(n: int, seed: int = 11) -> Path:
     return path
 
 
+def uniform_dataset(n: int, seed: int = 21) -> Path:
+    """Conversations of one shape (two turns, each a lookup then a write: six model calls for a
+    strong model), so throughput compares like with like at every size."""
+    from runner.crm.generate import generate_one
+
+    path = WORK / f"uniform-{seed}-{n}.jsonl"
+    if path.exists():
+        return path
+    WORK.mkdir(parents=True, exist_ok=True)
+    picked, i = [], 0
+    while len(picked) < n:
+        c = generate_one(seed, i)
+        i += 1
+        if len(c.turns) == 2 and all(t.expect == "tools" and len(t.gold_calls) == 2
+                                     and not any(g.expect_error for g in t.gold_calls) for t in c.turns):
+            picked.append(c)
+    write_conversations(picked, path)
+    return path
+
+
 def config(data: Path, out: Path, *, workers: int, runs: list[RunSpec] | None = None, p50_ms: float = 0,
            p95_ms: float | None = None, scale: float = 1.0, sandbox: str = "docker", cache: bool = False,
            cache_dir: Path | None = None, limits: dict[str, Limits] | None = None,
@@ -62,6 +82,7 @@ class Timing:
     span: float  # first start to last finish (s)
     p50: float
     p95: float
+    steady: float  # completions/s between the 10th and the 90th percentile of finish times
 
     @property
     def throughput(self) -> float:
@@ -80,8 +101,11 @@ def pct(values: list[float], q: float) -> float:
 def timing_of(rows: list[tuple[float, float]]) -> Timing:
     """From (start, end) pairs of conversations."""
     durations = [e - s for s, e in rows]
+    ends = sorted(e for _, e in rows)
+    lo, hi = int(0.1 * len(ends)), max(int(0.9 * len(ends)) - 1, 0)
+    steady = (hi - lo) / (ends[hi] - ends[lo]) if hi > lo and ends[hi] > ends[lo] else 0.0
     return Timing(len(rows), max(e for _, e in rows) - min(s for s, _ in rows), pct(durations, 0.5),
-                  pct(durations, 0.95))
+                  pct(durations, 0.95), steady)
 
 
 def result_rows(out: Path) -> list[dict[str, Any]]:

@@ -50,8 +50,8 @@ class ModelClient:
 
     def complete(self, req: Request) -> Completion:
         req = Request(self.wire_model, req.system, req.messages, req.tools, req.temperature, req.max_output_tokens)
-        key = req.cache_key(self.provider.name)
         self.stats.calls += 1
+        key = req.cache_key(self.provider.name) if self.cache is not None else ""
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
@@ -72,7 +72,7 @@ class ModelClient:
     def _with_retries(self, req: Request) -> Completion:
         start = time.monotonic()
         deadline = start + self.retry.total_cap_seconds
-        est_in = req.estimated_input_tokens()
+        est_in = req.estimated_input_tokens() if self.limiter is not None else 0
         last = ""
         for attempt in range(1, self.retry.max_attempts + 1):
             res = None

@@ -130,10 +130,13 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     state: SimState = request.app["state"]
     state.stats["requests"] += 1
     err = wire.anthropic_error if api == "anthropic" else wire.openai_error
+    raw = await request.read()
     try:
-        body = await request.json()
+        body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return web.json_response(err(400, "body is not JSON"), status=400)
+    if not isinstance(body, dict):
+        return web.json_response(err(400, "body must be a JSON object"), status=400)
     model = str(body.get("model", ""))
     auth = request.headers.get("x-api-key") or request.headers.get("authorization", "")
     if not auth or auth.strip() in ("Bearer", "Bearer invalid", "invalid"):
@@ -144,9 +147,9 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
         return web.json_response(err(404, f"model: {model}"), status=404)
     per = state.per_model.setdefault(model, Counter())
     per["requests"] += 1
-    canonical = json.dumps({k: body.get(k) for k in ("model", "system", "messages", "tools")}, sort_keys=True)
-    rid = hashlib.sha256(f"{api}\x1f{canonical}".encode()).hexdigest()
-    in_tokens = estimate_tokens({k: body.get(k) for k in ("system", "messages", "tools")})
+    # The SDKs serialise the same request to the same bytes: hash and measure those, no re-encoding.
+    rid = hashlib.sha256(api.encode() + b"\x1f" + raw).hexdigest()
+    in_tokens = max(1, len(raw) // 4)
     out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
     wait, remaining = state.admit(model, in_tokens, out_estimate)
     lim = state.settings.limits.get(model)
