@@ -43,7 +43,7 @@ def main() -> None:
         print(text, f"({time.monotonic() - t0:.0f} s)\n", flush=True)
 
     step("scaling", lambda: _pair(scaling.scaling([1, 2] if q else [1, 2, 4, 8, 16, 32], 50 if q else 200,
-                                                  2 if q else 3, 4 if q else 10),
+                                                  2 if q else 6, 4 if q else 10),
                                   scaling.overhead(6 if q else 100), scaling.render))
     step("startup", lambda: _one(startup.startup([1, 2] if q else [1, 4, 8], 1 if q else 3), startup.render))
     step("memory", lambda: _one(memory.memory(2 if q else 8, 8 if q else 48), memory.render))

@@ -16,6 +16,7 @@ from typing import Any
 from runner.config import Config, Latency, Limits, ModelRef, RunSpec, SimSettings
 from runner.crm.generate import generate
 from runner.dataset import write_conversations
+from runner.report import percentile as pct
 from runner.sink import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,8 @@ def uniform_dataset(n: int, seed: int = 21) -> Path:
     if path.exists():
         return path
     WORK.mkdir(parents=True, exist_ok=True)
-    picked, i = [], 0
+    picked: list[Any] = []
+    i = 0
     while len(picked) < n:
         c = generate_one(seed, i)
         i += 1
@@ -82,29 +84,30 @@ class Timing:
     span: float  # first start to last finish (s)
     p50: float
     p95: float
-    steady: float  # completions/s between the 10th and the 90th percentile of finish times
+    steady: float  # completions/s while every worker is busy (see timing_of)
 
     @property
     def throughput(self) -> float:
         return self.n / self.span if self.span > 0 else 0.0
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    v = sorted(values)
-    k = (len(v) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+def timing_of(rows: list[tuple[Any, float, float]]) -> Timing:
+    """From (worker, start, end) of each conversation.
 
-
-def timing_of(rows: list[tuple[float, float]]) -> Timing:
-    """From (start, end) pairs of conversations."""
-    durations = [e - s for s, e in rows]
-    ends = sorted(e for _, e in rows)
-    lo, hi = int(0.1 * len(ends)), max(int(0.9 * len(ends)) - 1, 0)
-    steady = (hi - lo) / (ends[hi] - ends[lo]) if hi > lo and ends[hi] > ends[lo] else 0.0
-    return Timing(len(rows), max(e for _, e in rows) - min(s for s, _ in rows), pct(durations, 0.5),
+    Steady state is the window in which every worker is busy: from the moment the last worker
+    started its first conversation to the moment the first worker finished its last one (start-up
+    stagger and the final stragglers fall outside it). Completions in it / its length.
+    """
+    durations = [e - s for _, s, e in rows]
+    firsts: dict[Any, float] = {}
+    lasts: dict[Any, float] = {}
+    for w, s, e in rows:
+        firsts[w] = min(firsts.get(w, s), s)
+        lasts[w] = max(lasts.get(w, e), e)
+    t_a, t_b = max(firsts.values()), min(lasts.values())
+    inside = sum(1 for _, _, e in rows if t_a <= e <= t_b)
+    steady = inside / (t_b - t_a) if t_b > t_a and inside >= 2 else 0.0
+    return Timing(len(rows), max(e for _, _, e in rows) - min(s for _, s, _ in rows), pct(durations, 0.5),
                   pct(durations, 0.95), steady)
 
 
@@ -117,7 +120,7 @@ def result_rows(out: Path) -> list[dict[str, Any]]:
 
 def result_timing(out: Path) -> Timing:
     rows = [r for r in result_rows(out) if r.get("status") == "ok"]
-    return timing_of([(ts(r["started_at"]), ts(r["finished_at"])) for r in rows])
+    return timing_of([(r["worker"], ts(r["started_at"]), ts(r["finished_at"])) for r in rows])
 
 
 def machine() -> str:

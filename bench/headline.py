@@ -20,8 +20,9 @@ def headline(n: int, workers: int, scale: float) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
     # Latency runs `scale` times real, so the limits run 1/scale times real: the same ratio of API time
     # to budget as the real job at tier 4 (which, at ~3k input tokens a call, is bound by its ITPM).
-    tier4 = ANTHROPIC_TIERS["tier4"]
-    limits = {"anthropic": LimitSpec(rpm=tier4.rpm / scale, itpm=tier4.itpm / scale, otpm=tier4.otpm / scale),
+    t4 = ANTHROPIC_TIERS["tier4"]
+    rpm, itpm, otpm = (float(v or 0) for v in (t4.rpm, t4.itpm, t4.otpm))
+    limits = {"anthropic": LimitSpec(rpm=rpm / scale, itpm=itpm / scale, otpm=otpm / scale),
               "openai": LimitSpec(rpm=5000 / scale, itpm=2_000_000 / scale, otpm=400_000 / scale)}
     cfg = config(data, out, workers=workers, runs=seeds_runs(), p50_ms=REAL_P50_MS, p95_ms=REAL_P95_MS, scale=scale,
                  rate_limits=limits)

@@ -36,7 +36,7 @@ def _load(url: str, shared: SharedLimiter | None, own_rpm: float | None, ready: 
     limiter = SharedLimiter({"k": Limits(rpm=own_rpm)}, {}) if own_rpm is not None else shared
     client = ModelClient(AnthropicProvider("k", base_url=url, timeout=30), wire_model="sim-strong",
                          logical_model="sim", limiter=limiter, limiter_slot=0, cache=None,
-                         retry=RetrySettings(max_attempts=100, base_seconds=0.2, total_cap_seconds=300), prices={})
+                         retry=RetrySettings(max_attempts=50, base_seconds=0.2, total_cap_seconds=300), prices={})
     ready.put(1)
     go.wait()
     while time.time() < stop_at.value:
@@ -59,7 +59,7 @@ def scenario(mode: str, workers: int, warmup: float, window: float) -> dict[str,
         for p in procs:
             p.start()
         for _ in procs:
-            ready.get(timeout=300)  # every process imported and built its client
+            ready.get(timeout=120)  # every process imported and built its client
         t0 = time.time()
         early.value = t0 + warmup  # half the workers run out of work when the window opens
         late.value = t0 + warmup + window + 1

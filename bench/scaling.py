@@ -21,11 +21,13 @@ from runner.supervisor import Supervisor
 def scaling(widths: list[int], p50_ms: float, per_worker: int, seeds_n: int) -> dict[str, Any]:
     """The same conversations (the first N of one uniform list) for both designs at every W."""
     image = ensure_image()
-    n_max = max(max(widths) * per_worker, seeds_n, 10)
-    data = uniform_dataset(n_max)
+    def n_for(w: int) -> int:  # wider runs boot longer: more work per worker keeps an all-busy window
+        return max(w * (per_worker + w // 2), 10)
+
+    data = uniform_dataset(max(n_for(max(widths)), seeds_n, 10))
     rows = []
     for w in widths:
-        n_runner = max(w * per_worker, 10)
+        n_runner = n_for(w)
         sub = WORK / f"scaling-w{w}.jsonl"
         sub.write_text("".join(line + "\n" for line in data.read_text().splitlines()[:n_runner]))
         out = WORK / f"scaling-out-w{w}"
@@ -78,8 +80,9 @@ def render(s: dict[str, Any], o: dict[str, Any]) -> str:
     return (f"### Scaling against the seeds' design (simulator latency {s['p50_ms']:.0f} ms per call)\n\n"
             "Both designs run the same conversations (one uniform shape: two turns, each a lookup and a write, "
             "six model calls), the same agent code and SDKs, the same simulator. Throughput is steady state: "
-            "completions per second between the 10th and 90th percentile of finish times (worker start-up "
-            "and the last stragglers excluded; the runner's start-up is measured on its own below). "
+            "completions per second while every worker is busy, from the moment the last worker started its "
+            "first conversation to the moment the first worker finished its last (start-up stagger and the "
+            "final stragglers fall outside; start-up is measured on its own below). "
             "p50/p95 are per-conversation times.\n\n"
             f"{t}\n\n"
             f"### Harness overhead per conversation (W=1, zero-latency simulator)\n\n"

@@ -6,6 +6,7 @@ TRUNCATE takes ACCESS EXCLUSIVE locks held until the ROLLBACK, so conversations 
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -40,12 +41,12 @@ def _worker(cfg: Config, sim_url: str, dsn: str, ids: Any, out: Any) -> None:
                 raise psycopg.Rollback()  # ROLLBACK: nothing persists
         except psycopg.Rollback:
             pass
-        out.put((cid, t0, time.time()))
+        out.put((os.getpid(), t0, time.time()))
     conn.close()
 
 
 def run_seeds_design(cfg: Config, sim_url: str, dsn: str, conversation_ids: list[str], workers: int
-                     ) -> list[tuple[float, float]]:
+                     ) -> list[tuple[int, float, float]]:
     ctx = mp.get_context("spawn")
     ids, out = ctx.Queue(), ctx.Queue()
     for cid in conversation_ids:
@@ -58,13 +59,13 @@ def run_seeds_design(cfg: Config, sim_url: str, dsn: str, conversation_ids: list
     rows = [out.get(timeout=1800) for _ in conversation_ids]
     for p in procs:
         p.join(60)
-    return [(s, e) for _, s, e in rows]
+    return rows
 
 
 def shared_database(image: str) -> Any:
     from runner.sandbox.docker import DockerSandbox
 
-    return DockerSandbox(image, run_id="bench-seeds", owner_pid=__import__("os").getpid(), name_hint="shared",
+    return DockerSandbox(image, run_id="bench-seeds", owner_pid=os.getpid(), name_hint="shared",
                          memory="1g", cpus=2.0)
 
 

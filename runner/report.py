@@ -13,7 +13,8 @@ from rich.table import Table
 from runner.sink import read_results
 
 
-def _pct(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), q in 0..1."""
     if not values:
         return 0.0
     values = sorted(values)
@@ -39,7 +40,7 @@ def run_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "input_tokens": sum(int(r.get("input_tokens") or 0) for r in rows),
         "output_tokens": sum(int(r.get("output_tokens") or 0) for r in rows),
         "cost_usd": round(sum(float(r.get("cost_usd") or 0) for r in rows), 6),
-        "latency_p50_s": round(_pct(lat, 0.5), 4), "latency_p95_s": round(_pct(lat, 0.95), 4),
+        "latency_p50_s": round(percentile(lat, 0.5), 4), "latency_p95_s": round(percentile(lat, 0.95), 4),
         "retries": sum(int(r.get("retries") or 0) for r in rows),
         "rate_limited": sum(int(r.get("rate_limited") or 0) for r in rows),
         "llm_calls": calls,

@@ -48,6 +48,13 @@ class Episode:
                                  "attempts": c.attempts, "cost_usd": c.cost_usd})
 
 
+def begin_turn(ep: Episode, t: int, user: str, emit: EventSink) -> None:
+    """A new user turn: its own list of calls for scoring, the user's words in the transcript."""
+    ep.calls_per_turn.append([])
+    ep.transcript.append({"role": "user", "text": user})
+    emit("user", {"turn": t, "text": user})
+
+
 def assistant_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
     return {"role": "assistant", "text": text,
             "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in calls]}

@@ -6,7 +6,16 @@ from typing import Any
 
 import psycopg
 
-from runner.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT, Episode, EventSink, assistant_message, no_events, run_tools
+from runner.agents.base import (
+    NEUTRAL_TOOLS,
+    SYSTEM_PROMPT,
+    Episode,
+    EventSink,
+    assistant_message,
+    begin_turn,
+    no_events,
+    run_tools,
+)
 from runner.config import RunSpec
 from runner.dataset import Conversation
 from runner.models.base import Request
@@ -18,9 +27,7 @@ def run_baseline(conv: Conversation, conn: psycopg.Connection[Any], model: Model
     ep = Episode()
     msgs = ep.transcript
     for t, turn in enumerate(conv.turns):
-        ep.calls_per_turn.append([])
-        msgs.append({"role": "user", "text": turn.user})
-        emit("user", {"turn": t, "text": turn.user})
+        begin_turn(ep, t, turn.user, emit)
         for _ in range(spec.step_limit):
             c = model.complete(Request(spec.model, SYSTEM_PROMPT, list(msgs), NEUTRAL_TOOLS, spec.temperature,
                                        spec.max_output_tokens))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.crm.language import INTENTS, STAGE_WORDS, render
-from runner.crm.tools import STAGE_PROBABILITY
+from runner.crm.tool_args import STAGE_PROBABILITY
 from runner.dataset import Conversation, GoldCall, Turn
 
 FIRST = ["Ava", "Liam", "Noah", "Mia", "Elena", "Kofi", "Sara", "Jonas", "Yuki", "Omar", "Lena", "Raj",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, classify_status
+from runner.models.base import Completion, Provider, Request, ToolCall, sdk_errors
 
 
 def to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -38,22 +38,13 @@ class AnthropicProvider(Provider):
         self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     def generate(self, req: Request) -> Completion:
-        sdk = self._sdk
         t0 = self._timer()
-        try:
+        with sdk_errors(self._sdk):
             resp = self.client.messages.create(
                 model=req.model, system=req.system, messages=to_anthropic(req.messages),  # type: ignore[arg-type]
                 tools=req.tools, max_tokens=req.max_output_tokens,  # type: ignore[arg-type]
                 # SDK 2.x dropped the keyword; the seeds' models (Sonnet 4.5) still accept it on the wire.
                 extra_body={"temperature": req.temperature})
-        except sdk.APIStatusError as e:
-            raise classify_status(e.status_code, str(e.message), e.response.headers) from e
-        except sdk.APITimeoutError as e:
-            raise ProviderError("transient", f"timeout: {e}") from e
-        except sdk.APIConnectionError as e:
-            raise ProviderError("transient", f"connection: {e}") from e
-        except (sdk.APIResponseValidationError, ValueError) as e:  # malformed body
-            raise ProviderError("transient", f"malformed response: {e}") from e
         text = "".join(b.text for b in resp.content if b.type == "text")
         calls = [ToolCall(b.id, b.name, b.input) for b in resp.content if b.type == "tool_use"]
         return Completion(text=text, tool_calls=calls, input_tokens=resp.usage.input_tokens,

@@ -12,6 +12,8 @@ import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -110,6 +112,21 @@ def classify_status(status: int, message: str, headers: Any) -> ProviderError:
     if status in (408, 409) or status >= 500:
         return ProviderError("transient", message, status=status, retry_after=retry_after_from(headers))
     return ProviderError("fatal", message, status=status)
+
+
+@contextmanager
+def sdk_errors(sdk: Any) -> Iterator[None]:
+    """Turn the official SDKs' exceptions (same names in anthropic and openai) into ProviderError."""
+    try:
+        yield
+    except sdk.APIStatusError as e:
+        raise classify_status(e.status_code, str(e.message), e.response.headers) from e
+    except sdk.APITimeoutError as e:
+        raise ProviderError("transient", f"timeout: {e}") from e
+    except sdk.APIConnectionError as e:
+        raise ProviderError("transient", f"connection: {e}") from e
+    except (sdk.APIResponseValidationError, ValueError) as e:  # a malformed body
+        raise ProviderError("transient", f"malformed response: {e}") from e
 
 
 def price(model: str, input_tokens: int, output_tokens: int, table: dict[str, tuple[float, float]]) -> float:

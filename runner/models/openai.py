@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, classify_status
+from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, sdk_errors
 
 
 def to_openai(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -42,22 +42,13 @@ class OpenAIProvider(Provider):
         self.client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     def generate(self, req: Request) -> Completion:
-        sdk = self._sdk
         tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
                                                    "parameters": t["input_schema"]}} for t in req.tools]
         t0 = self._timer()
-        try:
+        with sdk_errors(self._sdk):
             resp = self.client.chat.completions.create(
                 model=req.model, messages=to_openai(req.system, req.messages),  # type: ignore[arg-type]
                 tools=tools, temperature=req.temperature, max_completion_tokens=req.max_output_tokens)  # type: ignore[arg-type]
-        except sdk.APIStatusError as e:
-            raise classify_status(e.status_code, str(e.message), e.response.headers) from e
-        except sdk.APITimeoutError as e:
-            raise ProviderError("transient", f"timeout: {e}") from e
-        except sdk.APIConnectionError as e:
-            raise ProviderError("transient", f"connection: {e}") from e
-        except (sdk.APIResponseValidationError, ValueError) as e:
-            raise ProviderError("transient", f"malformed response: {e}") from e
         if not resp.choices:
             raise ProviderError("transient", "response has no choices")
         choice = resp.choices[0]

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import secrets
 import time
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 import psycopg
 
 from runner.errors import SandboxBootError
+from runner.resources import Resource
 
 LABEL = "pgsandbox-runner"
 ROLE = "sandbox"
@@ -63,7 +61,7 @@ def wait_connectable(endpoint: Endpoint, *, timeout: float, is_dead: object = No
     raise SandboxBootError(f"sandbox not connectable after {timeout:.0f}s: {last}")
 
 
-class Sandbox(ABC):
+class Sandbox(Resource):
     """One PostgreSQL server owned by one worker. `with` starts it; leaving removes it."""
 
     kind: str = "abstract"
@@ -72,13 +70,6 @@ class Sandbox(ABC):
         self.endpoint: Endpoint | None = None
         self.id: str = ""
         self.boot_seconds: float = 0.0
-
-    @abstractmethod
-    def start(self) -> None: ...
-
-    @abstractmethod
-    def stop(self) -> None:
-        """Remove the server and its data. Must be safe to call after a failed or partial start."""
 
     def alive(self) -> bool:
         """Whether the server still answers (used to tell a lost sandbox from a bad query)."""
@@ -99,14 +90,3 @@ class Sandbox(ABC):
     def describe(self) -> str:
         where = self.endpoint.redacted() if self.endpoint else "not started"
         return f"{self.kind} sandbox {self.id or '?'} at {where}"
-
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()

@@ -25,6 +25,7 @@ from typing import Any
 from loguru import logger
 
 from runner.errors import SandboxBootError
+from runner.resources import stop_process
 from runner.sandbox.base import ROLE, Endpoint, Sandbox, new_password, wait_connectable
 from runner.sandbox.image import SCHEMA_PATH
 
@@ -134,8 +135,7 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None) ->
             conn.execute("SET ROLE sandbox")
             conn.execute(SCHEMA_PATH.read_text().encode())  # our own file, no parameters
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        stop_process(proc, timeout=30)
         shutil.rmtree(sock, ignore_errors=True)
 
 
@@ -223,13 +223,7 @@ class LocalSandbox(Sandbox):
     def stop(self) -> None:
         if self.keep:
             return
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGINT)  # fast shutdown
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        stop_process(self._proc)  # SIGINT: PostgreSQL's fast shutdown
         self._proc = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)

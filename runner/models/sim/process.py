@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from types import TracebackType
-from typing import Self
 
 from runner.config import SimSettings
 from runner.errors import RunStopped
+from runner.resources import Resource, stop_process
 
 
-class SimServer:
+class SimServer(Resource):
     """`with SimServer(settings) as sim: sim.url` -- a server process on 127.0.0.1."""
 
     def __init__(self, settings: SimSettings, *, boot_timeout: float = 30.0, log_path: str | None = None) -> None:
@@ -25,17 +23,6 @@ class SimServer:
         self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"pgsandbox-sim-{os.getpid()}.log")
         self.url = ""
         self._proc: subprocess.Popen[str] | None = None
-
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
 
     def start(self) -> None:
         # stderr to a file: a pipe nobody reads would block the server once it fills.
@@ -68,11 +55,5 @@ class SimServer:
             pass
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGINT)
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        stop_process(self._proc)
         self._proc = None
