@@ -8,12 +8,14 @@ Transcripts are kept in one neutral shape; each provider converts it to its wire
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -85,8 +87,21 @@ class ProviderError(Exception):
         self.kind, self.status, self.retry_after = kind, status, retry_after
 
 
-def retry_after_from(headers: Any) -> float | None:
-    """retry-after / retry-after-ms, or the providers' reset headers."""
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
+                       r"(?:(\d+(?:\.\d+)?)ms)?$")
+
+
+def _duration(text: str) -> float | None:
+    """OpenAI's reset format: '1s', '6m0s', '250ms', '1h2m3s'."""
+    m = _DURATION.match(text.strip())
+    if not m or not any(m.groups()):
+        return None
+    h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mi * 60 + s + ms / 1000
+
+
+def retry_after_from(headers: Any, now: float | None = None) -> float | None:
+    """Seconds to wait: retry-after(-ms), else the providers' reset headers (the latest one that binds)."""
     if headers is None:
         return None
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -96,14 +111,20 @@ def retry_after_from(headers: Any) -> float | None:
                 return float(v) * scale
             except ValueError:
                 pass
-    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):
+    waits = []
+    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):  # OpenAI: durations
         v = headers.get(name)
-        if v and v.endswith("s"):
-            try:
-                return float(v.rstrip("s").split("m")[-1])
-            except ValueError:
-                pass
-    return None
+        d = _duration(v) if v else None
+        if d is not None:
+            waits.append(d)
+    now = time.time() if now is None else now
+    for dim in ("requests", "tokens", "input-tokens", "output-tokens"):  # Anthropic: RFC 3339 times
+        v = headers.get(f"anthropic-ratelimit-{dim}-reset")
+        remaining = headers.get(f"anthropic-ratelimit-{dim}-remaining")
+        if v and remaining in (None, "0"):
+            with suppress(ValueError):
+                waits.append(max(0.0, dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp() - now))
+    return max(waits) if waits else None
 
 
 def classify_status(status: int, message: str, headers: Any) -> ProviderError:
