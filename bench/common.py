@@ -91,6 +91,15 @@ class Timing:
         return self.n / self.span if self.span > 0 else 0.0
 
 
+def serialized_timing(rows: list[tuple[Any, float, float]]) -> Timing:
+    """For a design whose conversations run one at a time (the seeds' lock): the steady rate is the
+    spacing of completions, (n - 1) / (last finish - first finish), whatever the number of processes."""
+    t = timing_of(rows)
+    ends = sorted(e for _, _, e in rows)
+    t.steady = (len(ends) - 1) / (ends[-1] - ends[0]) if len(ends) > 1 and ends[-1] > ends[0] else t.throughput
+    return t
+
+
 def timing_of(rows: list[tuple[Any, float, float]]) -> Timing:
     """From (worker, start, end) of each conversation.
 

@@ -10,7 +10,18 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from bench.common import WORK, config, dataset, pct, result_rows, result_timing, table, timing_of, ts, uniform_dataset
+from bench.common import (
+    WORK,
+    config,
+    dataset,
+    pct,
+    result_rows,
+    result_timing,
+    serialized_timing,
+    table,
+    ts,
+    uniform_dataset,
+)
 from bench.seeds_design import ids_of, run_seeds_design, shared_database
 from runner.config import Latency, SimSettings
 from runner.models.sim.process import SimServer
@@ -35,9 +46,9 @@ def scaling(widths: list[int], p50_ms: float, per_worker: int, seeds_n: int) -> 
         cfg = config(sub, out, workers=w, p50_ms=p50_ms)
         Supervisor(cfg).run()
         ours = result_timing(out)
-        n_seeds = max(seeds_n, w)  # serialized by the lock: more conversations only take longer
+        n_seeds = max(seeds_n, min(w, 16))  # serialized by the lock: more conversations only take longer
         with SimServer(SimSettings(latency=Latency(p50_ms=p50_ms))) as sim, shared_database(image) as shared:
-            seeds = timing_of(run_seeds_design(cfg.model_copy(update={"dataset": data}), sim.url, shared.dsn(),
+            seeds = serialized_timing(run_seeds_design(cfg.model_copy(update={"dataset": data}), sim.url, shared.dsn(),
                                                ids_of(data, n_seeds), w))
         ratio = ours.steady / seeds.steady if seeds.steady else 0.0
         rows.append({"W": w, "seeds_n": seeds.n, "seeds_conv_s": seeds.steady, "seeds_p50": seeds.p50,
@@ -82,7 +93,9 @@ def render(s: dict[str, Any], o: dict[str, Any]) -> str:
             "six model calls), the same agent code and SDKs, the same simulator. Throughput is steady state: "
             "completions per second while every worker is busy, from the moment the last worker started its "
             "first conversation to the moment the first worker finished its last (start-up stagger and the "
-            "final stragglers fall outside; start-up is measured on its own below). "
+            "final stragglers fall outside; start-up is measured on its own below). The seeds' design runs "
+            "one conversation at a time whatever W is (its TRUNCATE lock), so its steady rate is the spacing "
+            "of its completions. "
             "p50/p95 are per-conversation times.\n\n"
             f"{t}\n\n"
             f"### Harness overhead per conversation (W=1, zero-latency simulator)\n\n"

@@ -26,6 +26,19 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 
 
+_TOOL_DIGESTS: dict[int, tuple[list[dict[str, Any]], str]] = {}
+
+
+def _tools_digest(tools: list[dict[str, Any]]) -> str:
+    hit = _TOOL_DIGESTS.get(id(tools))
+    if hit is not None and hit[0] is tools:  # the same list object (kept alive here, so its id is not reused)
+        return hit[1]
+    digest = hashlib.sha256(json.dumps(tools, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    if len(_TOOL_DIGESTS) < 64:
+        _TOOL_DIGESTS[id(tools)] = (tools, digest)
+    return digest
+
+
 @dataclass(frozen=True)
 class Request:
     model: str
@@ -37,9 +50,11 @@ class Request:
 
     def cache_key(self, provider: str) -> str:
         """SHA-256 of everything that decides the answer: never keys, timeouts or base URLs."""
-        # A plain dict, not dataclasses.asdict: that deep-copies the transcript and tool schemas (ms a call).
+        # A plain dict, not dataclasses.asdict (that deep-copies the transcript and schemas); the tool list
+        # is the same object call after call, so its digest is computed once.
         body = {"provider": provider, "model": self.model, "system": self.system, "messages": self.messages,
-                "tools": self.tools, "temperature": self.temperature, "max_output_tokens": self.max_output_tokens}
+                "tools": _tools_digest(self.tools), "temperature": self.temperature,
+                "max_output_tokens": self.max_output_tokens}
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def estimated_input_tokens(self) -> int:
