@@ -48,10 +48,7 @@ class Expectations:
 def _stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStats:
     total = CallStats()
     for c, b in zip(clients, before, strict=True):
-        d = CallStats(**{k: getattr(c.stats, k) - getattr(b, k) for k in (
-            "calls", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens", "output_tokens",
-            "cost_usd")})
-        total.add(d)
+        total.add(c.stats.since(b))
     return total
 
 
@@ -63,9 +60,7 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     clients = [agent] + ([teacher] if teacher else [])
-    before = [CallStats(**{k: getattr(c.stats, k) for k in ("calls", "cache_hits", "cache_misses", "retries",
-                                                            "rate_limited", "input_tokens", "output_tokens",
-                                                            "cost_usd")}) for c in clients]
+    before = [c.stats.snapshot() for c in clients]
     t_expected = time.monotonic()
     expected = expectations.get(crm, conv)
     expected_ms = (time.monotonic() - t_expected) * 1000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from loguru import logger
@@ -33,11 +33,18 @@ class CallStats:
     cost_usd: float = 0.0
     errors: list[str] = field(default_factory=list)
 
+    def _counters(self) -> list[str]:
+        return [f.name for f in fields(self) if f.name != "errors"]
+
     def add(self, other: CallStats) -> None:
-        for k in ("calls", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens",
-                  "output_tokens"):
+        for k in self._counters():
             setattr(self, k, getattr(self, k) + getattr(other, k))
-        self.cost_usd += other.cost_usd
+
+    def snapshot(self) -> CallStats:
+        return CallStats(**{k: getattr(self, k) for k in self._counters()})
+
+    def since(self, before: CallStats) -> CallStats:
+        return CallStats(**{k: getattr(self, k) - getattr(before, k) for k in self._counters()})
 
 
 class ModelClient:
