@@ -75,10 +75,6 @@ class Conversation(_Strict):
         return seed
 
 
-def conversation_hash(conv: Conversation) -> str:
-    return hashlib.sha256(conv.model_dump_json().encode()).hexdigest()[:16]
-
-
 def _describe(e: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, d['loc'])) or '(record)'}: {d['msg']}" for d in e.errors()[:5])
 

@@ -19,9 +19,6 @@ from loguru import logger
 from runner import __version__
 from runner.errors import ResumeMismatch
 
-TIMING_FIELDS = ("started_at", "finished_at", "wall_seconds", "timings", "worker", "sandbox_id", "latency_seconds",
-                 "model_calls")
-
 
 def results_path(out: Path, run: str) -> Path:
     return out / "results" / f"{run}.jsonl"
