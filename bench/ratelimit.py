@@ -1,9 +1,11 @@
-"""16 workers against a simulator limited to 600 RPM: one shared budget vs the seed's per-process limiters.
+"""16 workers against a simulator limited to 600 RPM (by default): one shared budget vs the seed's per-process limiters.
 
 The load is uneven, as in a real evaluation: all 16 workers call during the warm-up, then half of
 them run out of work (their conversations are done, or they are busy in long tool calls) for the
 measured window. Counted on the simulator: what it served and what it answered 429, in the
-window only, after every process has started and the first bursts are spent.
+window only, after every process has started and the first bursts are spent. Both buckets start
+full (a minute's worth), so the warm-up must be long enough for the workers to spend that burst,
+or the window measures the burst instead of the limit: the quick run uses a lower limit for that.
 """
 
 from __future__ import annotations
@@ -46,12 +48,12 @@ def _load(url: str, shared: SharedLimiter | None, own_rpm: float | None, ready: 
             continue
 
 
-def scenario(mode: str, workers: int, warmup: float, window: float) -> dict[str, Any]:
-    settings = SimSettings(latency=Latency(p50_ms=100), limits={"sim-strong": Limits(rpm=RPM)})
+def scenario(mode: str, workers: int, warmup: float, window: float, rpm: float) -> dict[str, Any]:
+    settings = SimSettings(latency=Latency(p50_ms=100), limits={"sim-strong": Limits(rpm=rpm)})
     ctx = mp.get_context("spawn")
     with SimServer(settings) as sim:
-        shared = SharedLimiter({"k": Limits(rpm=RPM)}, {}) if mode == "shared" else None
-        own = {"shared": None, "split": RPM / workers, "full": RPM}[mode]
+        shared = SharedLimiter({"k": Limits(rpm=rpm)}, {}) if mode == "shared" else None
+        own = {"shared": None, "split": rpm / workers, "full": rpm}[mode]
         ready, go = ctx.Queue(), ctx.Event()
         early, late = ctx.Value("d", 1e18), ctx.Value("d", 1e18)
         procs = [ctx.Process(target=_load, args=(sim.url, shared, own, ready, go, early if i % 2 else late))
@@ -74,19 +76,21 @@ def scenario(mode: str, workers: int, warmup: float, window: float) -> dict[str,
                 p.kill()
     ok = int(b.get("ok", 0)) - int(a.get("ok", 0))  # type: ignore[call-overload]
     limited = int(b.get("429", 0)) - int(a.get("429", 0))  # type: ignore[call-overload]
-    return {"mode": mode, "served_rpm": ok / window * 60, "share_of_limit": ok / window * 60 / RPM,
+    return {"mode": mode, "served_rpm": ok / window * 60, "share_of_limit": ok / window * 60 / rpm,
             "requests": ok + limited, "429s": limited, "share_429": limited / max(ok + limited, 1)}
 
 
-def ratelimit(workers: int = 16, warmup: float = 15, window: float = 40) -> dict[str, Any]:
-    rows = [{**scenario(m, workers, warmup, window), "label": label} for label, m in MODES.items()]
+def ratelimit(workers: int = 16, warmup: float = 15, window: float = 40, rpm: float = RPM) -> dict[str, Any]:
+    rows = [{**scenario(m, workers, warmup, window, rpm), "label": label} for label, m in MODES.items()]
     s = rows[0]
-    return {"workers": workers, "rpm": RPM, "warmup": warmup, "window": window, "rows": rows,
-            "met": s["share_of_limit"] >= 0.95 and s["share_429"] <= 0.01}
+    # Above the limit is not "better": it means the burst was measured, or the limiter leaks.
+    return {"workers": workers, "rpm": rpm, "warmup": warmup, "window": window, "rows": rows,
+            "met": 0.95 <= s["share_of_limit"] <= 1.05 and s["share_429"] <= 0.01}
 
 
 def render(r: dict[str, Any]) -> str:
-    t = table(["limiter", "served RPM", "share of the 600 RPM limit", "requests", "429s", "share of 429s"],
+    t = table(["limiter", "served RPM", f"share of the {r['rpm']:.0f} RPM limit", "requests", "429s",
+               "share of 429s"],
               [[x["label"], x["served_rpm"], f"{x['share_of_limit']:.1%}", x["requests"], x["429s"],
                 f"{x['share_429']:.2%}"] for x in r["rows"]])
     verdict = "met" if r["met"] else "**missed**"
@@ -94,6 +98,6 @@ def render(r: dict[str, Any]) -> str:
             f"All {r['workers']} workers call during a {r['warmup']:.0f} s warm-up (which also spends the first "
             f"bursts both token buckets allow); then half of them run out of work, and the simulator counts "
             f"what it served over the next {r['window']:.0f} s.\n\n"
-            f"{t}\n\nTarget for the shared limiter: at least 95 % of the limit used with at most 1 % of calls "
+            f"{t}\n\nTarget for the shared limiter: 95-105 % of the limit used with at most 1 % of calls "
             f"answered 429: {verdict}. Splitting the budget per process (the seed's way) is safe but leaves the "
             "idle workers' shares unused; giving each process the whole limit overshoots and is answered 429.\n")

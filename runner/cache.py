@@ -2,6 +2,12 @@
 
 Key: SHA-256 of the canonical request (models.base.Request.cache_key). Value: the normalised
 completion. Only successful completions are stored; errors never are.
+
+The supervisor creates the file (schema, WAL) before any worker starts: switching a new database
+to WAL takes an exclusive lock, and SQLite answers "database is locked" at once, without its busy
+handler, when several processes race to do it. Opening still retries, for a cache created by a
+concurrent run. A failed write is logged and skipped: a lost cache entry costs one API call later,
+a failed conversation costs a result.
 """
 
 from __future__ import annotations
@@ -12,7 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
+
 DEFAULT_DIR = Path(".cache/pgsandbox-runner")
+OPEN_TIMEOUT_S = 30.0
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 class ResponseCache:
@@ -20,6 +33,18 @@ class ResponseCache:
         self.path = Path(directory) / "responses.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        deadline = time.monotonic() + OPEN_TIMEOUT_S
+        while True:
+            try:
+                self._prepare()
+                return
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc) or time.monotonic() > deadline:
+                    self._db.close()
+                    raise
+                time.sleep(0.05)
+
+    def _prepare(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, provider TEXT, model TEXT,"
@@ -28,21 +53,37 @@ class ResponseCache:
         # serves every worker and every rerun.
         self._db.execute("CREATE TABLE IF NOT EXISTS expected_states (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        try:
+            self._db.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc):
+                raise
+            logger.warning("response cache busy for 30 s; entry not stored ({})", exc)
+
+    def _read(self, sql: str, key: str) -> dict[str, Any] | None:
+        try:
+            row = self._db.execute(sql, (key,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc):
+                raise
+            logger.warning("response cache busy for 30 s; treated as a miss ({})", exc)
+            return None
         return json.loads(row[0]) if row else None
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._read("SELECT value FROM responses WHERE key = ?", key)
 
     def put(self, key: str, provider: str, model: str, value: dict[str, Any]) -> None:
-        self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
-                         # key order kept: a replayed tool call must be the call the model made, byte for byte
-                         (key, provider, model, json.dumps(value), time.time()))
+        self._write("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
+                    # key order kept: a replayed tool call must be the call the model made, byte for byte
+                    (key, provider, model, json.dumps(value), time.time()))
 
     def get_state(self, key: str) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT value FROM expected_states WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return self._read("SELECT value FROM expected_states WHERE key = ?", key)
 
     def put_state(self, key: str, value: dict[str, Any]) -> None:
-        self._db.execute("INSERT OR REPLACE INTO expected_states VALUES (?, ?)", (key, json.dumps(value)))
+        self._write("INSERT OR REPLACE INTO expected_states VALUES (?, ?)", (key, json.dumps(value)))
 
     def stats(self) -> dict[str, Any]:
         rows = self._db.execute("SELECT provider, model, count(*), sum(length(value)) FROM responses "
@@ -60,3 +101,9 @@ class ResponseCache:
 
     def close(self) -> None:
         self._db.close()
+
+    def __enter__(self) -> ResponseCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -201,14 +201,16 @@ def cache_stats(cache_dir: str | None) -> None:
     """Entries and size, by provider and model."""
     import json
 
-    click.echo(json.dumps(_cache(cache_dir).stats(), indent=2))
+    with _cache(cache_dir) as c:
+        click.echo(json.dumps(c.stats(), indent=2))
 
 
 @cache.command("clear")
 @click.option("--cache-dir", type=click.Path(file_okay=False))
 def cache_clear(cache_dir: str | None) -> None:
     """Delete every cached response."""
-    click.echo(f"removed {_cache(cache_dir).clear()} entries")
+    with _cache(cache_dir) as c:
+        click.echo(f"removed {c.clear()} entries")
 
 
 @cli.group()

@@ -125,6 +125,10 @@ class Supervisor:
                 sim = stack.enter_context(SimServer(cfg.simulator, log_path=str(out / "logs" / "simulator.log")))
                 sim_url = sim.url
             if plan:
+                if cfg.cache:
+                    from runner.cache import DEFAULT_DIR, ResponseCache
+
+                    ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()  # created once, before workers race for it
                 limiter = build_limiter(cfg)
                 self.inbox = self.ctx.Queue()
                 n = 1 if kind == "external" else min(cfg.workers, len(plan))

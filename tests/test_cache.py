@@ -29,6 +29,31 @@ def test_cache_is_shared_across_processes(tmp_path: Path) -> None:
     assert ResponseCache(tmp_path).get("k1") == {"text": "from another process"}
 
 
+def _open_together(directory: str, start: Any, errors: Any, i: int) -> None:
+    start.wait()
+    try:
+        with ResponseCache(directory) as c:
+            c.put(f"k{i}", "p", "m", {"i": i})
+    except Exception as exc:
+        errors.put(repr(exc))
+
+
+def test_many_processes_open_a_new_cache_at_once(tmp_path: Path) -> None:
+    """Workers booting together on a cache nobody has created yet (the cause of a "database is locked")."""
+    ctx = mp.get_context("spawn")
+    for attempt in range(3):
+        d = tmp_path / str(attempt)
+        start, errors = ctx.Barrier(8), ctx.Queue()
+        procs = [ctx.Process(target=_open_together, args=(str(d), start, errors, i)) for i in range(8)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert errors.empty(), errors.get()
+        with ResponseCache(d) as c:
+            assert c.stats()["entries"] == 8
+
+
 def test_key_is_stable_across_processes_and_hash_seeds() -> None:
     code = ("from runner.models.base import Request;"
             "print(Request('m','sys',[{'role':'user','text':'hi'}],[{'name':'t','description':'d',"
