@@ -11,21 +11,29 @@ from runner.config import Limits
 from runner.ratelimit import Reservation, SharedLimiter
 
 
-def _hammer(limiter: SharedLimiter, n: int, out: Any) -> None:
+def _hammer(limiter: SharedLimiter, n: int, ready: Any, go: Any, out: Any) -> None:
+    ready.put(1)
+    go.wait()
     for _ in range(n):
         r = limiter.acquire(0, 10, 0)
         assert r is not None
-        out.put(time.monotonic())
+        out.put(time.monotonic())  # CLOCK_MONOTONIC: one clock for every process on the machine
         limiter.settle(r, 10, 0)
 
 
-def _stamps(limiter: SharedLimiter, procs: int, per: int) -> list[float]:
+def _in_processes(procs: int, expect: int, target: Any, args: tuple[Any, ...], start: Any) -> list[float]:
+    """Run target in spawned processes; once all are up (spawn time must not count), call start()
+    and let them go. Returns the expect stamps they put on the queue, sorted."""
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    ps = [ctx.Process(target=_hammer, args=(limiter, per, q)) for _ in range(procs)]
+    ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    ps = [ctx.Process(target=target, args=(*args, ready, go, out)) for _ in range(procs)]
     for p in ps:
         p.start()
-    stamps = [q.get(timeout=60) for _ in range(procs * per)]
+    for _ in ps:
+        ready.get(timeout=60)
+    start()
+    go.set()
+    stamps = [out.get(timeout=60) for _ in range(expect)]
     for p in ps:
         p.join(10)
     return sorted(stamps)
@@ -36,15 +44,20 @@ def test_processes_sharing_a_limiter_never_exceed_the_budget() -> None:
     t0 + (k - 1) / rate: the token-bucket budget, in every window since t0."""
     rpm = 600.0  # 10 requests/s
     limiter = SharedLimiter({"p": Limits(rpm=rpm)}, {})
-    while isinstance(r := limiter.try_acquire(0, 0, 0), Reservation):
-        limiter.settle(r, 0, 0)
-    t0 = time.monotonic()
-    stamps = _stamps(limiter, procs=4, per=10)
+    t0 = 0.0
+
+    def empty_bucket() -> None:
+        nonlocal t0
+        while isinstance(r := limiter.try_acquire(0, 0, 0), Reservation):
+            limiter.settle(r, 0, 0)
+        t0 = time.monotonic()
+
+    stamps = _in_processes(4, 40, _hammer, (limiter, 10), empty_bucket)
     rate = rpm / 60
     for k, t in enumerate(stamps, 1):
         assert t - t0 >= (k - 1) / rate - 1e-3, (k, t - t0)
-    # and the budget is used: an idle share is not wasted (spawning takes part of the time)
-    assert stamps[-1] - t0 <= len(stamps) / rate + 3.0
+    # and the budget is used: no share is left idle (40 requests at 10/s take 3.9 s)
+    assert stamps[-1] - t0 <= len(stamps) / rate + 1.0
 
 
 def test_token_budgets_reserve_and_settle() -> None:
@@ -56,25 +69,25 @@ def test_token_budgets_reserve_and_settle() -> None:
     assert isinstance(limiter.try_acquire(0, 200, 10), Reservation)
 
 
-def _blocked_until_pause_ends(limiter: SharedLimiter, out: Any) -> None:
-    t0 = time.monotonic()
+def _blocked_until_pause_ends(limiter: SharedLimiter, ready: Any, go: Any, out: Any) -> None:
+    ready.put(1)
+    go.wait()
     r = limiter.acquire(0, 1, 0)
     assert r is not None
-    out.put(time.monotonic() - t0)
+    out.put(time.monotonic())
 
 
 def test_a_pause_set_by_one_process_holds_every_process() -> None:
     limiter = SharedLimiter({"p": Limits(rpm=10_000)}, {})
-    limiter.pause(0, 1.0)  # as after a 429 with retry-after: 1 seen by one worker
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    ps = [ctx.Process(target=_blocked_until_pause_ends, args=(limiter, q)) for _ in range(3)]
-    for p in ps:
-        p.start()
-    waits = [q.get(timeout=30) for _ in ps]
-    for p in ps:
-        p.join(10)
-    assert all(w >= 0.3 for w in waits), waits  # spawn start-up eats part of the second
+    paused_at = 0.0
+
+    def pause() -> None:
+        nonlocal paused_at
+        paused_at = time.monotonic()
+        limiter.pause(0, 1.0)  # as after a 429 with retry-after: 1 seen by one worker
+
+    through = _in_processes(3, 3, _blocked_until_pause_ends, (limiter,), pause)
+    assert all(1.0 - 1e-3 <= t - paused_at < 3.0 for t in through), [t - paused_at for t in through]
 
 
 def test_adaptive_window_halves_on_429_and_grows_on_success() -> None:
