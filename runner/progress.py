@@ -43,6 +43,7 @@ class Progress:
     events: Counter[str] = field(default_factory=Counter)
     _live: Live | None = None
     _last_line: float = 0.0
+    _last_state: tuple[Any, ...] = ()
 
     def __enter__(self) -> Progress:
         if self.console.is_terminal:
@@ -79,6 +80,10 @@ class Progress:
         if not force and now - self._last_line < 10:
             return
         self._last_line = now
+        state = tuple((p.done, p.errors, p.retries, p.rate_limited) for p in self.runs.values())
+        if state == self._last_state:
+            return  # the closing line repeats nothing the log doesn't already say
+        self._last_state = state
         for name, p in self.runs.items():
             logger.info("{}: {}/{} done, {} ok ({} solved), {} errors, {} retries, {} 429s, {} cache hits",
                         name, p.done, p.total, p.ok, p.success, p.errors, p.retries, p.rate_limited, p.cache_hits)
