@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from bench import cached, headline, memory, ratelimit, scaling, startup
+from bench import cached, headline, memory, ratelimit, scaling, startup, targets
 from bench.common import WORK, machine
 
 
@@ -59,8 +60,8 @@ def main() -> None:
     step("headline", lambda: _one(headline.headline(20 if q else args.headline_n, 4 if q else 16, 1 / 20),
                                   headline.render))
     total = time.monotonic() - t_all
-    WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "bench.json").write_text(json.dumps(raw, indent=2, default=str))
+    raw = _merge_raw(raw, q, partial=bool(only))
+    sections.insert(0, targets.summary(raw))
     if args.out:
         cmd = "make bench" + (" (quick)" if q else "")
         argv = " ".join(sys.argv[1:])
@@ -95,6 +96,22 @@ def _replace_sections(doc: Path, sections: list[str], cmd: str, total: float) ->
             end = text.find("\n### ", start + 4)
             text = text[:start] + body + (text[end + 1:] if end >= 0 else "")
     doc.write_text(text)
+
+
+def _merge_raw(raw: dict[str, object], quick: bool, *, partial: bool) -> dict[str, object]:
+    """bench.json holds the latest result of every benchmark: a partial run updates its sections
+    (of a run of the same size), so the summary always covers the whole document."""
+    path = WORK / "bench.json"
+    previous: dict[str, object] = {}
+    if partial and path.exists():
+        with contextlib.suppress(ValueError):
+            previous = json.loads(path.read_text())
+        if previous.get("_quick") != quick:
+            previous = {}
+    merged = {**previous, **raw, "_quick": quick}
+    WORK.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(merged, indent=2, default=str))
+    return {k: v for k, v in merged.items() if k != "_quick"}
 
 
 def _one(res: object, render: object) -> tuple[object, str]:

@@ -9,6 +9,7 @@ import os
 import platform
 import statistics
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,9 @@ def atlas_run() -> RunSpec:
 
 
 def seeds_runs() -> list[RunSpec]:
-    return [STRONG, RunSpec(name="gpt-4.1", provider="openai", model="gpt-4.1", sim_model="sim-strong"),
+    """The seeds' job: the three baselines, named as in configs/default.yaml, and Atlas."""
+    return [STRONG.model_copy(update={"name": "claude-sonnet-4-5"}),
+            RunSpec(name="gpt-4.1", provider="openai", model="gpt-4.1", sim_model="sim-strong"),
             RunSpec(name="gpt-4.1-mini", provider="openai", model="gpt-4.1-mini", sim_model="sim-mini"), atlas_run()]
 
 
@@ -148,6 +151,27 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+class CpuMeter:
+    """Machine-wide CPU seconds spent while the block ran (every process: workers, simulator,
+    PostgreSQL, the engine's port proxy), from /proc/stat."""
+
+    def __enter__(self) -> CpuMeter:
+        self._busy0, self._t0 = _cpu_busy_s(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.busy_s = _cpu_busy_s() - self._busy0
+        self.wall_s = time.monotonic() - self._t0
+        self.utilisation = self.busy_s / (self.wall_s * (os.cpu_count() or 1)) if self.wall_s else 0.0
+
+
+def _cpu_busy_s() -> float:
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # guest time is already inside user
 
 
 def mean(values: list[float]) -> float:

@@ -1,0 +1,60 @@
+"""The targets at a glance, built from the raw results so a re-run never leaves it stale."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.common import table
+
+HEADING = "### Targets at a glance"
+
+
+def _verdict(met: bool | None) -> str:
+    return "" if met is None else ("met" if met else "**missed** (see its section)")
+
+
+def _scaling(section: dict[str, Any]) -> list[list[str]]:
+    rows = section["scaling"]["rows"]
+    met, missed = [r for r in rows if r["met"]], [r for r in rows if not r["met"]]
+    out = []
+    if met:
+        ws = ", ".join(str(r["W"]) for r in met)
+        out.append([f"throughput ≥ 0.9·W x the seeds' design, W = {ws}",
+                    ", ".join(f"{r['speedup']:.2f}x" for r in met), _verdict(True)])
+    for r in missed:
+        out.append([f"same, W = {r['W']}", f"{r['speedup']:.1f}x (target {r['target']:.1f}x)", _verdict(False)])
+    return out
+
+
+def summary(raw: dict[str, Any]) -> str:
+    rows: list[list[str]] = []
+    if "scaling" in raw:
+        rows += _scaling(raw["scaling"])
+        o = raw["scaling"]["overhead"]
+        rows.append(["harness overhead ≤ 15 ms p50 (W=1)",
+                     f"{o['harness_p50_ms']:.1f} ms ({o['overhead_p50_ms']:.1f} ms with the once-per-conversation "
+                     "gold replay)", _verdict(o["met"])])
+    if "startup" in raw:
+        for r in raw["startup"]["rows"]:
+            if r["met"] is not None:
+                rows.append([f"{r['n']} {r['kind']} sandboxes all ready ≤ 2.5 s", f"{r['median_s']:.2f} s",
+                             _verdict(r["met"])])
+    if "memory" in raw:
+        m = raw["memory"]
+        rows.append(["≤ 150 MiB per worker incl. its PostgreSQL", f"{m['per_worker_total_max']:.0f} MiB",
+                     _verdict(m["met"])])
+    if "ratelimit" in raw:
+        r = raw["ratelimit"]
+        s = r["rows"][0]
+        rows.append([f"shared limiter: 95-105 % of {r['rpm']:.0f} RPM, ≤ 1 % 429s ({r['workers']} workers)",
+                     f"{s['share_of_limit']:.1%}, {s['share_429']:.2%} 429s", _verdict(r["met"])])
+    if "cached" in raw:
+        w = raw["cached"]["warm"]
+        rows.append(["fully cached rerun: no API call, ≥ 100 conversations/s",
+                     f"{w['cache_misses']} calls, {w['conv_per_s']:.0f} conv/s", _verdict(raw["cached"]["met"])])
+    if "headline" in raw:
+        h = raw["headline"]
+        rows.append([f"the seeds' whole job ({h['conversations']} conversations): wall vs one at a time",
+                     f"{h['wall_s']:.0f} s vs {h['ideal_sequential_s']:.0f} s contention-free "
+                     f"({h['ideal_speedup']:.1f}x), {h['errors']} errors", ""])
+    return f"{HEADING}\n\n" + table(["target", "measured", ""], rows) + "\n"
