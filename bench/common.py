@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import json
 import os
 import platform
 import statistics
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +90,8 @@ class Timing:
     p50: float
     p95: float
     steady: float  # completions/s while every worker is busy (see timing_of)
+    window: tuple[float, float] = (0.0, 0.0)  # that all-busy window (wall-clock times)
+    inside: int = 0  # completions in it
 
     @property
     def throughput(self) -> float:
@@ -120,7 +124,7 @@ def timing_of(rows: list[tuple[Any, float, float]]) -> Timing:
     inside = sum(1 for _, _, e in rows if t_a <= e <= t_b)
     steady = inside / (t_b - t_a) if t_b > t_a and inside >= 2 else 0.0
     return Timing(len(rows), max(e for _, _, e in rows) - min(s for _, s, _ in rows), pct(durations, 0.5),
-                  pct(durations, 0.95), steady)
+                  pct(durations, 0.95), steady, (t_a, t_b), inside)
 
 
 def result_rows(out: Path) -> list[dict[str, Any]]:
@@ -154,17 +158,39 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 class CpuMeter:
-    """Machine-wide CPU seconds spent while the block ran (every process: workers, simulator,
-    PostgreSQL, the engine's port proxy), from /proc/stat."""
+    """Machine-wide busy CPU seconds (every process: workers, simulator, PostgreSQL, the engine's
+    port proxy), sampled from /proc/stat in the background so any window inside the block can be
+    read afterwards -- e.g. the steady window, without the start-up of workers and sandboxes."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s = every_s
+        self.samples: list[tuple[float, float]] = []  # (wall-clock time, busy CPU seconds so far)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.samples.append((time.time(), _cpu_busy_s()))
+            if self._stop.wait(self.every_s):
+                self.samples.append((time.time(), _cpu_busy_s()))
+                return
 
     def __enter__(self) -> CpuMeter:
-        self._busy0, self._t0 = _cpu_busy_s(), time.monotonic()
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.busy_s = _cpu_busy_s() - self._busy0
-        self.wall_s = time.monotonic() - self._t0
-        self.utilisation = self.busy_s / (self.wall_s * (os.cpu_count() or 1)) if self.wall_s else 0.0
+        self._stop.set()
+        self._thread.join()
+
+    def busy_between(self, a: float, b: float) -> float:
+        """Busy CPU seconds between wall-clock times a and b (linear between samples)."""
+        def at(t: float) -> float:
+            for (t0, c0), (t1, c1) in itertools.pairwise(self.samples):
+                if t0 <= t <= t1:
+                    return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
+            return self.samples[0][1] if t < self.samples[0][0] else self.samples[-1][1]
+        return at(b) - at(a)
 
 
 def _cpu_busy_s() -> float:

@@ -14,6 +14,7 @@ from typing import Any
 from bench.common import (
     WORK,
     CpuMeter,
+    Timing,
     config,
     dataset,
     pct,
@@ -58,7 +59,7 @@ def scaling(widths: list[int], p50_ms: float, per_worker: int, seeds_n: int) -> 
                      "seeds_p95": seeds.p95, "runner_n": ours.n, "runner_conv_s": ours.steady,
                      "runner_p50": ours.p50, "runner_p95": ours.p95, "speedup": ratio, "target": 0.9 * w,
                      "met": ratio >= 0.9 * w, "runner_wall_conv_s": ours.throughput,
-                     "cpu_ms_per_conv": cpu.busy_s / max(ours.n, 1) * 1000, "cpu_utilisation": cpu.utilisation})
+                     **_cpu_in_window(cpu, ours)})
     return {"p50_ms": p50_ms, "rows": rows}
 
 
@@ -109,6 +110,15 @@ def render(s: dict[str, Any], o: dict[str, Any]) -> str:
             f"shown apart.\n\n{ov}\n")
 
 
+def _cpu_in_window(cpu: CpuMeter, t: Timing) -> dict[str, float]:
+    """CPU per conversation and CPU utilisation inside the all-busy window (start-up excluded)."""
+    (a, b), n = t.window, t.inside
+    if b <= a or n < 2:
+        return {}
+    busy = cpu.busy_between(a, b)
+    return {"cpu_ms_per_conv": busy / n * 1000, "cpu_utilisation": busy / ((b - a) * (os.cpu_count() or 1))}
+
+
 def _why_missed(s: dict[str, Any]) -> str:
     """The reason for a miss, in the run's own numbers: CPU, not a lock, when the CPUs were full."""
     missed = [r for r in s["rows"] if not r["met"]]
@@ -119,8 +129,9 @@ def _why_missed(s: dict[str, Any]) -> str:
     demand = r["W"] / max(first["runner_p50"], 1e-9) * r["cpu_ms_per_conv"] / 1000  # cores W workers would use
     cause = (f"the CPUs were {r['cpu_utilisation']:.0%} busy during the run" if r["cpu_utilisation"] >= 0.85 else
              f"the CPUs were only {r['cpu_utilisation']:.0%} busy, so CPU alone does not explain it")
-    return (f"**Why W={r['W']} misses.** A conversation costs {r['cpu_ms_per_conv']:.0f} ms of CPU over all "
-            f"processes (workers, simulator, PostgreSQL, the engine's port proxy; measured from /proc/stat). "
+    return (f"**Why W={r['W']} misses.** In the all-busy window a conversation cost {r['cpu_ms_per_conv']:.0f} ms "
+            f"of CPU over all processes (workers, simulator, PostgreSQL, the engine's port proxy; /proc/stat, "
+            f"start-up excluded; {first.get('cpu_ms_per_conv', 0):.0f} ms at W={first['W']}). "
             f"{r['W']} workers each finishing a conversation every {first['runner_p50']:.2f} s would need "
             f"{demand:.1f} cores; this machine has {cores}, and {cause}. The runner's p50 per conversation rises "
             f"from {first['runner_p50']:.2f} s at W={first['W']} to {r['runner_p50']:.2f} s: its workers wait for "
