@@ -33,15 +33,17 @@ class Expectations:
         self._store = store
 
     def get(self, conn: psycopg.Connection[Any], conv: Conversation) -> dict[str, Any]:
+        # In memory by id (one dataset per worker); the content hash only keys the shared store.
+        state = self._memo.get(conv.id)
+        if state is not None:
+            return state
         key = hashlib.sha256((_SCHEMA_DIGEST + conv.model_dump_json()).encode()).hexdigest()
-        state = self._memo.get(key)
-        if state is None and self._store is not None:
-            state = self._store.get_state(key)
+        state = self._store.get_state(key) if self._store is not None else None
         if state is None:
             state = expected_state(conn, conv)
             if self._store is not None:
                 self._store.put_state(key, state)
-        self._memo[key] = state
+        self._memo[conv.id] = state
         return state
 
 
