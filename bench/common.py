@@ -24,7 +24,7 @@ from runner.sink import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path(os.environ.get("BENCH_DIR", "/tmp/pgsandbox-bench"))
-STRONG = RunSpec(name="strong", provider="anthropic", model="claude-sonnet-4-5-20250929", sim_model="sim-strong")
+STRONG = RunSpec(name="strong", provider="anthropic", model="claude-sonnet-5-5", sim_model="sim-strong")
 
 
 def dataset(n: int, seed: int = 11) -> Path:
@@ -68,15 +68,15 @@ def config(data: Path, out: Path, *, workers: int, runs: list[RunSpec] | None = 
 
 
 def atlas_run() -> RunSpec:
-    return RunSpec(name="atlas", agent="atlas", provider="openai", model="gpt-4.1-mini", sim_model="sim-mini",
-                   teacher=ModelRef(provider="anthropic", model="claude-sonnet-4-5-20250929", sim_model="sim-teacher"))
+    return RunSpec(name="atlas", agent="atlas", provider="openai", model="gpt-5.4-mini", sim_model="sim-mini",
+                   teacher=ModelRef(provider="anthropic", model="claude-sonnet-5-5", sim_model="sim-teacher"))
 
 
 def seeds_runs() -> list[RunSpec]:
     """The seeds' job: the three baselines, named as in configs/default.yaml, and Atlas."""
-    return [STRONG.model_copy(update={"name": "claude-sonnet-4-5"}),
-            RunSpec(name="gpt-4.1", provider="openai", model="gpt-4.1", sim_model="sim-strong"),
-            RunSpec(name="gpt-4.1-mini", provider="openai", model="gpt-4.1-mini", sim_model="sim-mini"), atlas_run()]
+    return [STRONG.model_copy(update={"name": "claude-sonnet-5-5"}),
+            RunSpec(name="gpt-5.4", provider="openai", model="gpt-5.4", sim_model="sim-strong"),
+            RunSpec(name="gpt-5.4-mini", provider="openai", model="gpt-5.4-mini", sim_model="sim-mini"), atlas_run()]
 
 
 def ts(s: str) -> float:

@@ -56,9 +56,9 @@ def memory(workers: int, n: int) -> dict[str, Any]:
     cfg = WORK / "memory.yaml"
     cfg.write_text(f"dataset: {data}\nproviders_mode: sim\ncache: false\nworkers: {workers}\nsandbox: docker\n"
                    "simulator: {latency: {p50_ms: 200}}\nruns:\n"
-                   "  - {name: strong, provider: anthropic, model: claude-sonnet-4-5, sim_model: sim-strong}\n"
-                   "  - {name: atlas, agent: atlas, provider: openai, model: gpt-4.1-mini, sim_model: sim-mini,\n"
-                   "     teacher: {provider: anthropic, model: claude-sonnet-4-5, sim_model: sim-teacher}}\n")
+                   "  - {name: strong, provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-strong}\n"
+                   "  - {name: atlas, agent: atlas, provider: openai, model: gpt-5.4-mini, sim_model: sim-mini,\n"
+                   "     teacher: {provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-teacher}}\n")
     subprocess.run(["rm", "-rf", str(out)])
     p = subprocess.Popen([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

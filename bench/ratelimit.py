@@ -38,7 +38,7 @@ def _load(url: str, shared: SharedLimiter | None, own_rpm: float | None, ready: 
     limiter = SharedLimiter({"k": Limits(rpm=own_rpm)}, {}) if own_rpm is not None else shared
     client = ModelClient(AnthropicProvider("k", base_url=url, timeout=30), wire_model="sim-strong",
                          logical_model="sim", limiter=limiter, limiter_slot=0, cache=None,
-                         retry=RetrySettings(max_attempts=50, base_seconds=0.2, total_cap_seconds=300), prices={})
+                         retry=RetrySettings(max_attempts=50, base_seconds=0.2, total_cap_seconds=300))
     ready.put(1)
     go.wait()
     while time.time() < stop_at.value:

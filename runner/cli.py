@@ -61,10 +61,15 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
 @click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl).")
 @click.option("--force", is_flag=True, help="Resume into an output dir of a different config or dataset.")
 @click.option("--timeout", "conversation_timeout_seconds", type=float, help="Per-conversation time limit (s).")
+@click.option("--original-models", is_flag=True,
+              help="Run each run's original_model (the seeds' model ids) instead of its current model.")
+@click.option("--allow-retired", is_flag=True, help="Start even if a model is past its retirement date.")
+@click.option("--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input).")
 def run(config: str | None, workers: int | None, runs: str | None, sandbox: str | None, dsn: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
         providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, skip_invalid: bool,
-        force: bool, conversation_timeout_seconds: float | None) -> None:
+        force: bool, conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
+        no_prompt_cache: bool) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL."""
     from runner.config import load_config
     from runner.plan import parse_shard
@@ -78,7 +83,8 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
         workers=workers, sandbox=sandbox, dsn=dsn, dataset=dataset, limit=limit, shard=shard_t,
         output_dir=output_dir, providers_mode=providers_mode, cache=False if no_cache else None, cache_dir=cache_dir,
         rerun_errors=rerun_errors or None, skip_invalid=skip_invalid or None, force=force or None,
-        conversation_timeout_seconds=conversation_timeout_seconds))
+        conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
+        allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None))
     cfg = _select_runs(cfg, runs)
     summary = Supervisor(cfg).run()
     from runner.report import print_summary, write_reports

@@ -6,6 +6,7 @@ to lines). Flags override file values before validation, so they are checked the
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -76,6 +77,7 @@ class Faults(_Frozen):
     drop: float = Field(0.0, ge=0, le=1)
     slow: float = Field(0.0, ge=0, le=1)
     malformed: float = Field(0.0, ge=0, le=1)
+    bad_request: float = Field(0.0, ge=0, le=1, description="400 invalid_request_error for that request")
     slow_seconds: float = Field(5.0, gt=0)
 
 
@@ -92,6 +94,7 @@ class ModelRef(_Frozen):
     provider: Literal["anthropic", "openai"]
     model: str
     sim_model: str = Field("sim-strong", description="the simulator model that plays it offline")
+    original_model: str | None = Field(None, description="the seeds' model id, used with --original-models")
 
 
 class RunSpec(ModelRef):
@@ -107,6 +110,27 @@ class RunSpec(ModelRef):
         if self.agent == "atlas" and self.teacher is None:
             raise ValueError("an atlas run needs a teacher (provider, model)")
         return self
+
+
+class PriceSpec(_Frozen):
+    """USD per 1M tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write: float = Field(ge=0)
+    cache_read: float = Field(ge=0)
+
+
+class ModelSpec(_Frozen):
+    """Overrides for one model's capabilities (runner/models/capabilities.py holds the defaults)."""
+
+    prices: PriceSpec | None = None
+    sampling: list[Literal["temperature", "top_p", "top_k"]] | None = None
+    context_tokens: int | None = Field(None, gt=0)
+    max_output_tokens: int | None = Field(None, gt=0)
+    min_cache_tokens: int | None = Field(None, ge=0)
+    retires: dt.date | None = None
+    successor: str | None = None
 
 
 class Config(_Frozen):
@@ -136,8 +160,10 @@ class Config(_Frozen):
     retry: RetrySettings = RetrySettings()
     anthropic: ProviderSettings = ProviderSettings()
     openai: ProviderSettings = ProviderSettings()
-    prices: dict[str, tuple[float, float]] = Field(default_factory=dict,
-                                                   description="model -> USD per 1M input, output tokens")
+    models: dict[str, ModelSpec] = Field(default_factory=dict, description="per-model capability overrides")
+    prompt_cache: bool = Field(True, description="Anthropic cache_control breakpoints on tools, system, transcript")
+    allow_retired: bool = False
+    original_models: bool = Field(False, description="run each model's original_model (the seeds' ids)")
     simulator: SimSettings = SimSettings()
     telemetry_dsn: str | None = None
 
@@ -155,11 +181,22 @@ class Config(_Frozen):
 
     def fingerprint(self) -> str:
         """What makes two runs comparable (resume refuses a different one): not workers or timing."""
-        keep = self.model_dump(mode="json", include={"runs", "providers_mode", "prices"})
+        keep = self.model_dump(mode="json", include={"runs", "providers_mode", "models"})
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
     def uses_simulator(self) -> bool:
         return resolve_mode(self) == "sim"
+
+    def model_overrides(self) -> dict[str, dict[str, Any]]:
+        return {k: v.model_dump(exclude_none=True) for k, v in self.models.items()}
+
+    def with_original_models(self) -> Config:
+        """Each run (and teacher) on its original_model where one is given: the seeds' exact job."""
+        def swap(ref: Any) -> Any:
+            return ref.model_copy(update={"model": ref.original_model}) if ref.original_model else ref
+
+        runs = [swap(r).model_copy(update={"teacher": swap(r.teacher) if r.teacher else None}) for r in self.runs]
+        return self.model_copy(update={"runs": runs, "original_models": True})
 
 
 def resolve_mode(cfg: Config) -> Literal["real", "sim"]:
@@ -211,7 +248,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             data[key] = str((path.parent / data[key]).resolve()) if key == "dataset" else data[key]
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
+        return cfg.with_original_models() if cfg.original_models else cfg
     except ValidationError as e:
         first = e.errors()[0]
         loc = tuple(first["loc"])

@@ -10,11 +10,12 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     │   ├── ResumeMismatch          output dir holds an incompatible run
     │   ├── SandboxBootError        no engine, no image, no binaries: a worker cannot boot
     │   ├── ImageBuildError         the sandbox image could not be built
-    │   └── ProviderFatal           401/403/404, missing API key: every call would fail
+    │   └── ProviderFatal           auth, permission, unknown model, quota, billing: every call would fail
     └── ConversationFailed          this conversation fails, the next one runs
         ├── ConversationTimeout     over the per-conversation time limit
         ├── SandboxLost             the worker's database went away mid-conversation
-        └── ProviderGaveUp          retries or the total retry time ran out
+        ├── ProviderGaveUp          retries or the total retry time ran out
+        └── ProviderRejected        the provider answered 400/413/422 to this conversation's request
 
 Tool errors (unknown tool, invalid arguments, constraint violations) are not exceptions at
 all: they go back to the model as structured tool results, as a real API would.
@@ -74,3 +75,11 @@ class SandboxLost(ConversationFailed):
 
 class ProviderGaveUp(ConversationFailed):
     """Retries were exhausted (attempts or total time) on transient or rate-limit errors."""
+
+
+class ProviderRejected(ConversationFailed):
+    """The provider refused this request itself (its message says why); other conversations go on."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

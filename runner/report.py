@@ -23,6 +23,13 @@ def percentile(values: list[float], q: float) -> float:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
+def _cost_sum(rows: list[dict[str, Any]], key: str) -> float | None:
+    """The sum, or None (unknown) when an ok conversation's model has no known price."""
+    if any(r.get("status") == "ok" and r.get(key, 0) is None for r in rows):
+        return None
+    return round(sum(float(r.get(key) or 0) for r in rows), 6)
+
+
 def run_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in rows if r.get("status") == "ok"]
     scored = [r["scores"] for r in ok if r.get("scores")]
@@ -39,7 +46,11 @@ def run_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "args_normalized": mean("args_normalized"), "state_match": mean("state_match"),
         "input_tokens": sum(int(r.get("input_tokens") or 0) for r in rows),
         "output_tokens": sum(int(r.get("output_tokens") or 0) for r in rows),
-        "cost_usd": round(sum(float(r.get("cost_usd") or 0) for r in rows), 6),
+        "cost_usd": _cost_sum(rows, "cost_usd"),
+        "input_cost_usd": _cost_sum(rows, "input_cost_usd"),
+        "cache_read_tokens": sum(int(r.get("cache_read_tokens") or 0) for r in rows),
+        "cache_write_tokens": sum(int(r.get("cache_write_tokens") or 0) for r in rows),
+        "cache_saved_usd": round(sum(float(r.get("cache_saved_usd") or 0) for r in rows), 6),
         "latency_p50_s": round(percentile(lat, 0.5), 4), "latency_p95_s": round(percentile(lat, 0.95), 4),
         "retries": sum(int(r.get("retries") or 0) for r in rows),
         "rate_limited": sum(int(r.get("rate_limited") or 0) for r in rows),
@@ -60,7 +71,8 @@ def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[s
     t = Table(title=f"results in {out}")
     cols = [("run", None), ("convs", "conversations"), ("success", "success_rate"), ("tool sel", "tool_selection"),
             ("args", "args_normalized"), ("state", "state_match"), ("tok in", "input_tokens"),
-            ("tok out", "output_tokens"), ("cost $", "cost_usd"), ("p50 s", "latency_p50_s"),
+            ("tok out", "output_tokens"), ("cached in", "cache_read_tokens"), ("cost $", "cost_usd"),
+            ("saved $", "cache_saved_usd"), ("p50 s", "latency_p50_s"),
             ("p95 s", "latency_p95_s"), ("errors", "errors"), ("retries", "retries"), ("cache", "cache_hit_rate")]
     for col_label, _ in cols:
         t.add_column(col_label, justify="left" if col_label == "run" else "right")
@@ -68,8 +80,9 @@ def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[s
         cells = [name]
         for _, key in cols[1:]:
             v = m[str(key)]
-            cells.append(f"{v:.1%}" if key in ("success_rate", "tool_selection", "args_normalized", "state_match",
-                                                "cache_hit_rate") else f"{v:.4f}" if key == "cost_usd" else str(v))
+            cells.append("unknown" if v is None else f"{v:.1%}" if key in (
+                "success_rate", "tool_selection", "args_normalized", "state_match", "cache_hit_rate")
+                else f"{v:.4f}" if key in ("cost_usd", "cache_saved_usd") else str(v))
         t.add_row(*cells)
     console.print(t)
     return metrics
@@ -81,10 +94,13 @@ def write_reports(out: Path) -> tuple[Path, Path]:
 
     rows = load_runs(out)
     metrics = {name: run_metrics(r) for name, r in rows.items()}
-    doc = {"runs": {n: {**m, "by_difficulty": breakdown(rows[n], "difficulty"), "by_tag": breakdown(rows[n], "tags")}
-                    for n, m in metrics.items()}}
+    manifest = out / "manifest.json"
+    sent = json.loads(manifest.read_text()).get("requests", {}) if manifest.exists() else {}
+    doc = {"runs": {n: {**m, "by_difficulty": breakdown(rows[n], "difficulty"), "by_tag": breakdown(rows[n], "tags"),
+                        "requests": sent.get(n)} for n, m in metrics.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
-    (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows), encoding="utf-8")
+    (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent),
+                                     encoding="utf-8")
     return out / "report.json", out / "report.html"
 
 
@@ -106,7 +122,7 @@ def compare(a: Path, b: Path, console: Console | None = None) -> dict[str, dict[
     for name in sorted(set(ma) & set(mb)):
         out[name] = {}
         for k in COMPARED:
-            va, vb = float(ma[name][k]), float(mb[name][k])
+            va, vb = float(ma[name][k] or 0), float(mb[name][k] or 0)
             out[name][k] = {"a": va, "b": vb, "delta": vb - va}
             t.add_row(name, k, f"{va:.4g}", f"{vb:.4g}", f"{vb - va:+.4g}")
     only = sorted(set(ma) ^ set(mb))

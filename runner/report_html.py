@@ -117,7 +117,32 @@ def _transcript(r: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[dict[str, Any]]]) -> str:
+def _money(v: float | None) -> str:
+    return "unknown" if v is None else f"${v:.4f}"
+
+
+def _caching(metrics: dict[str, dict[str, Any]], sent: dict[str, Any]) -> str:
+    """Prompt caching per run, and what each run's requests really carried."""
+    rows = "".join(
+        f"<tr><th>{e(n)}</th><td>{m['input_tokens']}</td><td>{m['cache_read_tokens']}</td>"
+        f"<td>{m['cache_write_tokens']}</td><td>{_money(m['input_cost_usd'])}</td>"
+        f"<td>{_money(m['cache_saved_usd'])}</td><td>{e(_sent_text(sent.get(n)))}</td></tr>"
+        for n, m in metrics.items())
+    head = "".join(f"<th>{h}</th>" for h in ("run", "uncached input tokens", "cache reads", "cache writes",
+                                            "input cost", "saved by cache", "sent"))
+    return f'<h2>Prompt caching and requests</h2><table id="caching"><tr>{head}</tr>{rows}</table>'
+
+
+def _sent_text(info: Any) -> str:
+    if not info:
+        return "-"
+    parts = [f"{m['model']}: {json.dumps(m['params'], sort_keys=True)}"
+             + (f", not sent: {', '.join(m['dropped'])}" if m["dropped"] else "") for m in info]
+    return "; ".join(parts)
+
+
+def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[dict[str, Any]]],
+           sent: dict[str, Any] | None = None) -> str:
     names = list(rows)
     by_diff = {n: breakdown(rows[n], "difficulty") for n in names}
     by_tag = {n: breakdown(rows[n], "tags") for n in names}
@@ -126,7 +151,8 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
             "output_tokens", "cost_usd", "latency_p50_s", "latency_p95_s", "errors", "retries", "cache_hit_rate"]
     pct = {"success_rate", "tool_selection", "args_normalized", "state_match", "cache_hit_rate"}
     summary = "".join(f"<tr><th>{e(n)}</th>" + "".join(
-        f"<td>{m[c]:.1%}</td>" if c in pct else f"<td>{m[c]}</td>" for c in cols) + "</tr>"
+        f"<td>{m[c]:.1%}</td>" if c in pct else f"<td>{'unknown' if m[c] is None else m[c]}</td>" for c in cols)
+        + "</tr>"
         for n, m in metrics.items())
     heat = "".join(f"<tr><th>{e(t)}</th>" + "".join(
         _heat_cell(by_tag[n].get(t)) for n in names) + "</tr>" for t in tags)
@@ -144,7 +170,8 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
                 + f'<pre>{e(json.dumps(s))}</pre>{_transcript(r)}</details>')
         drill.append(f'<section><h3>{e(n)}</h3>{"".join(items)}</section>')
     latency = {n: [float(r.get("wall_seconds") or 0) for r in rows[n] if r.get("status") == "ok"] for n in names}
-    scatter = {n: (float(metrics[n]["cost_usd"]), float(metrics[n]["success_rate"])) for n in names}
+    scatter = {n: (float(metrics[n]["cost_usd"]), float(metrics[n]["success_rate"])) for n in names
+               if metrics[n]["cost_usd"] is not None}
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>
 body{{font:14px system-ui,sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ddd;padding:4px 8px;text-align:right}} th{{text-align:left;background:#f6f6f6}}
@@ -155,6 +182,7 @@ details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}} .u{{m
 .res code{{color:#2a6}} .err,.err code{{color:#c33}} pre{{background:#f6f6f6;padding:4px;white-space:pre-wrap}}
 </style></head><body><h1>{e(title)}</h1>
 <h2>Summary</h2><table id="summary"><tr><th>run</th>{"".join(f"<th>{e(c)}</th>" for c in cols)}</tr>{summary}</table>
+{_caching(metrics, sent or {})}
 <h2>Charts</h2>
 {_bars("success by difficulty", ["easy", "medium", "hard"], by_diff)}
 <h3>success by tag</h3><table id="tags"><tr><th>tag</th>{"".join(f"<th>{e(n)}</th>" for n in names)}</tr>{heat}</table>

@@ -24,6 +24,7 @@ from runner.config import Config, resolve_mode
 from runner.dataset import file_hash, iter_conversations
 from runner.errors import RunStopped
 from runner.messages import Assign, Heartbeat, ItemDone, SandboxReplaced, Stop, WorkerFailed, WorkerReady
+from runner.models.preflight import check_retirements, requests_sent, unpriced
 from runner.plan import WorkItem, make_plan
 from runner.progress import Progress, RunProgress, WorkerView
 from runner.ratelimit import build_limiter
@@ -90,6 +91,11 @@ class Supervisor:
         cfg = self.cfg
         # Validates the whole file before anything starts (bad lines stop it, or go aside with skip_invalid).
         order = {c.id: i for i, c in enumerate(iter_conversations(cfg.dataset, skip_invalid=cfg.skip_invalid))}
+        for warning in check_retirements(cfg):
+            logger.warning("{}", warning)
+        for model in unpriced(cfg):
+            logger.warning("no price known for {}: its cost shows as unknown (add it under models: in the config)",
+                           model)
         mode = resolve_mode(cfg)
         kind = resolve_kind(cfg.sandbox)
         if kind == "external" and cfg.workers > 1:
@@ -98,7 +104,7 @@ class Supervisor:
         manifest = check_manifest(out, base_manifest(
             config_fingerprint=cfg.fingerprint(), dataset=str(cfg.dataset), dataset_sha256=file_hash(cfg.dataset),
             shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=self.run_id,
-            runs=[r.model_dump(mode="json") for r in cfg.runs]), force=cfg.force)
+            runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg)), force=cfg.force)
         done = self.sink.existing(rerun_errors=cfg.rerun_errors)
         plan = make_plan(cfg, order, done)
         self.items = {w.id: w for w in plan}

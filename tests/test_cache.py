@@ -66,7 +66,7 @@ def test_key_is_stable_across_processes_and_hash_seeds() -> None:
 def test_key_covers_what_decides_the_answer_and_nothing_else() -> None:
     base = REQ.cache_key("anthropic")
     assert REQ.cache_key("openai") != base
-    for change in ({"model": "other"}, {"temperature": 0.5}, {"max_output_tokens": 5}, {"system": "x"}):
+    for change in ({"model": "other"}, {"sampling": {"temperature": 0.5}}, {"max_output_tokens": 5}, {"system": "x"}):
         fields: dict[str, Any] = {**REQ.__dict__, **change}
         assert Request(**fields).cache_key("anthropic") != base
 

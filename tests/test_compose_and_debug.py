@@ -57,7 +57,7 @@ def test_compose_sandbox_serves_an_external_run(tmp_path: Path, sandbox_image: s
         _connect_within(dsn, 30)
         cfg = tmp_path / "c.yaml"
         cfg.write_text(f"dataset: {SAMPLE}\nproviders_mode: sim\ncache: false\nruns:\n"
-                       "  - {name: strong, provider: anthropic, model: claude-sonnet-4-5, sim_model: sim-strong}\n")
+                       "  - {name: strong, provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-strong}\n")
         run = subprocess.run([sys.executable, "-m", "runner", "run", str(cfg), "--sandbox", "external", "--dsn", dsn,
                               "--limit", "1", "--out", str(tmp_path / "out")], env=env, capture_output=True,
                              text=True, timeout=300)

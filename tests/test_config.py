@@ -15,12 +15,12 @@ workers: 2
 runs:
   - name: a
     provider: anthropic
-    model: claude-sonnet-4-5
+    model: claude-sonnet-5-5
   - name: b
     agent: atlas
     provider: openai
-    model: gpt-4.1-mini
-    teacher: {provider: anthropic, model: claude-sonnet-4-5}
+    model: gpt-5.4-mini
+    teacher: {provider: anthropic, model: claude-sonnet-5-5}
 rate_limits:
   anthropic: {preset: tier2}
 """
@@ -34,7 +34,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 def test_default_config_loads() -> None:
     cfg = load_config()
-    assert {r.name for r in cfg.runs} == {"claude-sonnet-4-5", "gpt-4.1", "gpt-4.1-mini", "atlas"}
+    assert {r.name for r in cfg.runs} == {"claude-sonnet", "gpt-large", "gpt-mini", "atlas"}
     assert cfg.dataset.is_file()
 
 
@@ -46,8 +46,8 @@ def test_presets_and_relative_dataset(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad,line,field", [
     (GOOD.replace("workers: 2", "workers: -1"), 2, "workers"),
-    (GOOD.replace("model: gpt-4.1-mini", "model: gpt-4.1-mini\n    temperature: hot"), 11, "runs.1.temperature"),
-    (GOOD.replace("    teacher: {provider: anthropic, model: claude-sonnet-4-5}\n", ""), 7, "runs.1"),
+    (GOOD.replace("model: gpt-5.4-mini", "model: gpt-5.4-mini\n    temperature: hot"), 11, "runs.1.temperature"),
+    (GOOD.replace("    teacher: {provider: anthropic, model: claude-sonnet-5-5}\n", ""), 7, "runs.1"),
     (GOOD.replace("provider: openai", "provider: acme"), 9, "runs.1.provider"),
     (GOOD + "colour: blue\n", 14, "colour"),
 ])

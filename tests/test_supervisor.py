@@ -21,9 +21,9 @@ pytestmark = pytest.mark.slow
 
 
 def _config(tmp_path: Path, *, p50_ms: float = 0, runs: str = "both", extra: str = "") -> Path:
-    strong = ("  - {name: strong, provider: anthropic, model: claude-sonnet-4-5, sim_model: sim-strong}\n")
-    atlas = ("  - {name: atlas, agent: atlas, provider: openai, model: gpt-4.1-mini, sim_model: sim-mini,\n"
-             "     teacher: {provider: anthropic, model: claude-sonnet-4-5, sim_model: sim-teacher}}\n")
+    strong = ("  - {name: strong, provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-strong}\n")
+    atlas = ("  - {name: atlas, agent: atlas, provider: openai, model: gpt-5.4-mini, sim_model: sim-mini,\n"
+             "     teacher: {provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-teacher}}\n")
     text = (f"dataset: {SAMPLE}\nproviders_mode: sim\ncache: false\nworkers: 4\nheartbeat_timeout_seconds: 20\n"
             f"conversation_timeout_seconds: 60\nshutdown_grace_seconds: 20\n"
             f"simulator: {{latency: {{p50_ms: {p50_ms}}}}}\nruns:\n" + strong + (atlas if runs == "both" else "")

@@ -45,7 +45,8 @@ class Episode:
         self.model_calls.append({"role": role, "turn": turn, "model": c.model, "input_tokens": c.input_tokens,
                                  "output_tokens": c.output_tokens, "latency_seconds": round(c.latency_seconds, 4),
                                  "stop_reason": c.stop_reason, "request_id": c.request_id, "cached": c.cached,
-                                 "attempts": c.attempts, "cost_usd": c.cost_usd})
+                                 "attempts": c.attempts, "cost_usd": c.cost_usd,
+                                 "cache_read_tokens": c.cache_read_tokens, "cache_write_tokens": c.cache_write_tokens})
 
 
 def begin_turn(ep: Episode, t: int, user: str, emit: EventSink) -> None:

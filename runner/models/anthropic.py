@@ -1,56 +1,96 @@
-"""Anthropic Messages API with tools, on the official SDK (its own retries off)."""
+"""Anthropic Messages API with tools, on the official SDK (its own retries off).
+
+Requests carry only what the API accepts: sampling parameters the model takes (none, under the
+API version of the installed SDK), no empty or whitespace-only text (a 400), and, with prompt
+caching on, cache_control breakpoints on the tool list, the system prompt and the end of the
+transcript, so each call pays full price only for what is new since the last one.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from runner.models.base import Completion, Provider, Request, ToolCall, sdk_errors
+from runner.models.base import Completion, Provider, Request, ToolCall, nonblank, sdk_errors
+
+EPHEMERAL = {"type": "ephemeral"}
+_MARKED_TOOLS: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
 
 
-def to_anthropic(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _marked_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool list with a breakpoint on its last tool; built once per list object."""
+    hit = _MARKED_TOOLS.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    marked = [*tools[:-1], {**tools[-1], "cache_control": EPHEMERAL}] if tools else []
+    if len(_MARKED_TOOLS) < 64:
+        _MARKED_TOOLS[id(tools)] = (tools, marked)
+    return marked
+
+
+def to_anthropic(messages: list[dict[str, Any]], *, cache: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         if m["role"] == "assistant":
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": m["text"]}] if m.get("text") else []
+            text = m.get("text") or ""
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
             blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"],
                         "input": c["args"] if isinstance(c["args"], dict) else {}} for c in m.get("tool_calls", [])]
-            out.append({"role": "assistant", "content": blocks or [{"type": "text", "text": "(no answer)"}]})
+            out.append({"role": "assistant", "content": blocks or [{"type": "text", "text": nonblank(None)}]})
             continue
         if m["role"] == "tool":
-            content: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": r["id"], "content": r["content"],
+            content: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": r["id"],
+                                              "content": nonblank(r["content"], "(empty)"),
                                               "is_error": bool(r.get("is_error"))} for r in m["results"]]
         else:
-            content = [{"type": "text", "text": m["text"]}]
-        if out and out[-1]["role"] == "user":  # roles must alternate: merge tool results and text
+            content = [{"type": "text", "text": nonblank(m["text"])}]
+        if out and out[-1]["role"] == "user":  # one user turn: tool results and text together
             out[-1]["content"] = list(out[-1]["content"]) + content
         else:
             out.append({"role": "user", "content": content})
+    if cache and out:  # the transcript so far: the next call reads it instead of paying for it again
+        last = out[-1]
+        last["content"] = [*last["content"][:-1], {**last["content"][-1], "cache_control": EPHEMERAL}]
     return out
+
+
+def request_body(req: Request) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": req.model, "max_tokens": req.max_output_tokens,
+                            "messages": to_anthropic(req.messages, cache=req.prompt_cache),
+                            "tools": _marked_tools(req.tools) if req.prompt_cache else req.tools,
+                            **(req.sampling or {})}
+    if req.system:
+        body["system"] = [{"type": "text", "text": req.system, "cache_control": EPHEMERAL}] if req.prompt_cache \
+            else req.system
+    return body
 
 
 class AnthropicProvider(Provider):
     name = "anthropic"
 
-    def __init__(self, api_key: str, *, base_url: str | None, timeout: float) -> None:
+    def __init__(self, api_key: str, *, base_url: str | None, timeout: float,
+                 headers: dict[str, str] | None = None) -> None:
         import anthropic
 
         self._sdk = anthropic
-        self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
+                                          default_headers=headers)
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
+        body = request_body(req)
+        sampling = {k: body.pop(k) for k in list(body) if k in (req.sampling or {})}
         with sdk_errors(self._sdk):
-            resp = self.client.messages.create(
-                model=req.model, system=req.system, messages=to_anthropic(req.messages),  # type: ignore[arg-type]
-                tools=req.tools, max_tokens=req.max_output_tokens,  # type: ignore[arg-type]
-                # SDK 2.x dropped the keyword; the seeds' models (Sonnet 4.5) still accept it on the wire.
-                extra_body={"temperature": req.temperature})
+            # Sampling keys the model accepts but the SDK's types lack would go through extra_body;
+            # under the installed SDK's API version the capability table leaves none.
+            resp = self.client.messages.create(**body, extra_body=sampling or None)
         text = "".join(b.text for b in resp.content if b.type == "text")
         calls = [ToolCall(b.id, b.name, b.input) for b in resp.content if b.type == "tool_use"]
-        return Completion(text=text, tool_calls=calls, input_tokens=resp.usage.input_tokens,
-                          output_tokens=resp.usage.output_tokens, latency_seconds=self._timer() - t0,
-                          stop_reason=str(resp.stop_reason), request_id=getattr(resp, "_request_id", None),
-                          model=req.model)
+        u = resp.usage
+        return Completion(text=text, tool_calls=calls, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                          cache_read_tokens=u.cache_read_input_tokens or 0,
+                          cache_write_tokens=u.cache_creation_input_tokens or 0,
+                          latency_seconds=self._timer() - t0, stop_reason=str(resp.stop_reason),
+                          request_id=getattr(resp, "_request_id", None), model=req.model)
 
     def close(self) -> None:
         self.client.close()

@@ -9,6 +9,7 @@ Transcripts are kept in one neutral shape; each provider converts it to its wire
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import hashlib
 import json
 import re
@@ -18,13 +19,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
-
-# USD per 1M input / output tokens; the config's `prices` overrides or extends it.
-PRICES: dict[str, tuple[float, float]] = {
-    "claude-sonnet-4-5-20250929": (3.0, 15.0), "claude-sonnet-4-5": (3.0, 15.0),
-    "gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6),
-}
-
 
 _TOOL_DIGESTS: dict[int, tuple[list[dict[str, Any]], str]] = {}
 
@@ -45,15 +39,17 @@ class Request:
     system: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]  # neutral: name, description, input_schema
-    temperature: float = 0.0
+    temperature: float | None = 0.0  # what the run asks for; `sampling` is what is sent
     max_output_tokens: int = 800
+    sampling: dict[str, float] | None = None  # set by the client from the model's capabilities
+    prompt_cache: bool = False  # Anthropic cache_control breakpoints (OpenAI caches by itself)
 
     def cache_key(self, provider: str) -> str:
-        """SHA-256 of everything that decides the answer: never keys, timeouts or base URLs."""
+        """SHA-256 of everything that decides the answer: never keys, timeouts, base URLs or cache markers."""
         # A plain dict, not dataclasses.asdict (that deep-copies the transcript and schemas); the tool list
         # is the same object call after call, so its digest is computed once.
         body = {"provider": provider, "model": self.model, "system": self.system, "messages": self.messages,
-                "tools": _tools_digest(self.tools), "temperature": self.temperature,
+                "tools": _tools_digest(self.tools), "sampling": self.sampling or {},
                 "max_output_tokens": self.max_output_tokens}
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -80,26 +76,34 @@ class Completion:
     model: str
     cached: bool = False
     attempts: int = 1
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: the model has no known price
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    input_cost_usd: float | None = 0.0
+    cache_saved_usd: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Completion:
-        return cls(**{**d, "tool_calls": [ToolCall(**t) for t in d["tool_calls"]]})
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{**{k: v for k, v in d.items() if k in known},
+                      "tool_calls": [ToolCall(**t) for t in d["tool_calls"]]})
 
 
-ErrorKind = Literal["rate_limited", "transient", "fatal"]
+# rate_limited / transient: retried. rejected: this request's own fault (400, 413, 422): the
+# conversation fails, the run goes on. fatal: every later request would fail too: the run stops.
+ErrorKind = Literal["rate_limited", "transient", "rejected", "fatal"]
 
 
 class ProviderError(Exception):
     """A classified provider failure. retry_after in seconds when the server said so."""
 
     def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, cause: str | None = None) -> None:
         super().__init__(message)
-        self.kind, self.status, self.retry_after = kind, status, retry_after
+        self.kind, self.status, self.retry_after, self.cause = kind, status, retry_after, cause
 
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
@@ -115,39 +119,87 @@ def _duration(text: str) -> float | None:
     return h * 3600 + mi * 60 + s + ms / 1000
 
 
+def _seconds(value: str, now: float) -> float | None:
+    """retry-after: delta-seconds or an HTTP-date (RFC 9110)."""
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    with suppress(TypeError, ValueError):
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
+    return None
+
+
+# (remaining header, reset header) per budget; the reset of a budget that is not exhausted is no reason to wait.
+_OPENAI_DIMS = (("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+                ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"))
+_ANTHROPIC_DIMS = tuple((f"anthropic-ratelimit-{d}-remaining", f"anthropic-ratelimit-{d}-reset")
+                        for d in ("requests", "tokens", "input-tokens", "output-tokens"))
+
+
 def retry_after_from(headers: Any, now: float | None = None) -> float | None:
-    """Seconds to wait: retry-after(-ms), else the providers' reset headers (the latest one that binds)."""
+    """Seconds to wait: retry-after(-ms), else the reset of the budget that is exhausted.
+
+    When no remaining-header says which budget ran out, the soonest reset is taken (the retry
+    asks again then) rather than the longest, which can be minutes for a budget with room left.
+    """
     if headers is None:
         return None
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        v = headers.get(name)
-        if v:
-            try:
-                return float(v) * scale
-            except ValueError:
-                pass
-    waits = []
-    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):  # OpenAI: durations
-        v = headers.get(name)
-        d = _duration(v) if v else None
-        if d is not None:
-            waits.append(d)
     now = time.time() if now is None else now
-    for dim in ("requests", "tokens", "input-tokens", "output-tokens"):  # Anthropic: RFC 3339 times
-        v = headers.get(f"anthropic-ratelimit-{dim}-reset")
-        remaining = headers.get(f"anthropic-ratelimit-{dim}-remaining")
-        if v and remaining in (None, "0"):
-            with suppress(ValueError):
-                waits.append(max(0.0, dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp() - now))
-    return max(waits) if waits else None
+    v = headers.get("retry-after-ms")
+    if v:
+        with suppress(ValueError):
+            return float(v) / 1000
+    v = headers.get("retry-after")
+    if v and (wait := _seconds(v, now)) is not None:
+        return wait
+    exhausted: list[float] = []
+    others: list[float] = []
+    for remaining_h, reset_h in _OPENAI_DIMS + _ANTHROPIC_DIMS:
+        reset = headers.get(reset_h)
+        if not reset:
+            continue
+        wait = _duration(reset) if reset_h.startswith("x-") else _rfc3339_wait(reset, now)
+        if wait is None:
+            continue
+        (exhausted if headers.get(remaining_h) == "0" else others).append(wait)
+    if exhausted:
+        return max(exhausted)
+    return min(others) if others else None
 
 
-def classify_status(status: int, message: str, headers: Any) -> ProviderError:
+def _rfc3339_wait(value: str, now: float) -> float | None:
+    with suppress(ValueError):
+        return max(0.0, dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() - now)
+    return None
+
+
+def _error_fields(body: Any) -> tuple[str, str]:
+    """(error type, error code) from either provider's error body."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return "", ""
+    return str(err.get("type") or ""), str(err.get("code") or "")
+
+
+_FATAL_CAUSE = {401: "authentication failed: check the API key", 403: "permission denied for this key",
+                404: "model not found, or not available to this key", 402: "billing: payment required"}
+
+
+def classify_status(status: int, message: str, headers: Any, body: Any = None) -> ProviderError:
+    etype, code = _error_fields(body)
+    if status == 429 and "insufficient_quota" in (etype, code):
+        return ProviderError("fatal", message, status=status,
+                             cause="quota exhausted (insufficient_quota): check the plan and billing details")
     if status == 429:
         return ProviderError("rate_limited", message, status=status, retry_after=retry_after_from(headers))
     if status in (408, 409) or status >= 500:
         return ProviderError("transient", message, status=status, retry_after=retry_after_from(headers))
-    return ProviderError("fatal", message, status=status)
+    if status in _FATAL_CAUSE:
+        return ProviderError("fatal", message, status=status, cause=_FATAL_CAUSE[status])
+    if etype == "billing_error" or "credit balance" in message.lower():
+        return ProviderError("fatal", message, status=status, cause="billing: the account has no credit left")
+    return ProviderError("rejected", message, status=status, cause="the provider rejected this request")
 
 
 @contextmanager
@@ -156,7 +208,7 @@ def sdk_errors(sdk: Any) -> Iterator[None]:
     try:
         yield
     except sdk.APIStatusError as e:
-        raise classify_status(e.status_code, str(e.message), e.response.headers) from e
+        raise classify_status(e.status_code, str(e.message), e.response.headers, getattr(e, "body", None)) from e
     except sdk.APITimeoutError as e:
         raise ProviderError("transient", f"timeout: {e}") from e
     except sdk.APIConnectionError as e:
@@ -165,9 +217,11 @@ def sdk_errors(sdk: Any) -> Iterator[None]:
         raise ProviderError("transient", f"malformed response: {e}") from e
 
 
-def price(model: str, input_tokens: int, output_tokens: int, table: dict[str, tuple[float, float]]) -> float:
-    p = table.get(model) or PRICES.get(model)
-    return 0.0 if p is None else (input_tokens * p[0] + output_tokens * p[1]) / 1e6
+PLACEHOLDER = "(no answer)"  # stands in for an empty turn: both APIs answer 400 to null or blank content
+
+
+def nonblank(text: str | None, placeholder: str = PLACEHOLDER) -> str:
+    return text if text and text.strip() else placeholder
 
 
 class Provider(ABC):

@@ -2,22 +2,28 @@
 
 Retries live here only (the SDKs' own are off): rate-limit answers pause the shared budget for
 every worker; transient errors back off exponentially with full jitter, bounded by attempts and a
-total time cap; fatal ones (400/401/403/404) raise ProviderFatal and stop the run.
+total time cap. A request the provider rejects (400, 413, 422) fails this conversation only
+(ProviderRejected); auth, permission, unknown model, exhausted quota and billing stop the run
+(ProviderFatal), since every later call would fail the same way.
+
+What is sent follows the model's capabilities (models/capabilities.py): sampling parameters it
+does not accept are left out, and costs use its prices, cache reads and writes included.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from loguru import logger
 
 from runner.cache import ResponseCache
 from runner.config import Config, ModelRef, RetrySettings, api_key, resolve_mode
-from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp
-from runner.models.base import Completion, Provider, ProviderError, Request, price
+from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
+from runner.models.base import Completion, Provider, ProviderError, Request
+from runner.models.capabilities import Capabilities, Usage, budget_input_tokens, cost, lookup, split_sampling
 from runner.ratelimit import SharedLimiter, limiter_key
 
 
@@ -30,7 +36,12 @@ class CallStats:
     rate_limited: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0  # of calls with a known price
+    input_cost_usd: float = 0.0
+    cache_saved_usd: float = 0.0
+    unpriced_calls: int = 0
     errors: list[str] = field(default_factory=list)
 
     def _counters(self) -> list[str]:
@@ -50,13 +61,20 @@ class CallStats:
 class ModelClient:
     def __init__(self, provider: Provider, *, wire_model: str, logical_model: str, limiter: SharedLimiter | None,
                  limiter_slot: int | None, cache: ResponseCache | None, retry: RetrySettings,
-                 prices: dict[str, tuple[float, float]]) -> None:
+                 caps: Capabilities | None = None, prompt_cache: bool = True) -> None:
         self.provider, self.wire_model, self.logical_model = provider, wire_model, logical_model
-        self.limiter, self.slot, self.cache, self.retry, self.prices = limiter, limiter_slot, cache, retry, prices
+        self.limiter, self.slot, self.cache, self.retry = limiter, limiter_slot, cache, retry
+        self.caps = caps or lookup(logical_model, provider.name)
+        self.prompt_cache = prompt_cache
         self.stats = CallStats()
 
+    def wire_request(self, req: Request) -> tuple[Request, list[str]]:
+        """The request as sent (the model's wire name, only the sampling it accepts); and what was left out."""
+        sent, dropped = split_sampling(self.caps, {"temperature": req.temperature})
+        return replace(req, model=self.wire_model, sampling=sent, prompt_cache=self.prompt_cache), dropped
+
     def complete(self, req: Request) -> Completion:
-        req = Request(self.wire_model, req.system, req.messages, req.tools, req.temperature, req.max_output_tokens)
+        req, _ = self.wire_request(req)
         self.stats.calls += 1
         key = req.cache_key(self.provider.name) if self.cache is not None else ""
         if self.cache is not None:
@@ -64,17 +82,33 @@ class ModelClient:
             if hit is not None:
                 self.stats.cache_hits += 1
                 c = Completion.from_dict(hit)
-                c.cached, c.latency_seconds, c.attempts, c.cost_usd = True, 0.0, 0, 0.0
+                c.cached, c.latency_seconds, c.attempts = True, 0.0, 0
+                c.cost_usd, c.input_cost_usd, c.cache_saved_usd = 0.0, 0.0, 0.0
                 return c
             self.stats.cache_misses += 1
         c = self._with_retries(req)
-        c.cost_usd = price(self.logical_model, c.input_tokens, c.output_tokens, self.prices)
-        self.stats.input_tokens += c.input_tokens
-        self.stats.output_tokens += c.output_tokens
-        self.stats.cost_usd += c.cost_usd
+        self._account(c)
         if self.cache is not None:
             self.cache.put(key, self.provider.name, self.logical_model, c.to_dict())
         return c
+
+    def _usage(self, c: Completion) -> Usage:
+        return Usage(c.input_tokens, c.output_tokens, c.cache_write_tokens, c.cache_read_tokens)
+
+    def _account(self, c: Completion) -> None:
+        total, inp, saved = cost(self.caps.prices, self._usage(c))
+        c.cost_usd, c.input_cost_usd, c.cache_saved_usd = total, inp, saved
+        st = self.stats
+        st.input_tokens += c.input_tokens
+        st.output_tokens += c.output_tokens
+        st.cache_read_tokens += c.cache_read_tokens
+        st.cache_write_tokens += c.cache_write_tokens
+        st.cache_saved_usd += saved
+        if total is None:
+            st.unpriced_calls += 1
+        else:
+            st.cost_usd += total
+            st.input_cost_usd += inp or 0.0
 
     def _with_retries(self, req: Request) -> Completion:
         start = time.monotonic()
@@ -95,7 +129,11 @@ class ModelClient:
                     self.limiter.settle(res, res.input_tokens, 0, ok=False)
                 last = f"{e.kind} ({e.status or '-'}): {e}"
                 if e.kind == "fatal":
-                    raise ProviderFatal(f"{self.provider.name} rejected {self.logical_model}: {e.status} {e}") from e
+                    raise ProviderFatal(f"{self.provider.name} {self.logical_model}: {e.cause} "
+                                        f"(HTTP {e.status}: {e})") from e
+                if e.kind == "rejected":
+                    raise ProviderRejected(f"{self.provider.name} {self.logical_model} answered HTTP {e.status}: {e}",
+                                           status=e.status) from e
                 self.stats.retries += 1
                 wait = min(self.retry.max_backoff_seconds, self.retry.base_seconds * 2 ** (attempt - 1))
                 wait = random.uniform(0, wait)  # full jitter
@@ -116,7 +154,7 @@ class ModelClient:
                 time.sleep(wait)
                 continue
             if res is not None and self.limiter is not None:
-                self.limiter.settle(res, c.input_tokens, c.output_tokens)
+                self.limiter.settle(res, budget_input_tokens(self.provider.name, self._usage(c)), c.output_tokens)
             c.attempts = attempt
             return c
         raise ProviderGaveUp(f"{self.provider.name} {self.logical_model}: gave up after "
@@ -137,14 +175,16 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Prov
             raise ConfigError("the simulator is not running")
         base = sim_url if ref.provider == "anthropic" else f"{sim_url}/v1"
         key, model = "sim-key", ref.sim_model
+        headers = {"x-sim-plays": ref.model}  # the simulator holds the request to this model's rules
     else:
         key_value = api_key(ref.provider)
         if not key_value:
             env = "ANTHROPIC_API_KEY" if ref.provider == "anthropic" else "OPENAI_API_KEY"
             raise ConfigError(f"{env} is not set (needed by {ref.provider} {ref.model})")
         key, base, model = key_value, settings.base_url or None, ref.model  # type: ignore[assignment]
+        headers = {}
     cls: Any = AnthropicProvider if ref.provider == "anthropic" else OpenAIProvider
-    return cls(key, base_url=base, timeout=settings.timeout_seconds), model
+    return cls(key, base_url=base, timeout=settings.timeout_seconds, headers=headers), model
 
 
 def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: SharedLimiter | None,
@@ -155,4 +195,5 @@ def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Sha
         k = limiter_key(cfg, ref.provider, ref.model)
         slot = limiter.slot(k) if k in limiter.keys else None
     return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
-                       cache=cache, retry=cfg.retry, prices={**cfg.prices})
+                       cache=cache, retry=cfg.retry, caps=lookup(ref.model, ref.provider, cfg.model_overrides()),
+                       prompt_cache=cfg.prompt_cache)

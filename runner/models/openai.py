@@ -1,27 +1,35 @@
-"""OpenAI Chat Completions with tools, on the official SDK (its own retries off)."""
+"""OpenAI Chat Completions with tools, on the official SDK (its own retries off).
+
+OpenAI caches prompt prefixes by itself; usage reports the cached part (priced apart). An assistant
+turn never goes out with null content unless it carries tool calls (a 400 otherwise).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, sdk_errors
+from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, nonblank, sdk_errors
 
 
 def to_openai(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for m in messages:
         if m["role"] == "user":
-            out.append({"role": "user", "content": m["text"]})
+            out.append({"role": "user", "content": nonblank(m["text"])})
         elif m["role"] == "assistant":
-            msg: dict[str, Any] = {"role": "assistant", "content": m.get("text") or None}
+            msg: dict[str, Any] = {"role": "assistant"}
+            text = m.get("text") or ""
+            if text.strip() or not m.get("tool_calls"):
+                msg["content"] = nonblank(text)
             if m.get("tool_calls"):
                 msg["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
                     "name": c["name"], "arguments": c["args"] if isinstance(c["args"], str) else json.dumps(c["args"])}}
                     for c in m["tool_calls"]]
             out.append(msg)
         else:
-            out += [{"role": "tool", "tool_call_id": r["id"], "content": r["content"]} for r in m["results"]]
+            out += [{"role": "tool", "tool_call_id": r["id"], "content": nonblank(r["content"], "(empty)")}
+                    for r in m["results"]]
     return out
 
 
@@ -32,32 +40,39 @@ def _args(raw: str) -> Any:
         return raw  # the tool layer answers it with an invalid_arguments error
 
 
+def request_body(req: Request) -> dict[str, Any]:
+    tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                               "parameters": t["input_schema"]}} for t in req.tools]
+    return {"model": req.model, "messages": to_openai(req.system, req.messages), "tools": tools,
+            "max_completion_tokens": req.max_output_tokens, **(req.sampling or {})}
+
+
 class OpenAIProvider(Provider):
     name = "openai"
 
-    def __init__(self, api_key: str, *, base_url: str | None, timeout: float) -> None:
+    def __init__(self, api_key: str, *, base_url: str | None, timeout: float,
+                 headers: dict[str, str] | None = None) -> None:
         import openai
 
         self._sdk = openai
-        self.client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self.client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
+                                    default_headers=headers)
 
     def generate(self, req: Request) -> Completion:
-        tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                                   "parameters": t["input_schema"]}} for t in req.tools]
         t0 = self._timer()
         with sdk_errors(self._sdk):
-            resp = self.client.chat.completions.create(
-                model=req.model, messages=to_openai(req.system, req.messages),  # type: ignore[arg-type]
-                tools=tools, temperature=req.temperature, max_completion_tokens=req.max_output_tokens)  # type: ignore[arg-type]
+            resp = self.client.chat.completions.create(**request_body(req))
         if not resp.choices:
             raise ProviderError("transient", "response has no choices")
         choice = resp.choices[0]
         calls = [ToolCall(tc.id, tc.function.name, _args(tc.function.arguments))
                  for tc in (choice.message.tool_calls or []) if tc.type == "function"]
         usage = resp.usage
-        return Completion(text=choice.message.content or "", tool_calls=calls,
-                          input_tokens=usage.prompt_tokens if usage else 0,
-                          output_tokens=usage.completion_tokens if usage else 0,
+        prompt = usage.prompt_tokens if usage else 0
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
+        cached = int(getattr(details, "cached_tokens", 0) or 0)
+        return Completion(text=choice.message.content or "", tool_calls=calls, input_tokens=prompt - cached,
+                          cache_read_tokens=cached, output_tokens=usage.completion_tokens if usage else 0,
                           latency_seconds=self._timer() - t0, stop_reason=str(choice.finish_reason),
                           request_id=getattr(resp, "_request_id", None), model=req.model)
 

@@ -19,10 +19,10 @@ from runner.sandbox.base import Sandbox
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "crm-sample.jsonl"
 RUNS = {
-    "strong": RunSpec(name="strong", provider="anthropic", model="claude-sonnet-4-5", sim_model="sim-strong"),
-    "mini": RunSpec(name="mini", provider="openai", model="gpt-4.1-mini", sim_model="sim-mini"),
-    "atlas": RunSpec(name="atlas", agent="atlas", provider="openai", model="gpt-4.1-mini", sim_model="sim-mini",
-                     teacher=ModelRef(provider="anthropic", model="claude-sonnet-4-5", sim_model="sim-teacher")),
+    "strong": RunSpec(name="strong", provider="anthropic", model="claude-sonnet-5-5", sim_model="sim-strong"),
+    "mini": RunSpec(name="mini", provider="openai", model="gpt-5.4-mini", sim_model="sim-mini"),
+    "atlas": RunSpec(name="atlas", agent="atlas", provider="openai", model="gpt-5.4-mini", sim_model="sim-mini",
+                     teacher=ModelRef(provider="anthropic", model="claude-sonnet-5-5", sim_model="sim-teacher")),
 }
 
 

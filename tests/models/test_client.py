@@ -29,8 +29,8 @@ class Scripted(Provider):
 
 def _client(p: Provider, cache: ResponseCache | None = None, **retry: float) -> ModelClient:
     settings = RetrySettings(**{"base_seconds": 0.01, "max_backoff_seconds": 0.05, **retry})  # type: ignore[arg-type]
-    return ModelClient(p, wire_model="m", logical_model="gpt-4.1", limiter=None, limiter_slot=None, cache=cache,
-                       retry=settings, prices={})
+    return ModelClient(p, wire_model="m", logical_model="gpt-5.4", limiter=None, limiter_slot=None, cache=cache,
+                       retry=settings)
 
 
 REQ = Request("m", "s", [{"role": "user", "text": "x"}], [])

@@ -23,13 +23,18 @@ from typing import Any
 from aiohttp import web
 
 from runner.config import Limits, SimSettings
-from runner.models.sim import wire
+from runner.models.capabilities import lookup
+from runner.models.sim import strict, wire
 from runner.models.sim.policy import PROFILES, Msg, respond
+from runner.models.sim.promptcache import PromptCache, segments
+from runner.models.sim.promptcache import tokens as estimate_tokens
+from runner.models.sim.stream import anthropic_events, openai_chunks
 
-
-def estimate_tokens(obj: Any) -> int:
-    """~4 characters a token: the same estimate the client-side limiter uses."""
-    return max(1, math.ceil(len(json.dumps(obj, sort_keys=True, separators=(",", ":"))) / 4))
+QUOTA_MESSAGE = {
+    "openai": "You exceeded your current quota, please check your plan and billing details.",
+    "anthropic": "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to "
+                 "upgrade or purchase credits.",
+}
 
 
 @dataclass
@@ -56,6 +61,7 @@ class SimState:
         self.stats: Counter[str] = Counter()
         self.per_model: dict[str, Counter[str]] = {}
         self.started = time.monotonic()
+        self.prompt_cache = PromptCache()
 
     def _bucket(self, model: str, dim: str, cap: float) -> Bucket:
         key = (model, dim)
@@ -81,6 +87,12 @@ class SimState:
         remaining = {d: self._bucket(model, d, cap).level for d, cap, _ in need if cap}
         return wait, remaining
 
+    def refund_input(self, model: str, amount: float) -> None:
+        """Give back input budget a request did not use after all (Anthropic: cache reads)."""
+        b = self.buckets.get((model, "input"))
+        if b is not None:
+            b.level = min(b.capacity, b.level + amount)
+
     def latency(self, rid: str) -> float:
         lat = self.settings.latency
         if lat.p50_ms <= 0 or lat.scale <= 0:
@@ -95,7 +107,7 @@ class SimState:
         f = self.settings.faults
         roll = self.rng.random()
         for name, rate in (("http_500", f.http_500), ("overloaded", f.overloaded), ("drop", f.drop),
-                           ("slow", f.slow), ("malformed", f.malformed)):
+                           ("slow", f.slow), ("malformed", f.malformed), ("bad_request", f.bad_request)):
             if roll < rate:
                 return name
             roll -= rate
@@ -126,6 +138,50 @@ def _ratelimit_headers(api: str, remaining: dict[str, float], wait: float, lim: 
     return h
 
 
+def _usage_fields(api: str, u: Any, out_tokens: int) -> dict[str, Any]:
+    if api == "anthropic":
+        cached = {"cache_creation_input_tokens": u.cache_write, "cache_read_input_tokens": u.cache_read} \
+            if u.asked else {}
+        return {"input_tokens": u.input_tokens, "output_tokens": out_tokens, **cached}
+    return {"prompt_tokens": u.input_tokens, "completion_tokens": out_tokens,
+            "total_tokens": u.input_tokens + out_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cache_read, "audio_tokens": 0}}
+
+
+def _fault_response(api: str, fault: str, err: Any, request: web.Request) -> web.StreamResponse | None:
+    if fault == "429":
+        headers = {"retry-after": "1", **_ratelimit_headers(api, {}, 1.0, Limits(rpm=60))}
+        return web.json_response(err(429, "rate limit exceeded (forced)"), status=429, headers=headers)
+    if fault == "insufficient_quota":
+        status = 429 if api == "openai" else 400
+        return web.json_response(err(status, QUOTA_MESSAGE[api], code="insufficient_quota" if api == "openai"
+                                     else None), status=status)
+    if fault == "bad_request":
+        return web.json_response(err(400, "messages.1.content: simulated rejection of this request"), status=400)
+    if fault == "http_500":
+        return web.json_response(err(500, "internal server error"), status=500)
+    if fault == "overloaded":
+        status = 529 if api == "anthropic" else 503
+        return web.json_response(err(status, "overloaded"), status=status)
+    if fault == "drop":
+        assert request.transport is not None
+        request.transport.close()
+        return web.Response(status=500)
+    return None
+
+
+async def _stream(request: web.Request, api: str, payload: dict[str, Any], headers: dict[str, str],
+                  body: dict[str, Any]) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    events = anthropic_events(payload) if api == "anthropic" else openai_chunks(payload, include_usage=include_usage)
+    for event in events:
+        await resp.write(event)
+    await resp.write_eof()
+    return resp
+
+
 async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     state: SimState = request.app["state"]
     state.stats["requests"] += 1
@@ -145,11 +201,20 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     if model not in PROFILES:
         state.stats["404"] += 1
         return web.json_response(err(404, f"model: {model}"), status=404)
+    plays = request.headers.get("x-sim-plays")
+    try:
+        strict.validate(api, body, plays)
+    except strict.Rejected as e:
+        state.stats["400"] += 1
+        state.per_model.setdefault(model, Counter())["400"] += 1
+        print(f"400 {api} {model}: {e}", file=sys.stderr, flush=True)
+        return web.json_response(err(400, str(e), param=e.param, code=e.code), status=400)
     per = state.per_model.setdefault(model, Counter())
     per["requests"] += 1
-    # The SDKs serialise the same request to the same bytes: hash and measure those, no re-encoding.
+    # The SDKs serialise the same request to the same bytes: hash those, no re-encoding.
     rid = hashlib.sha256(api.encode() + b"\x1f" + raw).hexdigest()
-    in_tokens = max(1, len(raw) // 4)
+    segs = segments(api, body)
+    in_tokens = sum(s.tokens for s in segs)
     out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
     wait, remaining = state.admit(model, in_tokens, out_estimate)
     lim = state.settings.limits.get(model)
@@ -161,38 +226,35 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
         return web.json_response(err(429, f"rate limit exceeded for {model}"), status=429, headers=headers)
     # x-sim-fault forces one (tests); otherwise faults come at the configured rates.
     fault = request.headers.get("x-sim-fault") or state.fault()
-    if fault == "429":
-        state.stats["429"] += 1
-        headers = {"retry-after": "1", **_ratelimit_headers(api, {}, 1.0, Limits(rpm=60))}
-        return web.json_response(err(429, "rate limit exceeded (forced)"), status=429, headers=headers)
     if fault:
-        state.stats[f"fault_{fault}"] += 1
-    if fault == "http_500":
-        return web.json_response(err(500, "internal server error"), status=500)
-    if fault == "overloaded":
-        status = 529 if api == "anthropic" else 503
-        return web.json_response(err(status, "overloaded"), status=status)
-    if fault == "drop":
-        assert request.transport is not None
-        request.transport.close()
-        return web.Response(status=500)
+        state.stats[f"fault_{fault}" if fault != "429" else "429"] += 1
+        failed = _fault_response(api, fault, err, request)
+        if failed is not None:
+            return failed
     if fault == "slow":
         await asyncio.sleep(state.settings.faults.slow_seconds)
+    caps = lookup(plays, api) if plays else None
+    usage = state.prompt_cache.account(api, segs, min_tokens=caps.min_cache_tokens if caps else 1024)
+    if api == "anthropic" and usage.cache_read:
+        state.refund_input(model, usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
     action = respond(model, msgs)
     await asyncio.sleep(state.latency(rid))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
-    state.stats["input_tokens"] += in_tokens
-    state.stats["output_tokens"] += out_tokens
-    per["input_tokens"] += in_tokens
-    per["output_tokens"] += out_tokens
+    for counter in (state.stats, per):
+        counter["input_tokens"] += usage.input_tokens - (usage.cache_read if api == "openai" else 0)
+        counter["cache_read_tokens"] += usage.cache_read
+        counter["cache_write_tokens"] += usage.cache_write
+        counter["output_tokens"] += out_tokens
     render = wire.anthropic_response if api == "anthropic" else wire.openai_response
-    payload = render(action, model, rid, (in_tokens, out_tokens))
+    payload = render(action, model, rid, _usage_fields(api, usage, out_tokens))
     headers = {"request-id" if api == "anthropic" else "x-request-id": f"req_{rid[:20]}",
                **_ratelimit_headers(api, remaining, 0, lim)}
     if fault == "malformed":
         return web.Response(text=json.dumps(payload)[:-7], content_type="application/json", headers=headers)
     state.stats["ok"] += 1
+    if body.get("stream"):
+        return await _stream(request, api, payload, headers, body)
     return web.json_response(payload, headers=headers)
 
 
@@ -224,6 +286,7 @@ async def _reset_stats(request: web.Request) -> web.Response:
     state.stats.clear()
     state.per_model.clear()
     state.buckets.clear()
+    state.prompt_cache = PromptCache()
     state.started = time.monotonic()
     return web.json_response({"ok": True})
 
@@ -233,6 +296,7 @@ async def _health(request: web.Request) -> web.Response:
 
 
 def make_app(settings: SimSettings) -> web.Application:
+    strict.warm_up()
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app["state"] = SimState(settings)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),

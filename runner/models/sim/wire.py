@@ -62,7 +62,7 @@ def openai_messages(body: dict[str, Any]) -> list[Msg]:
     return out
 
 
-def anthropic_response(action: Action, model: str, rid: str, usage: tuple[int, int]) -> dict[str, Any]:
+def anthropic_response(action: Action, model: str, rid: str, usage: dict[str, int]) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if action.text:
         content.append({"type": "text", "text": action.text})
@@ -70,10 +70,10 @@ def anthropic_response(action: Action, model: str, rid: str, usage: tuple[int, i
         content.append({"type": "tool_use", "id": f"toolu_{rid[:16]}{i:02d}", "name": c.name, "input": c.args})
     return {"id": f"msg_{rid[:24]}", "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": "tool_use" if action.calls else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
+            "usage": usage}
 
 
-def openai_response(action: Action, model: str, rid: str, usage: tuple[int, int]) -> dict[str, Any]:
+def openai_response(action: Action, model: str, rid: str, usage: dict[str, Any]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": action.text or None}
     if action.calls:
         message["tool_calls"] = [{"id": f"call_{rid[:16]}{i:02d}", "type": "function",
@@ -82,16 +82,23 @@ def openai_response(action: Action, model: str, rid: str, usage: tuple[int, int]
     return {"id": f"chatcmpl-{rid[:24]}", "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "logprobs": None,
                          "finish_reason": "tool_calls" if action.calls else "stop"}],
-            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
+            "usage": usage}
 
 
-def anthropic_error(status: int, message: str) -> dict[str, Any]:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-            429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message}}
+def anthropic_error(status: int, message: str, *, param: str | None = None, code: str | None = None
+                    ) -> dict[str, Any]:
+    kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+            404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+            529: "overloaded_error"}.get(status, "api_error")
+    return {"type": "error", "error": {"type": code or kind, "message": message},
+            "request_id": f"req_sim{int(time.time() * 1000) % 10**12:012d}"}
 
 
-def openai_error(status: int, message: str) -> dict[str, Any]:
-    kind = {400: "invalid_request_error", 401: "invalid_api_key", 404: "model_not_found",
-            429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}.get(status, "server_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+def openai_error(status: int, message: str, *, param: str | None = None, code: str | None = None
+                 ) -> dict[str, Any]:
+    kind = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
+            429: "requests", 500: "server_error", 503: "server_error"}.get(status, "server_error")
+    default_code = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}.get(status)
+    if code == "insufficient_quota":
+        kind = code
+    return {"error": {"message": message, "type": kind, "param": param, "code": code or default_code}}

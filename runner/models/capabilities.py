@@ -1,0 +1,202 @@
+"""What each model accepts and costs: one table, overridable from the config.
+
+Per model: the sampling parameters it takes under the API version the installed SDK speaks, its
+context and output limits, its prices (input, output, cache write, cache read; USD per 1M tokens),
+the smallest prompt prefix its provider caches, and its retirement date with a current successor.
+
+Two facts come from the installed SDKs rather than from this file, so an SDK upgrade moves them:
+- which request keys exist at all (`sdk_request_keys`): the anthropic SDK of API version
+  2026-10-21 has no `temperature`, `top_p` or `top_k`, so no Claude model is sent one;
+- retirement dates (`sdk_retirements`): anthropic's `DEPRECATED_MODELS`, and the "Announced
+  shutdown date" notes of openai's `ChatModel` type. They win over the dates written here.
+
+Prices were read from the providers' published pages (docs/configuration.md#models says when);
+`models:` in the config overrides any field, and a model missing from both has unknown prices
+(reported as unknown, never as $0).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+SAMPLING = frozenset({"temperature", "top_p", "top_k"})
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per 1M tokens. cache_write: Anthropic's 5-minute write; OpenAI writes at the input price."""
+
+    input: float
+    output: float
+    cache_write: float
+    cache_read: float
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    provider: str
+    sampling: frozenset[str] = frozenset()
+    context_tokens: int = 200_000
+    max_output_tokens: int = 64_000
+    prices: Prices | None = None
+    min_cache_tokens: int = 1024
+    retires: dt.date | None = None
+    successor: str | None = None
+    known: bool = True
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _claude(inp: float, out: float, read_ratio: float = 0.1, **kw: Any) -> Capabilities:
+    return Capabilities("anthropic", prices=Prices(inp, out, inp * 1.25, inp * read_ratio), **kw)
+
+
+def _gpt(inp: float, cached: float, out: float, **kw: Any) -> Capabilities:
+    return Capabilities("openai", prices=Prices(inp, out, inp, cached), **kw)
+
+
+_GPT5 = {"context_tokens": 1_000_000, "max_output_tokens": 128_000}  # reasoning models: only default sampling
+_GPT41 = {"sampling": frozenset({"temperature", "top_p"}), "context_tokens": 1_047_576, "max_output_tokens": 32_768}
+_SONNET5 = {"context_tokens": 1_000_000, "max_output_tokens": 128_000}
+
+BUILTIN: dict[str, Capabilities] = {
+    # Anthropic. Sonnet 4.x still took temperature on older API versions; Sonnet 5+ answer 400 to any
+    # non-default sampling value. Under the SDK's 2026-10-21 version none is sent (see module doc).
+    "claude-sonnet-4-5-20250929": _claude(3.0, 15.0, sampling=SAMPLING, successor="claude-sonnet-5-5"),
+    "claude-sonnet-4-5": _claude(3.0, 15.0, sampling=SAMPLING, successor="claude-sonnet-5-5"),
+    "claude-sonnet-4-6": _claude(3.0, 15.0, sampling=SAMPLING, successor="claude-sonnet-5-5"),
+    "claude-sonnet-5": _claude(2.0, 10.0, successor="claude-sonnet-5-5", **_SONNET5),
+    "claude-sonnet-5-5": _claude(2.0, 10.0, **_SONNET5),
+    "claude-haiku-4-5": _claude(1.0, 5.0, sampling=SAMPLING, min_cache_tokens=2048, max_output_tokens=64_000),
+    "claude-haiku-4-5-20251001": _claude(1.0, 5.0, sampling=SAMPLING, min_cache_tokens=2048),
+    "claude-opus-5-5": _claude(4.0, 20.0, read_ratio=0.05, **_SONNET5),
+    # OpenAI: cached input is priced apart (GPT-4.1: 75 % off; GPT-5.x: 90 % off).
+    "gpt-4.1": _gpt(2.0, 0.5, 8.0, successor="gpt-5.4", **_GPT41),
+    "gpt-4.1-2025-04-14": _gpt(2.0, 0.5, 8.0, successor="gpt-5.4", **_GPT41),
+    "gpt-4.1-mini": _gpt(0.4, 0.1, 1.6, successor="gpt-5.4-mini", **_GPT41),
+    "gpt-4.1-mini-2025-04-14": _gpt(0.4, 0.1, 1.6, successor="gpt-5.4-mini", **_GPT41),
+    "gpt-5.5": _gpt(5.0, 0.5, 30.0, **_GPT5),
+    "gpt-5.4": _gpt(2.5, 0.25, 15.0, **_GPT5),
+    "gpt-5.4-mini": _gpt(0.75, 0.075, 4.5, **_GPT5),
+    "gpt-5.4-nano": _gpt(0.2, 0.02, 1.25, **_GPT5),
+}
+
+
+@functools.cache
+def sdk_request_keys(provider: str) -> frozenset[str]:
+    """Every top-level request key the installed SDK's create() types define."""
+    from typing_extensions import get_type_hints
+
+    if provider == "anthropic":
+        from anthropic.types.message_create_params import MessageCreateParamsBase as T
+    else:
+        from openai.types.chat.completion_create_params import CompletionCreateParamsBase as T  # type: ignore[assignment]
+    return frozenset(get_type_hints(T)) | {"stream"}
+
+
+_MONTH_DAY = re.compile(r"([A-Z][a-z]+) (\d+)(?:st|nd|rd|th)?, (\d{4})")
+_OPENAI_NOTE = re.compile(r"((?:\s*\"[^\"]+\",?)+):?\s*Announced\s+shutdown\s+date:\s*(\d{4}-\d{2}-\d{2})", re.S)
+
+
+def _anthropic_retirements() -> dict[str, dt.date]:
+    try:
+        from anthropic._data.deprecated_models import DEPRECATED_MODELS
+    except ImportError:
+        return {}
+    out = {}
+    for model, text in DEPRECATED_MODELS.items():
+        m = _MONTH_DAY.search(text)
+        if m:
+            out[model] = dt.datetime.strptime(f"{m[1]} {m[2]} {m[3]}", "%B %d %Y").date()
+    return out
+
+
+def _openai_retirements() -> dict[str, dt.date]:
+    try:
+        import openai.types.shared.chat_model as cm
+    except ImportError:
+        return {}
+    # The dates live in the documentation string after the ChatModel literal: read the source.
+    text = Path(cm.__file__).read_text(encoding="utf-8").replace("\n  ", " ").replace("\n", " ")
+    out = {}
+    for names, date in _OPENAI_NOTE.findall(text):
+        for name in re.findall(r"\"([^\"]+)\"", names):
+            out[name] = dt.date.fromisoformat(date)
+    return out
+
+
+@functools.cache
+def sdk_retirements() -> dict[str, dt.date]:
+    return {**_openai_retirements(), **_anthropic_retirements()}
+
+
+def lookup(model: str, provider: str, overrides: dict[str, dict[str, Any]] | None = None) -> Capabilities:
+    """The model's capabilities: built-in table, then SDK retirement data, then the config's overrides."""
+    caps = BUILTIN.get(model) or Capabilities(provider, known=False)
+    retires = sdk_retirements().get(model)
+    if retires is not None:
+        caps = replace(caps, retires=retires)
+    over = (overrides or {}).get(model)
+    if over:
+        fields: dict[str, Any] = {k: v for k, v in over.items() if v is not None and k != "prices"}
+        if "sampling" in fields:
+            fields["sampling"] = frozenset(fields["sampling"])
+        if over.get("prices"):
+            fields["prices"] = Prices(**over["prices"])
+        caps = replace(caps, **fields)
+    # Whatever the model would take, the SDK's request types decide what can be sent at all.
+    return replace(caps, sampling=caps.sampling & sdk_request_keys(provider))
+
+
+def split_sampling(caps: Capabilities, requested: dict[str, float | None]) -> tuple[dict[str, float], list[str]]:
+    """(parameters to send, names not sent because the model does not accept them)."""
+    sent = {k: v for k, v in requested.items() if v is not None and k in caps.sampling}
+    dropped = sorted(k for k, v in requested.items() if v is not None and k not in caps.sampling)
+    return sent, dropped
+
+
+def retirement_notice(model: str, caps: Capabilities, today: dt.date, *, warn_days: int = 90
+                      ) -> tuple[str, bool] | None:
+    """(message, retired) for a model retired or retiring within warn_days; None otherwise."""
+    if caps.retires is None or (caps.retires - today).days > warn_days:
+        return None
+    instead = f"; use {caps.successor} instead" if caps.successor else ""
+    if caps.retires <= today:
+        return f"{model} was retired on {caps.retires.isoformat()}{instead}", True
+    days = (caps.retires - today).days
+    return f"{model} retires on {caps.retires.isoformat()} (in {days} days){instead}", False
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One call's tokens, split the way the providers bill them (input excludes cached tokens)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+
+
+def cost(prices: Prices | None, u: Usage) -> tuple[float | None, float | None, float]:
+    """(total USD, input-side USD, USD saved by cache reads) -- None where prices are unknown."""
+    if prices is None:
+        return None, None, 0.0
+    inp = (u.input_tokens * prices.input + u.cache_write_tokens * prices.cache_write
+           + u.cache_read_tokens * prices.cache_read) / 1e6
+    saved = u.cache_read_tokens * (prices.input - prices.cache_read) / 1e6
+    return inp + u.output_tokens * prices.output / 1e6, inp, saved
+
+
+def budget_input_tokens(provider: str, u: Usage) -> int:
+    """Input tokens a call draws from the provider's input-token budget.
+
+    Anthropic does not count cache reads against ITPM (most current models); OpenAI counts every
+    prompt token, cached or not.
+    """
+    if provider == "anthropic":
+        return u.input_tokens + u.cache_write_tokens
+    return u.input_tokens + u.cache_read_tokens

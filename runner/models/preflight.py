@@ -1,0 +1,63 @@
+"""Before anything starts: which models are retired or retiring, and what each run will send.
+
+A retired model stops the run here, with its successor named, unless `allow_retired`; one that
+retires within 90 days is a warning. What each run's requests carry (sampling parameters sent,
+parameters left out because the model refuses them, prompt caching) goes into the manifest and
+the report, so a result says what the model was really asked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from runner.config import Config, ModelRef
+from runner.errors import ConfigError
+from runner.models.capabilities import lookup, retirement_notice, split_sampling
+
+
+def _refs(cfg: Config) -> list[tuple[str, str, ModelRef, float | None]]:
+    out: list[tuple[str, str, ModelRef, float | None]] = []
+    for r in cfg.runs:
+        out.append((r.name, "agent", r, r.temperature))
+        if r.teacher is not None:
+            out.append((r.name, "teacher", r.teacher, 0.0))
+    return out
+
+
+def requests_sent(cfg: Config) -> dict[str, list[dict[str, Any]]]:
+    """run -> [{role, provider, model, params, dropped, prompt_cache, prices_known}]."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for run, role, ref, temperature in _refs(cfg):
+        caps = lookup(ref.model, ref.provider, cfg.model_overrides())
+        sent, dropped = split_sampling(caps, {"temperature": temperature})
+        out.setdefault(run, []).append({
+            "role": role, "provider": ref.provider, "model": ref.model, "params": sent, "dropped": dropped,
+            "prompt_cache": cfg.prompt_cache if ref.provider == "anthropic" else "automatic",
+            "prices_known": caps.prices is not None})
+    return out
+
+
+def check_retirements(cfg: Config, today: dt.date | None = None) -> list[str]:
+    """Warnings for models retiring soon; ConfigError for a retired one (unless allow_retired)."""
+    today = today or dt.date.today()
+    warnings: list[str] = []
+    retired: list[str] = []
+    seen: set[str] = set()
+    for _, _, ref, _ in _refs(cfg):
+        if ref.model in seen:
+            continue
+        seen.add(ref.model)
+        notice = retirement_notice(ref.model, lookup(ref.model, ref.provider, cfg.model_overrides()), today)
+        if notice is None:
+            continue
+        text, is_retired = notice
+        (retired if is_retired and not cfg.allow_retired else warnings).append(text)
+    if retired:
+        raise ConfigError("; ".join(retired) + ". Change the model in the config, or pass --allow-retired to try "
+                          "anyway (the provider will most likely answer 404)")
+    return warnings
+
+
+def unpriced(cfg: Config) -> list[str]:
+    return sorted({m["model"] for infos in requests_sent(cfg).values() for m in infos if not m["prices_known"]})

@@ -1,0 +1,132 @@
+"""Prompt caching as the providers account for it, so usage fields and costs can be checked here.
+
+A request is a sequence of segments in the order the providers cache them (tools, system,
+messages block by block), each ~len(json)/4 tokens. Prefixes are keyed by a running SHA-256 of
+the segments with their `cache_control` markers removed (a marker does not change the prefix).
+
+Anthropic (explicit breakpoints): the longest cached prefix ending at or before the last
+breakpoint is read (cache_read_input_tokens); the rest up to the last breakpoint is written
+(cache_creation_input_tokens); what follows the last breakpoint is input_tokens. Prefixes shorter
+than the model's minimum are not cached.
+OpenAI (automatic): prompts of 1,024 tokens or more cache their prefixes; cached_tokens is the
+longest cached prefix, counted in 128-token steps past the first 1,024; prompt_tokens includes it.
+Entries live 5 minutes from their last use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+TTL_SECONDS = 300.0
+OPENAI_MIN, OPENAI_STEP = 1024, 128
+
+
+def tokens(obj: Any) -> int:
+    """~4 characters a token: the estimate the client-side limiter uses too."""
+    return max(1, math.ceil(len(json.dumps(obj, sort_keys=True, separators=(",", ":"))) / 4))
+
+
+def _unmarked(seg: Any) -> Any:
+    return {k: v for k, v in seg.items() if k != "cache_control"} if isinstance(seg, dict) else seg
+
+
+@dataclass(frozen=True)
+class Segment:
+    tokens: int
+    marked: bool  # carries a cache_control breakpoint
+    digest: bytes  # running hash of the prefix that ends with this segment
+
+
+def segments(api: str, body: dict[str, Any]) -> list[Segment]:
+    raw: list[Any] = list(body.get("tools") or [])
+    if api == "anthropic":
+        system = body.get("system")
+        raw += [{"type": "text", "text": system}] if isinstance(system, str) else list(system or [])
+        for m in body.get("messages", []):
+            content = m.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+            raw += [{"role": m.get("role"), **b} for b in blocks]
+        if body.get("cache_control") and raw:  # top level: a breakpoint on the last cacheable block
+            raw[-1] = {**raw[-1], "cache_control": body["cache_control"]}
+    else:
+        raw += list(body.get("messages", []))
+    h = hashlib.sha256(body.get("model", "").encode())
+    out = []
+    for seg in raw:
+        h.update(json.dumps(_unmarked(seg), sort_keys=True, separators=(",", ":")).encode())
+        out.append(Segment(tokens(_unmarked(seg)), isinstance(seg, dict) and "cache_control" in seg, h.copy().digest()))
+    return out
+
+
+@dataclass
+class CacheUsage:
+    input_tokens: int  # anthropic: after the last breakpoint; openai: the whole prompt
+    cache_write: int = 0
+    cache_read: int = 0
+    asked: bool = False  # the request carried a breakpoint (anthropic reports the fields then)
+
+
+class PromptCache:
+    def __init__(self) -> None:
+        self._entries: dict[bytes, float] = {}
+
+    def _hit(self, digest: bytes, now: float) -> bool:
+        t = self._entries.get(digest)
+        if t is None or now - t > TTL_SECONDS:
+            return False
+        self._entries[digest] = now
+        return True
+
+    def account(self, api: str, segs: list[Segment], *, min_tokens: int = 1024) -> CacheUsage:
+        """Usage of one admitted request (reads hits, writes its breakpoints)."""
+        total = sum(s.tokens for s in segs)
+        now = time.monotonic()
+        if api == "anthropic":
+            return self._anthropic(segs, total, min_tokens, now)
+        return self._openai(segs, total, now)
+
+    def _anthropic(self, segs: list[Segment], total: int, min_tokens: int, now: float) -> CacheUsage:
+        marks = [i for i, s in enumerate(segs) if s.marked]
+        if not marks:
+            return CacheUsage(total)
+        last = marks[-1]
+        prefix = [0]
+        for s in segs:
+            prefix.append(prefix[-1] + s.tokens)
+        read = 0
+        for i in range(last, -1, -1):
+            if prefix[i + 1] >= min_tokens and self._hit(segs[i].digest, now):
+                read = prefix[i + 1]
+                break
+        upto = prefix[last + 1]
+        write = 0
+        if upto >= min_tokens:
+            write = upto - read
+            for i in marks:
+                if prefix[i + 1] >= min_tokens:
+                    self._entries[segs[i].digest] = now
+        else:
+            upto = read
+        return CacheUsage(total - upto, write, read, asked=True)
+
+    def _openai(self, segs: list[Segment], total: int, now: float) -> CacheUsage:
+        if total < OPENAI_MIN:
+            return CacheUsage(total)
+        prefix, cached = 0, 0
+        for s in segs:
+            prefix += s.tokens
+            if prefix >= OPENAI_MIN:
+                if self._hit(s.digest, now):
+                    cached = prefix
+                self._entries[s.digest] = now
+        if cached:
+            cached = OPENAI_MIN + (cached - OPENAI_MIN) // OPENAI_STEP * OPENAI_STEP
+        return CacheUsage(total, 0, cached)
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,270 @@
+"""The simulator's request checks: reject what the real APIs reject, with their error wording.
+
+Shapes come from the installed SDKs' own request types (TypedDicts): an unknown key anywhere, a
+missing required key, a wrong type or an unknown literal is a 400, so an SDK upgrade moves the
+simulator with it. On top, the rules those types cannot express: value ranges, tool calls
+answered right after they are made, no null or blank content, known tool names, and each model's
+own sampling rules (the `x-sim-plays` header names the real model a simulator model plays).
+
+Consecutive same-role turns are accepted: the installed anthropic SDK documents that the API
+combines them, and OpenAI accepts them.
+"""
+
+from __future__ import annotations
+
+import collections.abc as cabc
+import functools
+import types
+import typing
+from typing import Any
+
+import typing_extensions as te
+
+from runner.models.capabilities import SAMPLING, lookup
+
+
+class Rejected(Exception):
+    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.param, self.code = param, code
+
+
+@functools.cache
+def _hints(td: type) -> dict[str, Any]:
+    return te.get_type_hints(td, include_extras=True)
+
+
+def _strip(tp: Any) -> tuple[Any, bool]:
+    """(the type under Required/NotRequired/Annotated, whether it was Required)."""
+    required = False
+    while True:
+        origin = te.get_origin(tp)
+        if origin in (te.Required, typing.Required):
+            required, tp = True, te.get_args(tp)[0]
+        elif origin in (te.NotRequired, typing.NotRequired) or origin in (te.Annotated, typing.Annotated):
+            tp = te.get_args(tp)[0]
+        else:
+            return tp, required
+
+
+def _type_literals(td: type) -> tuple[Any, ...]:
+    tp = _hints(td).get("type")
+    if tp is None:
+        return ()
+    tp, _ = _strip(tp)
+    if te.get_origin(tp) in (typing.Union, types.UnionType):
+        return tuple(a for arg in te.get_args(tp) if te.get_origin(arg) in (te.Literal, typing.Literal)
+                     for a in te.get_args(arg))
+    return te.get_args(tp) if te.get_origin(tp) in (te.Literal, typing.Literal) else ()
+
+
+def check(value: Any, tp: Any, path: str) -> str | None:
+    """None if value fits tp, else the first problem as 'path: what'."""
+    tp, _ = _strip(tp)
+    if tp is Any or tp is object:
+        return None
+    origin = te.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return _check_union(value, te.get_args(tp), path)
+    if origin in (te.Literal, typing.Literal):
+        allowed = te.get_args(tp)
+        return None if value in allowed else f"{path}: Input should be {' or '.join(map(repr, allowed))}"
+    if te.is_typeddict(tp):
+        return _check_typeddict(value, tp, path)
+    if origin in (list, cabc.Iterable, cabc.Sequence, typing.Iterable, typing.Sequence) or \
+            getattr(tp, "__name__", "") == "SequenceNotStr" or getattr(origin, "__name__", "") == "SequenceNotStr":
+        if not isinstance(value, list):
+            return f"{path}: Input should be a valid list"
+        (item,) = te.get_args(tp) or (Any,)
+        return next((err for i, v in enumerate(value) if (err := check(v, item, f"{path}.{i}"))), None)
+    if origin in (dict, cabc.Mapping, typing.Dict) or tp in (dict, typing.Dict):  # noqa: UP006
+        return None if isinstance(value, dict) else f"{path}: Input should be a valid dictionary"
+    return _check_scalar(value, tp, path)
+
+
+def _check_scalar(value: Any, tp: Any, path: str) -> str | None:
+    if tp is type(None):
+        return None if value is None else f"{path}: Input should be null"
+    if tp is bool:
+        return None if isinstance(value, bool) else f"{path}: Input should be a valid boolean"
+    if tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else f"{path}: Input should be a valid integer"
+    if tp is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else f"{path}: Input should be a valid number"
+    if tp is str:
+        return None if isinstance(value, str) else f"{path}: Input should be a valid string"
+    return None  # files, bytes and other host-side types: not on this wire
+
+
+def _check_union(value: Any, members: tuple[Any, ...], path: str) -> str | None:
+    # Tagged unions: try the members whose `type` literal matches first, and report their error.
+    if isinstance(value, dict) and "type" in value:
+        tagged = [m for m in members if te.is_typeddict(_strip(m)[0]) and value["type"] in _type_literals(_strip(m)[0])]
+        if tagged:
+            errors = [check(value, m, path) for m in tagged]
+            return None if any(e is None for e in errors) else errors[0]
+    first = None
+    for m in members:
+        err = check(value, m, path)
+        if err is None:
+            return None
+        first = first or err
+    return first
+
+
+def _check_typeddict(value: Any, td: type, path: str) -> str | None:
+    if not isinstance(value, dict):
+        return f"{path}: Input should be an object"
+    hints = _hints(td)
+    extra_ok = (getattr(td, "__pydantic_config__", None) or {}).get("extra") == "allow"
+    for key, v in value.items():
+        if key not in hints:
+            if not extra_ok:
+                return f"{path}.{key}: Extra inputs are not permitted".lstrip(".")
+            continue
+        err = check(v, hints[key], f"{path}.{key}".lstrip("."))
+        if err:
+            return err
+    for key, tp in hints.items():
+        if _strip(tp)[1] and key not in value:
+            return f"{path}.{key}: Field required".lstrip(".")
+    return None
+
+
+# ---------------------------------------------------------------- the two APIs
+def _request_type(api: str, stream: bool) -> Any:
+    if api == "anthropic":
+        from anthropic.types import message_create_params as a
+
+        return a.MessageCreateParamsStreaming if stream else a.MessageCreateParamsNonStreaming
+    from openai.types.chat import completion_create_params as o
+
+    return o.CompletionCreateParamsStreaming if stream else o.CompletionCreateParamsNonStreaming
+
+
+def _blank(text: Any) -> bool:
+    return isinstance(text, str) and not text.strip()
+
+
+def _check_anthropic(body: dict[str, Any], plays: str | None) -> None:
+    msgs = body["messages"]
+    if not msgs:
+        raise Rejected("messages: at least one message is required")
+    if msgs[0]["role"] != "user":
+        raise Rejected("messages: first message must use the \"user\" role")
+    tools = {t.get("name") for t in body.get("tools") or []}
+    pending: set[str] = set()
+    for i, m in enumerate(msgs):
+        content = m["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        final_assistant = i == len(msgs) - 1 and m["role"] == "assistant"
+        if not blocks and not final_assistant:
+            raise Rejected(f"messages.{i}: all messages must have non-empty content except for the optional "
+                           "final assistant message")
+        answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+        if pending and (m["role"] != "user" or not pending <= answered):
+            raise Rejected(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
+                           f"after: {', '.join(sorted(pending - answered))}. Each `tool_use` block must have a "
+                           "corresponding `tool_result` block in the next message.")
+        if answered - pending:
+            raise Rejected(f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
+                           f"{', '.join(sorted(x for x in answered - pending if x))}. Each `tool_result` block must "
+                           "have a corresponding `tool_use` block in the previous message.")
+        for j, b in enumerate(blocks):
+            if b.get("type") == "text" and _blank(b.get("text")) and not final_assistant:
+                raise Rejected(f"messages.{i}.content.{j}: text content blocks must contain non-whitespace text")
+            if b.get("type") == "tool_use" and tools and b.get("name") not in tools:
+                raise Rejected(f"messages.{i}.content.{j}: tool_use name {b.get('name')!r} is not one of the "
+                               "request's tools")
+        pending = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+    if pending:
+        raise Rejected(f"messages.{len(msgs) - 1}: `tool_use` ids were found without `tool_result` blocks immediately "
+                       f"after: {', '.join(sorted(pending))}. Each `tool_use` block must have a corresponding "
+                       "`tool_result` block in the next message.")
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") == "tool" and choice.get("name") not in tools:
+        raise Rejected(f"tool_choice: Tool '{choice.get('name')}' not found in provided tools")
+    system = body.get("system")
+    if isinstance(system, list) and any(_blank(b.get("text")) for b in system):
+        raise Rejected("system: text content blocks must contain non-whitespace text")
+    caps = lookup(plays, "anthropic") if plays else None
+    if caps is not None and body["max_tokens"] > caps.max_output_tokens:
+        raise Rejected(f"max_tokens: {body['max_tokens']} > {caps.max_output_tokens}, which is the maximum allowed "
+                       f"number of output tokens for {plays}")
+
+
+_RANGES = {"temperature": (0, 2), "top_p": (0, 1), "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2),
+           "n": (1, 128), "max_completion_tokens": (1, None), "max_tokens": (1, None)}
+
+
+def _check_openai(body: dict[str, Any], plays: str | None) -> None:
+    for key, (lo, hi) in _RANGES.items():
+        v = body.get(key)
+        if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+            raise Rejected(f"Invalid '{key}': {v} is out of range [{lo}, {hi if hi is not None else 'inf'}].",
+                           param=key, code="invalid_value")
+    caps = lookup(plays, "openai") if plays else None
+    if caps is not None:
+        for key in SAMPLING & set(body):
+            if key not in caps.sampling and body[key] not in (None, 1):
+                raise Rejected(f"Unsupported value: '{key}' does not support {body[key]} with this model. Only the "
+                               "default (1) value is supported.", param=key, code="unsupported_value")
+    tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+    pending: set[str] = set()
+    msgs = body["messages"]
+    for i, m in enumerate(msgs):
+        role = m["role"]
+        if role == "tool":
+            if m.get("tool_call_id") not in pending:
+                raise Rejected("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                               "message with 'tool_calls'.", param=f"messages.[{i}].role")
+            pending.discard(m["tool_call_id"])
+            continue
+        if pending:
+            raise Rejected("An assistant message with 'tool_calls' must be followed by tool messages responding to "
+                           f"each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                           f"{', '.join(sorted(pending))}", param=f"messages.[{i}].role")
+        if role == "assistant":
+            calls = m.get("tool_calls") or []
+            if m.get("content") is None and not calls:
+                raise Rejected("Invalid value for 'content': expected a string, got null.",
+                               param=f"messages.[{i}].content")
+            pending = {c["id"] for c in calls}
+    if pending:
+        raise Rejected("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                       f"'tool_call_id'. The following tool_call_ids did not have response messages: "
+                       f"{', '.join(sorted(pending))}", param="messages")
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("function", {}).get("name") not in tools:
+        raise Rejected(f"Invalid value for 'tool_choice': tool '{choice.get('function', {}).get('name')}' not found "
+                       "in 'tools'.", param="tool_choice")
+
+
+def warm_up() -> None:
+    """Resolve the SDKs' type hints once (about 2 s) before the first request needs them."""
+    tool = {"name": "t", "description": "d", "input_schema": {"type": "object", "properties": {}}}
+    check({"model": "m", "max_tokens": 1, "system": [{"type": "text", "text": "s"}], "tools": [tool], "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "u"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]},
+        _request_type("anthropic", False), "")
+    check({"model": "m", "tools": [{"type": "function", "function": {"name": "t", "parameters": {}}}], "messages": [
+        {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+        {"role": "assistant", "tool_calls": [{"id": "a", "type": "function",
+                                              "function": {"name": "t", "arguments": ""}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "r"}]}, _request_type("openai", False), "")
+
+
+def validate(api: str, body: dict[str, Any], plays: str | None = None) -> None:
+    """Raise Rejected with the provider's wording if the real API would answer 400."""
+    if api == "anthropic":
+        for key in SAMPLING & set(body):
+            raise Rejected(f"`{key}` is deprecated for this model.")
+    err = check(body, _request_type(api, bool(body.get("stream"))), "")
+    if err:
+        param = err.split(":", 1)[0]
+        raise Rejected(err if api == "anthropic" else f"Invalid request: {err}", param=param,
+                       code=None if api == "anthropic" else "invalid_request")
+    (_check_anthropic if api == "anthropic" else _check_openai)(body, plays)
