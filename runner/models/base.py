@@ -162,7 +162,11 @@ def retry_after_from(headers: Any, now: float | None = None) -> float | None:
         wait = _duration(reset) if reset_h.startswith("x-") else _rfc3339_wait(reset, now)
         if wait is None:
             continue
-        (exhausted if headers.get(remaining_h) == "0" else others).append(wait)
+        remaining = headers.get(remaining_h)
+        if remaining == "0":
+            exhausted.append(wait)
+        elif remaining is None:  # which budget ran out is not said: this one may be it
+            others.append(wait)
     if exhausted:
         return max(exhausted)
     return min(others) if others else None
@@ -176,9 +180,10 @@ def _rfc3339_wait(value: str, now: float) -> float | None:
 
 def _error_fields(body: Any) -> tuple[str, str]:
     """(error type, error code) from either provider's error body."""
-    err = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(err, dict):
+    if not isinstance(body, dict):
         return "", ""
+    # anthropic's SDK keeps the whole body ({"type": "error", "error": {...}}); openai's keeps the inner error
+    err = body.get("error") if isinstance(body.get("error"), dict) else body
     return str(err.get("type") or ""), str(err.get("code") or "")
 
 

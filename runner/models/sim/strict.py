@@ -48,6 +48,9 @@ def _strip(tp: Any) -> tuple[Any, bool]:
 
 
 def _type_literals(td: type) -> tuple[Any, ...]:
+    if hasattr(td, "model_fields"):
+        tag = td.model_fields.get("type")
+        return te.get_args(tag.annotation) if tag is not None else ()
     tp = _hints(td).get("type")
     if tp is None:
         return ()
@@ -56,6 +59,10 @@ def _type_literals(td: type) -> tuple[Any, ...]:
         return tuple(a for arg in te.get_args(tp) if te.get_origin(arg) in (te.Literal, typing.Literal)
                      for a in te.get_args(arg))
     return te.get_args(tp) if te.get_origin(tp) in (te.Literal, typing.Literal) else ()
+
+
+def _tagged(tp: Any) -> bool:
+    return te.is_typeddict(tp) or (isinstance(tp, type) and hasattr(tp, "model_fields"))
 
 
 def check(value: Any, tp: Any, path: str) -> str | None:
@@ -71,6 +78,8 @@ def check(value: Any, tp: Any, path: str) -> str | None:
         return None if value in allowed else f"{path}: Input should be {' or '.join(map(repr, allowed))}"
     if te.is_typeddict(tp):
         return _check_typeddict(value, tp, path)
+    if isinstance(tp, type) and hasattr(tp, "model_fields"):  # an SDK response model echoed back as input
+        return _check_model(value, tp, path)
     if origin in (list, cabc.Iterable, cabc.Sequence, typing.Iterable, typing.Sequence) or \
             getattr(tp, "__name__", "") == "SequenceNotStr" or getattr(origin, "__name__", "") == "SequenceNotStr":
         if not isinstance(value, list):
@@ -101,7 +110,7 @@ def _check_scalar(value: Any, tp: Any, path: str) -> str | None:
 def _check_union(value: Any, members: tuple[Any, ...], path: str) -> str | None:
     # Tagged unions: try the members whose `type` literal matches first, and report their error.
     if isinstance(value, dict) and "type" in value:
-        tagged = [m for m in members if te.is_typeddict(_strip(m)[0]) and value["type"] in _type_literals(_strip(m)[0])]
+        tagged = [m for m in members if _tagged(_strip(m)[0]) and value["type"] in _type_literals(_strip(m)[0])]
         if tagged:
             errors = [check(value, m, path) for m in tagged]
             return None if any(e is None for e in errors) else errors[0]
@@ -131,6 +140,18 @@ def _check_typeddict(value: Any, td: type, path: str) -> str | None:
         if _strip(tp)[1] and key not in value:
             return f"{path}.{key}: Field required".lstrip(".")
     return None
+
+
+def _check_model(value: Any, model: Any, path: str) -> str | None:
+    if not isinstance(value, dict):
+        return f"{path}: Input should be an object"
+    fields = model.model_fields
+    tag = fields.get("type")
+    if tag is not None and te.get_origin(tag.annotation) in (te.Literal, typing.Literal) \
+            and value.get("type") not in te.get_args(tag.annotation):
+        return f"{path}.type: Input should be {' or '.join(map(repr, te.get_args(tag.annotation)))}"
+    extra = sorted(set(value) - set(fields))
+    return f"{path}.{extra[0]}: Extra inputs are not permitted" if extra else None
 
 
 # ---------------------------------------------------------------- the two APIs

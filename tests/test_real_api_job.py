@@ -1,0 +1,73 @@
+"""The default job's requests as the real APIs would judge them, through `runner run` on the strict simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "configs" / "default.yaml"
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+
+def _run(out: Path, *args: str, config: Path = DEFAULT) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return subprocess.run([sys.executable, "-m", "runner", "run", str(config), "--out", str(out), "--no-cache",
+                           "--providers", "sim", "--sandbox", "docker", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def _rows(out: Path, run: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (out / "results" / f"{run}.jsonl").read_text().splitlines()]
+
+
+def test_all_four_default_runs_send_only_what_the_apis_accept(tmp_path: Path, sandbox_image: str) -> None:
+    out = tmp_path / "out"
+    p = _run(out, "--limit", "6")
+    assert p.returncode == 0, p.stderr[-3000:]
+    rejected = [line for line in (out / "logs" / "simulator.log").read_text().splitlines() if line.startswith("400 ")]
+    assert rejected == []
+    manifest = json.loads((out / "manifest.json").read_text())
+    for run in ("claude-sonnet", "gpt-large", "gpt-mini", "atlas"):
+        rows = _rows(out, run)
+        assert len(rows) == 6 and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
+        assert all(info["params"] == {} for info in manifest["requests"][run])  # temperature recorded as not sent
+
+
+def test_a_rejected_request_fails_only_its_conversation(tmp_path: Path, sandbox_image: str) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(DEFAULT.read_text().replace("../data", str(ROOT / "data"))
+                   + "  faults: {bad_request: 0.05}\n  seed: 3\n")
+    out = tmp_path / "out"
+    p = _run(out, "--limit", "10", "--runs", "claude-sonnet,gpt-mini", config=cfg)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = _rows(out, "claude-sonnet") + _rows(out, "gpt-mini")
+    errors = [r for r in rows if r["status"] == "error"]
+    assert len(rows) == 20 and errors and len(errors) < len(rows)
+    assert all(r["error_kind"] == "ProviderRejected" and "HTTP 400" in r["error"]
+               and "simulated rejection" in r["error"] for r in errors)
+
+
+def test_prompt_caching_cuts_claude_input_cost_by_70_percent(tmp_path: Path, sandbox_image: str) -> None:
+    cost = {}
+    for label, flags in (("on", ()), ("off", ("--no-prompt-cache",))):
+        out = tmp_path / label
+        p = _run(out, "--limit", "10", "--runs", "claude-sonnet", *flags)
+        assert p.returncode == 0, p.stderr[-3000:]
+        rows = _rows(out, "claude-sonnet")
+        assert all(r["status"] == "ok" for r in rows)
+        cost[label] = sum(r["input_cost_usd"] for r in rows)
+        report = json.loads((out / "report.json").read_text())["runs"]["claude-sonnet"]
+        if label == "on":
+            assert report["cache_read_tokens"] > 0 and report["cache_saved_usd"] > 0
+            assert "Prompt caching" in (out / "report.html").read_text()
+        else:
+            assert report["cache_read_tokens"] == 0 and report["cache_saved_usd"] == 0
+    assert cost["on"] <= 0.3 * cost["off"], cost
