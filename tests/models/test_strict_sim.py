@@ -183,6 +183,6 @@ def test_exhausted_quota_stops_the_run_at_the_first_call(sim: SimServer, kind: s
         else OpenAIProvider("k", base_url=f"{sim.url}/v1", timeout=10, headers=headers)
     client = ModelClient(p, wire_model="sim-strong", logical_model="gpt-5.4", limiter=None, limiter_slot=None,
                          cache=None, retry=RetrySettings())
-    with pytest.raises(ProviderFatal, match="insufficient_quota|billing"):
+    with pytest.raises(ProviderFatal, match=r"insufficient_quota|billing"):
         client.complete(Request("sim-strong", SYSTEM_PROMPT, [{"role": "user", "text": ASK}], NEUTRAL_TOOLS))
     assert client.stats.retries == 0
