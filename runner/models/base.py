@@ -183,7 +183,8 @@ def _error_fields(body: Any) -> tuple[str, str]:
     if not isinstance(body, dict):
         return "", ""
     # anthropic's SDK keeps the whole body ({"type": "error", "error": {...}}); openai's keeps the inner error
-    err = body.get("error") if isinstance(body.get("error"), dict) else body
+    inner = body.get("error")
+    err: dict[str, Any] = inner if isinstance(inner, dict) else body
     return str(err.get("type") or ""), str(err.get("code") or "")
 
 
