@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections.abc as cabc
 import functools
+import json
 import types
 import typing
 from typing import Any
@@ -34,8 +35,25 @@ def _hints(td: type) -> dict[str, Any]:
     return te.get_type_hints(td, include_extras=True)
 
 
+_MEMO: dict[tuple[str, int], tuple[Any, Any]] = {}  # (what, id(type)) -> (the type, kept alive; result)
+
+
+def _memo(what: str, tp: Any, compute: Any) -> Any:
+    """Per type object, once: the SDK's types are long-lived and not all hashable (Annotated metadata)."""
+    hit = _MEMO.get((what, id(tp)))
+    if hit is not None and hit[0] is tp:
+        return hit[1]
+    value = compute(tp)
+    _MEMO[(what, id(tp))] = (tp, value)
+    return value
+
+
 def _strip(tp: Any) -> tuple[Any, bool]:
     """(the type under Required/NotRequired/Annotated, whether it was Required)."""
+    return _memo("strip", tp, _strip_now)
+
+
+def _strip_now(tp: Any) -> tuple[Any, bool]:
     required = False
     while True:
         origin = te.get_origin(tp)
@@ -48,6 +66,10 @@ def _strip(tp: Any) -> tuple[Any, bool]:
 
 
 def _type_literals(td: type) -> tuple[Any, ...]:
+    return _memo("literals", td, _type_literals_now)
+
+
+def _type_literals_now(td: type) -> tuple[Any, ...]:
     if hasattr(td, "model_fields"):
         tag = td.model_fields.get("type")
         return te.get_args(tag.annotation) if tag is not None else ()
@@ -110,7 +132,7 @@ def _check_scalar(value: Any, tp: Any, path: str) -> str | None:
 def _check_union(value: Any, members: tuple[Any, ...], path: str) -> str | None:
     # Tagged unions: try the members whose `type` literal matches first, and report their error.
     if isinstance(value, dict) and "type" in value:
-        tagged = [m for m in members if _tagged(_strip(m)[0]) and value["type"] in _type_literals(_strip(m)[0])]
+        tagged = _memo("tags", members, _tag_index).get(value["type"]) if isinstance(value["type"], str) else None
         if tagged:
             errors = [check(value, m, path) for m in tagged]
             return None if any(e is None for e in errors) else errors[0]
@@ -121,6 +143,16 @@ def _check_union(value: Any, members: tuple[Any, ...], path: str) -> str | None:
             return None
         first = first or err
     return first
+
+
+def _tag_index(members: tuple[Any, ...]) -> dict[str, list[Any]]:
+    index: dict[str, list[Any]] = {}
+    for m in members:
+        inner = _strip(m)[0]
+        if _tagged(inner):
+            for lit in _type_literals(inner):
+                index.setdefault(lit, []).append(m)
+    return index
 
 
 def _check_typeddict(value: Any, td: type, path: str) -> str | None:
@@ -263,6 +295,20 @@ def _check_openai(body: dict[str, Any], plays: str | None) -> None:
                        "in 'tools'.", param="tool_choice")
 
 
+_TOOLS_SEEN: dict[tuple[str, str], str | None] = {}
+
+
+def _tools_error(api: str, key: str, tools: Any) -> str | None:
+    """The tool list is the same on nearly every request of a run: check each distinct one once."""
+    hit = _TOOLS_SEEN.get((api, key), False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    err = check(tools, _hints(_request_type(api, False))["tools"], "tools")
+    if len(_TOOLS_SEEN) < 256:
+        _TOOLS_SEEN[(api, key)] = err
+    return err
+
+
 def warm_up() -> None:
     """Resolve the SDKs' type hints once (about 2 s) before the first request needs them."""
     tool = {"name": "t", "description": "d", "input_schema": {"type": "object", "properties": {}}}
@@ -283,7 +329,10 @@ def validate(api: str, body: dict[str, Any], plays: str | None = None) -> None:
     if api == "anthropic":
         for key in SAMPLING & set(body):
             raise Rejected(f"`{key}` is deprecated for this model.")
-    err = check(body, _request_type(api, bool(body.get("stream"))), "")
+    td = _request_type(api, bool(body.get("stream")))
+    tools = body.get("tools")
+    err = _tools_error(api, json.dumps(tools, sort_keys=True), tools) if tools is not None else None
+    err = err or check({k: v for k, v in body.items() if k != "tools"}, td, "")
     if err:
         param = err.split(":", 1)[0]
         raise Rejected(err if api == "anthropic" else f"Invalid request: {err}", param=param,
