@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_every_benchmark_runs(tmp_path: Path, sandbox_image: str) -> None:
     doc = tmp_path / "benchmarks.md"
     env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, "BENCH_DIR": str(tmp_path)}
