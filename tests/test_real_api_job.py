@@ -30,14 +30,14 @@ def _rows(out: Path, run: str) -> list[dict[str, Any]]:
 
 def test_all_four_default_runs_send_only_what_the_apis_accept(tmp_path: Path, sandbox_image: str) -> None:
     out = tmp_path / "out"
-    p = _run(out, "--limit", "6")
+    p = _run(out, "--limit", "4")
     assert p.returncode == 0, p.stderr[-3000:]
     rejected = [line for line in (out / "logs" / "simulator.log").read_text().splitlines() if line.startswith("400 ")]
     assert rejected == []
     manifest = json.loads((out / "manifest.json").read_text())
     for run in ("claude-sonnet", "gpt-large", "gpt-mini", "atlas"):
         rows = _rows(out, run)
-        assert len(rows) == 6 and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
+        assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
         assert all(info["params"] == {} for info in manifest["requests"][run])  # temperature recorded as not sent
 
 
@@ -59,7 +59,7 @@ def test_prompt_caching_cuts_claude_input_cost_by_70_percent(tmp_path: Path, san
     cost = {}
     for label, flags in (("on", ()), ("off", ("--no-prompt-cache",))):
         out = tmp_path / label
-        p = _run(out, "--limit", "10", "--runs", "claude-sonnet", *flags)
+        p = _run(out, "--limit", "8", "--runs", "claude-sonnet", *flags)
         assert p.returncode == 0, p.stderr[-3000:]
         rows = _rows(out, "claude-sonnet")
         assert all(r["status"] == "ok" for r in rows)
