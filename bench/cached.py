@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from bench.common import ROOT, WORK, config, result_rows, result_timing, seeds_runs, table
-from runner.supervisor import Supervisor
+from runner.job import run_job
 
 
 def cached(workers: int = 4) -> dict[str, Any]:
@@ -19,15 +19,14 @@ def cached(workers: int = 4) -> dict[str, Any]:
         o = WORK / f"cached-{phase}"
         shutil.rmtree(o, ignore_errors=True)
         t0 = time.monotonic()
-        Supervisor(config(data, o, workers=workers, runs=seeds_runs(), p50_ms=50, cache=True,
-                          cache_dir=cache_dir)).run()
+        run_job(config(data, o, workers=workers, runs=seeds_runs(), p50_ms=50, cache=True, cache_dir=cache_dir))
         wall = time.monotonic() - t0
         rows = result_rows(o)
         t = result_timing(o)
         out[phase] = {"conversations": len(rows), "wall_s": wall, "span_s": t.span, "conv_per_s": t.throughput,
-                      "llm_calls": sum(r.get("llm_calls") or 0 for r in rows),
-                      "cache_misses": sum(r.get("cache_misses") or 0 for r in rows),
-                      "success": sum(bool(r.get("success")) for r in rows)}
+                      "llm_calls": sum(r.usage.llm_calls for r in rows),
+                      "cache_misses": sum(r.usage.cache_misses for r in rows),
+                      "success": sum(bool(r.success) for r in rows)}
     out["met"] = out["warm"]["cache_misses"] == 0 and out["warm"]["conv_per_s"] >= 100
     out["same_outcomes"] = out["warm"]["success"] == out["cold"]["success"]
     return out

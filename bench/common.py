@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.config import Config, Latency, Limits, ModelRef, RunSpec, SimSettings
-from runner.crm.generate import generate
-from runner.dataset import write_conversations
+from runner.harness.crm.dataset import write_conversations
+from runner.harness.crm.generate import generate
 from runner.report import percentile as pct
+from runner.result import Result
 from runner.sink import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +39,7 @@ def dataset(n: int, seed: int = 11) -> Path:
 def uniform_dataset(n: int, seed: int = 21) -> Path:
     """Conversations of one shape (two turns, each a lookup then a write: six model calls for a
     strong model), so throughput compares like with like at every size."""
-    from runner.crm.generate import generate_one
+    from runner.harness.crm.generate import generate_one
 
     path = WORK / f"uniform-{seed}-{n}.jsonl"
     if path.exists():
@@ -127,16 +128,16 @@ def timing_of(rows: list[tuple[Any, float, float]]) -> Timing:
                   pct(durations, 0.95), steady, (t_a, t_b), inside)
 
 
-def result_rows(out: Path) -> list[dict[str, Any]]:
-    rows = []
+def result_rows(out: Path) -> list[Result]:
+    rows: list[Result] = []
     for p in sorted((out / "results").glob("*.jsonl")):
         rows += read_results(p)
     return rows
 
 
 def result_timing(out: Path) -> Timing:
-    rows = [r for r in result_rows(out) if r.get("status") == "ok"]
-    return timing_of([(r["worker"], ts(r["started_at"]), ts(r["finished_at"])) for r in rows])
+    rows = [r for r in result_rows(out) if r.ok]
+    return timing_of([(r.worker, ts(r.started_at), ts(r.finished_at)) for r in rows])
 
 
 def machine() -> str:

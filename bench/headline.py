@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.common import WORK, config, dataset, result_rows, seeds_runs, table
 from runner.config import ANTHROPIC_TIERS, LimitSpec
-from runner.supervisor import Supervisor
+from runner.job import run_job
 
 REAL_P50_MS, REAL_P95_MS = 3000.0, 9000.0  # a tool-using call of a frontier model, order of magnitude
 
@@ -29,30 +29,30 @@ def headline(n: int, workers: int, scale: float) -> dict[str, Any]:
     cfg = config(data, out, workers=workers, runs=seeds_runs(), p50_ms=REAL_P50_MS, p95_ms=REAL_P95_MS, scale=scale,
                  rate_limits=limits)
     t0 = time.monotonic()
-    Supervisor(cfg).run()
+    run_job(cfg)
     return summarize(out, n, workers, scale, time.monotonic() - t0)
 
 
 def summarize(out: Path, n: int, workers: int, scale: float, wall: float) -> dict[str, Any]:
     rows = result_rows(out)
-    sequential = sum(float(r.get("wall_seconds") or 0) for r in rows)
+    sequential = sum(r.wall_seconds for r in rows)
     # Contention-free: every model call at the simulator's mean latency (lognormal through p50/p95)
     # plus the measured non-agent time of a conversation (harness + gold replay, ~12 ms here).
     sigma = math.log(REAL_P95_MS / REAL_P50_MS) / 1.6449
     mean_call_s = REAL_P50_MS * math.exp(sigma**2 / 2) * scale / 1000
-    calls = sum(int(r.get("llm_calls") or 0) for r in rows)
+    calls = sum(r.usage.llm_calls for r in rows)
     ideal_sequential = calls * mean_call_s + len(rows) * 0.012
     by_run: dict[str, list[int]] = {}
     for r in rows:
-        by_run.setdefault(r["run"], [0, 0])
-        by_run[r["run"]][0] += bool(r.get("success"))
-        by_run[r["run"]][1] += 1
+        by_run.setdefault(r.run, [0, 0])
+        by_run[r.run][0] += bool(r.success)
+        by_run[r.run][1] += 1
     return {"n": n, "conversations": len(rows), "workers": workers, "scale": scale, "wall_s": wall,
             "sequential_s": sequential, "speedup": sequential / wall if wall else 0.0, "model_calls": calls,
             "ideal_sequential_s": ideal_sequential, "ideal_speedup": ideal_sequential / wall if wall else 0.0,
-            "errors": sum(1 for r in rows if r.get("status") != "ok"),
-            "retries": sum(int(r.get("retries") or 0) for r in rows),
-            "rate_limited": sum(int(r.get("rate_limited") or 0) for r in rows), "by_run": by_run,
+            "errors": sum(1 for r in rows if not r.ok),
+            "retries": sum(r.usage.retries for r in rows),
+            "rate_limited": sum(r.usage.rate_limited for r in rows), "by_run": by_run,
             "real_sequential_h": ideal_sequential / scale / 3600, "real_parallel_h": wall / scale / 3600}
 
 

@@ -27,14 +27,15 @@ from bench.common import (
 )
 from bench.seeds_design import ids_of, run_seeds_design, shared_database
 from runner.config import Latency, SimSettings
+from runner.harness.crm.harness import DATABASE as CRM
+from runner.job import run_job
 from runner.models.sim.process import SimServer
 from runner.sandbox.image import ensure_image
-from runner.supervisor import Supervisor
 
 
 def scaling(widths: list[int], p50_ms: float, per_worker: int, seeds_n: int) -> dict[str, Any]:
     """The same conversations (the first N of one uniform list) for both designs at every W."""
-    image = ensure_image()
+    image = ensure_image(CRM)
     def n_for(w: int) -> int:  # wider runs boot longer: more work per worker keeps an all-busy window
         return max(w * (per_worker + w // 2), 10)
 
@@ -48,12 +49,12 @@ def scaling(widths: list[int], p50_ms: float, per_worker: int, seeds_n: int) -> 
         _clean(out)
         cfg = config(sub, out, workers=w, p50_ms=p50_ms)
         with CpuMeter() as cpu:
-            Supervisor(cfg).run()
+            run_job(cfg)
         ours = result_timing(out)
         n_seeds = max(seeds_n, min(w, 16))  # serialized by the lock: more conversations only take longer
         with SimServer(SimSettings(latency=Latency(p50_ms=p50_ms))) as sim, shared_database(image) as shared:
-            seeds = serialized_timing(run_seeds_design(cfg.model_copy(update={"dataset": data}), sim.url, shared.dsn(),
-                                               ids_of(data, n_seeds), w))
+            seeds = serialized_timing(run_seeds_design(cfg.model_copy(update={"dataset": data}), sim.url,
+                                                       shared.dsn("crm"), ids_of(data, n_seeds), w))
         ratio = ours.steady / seeds.steady if seeds.steady else 0.0
         rows.append({"W": w, "seeds_n": seeds.n, "seeds_conv_s": seeds.steady, "seeds_p50": seeds.p50,
                      "seeds_p95": seeds.p95, "runner_n": ours.n, "runner_conv_s": ours.steady,
@@ -68,14 +69,14 @@ def overhead(n: int) -> dict[str, Any]:
     data = dataset(n, seed=13)
     out = WORK / "overhead-out"
     _clean(out)
-    Supervisor(config(data, out, workers=1)).run()
-    rows = sorted(result_rows(out), key=lambda r: ts(r["finished_at"]))
+    run_job(config(data, out, workers=1))
+    rows = sorted(result_rows(out), key=lambda r: ts(r.finished_at))
     gaps = []
     for prev, cur in itertools.pairwise(rows):
-        interval = ts(cur["finished_at"]) - ts(prev["finished_at"])
-        gaps.append(interval - cur["timings"]["agent_seconds"])
-    resets = [r["timings"]["reset_ms"] for r in rows]
-    replay = [r["timings"]["expected_state_ms"] for r in rows[1:]]
+        interval = ts(cur.finished_at) - ts(prev.finished_at)
+        gaps.append(interval - (cur.output or {})["timings"]["agent_seconds"])
+    resets = [(r.output or {})["timings"]["reset_ms"] for r in rows]
+    replay = [(r.output or {})["timings"]["expected_state_ms"] for r in rows[1:]]
     harness = [g * 1000 - e for g, e in zip(gaps, replay, strict=True)]
     return {"n": len(rows), "overhead_p50_ms": pct(gaps, 0.5) * 1000, "overhead_p95_ms": pct(gaps, 0.95) * 1000,
             "harness_p50_ms": pct(harness, 0.5), "harness_p95_ms": pct(harness, 0.95),

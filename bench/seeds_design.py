@@ -14,10 +14,10 @@ from typing import Any
 import multiprocess as mp
 import psycopg
 
-from runner.agents.baseline import run_baseline
 from runner.config import Config
-from runner.crm import db
-from runner.dataset import load_conversations
+from runner.harness.crm import db
+from runner.harness.crm.agents.baseline import run_baseline
+from runner.harness.crm.dataset import load_conversations
 from runner.models.client import make_client
 
 TRUNCATE = "TRUNCATE activities, quote_lines, quotes, cases, opportunities, contacts, accounts RESTART IDENTITY"
@@ -26,7 +26,7 @@ TRUNCATE = "TRUNCATE activities, quote_lines, quotes, cases, opportunities, cont
 def _worker(cfg: Config, sim_url: str, dsn: str, ids: Any, out: Any) -> None:
     convs = {c.id: c for c in load_conversations(cfg.dataset)}
     spec = cfg.runs[0]
-    client = make_client(spec, cfg, sim_url=sim_url, limiter=None, cache=None)
+    client = make_client(spec.model_ref(), cfg, sim_url=sim_url, limiter=None, cache=None)
     conn = psycopg.connect(dsn, autocommit=True)
     while True:
         cid = ids.get()
@@ -65,7 +65,7 @@ def run_seeds_design(cfg: Config, sim_url: str, dsn: str, conversation_ids: list
 def shared_database(image: str) -> Any:
     from runner.sandbox.docker import DockerSandbox
 
-    return DockerSandbox(image, run_id="bench-seeds", owner_pid=os.getpid(), name_hint="shared",
+    return DockerSandbox(image, "sandbox", run_id="bench-seeds", owner_pid=os.getpid(), name_hint="shared",
                          memory="1g", cpus=2.0)
 
 

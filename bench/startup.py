@@ -9,13 +9,14 @@ import time
 from typing import Any
 
 from bench.common import table
+from runner.harness.crm.harness import DATABASE as CRM
 from runner.sandbox import make_sandbox
 from runner.sandbox.base import Sandbox
 from runner.sandbox.image import ensure_image
 
 
 def _all_ready(kind: str, n: int, image: str | None) -> float:
-    boxes: list[Sandbox] = [make_sandbox(kind, image=image, run_id="bench-startup", owner_pid=os.getpid(),
+    boxes: list[Sandbox] = [make_sandbox(kind, CRM, image=image, run_id="bench-startup", owner_pid=os.getpid(),
                                          name_hint=f"s{i}") for i in range(n)]
     errors: list[BaseException] = []
 
@@ -40,8 +41,8 @@ def _all_ready(kind: str, n: int, image: str | None) -> float:
 
 
 def startup(counts: list[int], repeats: int) -> dict[str, Any]:
-    image = ensure_image()
-    make_sandbox("local", image=None, run_id="warm", owner_pid=os.getpid(), name_hint="warm").__enter__().stop()
+    image = ensure_image(CRM)
+    make_sandbox("local", CRM, image=None, run_id="warm", owner_pid=os.getpid(), name_hint="warm").__enter__().stop()
     rows = []
     for kind in ("docker", "local"):
         for n in counts:

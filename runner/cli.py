@@ -72,8 +72,8 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
         no_prompt_cache: bool) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL."""
     from runner.config import load_config
+    from runner.job import run_job
     from runner.plan import parse_shard
-    from runner.supervisor import Supervisor
 
     try:
         shard_t = parse_shard(shard)
@@ -86,7 +86,7 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
         conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
         allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None))
     cfg = _select_runs(cfg, runs)
-    summary = Supervisor(cfg).run()
+    summary = run_job(cfg)
     from runner.report import print_summary, write_reports
 
     print_summary(summary.out)
@@ -164,8 +164,8 @@ def dataset() -> None:
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False))
 def dataset_generate(n: int, seed: int, out: str) -> None:
     """Generate N deterministic CRM conversations."""
-    from runner.crm.generate import generate_one
-    from runner.dataset import Conversation
+    from runner.harness.crm.dataset import Conversation
+    from runner.harness.crm.generate import generate_one
 
     with open(out, "w", encoding="utf-8") as f:
         for i in range(n):
@@ -181,7 +181,7 @@ def dataset_validate(path: str, skip_invalid: bool) -> None:
     """Check every line of a conversations file; the first bad line is named file:line."""
     from collections import Counter
 
-    from runner.dataset import iter_conversations
+    from runner.harness.crm.dataset import iter_conversations
 
     n, turns, diff = 0, 0, Counter[str]()
     for c in iter_conversations(path, skip_invalid=skip_invalid):
@@ -224,21 +224,31 @@ def image() -> None:
     """The sandbox image."""
 
 
+def _database(config: str | None):  # type: ignore[no-untyped-def]
+    from runner.config import load_config
+    from runner.harness import database_spec
+
+    return database_spec(load_config(config))
+
+
 @image.command("build")
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Rebuild even if the tag exists.")
-def image_build(force: bool) -> None:
-    """Build the sandbox image if its input hash is not built yet; print the tag."""
+@click.option("--also-tag", help="Another name for the image (compose/ uses pgsandbox-runner/sandbox:compose).")
+def image_build(config: str | None, force: bool, also_tag: str | None) -> None:
+    """Build the sandbox image for CONFIG's database (default: the built-in CRM's) if missing; print the tag."""
     from runner.sandbox.image import ensure_image
 
-    click.echo(ensure_image(force=force))
+    click.echo(ensure_image(_database(config), force=force, also_tag=also_tag))
 
 
 @image.command("tag")
-def image_tag_cmd() -> None:
-    """Print the tag the current inputs hash to."""
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+def image_tag_cmd(config: str | None) -> None:
+    """Print the tag CONFIG's database inputs hash to."""
     from runner.sandbox.image import image_tag
 
-    click.echo(image_tag())
+    click.echo(image_tag(_database(config)))
 
 
 @cli.group()

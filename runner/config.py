@@ -97,8 +97,16 @@ class ModelRef(_Frozen):
     original_model: str | None = Field(None, description="the seeds' model id, used with --original-models")
 
 
-class RunSpec(ModelRef):
+class RunSpec(_Frozen):
+    """One named run: its parameters and env for any harness; provider/model for the model-calling ones."""
+
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    params: dict[str, Any] = Field(default_factory=dict, description="handed to the harness; {name} in templates")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment for this run's records")
+    provider: Literal["anthropic", "openai"] | None = None
+    model: str | None = None
+    sim_model: str = Field("sim-strong", description="the simulator model that plays it offline")
+    original_model: str | None = Field(None, description="the seeds' model id, used with --original-models")
     agent: Literal["baseline", "atlas"] = "baseline"
     teacher: ModelRef | None = None
     temperature: float = Field(0.0, ge=0, le=2)
@@ -109,7 +117,61 @@ class RunSpec(ModelRef):
     def _atlas_needs_teacher(self) -> RunSpec:
         if self.agent == "atlas" and self.teacher is None:
             raise ValueError("an atlas run needs a teacher (provider, model)")
+        if (self.provider is None) != (self.model is None):
+            raise ValueError("provider and model go together")
         return self
+
+    def model_ref(self) -> ModelRef:
+        """This run's model; only runs of model-calling harnesses (crm) have one."""
+        if self.provider is None or self.model is None:
+            raise ValueError(f"run {self.name} has no provider/model")
+        return ModelRef(provider=self.provider, model=self.model, sim_model=self.sim_model,
+                        original_model=self.original_model)
+
+    def template_values(self) -> dict[str, str]:
+        """{run} and each parameter, for env and argv templates."""
+        vals = {k: v if isinstance(v, str) else json.dumps(v) for k, v in self.params.items()}
+        return {**vals, "run": self.name}
+
+
+class HarnessSettings(_Frozen):
+    """What runs one record: the built-in CRM, a Python function, or a command (docs/harness.md)."""
+
+    kind: Literal["crm", "python", "command"] = "crm"
+    entrypoint: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+                                   description="python: package.module:function")
+    pythonpath: list[Path] = Field(default_factory=list, description="python: put on sys.path first")
+    command: list[str] | None = Field(None, min_length=1, description="command: argv template")
+    chunk_size: int = Field(4, ge=1, le=10_000, description="command: records per invocation")
+    cwd: Path | None = Field(None, description="where the harness runs (default: the config's directory)")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment, templates allowed")
+    env_file: Path | None = Field(None, description="default: .env next to the config, if there is one")
+    reset: Literal["none", "recreate"] = Field("none", description="recreate: fresh database per record")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> HarnessSettings:
+        if self.kind == "python" and not self.entrypoint:
+            raise ValueError("a python harness needs entrypoint: package.module:function")
+        if self.kind == "command" and not self.command:
+            raise ValueError("a command harness needs command: [argv, ...] with {input} and {output}")
+        if self.kind == "command" and self.command:
+            joined = " ".join(self.command)
+            missing = [p for p in ("{input}", "{output}") if p not in joined]
+            if missing:
+                raise ValueError(f"command must contain {' and '.join(missing)}")
+        return self
+
+
+class DatabaseSettings(_Frozen):
+    """The sandbox's database: the harness's own schema files, names and PostgreSQL version."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    schema_files: list[Path] = Field(default_factory=list, alias="schema",
+                                     description=".sql, .sql.gz, .sh files or directories, applied in order")
+    name: str = "postgres"
+    user: str = "postgres"
+    extra_databases: dict[str, list[Path] | None] = Field(default_factory=dict)
+    postgres: Literal["15", "16", "17"] = "15"
 
 
 class PriceSpec(_Frozen):
@@ -134,7 +196,14 @@ class ModelSpec(_Frozen):
 
 
 class Config(_Frozen):
-    dataset: Path
+    dataset: Path = Field(description="the records, one JSON object per line")
+    harness: HarnessSettings = HarnessSettings()
+    database: DatabaseSettings | None = Field(None, description="default: the built-in CRM's")
+    id_field: str | None = Field(None, description="default: the first of id, conversation_id present")
+    success_field: str | None = Field(None, description="dotted path into the harness's result")
+    metrics: dict[str, str] | None = Field(None, description="name: dotted path into the result (report columns)")
+    group_by: dict[str, str] | None = Field(None, description="name: dotted path (record.x or output.x)")
+    config_dir: Path = Field(Path("."), exclude=True, description="relative harness paths start here")
     runs: list[RunSpec] = Field(min_length=1)
     workers: int = Field(4, ge=1, le=256)
     sandbox: Literal["auto", "docker", "local", "external"] = "auto"
@@ -144,7 +213,8 @@ class Config(_Frozen):
     limit: int | None = Field(None, ge=1)
     shard: tuple[int, int] | None = None
     conversation_timeout_seconds: float = Field(300.0, gt=0)
-    max_attempts: int = Field(3, ge=1, le=10, description="per conversation, across worker crashes")
+    max_attempts: int = Field(3, ge=1, le=10, description="per record, across worker crashes")
+    max_worker_restarts: int | None = Field(None, ge=0, description="default: 3 x workers + 10")
     heartbeat_timeout_seconds: float = Field(60.0, gt=0)
     shutdown_grace_seconds: float = Field(30.0, ge=0)
     container_memory: str = "256m"
@@ -177,11 +247,20 @@ class Config(_Frozen):
             raise ValueError("sandbox: external needs dsn")
         if self.shard is not None and not 1 <= self.shard[0] <= self.shard[1]:
             raise ValueError("shard must be i/n with 1 <= i <= n")
+        if self.harness.kind == "crm":
+            bad = [r.name for r in self.runs if r.provider is None]
+            if bad:
+                raise ValueError(f"runs of the crm harness need provider and model: {', '.join(bad)}")
         return self
+
+    def model_runs(self) -> list[RunSpec]:
+        """The runs whose models the runner itself calls (the built-in agents)."""
+        return [r for r in self.runs if r.provider is not None] if self.harness.kind == "crm" else []
 
     def fingerprint(self) -> str:
         """What makes two runs comparable (resume refuses a different one): not workers or timing."""
-        keep = self.model_dump(mode="json", include={"runs", "providers_mode", "models"})
+        keep = self.model_dump(mode="json", include={"runs", "providers_mode", "models", "harness", "database",
+                                                     "id_field"})
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
     def uses_simulator(self) -> bool:
@@ -199,11 +278,17 @@ class Config(_Frozen):
         return self.model_copy(update={"runs": runs, "original_models": True})
 
 
+def resolve_path(cfg: Config, p: Path) -> Path:
+    """A path from the config file, relative to the file's directory."""
+    return p if p.is_absolute() else (cfg.config_dir / p).resolve()
+
+
 def resolve_mode(cfg: Config) -> Literal["real", "sim"]:
     """auto: the real providers when every key they need is set, else the simulator."""
     if cfg.providers_mode != "auto":
         return cfg.providers_mode
-    needed = {r.provider for r in cfg.runs} | {r.teacher.provider for r in cfg.runs if r.teacher}
+    runs = cfg.model_runs()
+    needed = {r.provider for r in runs if r.provider} | {r.teacher.provider for r in runs if r.teacher}
     return "real" if all(os.environ.get(API_KEY_ENV[p]) for p in needed) else "sim"
 
 
@@ -243,9 +328,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         raise ConfigError(f"not valid YAML: {getattr(e, 'problem', e)}", where=where) from None
     if not isinstance(data, dict):
         raise ConfigError("the config must be a mapping", where=str(path))
-    for key in ("dataset", "output_dir", "cache_dir"):
-        if isinstance(data.get(key), str) and not Path(data[key]).is_absolute():
-            data[key] = str((path.parent / data[key]).resolve()) if key == "dataset" else data[key]
+    if isinstance(data.get("dataset"), str) and not Path(data["dataset"]).is_absolute():
+        data["dataset"] = str((path.parent / data["dataset"]).resolve())
+    data["config_dir"] = str(path.parent.resolve())
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
         cfg = Config.model_validate(data)

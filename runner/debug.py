@@ -10,12 +10,13 @@ from typing import Any
 
 from rich.console import Console
 
-from runner.agents import telemetry
 from runner.config import Config, resolve_mode
-from runner.crm import db
-from runner.dataset import iter_conversations
-from runner.episode import Expectations, run_episode
 from runner.errors import ConfigError
+from runner.harness.crm import db
+from runner.harness.crm.agents import telemetry
+from runner.harness.crm.dataset import iter_conversations
+from runner.harness.crm.episode import Expectations, run_episode
+from runner.harness.crm.harness import DATABASE
 from runner.models.client import make_client
 from runner.sandbox import make_sandbox, resolve_kind
 from runner.sandbox.base import Sandbox
@@ -69,17 +70,20 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
     spec = next((r for r in cfg.runs if r.name == run_name), None) if run_name else cfg.runs[0]
     if spec is None:
         raise ConfigError(f"no run {run_name!r}; the config has {', '.join(r.name for r in cfg.runs)}")
+    if cfg.harness.kind != "crm":
+        raise ConfigError("runner debug plays the built-in CRM's conversations; for your own harness, "
+                          "`runner run CONFIG --workers 1 --limit 1` (see docs/harness.md#debugging)")
     kind = resolve_kind(cfg.sandbox)
     image = None
     if kind == "docker":
         from runner.sandbox.image import ensure_image
 
-        image = ensure_image()
+        image = ensure_image(DATABASE)
     mode = resolve_mode(cfg)
     console.print(f"[bold]{conv.id}[/] ({conv.difficulty}; {', '.join(conv.tags)}) with run [bold]{spec.name}[/] "
                   f"({spec.agent}, {spec.model}) on {'the simulator' if mode == 'sim' else 'the real API'}, "
                   f"{kind} sandbox")
-    sb = make_sandbox(kind, image=image, run_id="debug", owner_pid=os.getpid(), name_hint="debug",
+    sb = make_sandbox(kind, DATABASE, image=image, run_id="debug", owner_pid=os.getpid(), name_hint="debug",
                       memory=cfg.container_memory, cpus=cfg.container_cpus, dsn=cfg.dsn, keep=True)
     sb.start()
     with contextlib.ExitStack() as stack:
@@ -93,15 +97,15 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
             from runner.cache import DEFAULT_DIR, ResponseCache
 
             cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
-        agent = make_client(spec, cfg, sim_url=sim_url, limiter=None, cache=cache)
+        agent = make_client(spec.model_ref(), cfg, sim_url=sim_url, limiter=None, cache=cache)
         teacher = make_client(spec.teacher, cfg, sim_url=sim_url, limiter=None, cache=cache) if spec.teacher else None
         crm = stack.enter_context(db.connect(sb.dsn("crm")))
         atlas = stack.enter_context(db.connect(sb.dsn("atlas")))
         telemetry.ensure_schema(atlas)
-        result = run_episode(conv, spec, crm=crm, atlas=atlas, agent=agent, teacher=teacher,
+        output, _ = run_episode(conv, spec, crm=crm, atlas=atlas, agent=agent, teacher=teacher,
                              expectations=Expectations(), emit=_printer(console))
     console.rule("sandbox left running")
-    console.print(f"success: {result['success']}; the database holds the conversation's final state.")
+    console.print(f"success: {output['success']}; the database holds the conversation's final state.")
     assert sb.endpoint is not None
     console.print(f"connect:  psql {shlex.quote(sb.dsn('crm'))}", soft_wrap=True)
     console.print(f"stop:     {stop_command(sb)}", soft_wrap=True)

@@ -17,11 +17,27 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
         ├── ProviderGaveUp          retries or the total retry time ran out
         └── ProviderRejected        the provider answered 400/413/422 to this conversation's request
 
+A result that failed carries one of ERROR_KINDS (below), so reports group failures by cause.
+
 Tool errors (unknown tool, invalid arguments, constraint violations) are not exceptions at
 all: they go back to the model as structured tool results, as a real API would.
 """
 
 from __future__ import annotations
+
+from typing import Literal
+
+# Why a record's result is an error: the one list results, reports and tests use.
+ErrorKind = Literal[
+    "timeout",           # over the per-record time limit
+    "database",          # a query failed on a database that is still up
+    "sandbox_lost",      # the sandbox died, and again after it was replaced
+    "provider_rejected", # the API refused this record's request (400/413/422)
+    "provider_gave_up",  # retries ran out on transient errors or 429s
+    "harness_error",     # the harness raised (its traceback is the error) or wrote no/garbage output
+    "worker_died",       # the worker process died holding this record, on every attempt
+]
+ERROR_KINDS: tuple[str, ...] = ErrorKind.__args__  # type: ignore[attr-defined]
 
 
 class RunnerError(Exception):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from runner.dataset import iter_conversations
 from runner.errors import ResumeMismatch
+from runner.result import Result
 from runner.sink import ResultSink, read_results, write_manifest
 
 
@@ -26,17 +25,14 @@ def merge(dirs: list[Path], out: Path) -> dict[str, int]:
     runs: list[str] = []
     for m in manifests:
         runs += [r["name"] for r in m.get("runs", []) if r["name"] not in runs]
-    try:
-        order = {c.id: i for i, c in enumerate(iter_conversations(first["dataset"]))}
-    except Exception:  # dataset not here: fall back to the indices the results carry
-        order = {}
+    order: dict[str, int] = {}  # the indices results carry are positions in the one records file
     sink = ResultSink(out, runs)
     for run in runs:
-        rows: dict[str, dict[str, Any]] = {}
+        rows: dict[str, Result] = {}
         for d in dirs:
             for r in read_results(d / "results" / f"{run}.jsonl"):
-                rows[r["conversation_id"]] = r
-                order.setdefault(r["conversation_id"], int(r.get("index", 1 << 30)))
+                rows[r.record_id] = r
+                order.setdefault(r.record_id, r.index)
         for r in rows.values():
             sink.write(r)
     counts = sink.finalize(order)

@@ -1,4 +1,5 @@
-"""Typed messages between the supervisor and its workers. Items travel as ids, results as dicts."""
+"""Typed messages between the supervisor and its workers. Items travel as ids, results as dicts
+(a Result's JSON form: plain data crosses the process boundary, the type is rebuilt on arrival)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,19 @@ from typing import Any
 
 # ---- supervisor -> one worker (its own task queue)
 @dataclass(frozen=True)
-class Assign:
+class Job:
     item_id: int
     run: str
-    conversation_id: str
+    record_id: str
     index: int
     attempt: int
+
+
+@dataclass(frozen=True)
+class Assign:
+    """A chunk of jobs, all of one run (size 1 except for command harnesses)."""
+
+    jobs: tuple[Job, ...]
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,7 @@ class Heartbeat:
 
 @dataclass(frozen=True)
 class ItemDone:
-    """Emitted when a conversation has a result, successful or not."""
+    """Emitted when a record has a result, successful or not."""
 
     worker: int
     item_id: int

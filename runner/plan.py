@@ -1,4 +1,4 @@
-"""Config + dataset -> work items with stable ids; resume skips what is already done."""
+"""Config + record ids -> work items with stable ids; resume skips what is already done."""
 
 from __future__ import annotations
 
@@ -13,26 +13,26 @@ from runner.config import Config
 class WorkItem:
     id: int
     run: str
-    conversation_id: str
+    record_id: str
     index: int  # position in the dataset: results are finally written in this order
 
 
-def in_shard(conversation_id: str, shard: tuple[int, int] | None) -> bool:
+def in_shard(record_id: str, shard: tuple[int, int] | None) -> bool:
     """Stable across machines and Python hash seeds: sha256, not hash()."""
     if shard is None:
         return True
     i, n = shard
-    return int.from_bytes(hashlib.sha256(conversation_id.encode()).digest()[:8], "big") % n == i - 1
+    return int.from_bytes(hashlib.sha256(record_id.encode()).digest()[:8], "big") % n == i - 1
 
 
-def make_plan(cfg: Config, conversation_ids: Iterable[str], done: Set[tuple[str, str]] = frozenset()
+def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str]] = frozenset()
               ) -> list[WorkItem]:
-    """Interleaved run x conversation items, so every run progresses together.
+    """Interleaved run x record items, so every run progresses together.
 
     `index` is the position in the whole dataset, so shards merge back into dataset order.
     """
     items: list[WorkItem] = []
-    ids = [(i, c) for i, c in enumerate(conversation_ids) if in_shard(c, cfg.shard)]
+    ids = [(i, c) for i, c in enumerate(record_ids) if in_shard(c, cfg.shard)]
     if cfg.limit is not None:
         ids = ids[: cfg.limit]
     for index, cid in ids:

@@ -12,6 +12,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from runner.result import Result
+
 
 @dataclass
 class RunProgress:
@@ -58,16 +60,22 @@ class Progress:
         else:
             self._line(force=True)
 
-    def result(self, r: dict[str, Any]) -> None:
-        p = self.runs[r["run"]]
+    def result(self, r: Result) -> None:
+        p = self.runs[r.run]
         p.done += 1
-        if r.get("status") == "ok":
+        if r.ok:
             p.ok += 1
-            p.success += bool(r.get("success"))
+            p.success += bool(r.success)
         else:
             p.errors += 1
-        for k in ("retries", "rate_limited", "cache_hits", "llm_calls"):
-            setattr(p, k, getattr(p, k) + int(r.get(k) or 0))
+        u = r.usage
+        p.retries += u.retries
+        p.rate_limited += u.rate_limited
+        p.cache_hits += u.cache_hits
+        p.llm_calls += u.llm_calls
+
+    def worker(self, wid: int) -> WorkerView:
+        return self.workers.setdefault(wid, WorkerView())
 
     def tick(self) -> None:
         if self._live is not None:
@@ -100,7 +108,7 @@ class Progress:
                       "-" if eta == float("inf") else f"{eta:.0f}s", str(p.retries), str(p.rate_limited),
                       f"{p.cache_hits}/{p.llm_calls}")
         w = Table(title="workers", expand=False)
-        for col in ("worker", "sandbox", "conversation", "RSS MiB", "CPU %"):
+        for col in ("worker", "sandbox", "record", "RSS MiB", "CPU %"):
             w.add_column(col)
         for wid, v in sorted(self.workers.items()):
             w.add_row(str(wid), v.sandbox, v.item, f"{v.rss_mb:.0f}", f"{v.cpu:.0f}")

@@ -139,8 +139,9 @@ def limiter_key(cfg: Config, provider: str, model: str) -> str:
 def build_limiter(cfg: Config) -> SharedLimiter:
     """One budget per key any run uses; unlimited keys still get adaptive concurrency by default."""
     keys: set[str] = set()
-    for r in cfg.runs:
-        keys.add(limiter_key(cfg, r.provider, r.model))
+    for r in cfg.model_runs():
+        ref = r.model_ref()
+        keys.add(limiter_key(cfg, ref.provider, ref.model))
         if r.teacher:
             keys.add(limiter_key(cfg, r.teacher.provider, r.teacher.model))
     limits = {k: cfg.rate_limits[k].resolved() if k in cfg.rate_limits else Limits() for k in keys}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from runner.result import Result
 from runner.sink import read_results
 
 
@@ -23,44 +25,58 @@ def percentile(values: list[float], q: float) -> float:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def _cost_sum(rows: list[dict[str, Any]], key: str) -> float | None:
-    """The sum, or None (unknown) when an ok conversation's model has no known price."""
-    if any(r.get("status") == "ok" and r.get(key, 0) is None for r in rows):
+def _cost_sum(rows: list[Result], key: str) -> float | None:
+    """The sum, or None (unknown) when an ok record's model has no known price."""
+    if any(r.ok and getattr(r.usage, key) is None for r in rows):
         return None
-    return round(sum(float(r.get(key) or 0) for r in rows), 6)
+    return round(sum(float(getattr(r.usage, key) or 0) for r in rows), 6)
 
 
-def run_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [r for r in rows if r.get("status") == "ok"]
-    scored = [r["scores"] for r in ok if r.get("scores")]
-    lat = [float(r.get("wall_seconds") or 0) for r in ok]
-    calls = sum(int(r.get("llm_calls") or 0) for r in rows)
+def metric_means(rows: list[Result]) -> dict[str, float | None]:
+    """Each metric's mean over the ok records that have it (the harness's own scores)."""
+    names = list(dict.fromkeys(k for r in rows for k in r.metrics))
+    out: dict[str, float | None] = {}
+    for k in names:
+        vals = [v for r in rows if r.ok and (v := r.metrics.get(k)) is not None]
+        out[k] = round(statistics.fmean(vals), 6) if vals else None
+    return out
 
-    def mean(key: str) -> float:
-        return statistics.fmean(float(s[key]) for s in scored) if scored else 0.0
+
+def run_metrics(rows: list[Result]) -> dict[str, Any]:
+    ok = [r for r in rows if r.ok]
+    lat = [r.wall_seconds for r in ok]
+    calls = sum(r.usage.llm_calls for r in rows)
+
+    def total(key: str) -> int:
+        return sum(int(getattr(r.usage, key)) for r in rows)
 
     return {
-        "conversations": len(rows), "ok": len(ok), "errors": len(rows) - len(ok),
-        "success_rate": sum(1 for r in ok if r.get("success")) / len(rows) if rows else 0.0,
-        "tool_selection": mean("tool_selection"), "args_exact": mean("args_exact"),
-        "args_normalized": mean("args_normalized"), "state_match": mean("state_match"),
-        "input_tokens": sum(int(r.get("input_tokens") or 0) for r in rows),
-        "output_tokens": sum(int(r.get("output_tokens") or 0) for r in rows),
-        "cost_usd": _cost_sum(rows, "cost_usd"),
-        "input_cost_usd": _cost_sum(rows, "input_cost_usd"),
-        "cache_read_tokens": sum(int(r.get("cache_read_tokens") or 0) for r in rows),
-        "cache_write_tokens": sum(int(r.get("cache_write_tokens") or 0) for r in rows),
-        "cache_saved_usd": round(sum(float(r.get("cache_saved_usd") or 0) for r in rows), 6),
+        "records": len(rows), "ok": len(ok), "errors": len(rows) - len(ok),
+        "errors_by_kind": dict(Counter(str(r.error_kind) for r in rows if not r.ok)),
+        "success_rate": sum(1 for r in ok if r.success) / len(rows) if rows else 0.0,
+        "metrics": metric_means(rows),
+        "input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
+        "cost_usd": _cost_sum(rows, "cost_usd"), "input_cost_usd": _cost_sum(rows, "input_cost_usd"),
+        "cache_read_tokens": total("cache_read_tokens"), "cache_write_tokens": total("cache_write_tokens"),
+        "cache_saved_usd": round(sum(r.usage.cache_saved_usd for r in rows), 6),
         "latency_p50_s": round(percentile(lat, 0.5), 4), "latency_p95_s": round(percentile(lat, 0.95), 4),
-        "retries": sum(int(r.get("retries") or 0) for r in rows),
-        "rate_limited": sum(int(r.get("rate_limited") or 0) for r in rows),
-        "llm_calls": calls,
-        "cache_hit_rate": sum(int(r.get("cache_hits") or 0) for r in rows) / calls if calls else 0.0,
+        "retries": total("retries"), "rate_limited": total("rate_limited"), "llm_calls": calls,
+        "cache_hit_rate": total("cache_hits") / calls if calls else 0.0,
     }
 
 
-def load_runs(out: Path) -> dict[str, list[dict[str, Any]]]:
+def load_runs(out: Path) -> dict[str, list[Result]]:
     return {p.stem: read_results(p) for p in sorted((out / "results").glob("*.jsonl"))}
+
+
+USAGE_COLUMNS = {"input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "cache_saved_usd", "retries",
+                 "cache_hit_rate"}
+
+
+def _cell(v: Any, kind: str) -> str:
+    if v is None:
+        return "unknown" if kind == "usd" else "-"
+    return f"{v:.1%}" if kind == "pct" else f"{v:.4f}" if kind == "usd" else f"{v:.3g}" if kind == "num" else str(v)
 
 
 def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[str, Any]]:
@@ -68,35 +84,35 @@ def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[s
     if not console.is_terminal:
         console.width = max(console.width, 150)
     metrics = {name: run_metrics(rows) for name, rows in load_runs(out).items()}
+    names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
     t = Table(title=f"results in {out}")
-    cols = [("run", None), ("convs", "conversations"), ("success", "success_rate"), ("tool sel", "tool_selection"),
-            ("args", "args_normalized"), ("state", "state_match"), ("tok in", "input_tokens"),
-            ("tok out", "output_tokens"), ("cached in", "cache_read_tokens"), ("cost $", "cost_usd"),
-            ("saved $", "cache_saved_usd"), ("p50 s", "latency_p50_s"),
-            ("p95 s", "latency_p95_s"), ("errors", "errors"), ("retries", "retries"), ("cache", "cache_hit_rate")]
-    for col_label, _ in cols:
-        t.add_column(col_label, justify="left" if col_label == "run" else "right")
+    cols = [("records", "records", "int"), ("success", "success_rate", "pct"),
+            *[(k.replace("_", " "), k, "num") for k in names],
+            ("tok in", "input_tokens", "int"), ("tok out", "output_tokens", "int"),
+            ("cached in", "cache_read_tokens", "int"), ("cost $", "cost_usd", "usd"),
+            ("saved $", "cache_saved_usd", "usd"),
+            ("p50 s", "latency_p50_s", "int"), ("p95 s", "latency_p95_s", "int"), ("errors", "errors", "int"),
+            ("retries", "retries", "int"), ("cache", "cache_hit_rate", "pct")]
+    if not any(m["llm_calls"] for m in metrics.values()):  # a harness whose model calls the runner did not see
+        cols = [c for c in cols if c[1] not in USAGE_COLUMNS]
+    t.add_column("run", justify="left")
+    for label, _, _ in cols:
+        t.add_column(label, justify="right")
     for name, m in metrics.items():
-        cells = [name]
-        for _, key in cols[1:]:
-            v = m[str(key)]
-            cells.append("unknown" if v is None else f"{v:.1%}" if key in (
-                "success_rate", "tool_selection", "args_normalized", "state_match", "cache_hit_rate")
-                else f"{v:.4f}" if key in ("cost_usd", "cache_saved_usd") else str(v))
-        t.add_row(*cells)
+        t.add_row(name, *[_cell(m["metrics"].get(key) if key in names else m[key], kind) for _, key, kind in cols])
     console.print(t)
     return metrics
 
 
 def write_reports(out: Path) -> tuple[Path, Path]:
     """report.json (metrics and breakdowns per run) and report.html, next to the results."""
-    from runner.report_html import breakdown, render
+    from runner.report_html import breakdown, group_names, render
 
     rows = load_runs(out)
     metrics = {name: run_metrics(r) for name, r in rows.items()}
     manifest = out / "manifest.json"
     sent = json.loads(manifest.read_text()).get("requests", {}) if manifest.exists() else {}
-    doc = {"runs": {n: {**m, "by_difficulty": breakdown(rows[n], "difficulty"), "by_tag": breakdown(rows[n], "tags"),
+    doc = {"runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in group_names(rows)},
                         "requests": sent.get(n)} for n, m in metrics.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
     (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent),
@@ -104,8 +120,7 @@ def write_reports(out: Path) -> tuple[Path, Path]:
     return out / "report.json", out / "report.html"
 
 
-COMPARED = ("success_rate", "tool_selection", "args_normalized", "state_match", "cost_usd", "latency_p50_s",
-            "latency_p95_s", "errors")
+COMPARED = ("success_rate", "cost_usd", "latency_p50_s", "latency_p95_s", "errors")
 
 
 def compare(a: Path, b: Path, console: Console | None = None) -> dict[str, dict[str, dict[str, float]]]:
@@ -121,8 +136,10 @@ def compare(a: Path, b: Path, console: Console | None = None) -> dict[str, dict[
         t.add_column(label, justify="right")
     for name in sorted(set(ma) & set(mb)):
         out[name] = {}
-        for k in COMPARED:
-            va, vb = float(ma[name][k] or 0), float(mb[name][k] or 0)
+        shared = [k for k in ma[name]["metrics"] if k in mb[name]["metrics"]]
+        for k in (*COMPARED[:1], *shared, *COMPARED[1:]):
+            va = float((ma[name]["metrics"].get(k) if k in shared else ma[name][k]) or 0)
+            vb = float((mb[name]["metrics"].get(k) if k in shared else mb[name][k]) or 0)
             out[name][k] = {"a": va, "b": vb, "delta": vb - va}
             t.add_row(name, k, f"{va:.4g}", f"{vb:.4g}", f"{vb - va:+.4g}")
     only = sorted(set(ma) ^ set(mb))

@@ -7,19 +7,24 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from runner.result import Result
+
 COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
 e = html.escape
 
 
-def breakdown(rows: list[dict[str, Any]], key: str) -> dict[str, tuple[int, int]]:
-    """value -> (solved, total) over a field (difficulty) or each entry of a list field (tags)."""
+def breakdown(rows: list[Result], group: str) -> dict[str, tuple[int, int]]:
+    """value -> (solved, total) over one of the results' groups (a record in two tags counts in both)."""
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for r in rows:
-        values = r.get(key) or []
-        for v in values if isinstance(values, list) else [values]:
-            out[str(v)][0] += bool(r.get("success"))
-            out[str(v)][1] += 1
+        for v in r.groups.get(group, []):
+            out[v][0] += bool(r.success)
+            out[v][1] += 1
     return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+
+def group_names(rows: dict[str, list[Result]]) -> list[str]:
+    return list(dict.fromkeys(g for rs in rows.values() for r in rs for g in r.groups))
 
 
 def _bars(title: str, groups: list[str], runs: dict[str, dict[str, tuple[int, int]]]) -> str:
@@ -99,9 +104,9 @@ def _scatter(points: dict[str, tuple[float, float]]) -> str:
     return "".join(parts) + "</svg>"
 
 
-def _transcript(r: dict[str, Any]) -> str:
+def _transcript(transcript: list[dict[str, Any]]) -> str:
     out = []
-    for m in r.get("transcript") or []:
+    for m in transcript:
         if m["role"] == "user":
             out.append(f'<div class="u"><b>user</b> {e(m["text"])}</div>')
         elif m["role"] == "assistant":
@@ -141,37 +146,61 @@ def _sent_text(info: Any) -> str:
     return "; ".join(parts)
 
 
-def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[dict[str, Any]]],
+BARS_MAX_VALUES = 6  # a group with more values reads better as a table
+
+
+def _groups(names: list[str], rows: dict[str, list[Result]]) -> str:
+    parts = []
+    for g in group_names(rows):
+        by = {n: breakdown(rows[n], g) for n in names}
+        values = sorted({v for d in by.values() for v in d})
+        if len(values) <= BARS_MAX_VALUES:
+            parts.append(_bars(f"success by {g}", values, by))
+        else:
+            heat = "".join(f"<tr><th>{e(v)}</th>" + "".join(_heat_cell(by[n].get(v)) for n in names) + "</tr>"
+                           for v in values)
+            parts.append(f'<h3>success by {e(g)}</h3><table class="groups" id="group-{e(g)}"><tr><th>{e(g)}</th>'
+                         f'{"".join(f"<th>{e(n)}</th>" for n in names)}</tr>{heat}</table>')
+    return "".join(parts)
+
+
+def _detail(r: Result) -> str:
+    status = "ok" if r.success else ("error" if not r.ok else "fail")
+    facts = " &middot; ".join([e(r.record_id), status, *(e(", ".join(v)) for v in r.groups.values()),
+                               *(f"{e(k)} {v:.2f}" for k, v in r.metrics.items() if v is not None)])
+    out = r.output or {}
+    body = _transcript(out["transcript"]) if isinstance(out.get("transcript"), list) else ""
+    shown = {k: v for k, v in out.items() if k not in ("transcript", "tool_calls", "model_calls")}
+    return (f'<details class="{status}"><summary>{facts}</summary>'
+            + (f'<p class="err">error: {e(str(r.error))}</p>' if r.error else "")
+            + (f'<pre>{e(json.dumps(shown, indent=1, default=str)[:4000])}</pre>' if shown else "")
+            + f"{body}</details>")
+
+
+def _summary(metrics: dict[str, dict[str, Any]]) -> str:
+    names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
+    cols = ["records", "success_rate", *names, "input_tokens", "output_tokens", "cost_usd", "latency_p50_s",
+            "latency_p95_s", "errors", "retries", "cache_hit_rate"]
+
+    def cell(m: dict[str, Any], c: str) -> str:
+        v = m["metrics"].get(c) if c in names else m[c]
+        if v is None:
+            return "<td>unknown</td>" if c == "cost_usd" else "<td>-</td>"
+        return f"<td>{v:.1%}</td>" if c in ("success_rate", "cache_hit_rate") else \
+            f"<td>{v:.3g}</td>" if c in names else f"<td>{v}</td>"
+
+    rows = "".join(f"<tr><th>{e(n)}</th>" + "".join(cell(m, c) for c in cols) + "</tr>" for n, m in metrics.items())
+    return (f'<h2>Summary</h2><table id="summary"><tr><th>run</th>{"".join(f"<th>{e(c)}</th>" for c in cols)}</tr>'
+            f"{rows}</table>")
+
+
+def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[Result]],
            sent: dict[str, Any] | None = None) -> str:
     names = list(rows)
-    by_diff = {n: breakdown(rows[n], "difficulty") for n in names}
-    by_tag = {n: breakdown(rows[n], "tags") for n in names}
-    tags = sorted({t for d in by_tag.values() for t in d})
-    cols = ["conversations", "success_rate", "tool_selection", "args_normalized", "state_match", "input_tokens",
-            "output_tokens", "cost_usd", "latency_p50_s", "latency_p95_s", "errors", "retries", "cache_hit_rate"]
-    pct = {"success_rate", "tool_selection", "args_normalized", "state_match", "cache_hit_rate"}
-    summary = "".join(f"<tr><th>{e(n)}</th>" + "".join(
-        f"<td>{m[c]:.1%}</td>" if c in pct else f"<td>{'unknown' if m[c] is None else m[c]}</td>" for c in cols)
-        + "</tr>"
-        for n, m in metrics.items())
-    heat = "".join(f"<tr><th>{e(t)}</th>" + "".join(
-        _heat_cell(by_tag[n].get(t)) for n in names) + "</tr>" for t in tags)
-    drill = []
-    for n in names:
-        items = []
-        for r in rows[n]:
-            s = r.get("scores") or {}
-            status = "ok" if r.get("success") else ("error" if r.get("status") != "ok" else "fail")
-            items.append(
-                f'<details class="{status}"><summary>{e(r["conversation_id"])} &middot; {status} &middot; '
-                f'{e(str(r.get("difficulty", "")))} &middot; tools {s.get("tool_selection", 0):.2f} &middot; args '
-                f'{s.get("args_normalized", 0):.2f} &middot; state {bool(s.get("state_match"))}</summary>'
-                + (f'<p class="err">error: {e(str(r.get("error")))}</p>' if r.get("error") else "")
-                + f'<pre>{e(json.dumps(s))}</pre>{_transcript(r)}</details>')
-        drill.append(f'<section><h3>{e(n)}</h3>{"".join(items)}</section>')
-    latency = {n: [float(r.get("wall_seconds") or 0) for r in rows[n] if r.get("status") == "ok"] for n in names}
+    drill = "".join(f'<section><h3>{e(n)}</h3>{"".join(_detail(r) for r in rows[n])}</section>' for n in names)
+    latency = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
     scatter = {n: (float(metrics[n]["cost_usd"]), float(metrics[n]["success_rate"])) for n in names
-               if metrics[n]["cost_usd"] is not None}
+               if metrics[n]["cost_usd"] is not None and metrics[n]["llm_calls"]}
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>
 body{{font:14px system-ui,sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ddd;padding:4px 8px;text-align:right}} th{{text-align:left;background:#f6f6f6}}
@@ -181,14 +210,13 @@ details.ok{{border-color:#54a24b}}
 details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}} .u{{margin-top:8px}} .c{{color:#555}}
 .res code{{color:#2a6}} .err,.err code{{color:#c33}} pre{{background:#f6f6f6;padding:4px;white-space:pre-wrap}}
 </style></head><body><h1>{e(title)}</h1>
-<h2>Summary</h2><table id="summary"><tr><th>run</th>{"".join(f"<th>{e(c)}</th>" for c in cols)}</tr>{summary}</table>
-{_caching(metrics, sent or {})}
+{_summary(metrics)}
+{_caching(metrics, sent or {}) if any(m["llm_calls"] for m in metrics.values()) else ""}
 <h2>Charts</h2>
-{_bars("success by difficulty", ["easy", "medium", "hard"], by_diff)}
-<h3>success by tag</h3><table id="tags"><tr><th>tag</th>{"".join(f"<th>{e(n)}</th>" for n in names)}</tr>{heat}</table>
+{_groups(names, rows)}
 {_latency(latency)}
-{_scatter(scatter)}
-<h2>Conversations</h2><div id="drilldown">{"".join(drill)}</div></body></html>"""
+{_scatter(scatter) if scatter else ""}
+<h2>Records</h2><div id="drilldown">{drill}</div></body></html>"""
 
 
 def _heat_cell(v: tuple[int, int] | None) -> str:

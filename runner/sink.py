@@ -1,8 +1,8 @@
 """Results on disk: one JSONL file per run, the manifest, and the resume index.
 
 Only the supervisor writes here. Each line is flushed as it arrives; a torn last line (a crash
-mid-write) is cut off on resume. finalize() rewrites each file in dataset order, one line per
-conversation (the newest attempt wins).
+mid-write) is cut off on resume. finalize() rewrites each file in record order, one line per
+record (the newest attempt wins). Lines are Result records (runner/result.py).
 """
 
 from __future__ import annotations
@@ -15,28 +15,31 @@ from pathlib import Path
 from typing import IO, Any
 
 from loguru import logger
+from pydantic import ValidationError
 
 from runner import __version__
 from runner.errors import ResumeMismatch
+from runner.result import Result
 
 
 def results_path(out: Path, run: str) -> Path:
     return out / "results" / f"{run}.jsonl"
 
 
-def read_results(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
+def read_results(path: Path, *, repair: bool = False) -> list[Result]:
     """All complete lines; with repair, a torn tail is cut off the file."""
     if not path.exists():
         return []
     data = path.read_bytes()
     good_end = data.rfind(b"\n") + 1
     rows = []
-    for line in data[:good_end].splitlines():
+    for n, line in enumerate(data[:good_end].splitlines(), 1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                logger.warning("{}: skipping a corrupt line", path)
+                rows.append(Result.model_validate_json(line))
+            except ValidationError as e:
+                logger.warning("{}:{}: skipping a line that is not a result ({})", path, n,
+                               e.errors()[0]["msg"] if e.errors() else e)
     if good_end < len(data):
         logger.warning("{}: ignoring a torn last line ({} bytes)", path, len(data) - good_end)
         if repair:
@@ -62,23 +65,18 @@ class ResultSink:
         self._files: dict[str, IO[str]] = {}
 
     def existing(self, *, rerun_errors: bool) -> set[tuple[str, str]]:
-        """(run, conversation) pairs to skip: recorded successfully, or recorded at all unless rerun_errors."""
+        """(run, record) pairs to skip: recorded successfully, or recorded at all unless rerun_errors."""
         done: set[tuple[str, str]] = set()
         for run in self.runs:
-            latest: dict[str, dict[str, Any]] = {}
-            for r in read_results(results_path(self.out, run), repair=True):
-                latest[r["conversation_id"]] = r
-            for cid, r in latest.items():
-                if r.get("status") == "ok" or not rerun_errors:
-                    done.add((run, cid))
+            latest = {r.record_id: r for r in read_results(results_path(self.out, run), repair=True)}
+            done.update((run, rid) for rid, r in latest.items() if r.ok or not rerun_errors)
         return done
 
-    def write(self, result: dict[str, Any]) -> None:
-        run = result["run"]
-        f = self._files.get(run)
+    def write(self, result: Result) -> None:
+        f = self._files.get(result.run)
         if f is None:
-            f = self._files[run] = results_path(self.out, run).open("a", encoding="utf-8")
-        f.write(json.dumps(result, sort_keys=True, default=str) + "\n")
+            f = self._files[result.run] = results_path(self.out, result.run).open("a", encoding="utf-8")
+        f.write(_line(result))
         f.flush()
 
     def finalize(self, order: dict[str, int]) -> dict[str, int]:
@@ -87,21 +85,18 @@ class ResultSink:
         counts = {}
         for run in self.runs:
             path = results_path(self.out, run)
-            latest: dict[str, dict[str, Any]] = {}
-            for r in read_results(path, repair=True):
-                latest[r["conversation_id"]] = r
-            rows = sorted(latest.values(), key=lambda r: (order.get(r["conversation_id"], 1 << 30),
-                                                          r["conversation_id"]))
+            latest = {r.record_id: r for r in read_results(path, repair=True)}
+            rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id))
             tmp = path.with_suffix(".jsonl.tmp")
             with tmp.open("w", encoding="utf-8") as f:
                 for r in rows:
-                    f.write(json.dumps(r, sort_keys=True, default=str) + "\n")
+                    f.write(_line(r))
             os.replace(tmp, path)
             counts[run] = len(rows)
         return counts
 
     def close(self) -> None:
-        for f in self._files.values():
+        for f in list(self._files.values()):
             f.close()
         self._files.clear()
 
@@ -131,3 +126,7 @@ def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
 def base_manifest(**fields: Any) -> dict[str, Any]:
     return {"package_version": __version__, "git_revision": git_revision(),
             "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields}
+
+
+def _line(r: Result) -> str:
+    return json.dumps(r.to_json(), sort_keys=True, default=str) + "\n"

@@ -4,6 +4,12 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 file="$here/compose/docker-compose.yml"
+if [ "${1:-}" = up ]; then
+    # The sandbox image is built by the runner (it stages the config's schema files), then tagged :compose.
+    runner="$here/.venv/bin/runner"
+    [ -x "$runner" ] || runner="python3 -m runner"
+    $runner image build ${SANDBOX_CONFIG:+"$SANDBOX_CONFIG"} --also-tag pgsandbox-runner/sandbox:compose >/dev/null
+fi
 if docker compose version >/dev/null 2>&1; then
     exec docker compose -f "$file" "$@"
 fi

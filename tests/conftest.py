@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from runner.harness.crm.harness import DATABASE as CRM
 from runner.sandbox.base import Sandbox
 
 REQUIRED = bool(os.environ.get("RUNNER_REQUIRE_DOCKER") or os.environ.get("CI"))
@@ -24,7 +25,7 @@ def sandbox_image() -> str:
         if REQUIRED:
             pytest.fail(msg + "; docker tests are required in CI", pytrace=False)
         pytest.skip(msg)
-    return ensure_image()
+    return ensure_image(CRM)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,7 +42,7 @@ def _remove_test_containers() -> Iterator[None]:
 def docker_sandbox(sandbox_image: str) -> Iterator[Sandbox]:
     from runner.sandbox.docker import DockerSandbox
 
-    with DockerSandbox(sandbox_image, run_id=TEST_RUN_ID, owner_pid=os.getpid()) as sb:
+    with DockerSandbox(sandbox_image, CRM.user, run_id=TEST_RUN_ID, owner_pid=os.getpid()) as sb:
         yield sb
 
 
@@ -59,7 +60,7 @@ def local_bindir() -> str:
 def local_sandbox(local_bindir: str) -> Iterator[Sandbox]:
     from runner.sandbox.local import LocalSandbox
 
-    with LocalSandbox() as sb:
+    with LocalSandbox(CRM) as sb:
         yield sb
 
 
@@ -68,7 +69,7 @@ def shared_docker_sandbox(sandbox_image: str) -> Iterator[Sandbox]:
     """One container for all tests that reset the database themselves (faster than one each)."""
     from runner.sandbox.docker import DockerSandbox
 
-    with DockerSandbox(sandbox_image, run_id=TEST_RUN_ID, owner_pid=os.getpid(), name_hint="shared") as sb:
+    with DockerSandbox(sandbox_image, CRM.user, run_id=TEST_RUN_ID, owner_pid=os.getpid(), name_hint="shared") as sb:
         yield sb
 
 
@@ -76,7 +77,7 @@ def shared_docker_sandbox(sandbox_image: str) -> Iterator[Sandbox]:
 def shared_local_sandbox(local_bindir: str) -> Iterator[Sandbox]:
     from runner.sandbox.local import LocalSandbox
 
-    with LocalSandbox(name_hint="shared") as sb:
+    with LocalSandbox(CRM, name_hint="shared") as sb:
         yield sb
 
 

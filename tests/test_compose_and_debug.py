@@ -43,13 +43,11 @@ def _connect_within(dsn: str, seconds: float) -> None:
 
 
 def test_compose_sandbox_serves_an_external_run(tmp_path: Path, sandbox_image: str) -> None:
-    from runner.sandbox.image import choose_base
-
     password, port = secrets.token_hex(12), _free_port()
-    env = {**_env(), "SANDBOX_PASSWORD": password, "SANDBOX_PORT": str(port), "RUNNER_BASE_IMAGE": choose_base(),
+    env = {**_env(), "SANDBOX_PASSWORD": password, "SANDBOX_PORT": str(port),
            "COMPOSE_PROJECT_NAME": f"pgsr-test-{os.getpid()}"}
     compose = [str(ROOT / "scripts" / "compose.sh")]
-    up = subprocess.run([*compose, "up", "-d", "--build", "sandbox"], env=env, capture_output=True, text=True,
+    up = subprocess.run([*compose, "up", "-d", "sandbox"], env=env, capture_output=True, text=True,
                         timeout=600)
     try:
         assert up.returncode == 0, up.stdout + up.stderr

@@ -18,8 +18,8 @@ def test_items_interleave_runs_so_all_progress_together() -> None:
     assert [w.id for w in plan] == list(range(300))
 
 
-def test_shards_partition_the_conversations_stably() -> None:
-    parts = [{w.conversation_id for w in make_plan(_cfg(shard=(i, 3)), IDS)} for i in (1, 2, 3)]
+def test_shards_partition_the_records_stably() -> None:
+    parts = [{w.record_id for w in make_plan(_cfg(shard=(i, 3)), IDS)} for i in (1, 2, 3)]
     assert set().union(*parts) == set(IDS) and sum(map(len, parts)) == 100
     assert all(20 < len(p) < 50 for p in parts)
     assert in_shard("conv-7", (1, 3)) == in_shard("conv-7", (1, 3))
@@ -28,5 +28,5 @@ def test_shards_partition_the_conversations_stably() -> None:
 
 def test_resume_skips_done_pairs_and_index_is_the_dataset_position() -> None:
     plan = make_plan(_cfg(shard=(2, 3)), IDS, done={("a", "conv-0"), ("b", "conv-1")})
-    assert ("a", "conv-0") not in {(w.run, w.conversation_id) for w in plan}
-    assert all(w.index == IDS.index(w.conversation_id) for w in plan)
+    assert ("a", "conv-0") not in {(w.run, w.record_id) for w in plan}
+    assert all(w.index == IDS.index(w.record_id) for w in plan)

@@ -51,7 +51,7 @@ def test_a_rejected_request_fails_only_its_conversation(tmp_path: Path, sandbox_
     rows = _rows(out, "claude-sonnet") + _rows(out, "gpt-mini")
     errors = [r for r in rows if r["status"] == "error"]
     assert len(rows) == 20 and errors and len(errors) < len(rows)
-    assert all(r["error_kind"] == "ProviderRejected" and "HTTP 400" in r["error"]
+    assert all(r["error_kind"] == "provider_rejected" and "HTTP 400" in r["error"]
                and "simulated rejection" in r["error"] for r in errors)
 
 
@@ -63,7 +63,7 @@ def test_prompt_caching_cuts_claude_input_cost_by_70_percent(tmp_path: Path, san
         assert p.returncode == 0, p.stderr[-3000:]
         rows = _rows(out, "claude-sonnet")
         assert all(r["status"] == "ok" for r in rows)
-        cost[label] = sum(r["input_cost_usd"] for r in rows)
+        cost[label] = sum(r["usage"]["input_cost_usd"] for r in rows)
         report = json.loads((out / "report.json").read_text())["runs"]["claude-sonnet"]
         if label == "on":
             assert report["cache_read_tokens"] > 0 and report["cache_saved_usd"] > 0

@@ -6,30 +6,44 @@ from pathlib import Path
 import pytest
 
 from runner.errors import ResumeMismatch
+from runner.result import Result
 from runner.sink import ResultSink, check_manifest, read_results, results_path
+
+
+def _r(rid: str, status: str) -> Result:
+    return Result(run="r", record_id=rid, index=0, status=status, started_at="t", finished_at="t",
+                  error_kind=None if status == "ok" else "harness_error")
 
 
 def test_torn_last_line_is_ignored_and_cut_on_resume(tmp_path: Path) -> None:
     sink = ResultSink(tmp_path, ["r"])
-    sink.write({"run": "r", "conversation_id": "a", "status": "ok"})
-    sink.write({"run": "r", "conversation_id": "b", "status": "error"})
+    sink.write(_r("a", "ok"))
+    sink.write(_r("b", "error"))
     sink.close()
     path = results_path(tmp_path, "r")
     with path.open("a") as f:
-        f.write('{"run": "r", "conversation_id": "c", "sta')
-    assert [r["conversation_id"] for r in read_results(path)] == ["a", "b"]
+        f.write('{"run": "r", "record_id": "c", "sta')
+    assert [r.record_id for r in read_results(path)] == ["a", "b"]
     assert ResultSink(tmp_path, ["r"]).existing(rerun_errors=True) == {("r", "a")}
     assert ResultSink(tmp_path, ["r"]).existing(rerun_errors=False) == {("r", "a"), ("r", "b")}
     assert path.read_text().endswith("}\n")
 
 
+def test_a_line_that_is_not_a_result_is_skipped_with_its_line_number(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    path = results_path(tmp_path, "r")
+    path.parent.mkdir(parents=True)
+    path.write_text(_r("a", "ok").model_dump_json() + "\n" + '{"run": "r"}\n' + _r("b", "ok").model_dump_json() + "\n")
+    assert [r.record_id for r in read_results(path)] == ["a", "b"]
+
+
 def test_finalize_orders_by_dataset_and_keeps_the_newest_attempt(tmp_path: Path) -> None:
     sink = ResultSink(tmp_path, ["r"])
     for cid, status in (("c", "ok"), ("a", "error"), ("b", "ok"), ("a", "ok")):
-        sink.write({"run": "r", "conversation_id": cid, "status": status})
+        sink.write(_r(cid, status))
     assert sink.finalize({"a": 0, "b": 1, "c": 2}) == {"r": 3}
     rows = [json.loads(x) for x in results_path(tmp_path, "r").read_text().splitlines()]
-    assert [(r["conversation_id"], r["status"]) for r in rows] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
+    assert [(r["record_id"], r["status"]) for r in rows] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
 
 
 def test_resuming_into_another_run_is_refused_unless_forced(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ if [ -z "${POSTGRES_PASSWORD:-}" ]; then
     exit 64
 fi
 escaped=$(printf "%s" "$POSTGRES_PASSWORD" | sed "s/'/''/g")
-printf "ALTER ROLE sandbox PASSWORD '%s';\n" "$escaped" \
+role=$(printf "%s" "${SANDBOX_USER:-sandbox}" | sed 's/"/""/g')
+printf "ALTER ROLE \"%s\" PASSWORD '%s';\n" "$role" "$escaped" \
     | postgres --single -D "$PGDATA" -c log_min_messages=fatal -j postgres >/dev/null
 unset POSTGRES_PASSWORD escaped
 exec postgres -D "$PGDATA" "$@"

@@ -18,8 +18,8 @@ from runner.models.capabilities import lookup, retirement_notice, split_sampling
 
 def _refs(cfg: Config) -> list[tuple[str, str, ModelRef, float | None]]:
     out: list[tuple[str, str, ModelRef, float | None]] = []
-    for r in cfg.runs:
-        out.append((r.name, "agent", r, r.temperature))
+    for r in cfg.model_runs():
+        out.append((r.name, "agent", r.model_ref(), r.temperature))
         if r.teacher is not None:
             out.append((r.name, "teacher", r.teacher, 0.0))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runner.errors import SandboxBootError
 from runner.sandbox.base import Sandbox
+from runner.sandbox.schema import DatabaseSpec
 
 
 def resolve_kind(requested: str) -> str:
@@ -21,19 +22,19 @@ def resolve_kind(requested: str) -> str:
                            "apt-get install postgresql, or pip install 'pgsandbox-runner[embedded]'")
 
 
-def make_sandbox(kind: str, *, image: str | None, run_id: str, owner_pid: int, name_hint: str,
+def make_sandbox(kind: str, spec: DatabaseSpec, *, image: str | None, run_id: str, owner_pid: int, name_hint: str,
                  memory: str = "256m", cpus: float = 1.0, dsn: str | None = None, keep: bool = False) -> Sandbox:
     if kind == "docker":
         from runner.sandbox.docker import DockerSandbox
 
         if image is None:
             raise SandboxBootError("docker sandbox without an image")
-        return DockerSandbox(image, run_id=run_id, owner_pid=owner_pid, memory=memory, cpus=cpus, keep=keep,
+        return DockerSandbox(image, spec.user, run_id=run_id, owner_pid=owner_pid, memory=memory, cpus=cpus, keep=keep,
                              name_hint=name_hint)
     if kind == "local":
         from runner.sandbox.local import LocalSandbox
 
-        return LocalSandbox(name_hint=name_hint, keep=keep)
+        return LocalSandbox(spec, name_hint=name_hint, keep=keep)
     if kind == "external":
         from runner.sandbox.external import ExternalSandbox
 

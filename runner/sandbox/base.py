@@ -1,4 +1,4 @@
-"""What every sandbox is: a context manager that owns one PostgreSQL with `crm` and `atlas` databases."""
+"""What every sandbox is: a context manager that owns one PostgreSQL holding a DatabaseSpec's databases."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import time
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql
 
 from runner.errors import SandboxBootError
 from runner.resources import Resource
 
 LABEL = "pgsandbox-runner"
-ROLE = "sandbox"
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,12 @@ class Endpoint:
     user: str
     password: str
 
-    def dsn(self, dbname: str = "crm") -> str:
+    def dsn(self, dbname: str = "postgres") -> str:
         return psycopg.conninfo.make_conninfo(
             host=self.host, port=self.port, user=self.user, password=self.password, dbname=dbname
         )
 
-    def redacted(self, dbname: str = "crm") -> str:
+    def redacted(self, dbname: str = "postgres") -> str:
         """The same DSN for logs and results: the password never leaves the process."""
         return f"postgresql://{self.user}:***@{self.host}:{self.port}/{dbname}"
 
@@ -82,7 +82,7 @@ class Sandbox(Resource):
         except psycopg.OperationalError:
             return False
 
-    def dsn(self, dbname: str = "crm") -> str:
+    def dsn(self, dbname: str = "postgres") -> str:
         if self.endpoint is None:
             raise SandboxBootError(f"{self.kind} sandbox is not started")
         return self.endpoint.dsn(dbname)
@@ -90,3 +90,23 @@ class Sandbox(Resource):
     def describe(self) -> str:
         where = self.endpoint.redacted() if self.endpoint else "not started"
         return f"{self.kind} sandbox {self.id or '?'} at {where}"
+
+
+def snapshot_database(endpoint: Endpoint, name: str) -> None:
+    """Keep `name` as it is now as a template, for `reset: recreate` (connections to it must be closed)."""
+    with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(_template(name))))
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(_template(name)),
+                                                                      sql.Identifier(name)))
+
+
+def recreate_database(endpoint: Endpoint, name: str) -> None:
+    """`name` back to its snapshot: whatever the last record left behind is gone (sessions too)."""
+    with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
+                                                                      sql.Identifier(_template(name))))
+
+
+def _template(name: str) -> str:
+    return f"{name}__runner_template"

@@ -18,7 +18,7 @@ from loguru import logger
 from testcontainers.core.container import DockerContainer
 
 from runner.errors import SandboxBootError
-from runner.sandbox.base import LABEL, ROLE, Endpoint, Sandbox, new_password, wait_connectable
+from runner.sandbox.base import LABEL, Endpoint, Sandbox, new_password, wait_connectable
 
 
 def engine_answers() -> bool:
@@ -35,10 +35,10 @@ def engine_answers() -> bool:
 class DockerSandbox(Sandbox):
     kind = "docker"
 
-    def __init__(self, image: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
+    def __init__(self, image: str, user: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
                  keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0) -> None:
         super().__init__()
-        self.image, self.run_id, self.owner_pid = image, run_id, owner_pid
+        self.image, self.user, self.run_id, self.owner_pid = image, user, run_id, owner_pid
         self.memory, self.cpus, self.keep, self.boot_timeout = memory, cpus, keep, boot_timeout
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
         self._container: DockerContainer | None = None
@@ -63,7 +63,7 @@ class DockerSandbox(Sandbox):
         wrapped = c.get_wrapped_container()
         wrapped.reload()
         binding = wrapped.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
-        self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), ROLE, password)
+        self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user, password)
         wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
         self.boot_seconds = time.monotonic() - t0
         logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)

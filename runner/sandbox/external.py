@@ -1,7 +1,7 @@
 """The external sandbox: a database somebody else runs (compose, a debugging session).
 
-Nothing is started or removed; the DSN must reach a database with the CRM schema (images/ or
-`runner db init`). Only one worker may use it: conversations reset the whole database.
+Nothing is started or removed; the DSN names the main database, other databases of the spec
+are on the same server. Only one worker may use it: records reset the whole database.
 """
 
 from __future__ import annotations
@@ -22,19 +22,17 @@ class ExternalSandbox(Sandbox):
         self.endpoint: Endpoint = Endpoint(str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432),
                                            str(info.get("user") or "sandbox"), str(info.get("password") or ""))
         self.id = f"external-{self.endpoint.host}-{self.endpoint.port}"
-        self._dbname = str(info.get("dbname") or "crm")
+        self.dbname = str(info.get("dbname") or "postgres")
 
     def start(self) -> None:
         try:
             with psycopg.connect(self._dsn, connect_timeout=5) as conn:
-                ok = conn.execute("SELECT to_regproc('sandbox_reset') IS NOT NULL").fetchone()
+                conn.execute("SELECT 1")
         except psycopg.Error as e:
             raise SandboxBootError(f"cannot reach the external database {self.endpoint.redacted()}: {e}") from e
-        if not ok or not ok[0]:
-            raise SandboxBootError(f"{self.endpoint.redacted()} has no CRM schema (sandbox_reset missing)")
 
-    def dsn(self, dbname: str = "crm") -> str:
-        return psycopg.conninfo.make_conninfo(self._dsn, dbname=self._dbname if dbname == "crm" else dbname)
+    def dsn(self, dbname: str = "postgres") -> str:
+        return psycopg.conninfo.make_conninfo(self._dsn, dbname=dbname)
 
     def stop(self) -> None:
         pass

@@ -1,6 +1,6 @@
 """The local sandbox: a private PostgreSQL server process on this machine's binaries.
 
-initdb and the schema load happen once per schema version into a template data directory;
+initdb and the schema load (a DatabaseSpec's files) happen once per spec into a template data directory;
 each sandbox copies it (tens of ms) and starts its own server on its own port. As root the
 server runs as the `postgres` (or `nobody`) user: PostgreSQL refuses to run as root.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import gzip
 import hashlib
 import os
 import pwd
@@ -23,12 +24,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from loguru import logger
+from psycopg import sql
 
 from runner.errors import SandboxBootError
 from runner.resources import stop_process
-from runner.sandbox.base import ROLE, Endpoint, Sandbox, new_password, wait_connectable
-from runner.sandbox.image import SCHEMA_PATH
+from runner.sandbox.base import Endpoint, Sandbox, new_password, wait_connectable
+from runner.sandbox.schema import DatabaseSpec
 
 STATE_DIR = Path(os.environ.get("RUNNER_STATE_DIR", "/tmp/pgsandbox-runner"))
 _CONF = """
@@ -108,10 +111,8 @@ def _single_user(bindir: Path, datadir: Path, sql: str, user: pwd.struct_passwd 
         raise SandboxBootError(f"postgres --single failed on {db}: {(p.stderr or p.stdout)[-1500:]}")
 
 
-def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None) -> None:
-    """Create the role, the databases and the schema through a temporary socket-only server."""
-    import psycopg
-
+def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None, spec: DatabaseSpec) -> None:
+    """Create the role and databases and apply the spec's files through a temporary socket-only server."""
     sock = datadir / "tmp-sock"
     sock.mkdir()
     _chown_tree(sock, user)
@@ -131,20 +132,44 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None) ->
                     raise SandboxBootError(f"template server did not start: {err!r}") from None
                 time.sleep(0.05)
         with conn:
-            conn.execute("CREATE ROLE sandbox LOGIN")
-            conn.execute("CREATE DATABASE crm OWNER sandbox")
-            conn.execute("CREATE DATABASE atlas OWNER sandbox")
-        with psycopg.connect(**conninfo, dbname="crm", autocommit=True) as conn:
-            conn.execute("SET ROLE sandbox")
-            conn.execute(SCHEMA_PATH.read_text().encode())  # our own file, no parameters
+            if spec.user != "postgres":
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB").format(sql.Identifier(spec.user)))
+            for db in spec.databases:
+                if db != "postgres":
+                    conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(db),
+                                                                                sql.Identifier(spec.user)))
+        for db, f in spec.all_files():
+            _apply(f, db, spec.user, conninfo, sock)
     finally:
         stop_process(proc, timeout=30)
         shutil.rmtree(sock, ignore_errors=True)
 
 
-def ensure_template(bindir: Path) -> Path:
-    """The initialised data directory for this schema, built once (a file lock serialises workers)."""
-    digest = hashlib.sha256(SCHEMA_PATH.read_bytes() + str(bindir).encode()).hexdigest()[:12]
+def _apply(f: Path, db: str, role: str, conninfo: dict[str, Any], sock: Path) -> None:
+    """One init file, as the image build applies it; an error names the file and line."""
+    if f.name.endswith(".sh"):
+        env = {**os.environ, "PGHOST": str(sock), "PGUSER": "postgres", "PGDATABASE": db, "POSTGRES_USER": role,
+               "POSTGRES_DB": db}
+        p = subprocess.run(["bash", "-euo", "pipefail", str(f)], env=env, capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise SandboxBootError(f"{f}: exited with {p.returncode}: {(p.stderr or p.stdout)[-1500:]}")
+        return
+    text = gzip.decompress(f.read_bytes()).decode() if f.name.endswith(".gz") else f.read_text()
+    with psycopg.connect(**conninfo, dbname=db, autocommit=True) as conn:
+        if role != "postgres":
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+        try:
+            conn.execute(text.encode())  # the user's own file, no parameters: the simple query protocol
+        except psycopg.Error as e:
+            pos = int(e.diag.statement_position or 0)
+            line = text.count("\n", 0, max(pos - 1, 0)) + 1 if pos else None
+            where = f"{f}:{line}" if line else str(f)
+            raise SandboxBootError(f"{where}: {e.diag.message_primary or e}") from None
+
+
+def ensure_template(bindir: Path, spec: DatabaseSpec) -> Path:
+    """The initialised data directory for this database spec, built once (a file lock serialises workers)."""
+    digest = hashlib.sha256(spec.digest().encode() + str(bindir).encode()).hexdigest()[:12]
     template = STATE_DIR / "local" / f"template-{digest}"
     if (template / "PG_VERSION").exists() and (template / ".complete").exists():
         return template
@@ -165,7 +190,11 @@ def ensure_template(bindir: Path) -> Path:
             raise SandboxBootError(f"initdb failed: {p.stderr[-1500:]}")
         with open(template / "postgresql.conf", "a") as f:
             f.write(_CONF)
-        _load_schema(bindir, template, user)
+        try:
+            _load_schema(bindir, template, user, spec)
+        except BaseException:
+            shutil.rmtree(template, ignore_errors=True)
+            raise
         (template / ".complete").touch()
         logger.info("local sandbox template ready in {:.1f}s at {}", time.monotonic() - t0, template)
     return template
@@ -174,8 +203,10 @@ def ensure_template(bindir: Path) -> Path:
 class LocalSandbox(Sandbox):
     kind = "local"
 
-    def __init__(self, *, name_hint: str = "w", boot_timeout: float = 30.0, keep: bool = False) -> None:
+    def __init__(self, spec: DatabaseSpec, *, name_hint: str = "w", boot_timeout: float = 30.0,
+                 keep: bool = False) -> None:
         super().__init__()
+        self.spec = spec
         self.id = f"local-{name_hint}-{uuid.uuid4().hex[:6]}"
         self.boot_timeout, self.keep = boot_timeout, keep
         self._proc: subprocess.Popen[bytes] | None = None
@@ -187,7 +218,7 @@ class LocalSandbox(Sandbox):
             raise SandboxBootError("no PostgreSQL server binaries found: apt-get install postgresql, "
                                    "or pip install 'pgsandbox-runner[embedded]'")
         t0 = time.monotonic()
-        template = ensure_template(bindir)
+        template = ensure_template(bindir, self.spec)
         user = _run_user()
         self._dir = STATE_DIR / "local" / self.id
         data = self._dir / "data"
@@ -196,7 +227,8 @@ class LocalSandbox(Sandbox):
         _chown_tree(self._dir, user)
         os.chmod(data, 0o700)
         password = new_password()
-        _single_user(bindir, data, f"ALTER ROLE sandbox PASSWORD {_sql_literal(password)};\n\n", user, "postgres")
+        role = '"' + self.spec.user.replace('"', '""') + '"'
+        _single_user(bindir, data, f"ALTER ROLE {role} PASSWORD {_sql_literal(password)};\n\n", user, "postgres")
         port = _free_port()
         log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
         self._proc = subprocess.Popen(
@@ -204,7 +236,7 @@ class LocalSandbox(Sandbox):
             stdout=log, stderr=subprocess.STDOUT, preexec_fn=None if self.keep else _die_with_parent,
             start_new_session=True, **_as_user(user))  # type: ignore[call-overload]
         log.close()
-        self.endpoint = Endpoint("127.0.0.1", port, ROLE, password)
+        self.endpoint = Endpoint("127.0.0.1", port, self.spec.user, password)
         wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
         self.boot_seconds = time.monotonic() - t0
 

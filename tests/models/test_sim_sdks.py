@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from runner.agents.base import NEUTRAL_TOOLS
 from runner.config import Faults, Limits, SimSettings
+from runner.harness.crm.agents.base import NEUTRAL_TOOLS
 from runner.models.anthropic import AnthropicProvider
 from runner.models.base import Provider, ProviderError, Request
 from runner.models.openai import OpenAIProvider

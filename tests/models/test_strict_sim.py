@@ -11,8 +11,8 @@ import anthropic
 import openai
 import pytest
 
-from runner.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT
 from runner.config import SimSettings
+from runner.harness.crm.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT
 from runner.models.anthropic import AnthropicProvider
 from runner.models.base import Request
 from runner.models.openai import OpenAIProvider

@@ -13,7 +13,7 @@ from runner.sandbox.external import ExternalSandbox
 
 
 def _tables(sb: Sandbox) -> set[str]:
-    with psycopg.connect(sb.dsn()) as conn:
+    with psycopg.connect(sb.dsn("crm")) as conn:
         rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
     return {r[0] for r in rows}
 
@@ -35,7 +35,7 @@ def test_wrong_password_is_rejected(any_sandbox: Sandbox) -> None:
 @pytest.mark.docker
 def test_container_publishes_on_loopback_only_and_is_removed(sandbox_image: str) -> None:
     client = docker.from_env()
-    with DockerSandbox(sandbox_image, run_id="pytest-loopback", owner_pid=os.getpid()) as sb:
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-loopback", owner_pid=os.getpid()) as sb:
         cid = sb.container_id()
         assert cid is not None
         ports = client.containers.get(cid).attrs["NetworkSettings"]["Ports"]["5432/tcp"]
@@ -47,8 +47,8 @@ def test_container_publishes_on_loopback_only_and_is_removed(sandbox_image: str)
 
 @pytest.mark.docker
 def test_each_container_gets_its_own_password(sandbox_image: str) -> None:
-    with DockerSandbox(sandbox_image, run_id="pytest-pw", owner_pid=os.getpid()) as a, \
-            DockerSandbox(sandbox_image, run_id="pytest-pw", owner_pid=os.getpid()) as b:
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-pw", owner_pid=os.getpid()) as a, \
+            DockerSandbox(sandbox_image, "sandbox", run_id="pytest-pw", owner_pid=os.getpid()) as b:
         assert a.endpoint and b.endpoint and a.endpoint.password != b.endpoint.password
         cross = psycopg.conninfo.make_conninfo(a.dsn(), password=b.endpoint.password)
         with pytest.raises(psycopg.OperationalError):
@@ -57,7 +57,7 @@ def test_each_container_gets_its_own_password(sandbox_image: str) -> None:
 
 @pytest.mark.docker
 def test_stale_containers_of_dead_owners_are_removed(sandbox_image: str) -> None:
-    sb = DockerSandbox(sandbox_image, run_id="pytest-stale", owner_pid=2**22 - 1)  # no such pid
+    sb = DockerSandbox(sandbox_image, "sandbox", run_id="pytest-stale", owner_pid=2**22 - 1)  # no such pid
     sb.start()
     assert remove_stale() >= 1
     client = docker.from_env()
@@ -71,12 +71,13 @@ def test_missing_image_is_a_boot_error() -> None:
     if not engine_answers():
         pytest.skip("no engine")
     with pytest.raises(SandboxBootError, match="missing"), \
-            DockerSandbox("pgsandbox-runner/sandbox:does-not-exist", run_id="pytest-x", owner_pid=os.getpid()):
+            DockerSandbox("pgsandbox-runner/sandbox:does-not-exist", "sandbox", run_id="pytest-x",
+                          owner_pid=os.getpid()):
         pass
 
 
 def test_external_sandbox_uses_a_running_database(local_sandbox: Sandbox) -> None:
-    with ExternalSandbox(local_sandbox.dsn()) as ext:
+    with ExternalSandbox(local_sandbox.dsn("crm")) as ext:
         assert "accounts" in _tables(ext)
         assert "***" in ext.describe() and ext.endpoint is not None
         assert ext.endpoint.password not in ext.describe()

@@ -14,7 +14,6 @@ import json
 import math
 import random
 import sys
-import threading
 import time
 import traceback
 from collections import Counter
@@ -298,7 +297,7 @@ async def _health(request: web.Request) -> web.Response:
 
 def make_app(settings: SimSettings) -> web.Application:
     # Resolving the SDKs' types takes ~2 s: do it beside the server, not before it listens.
-    threading.Thread(target=strict.warm_up, name="strict-warm-up", daemon=True).start()
+    strict.start_warm_up()
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app["state"] = SimState(settings)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),

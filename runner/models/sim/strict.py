@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections.abc as cabc
 import functools
 import json
+import threading
 import types
 import typing
 from typing import Any
@@ -309,8 +310,31 @@ def _tools_error(api: str, key: str, tools: Any) -> str | None:
     return err
 
 
+_warmed = threading.Event()
+_warming = False
+
+
+def start_warm_up() -> None:
+    """Resolve the types in a thread beside the server; the first request waits for it.
+
+    Waiting matters: a request importing the same SDK modules from another thread at the same
+    moment trips importlib's deadlock detection (_DeadlockError) and becomes a 500.
+    """
+    global _warming
+    if not _warming:
+        _warming = True
+        threading.Thread(target=warm_up, name="strict-warm-up", daemon=True).start()
+
+
 def warm_up() -> None:
     """Resolve the SDKs' type hints once (about 2 s) before the first request needs them."""
+    try:
+        _warm_up()
+    finally:
+        _warmed.set()
+
+
+def _warm_up() -> None:
     tool = {"name": "t", "description": "d", "input_schema": {"type": "object", "properties": {}}}
     check({"model": "m", "max_tokens": 1, "system": [{"type": "text", "text": "s"}], "tools": [tool], "messages": [
         {"role": "user", "content": [{"type": "text", "text": "u"}]},
@@ -325,6 +349,8 @@ def warm_up() -> None:
 
 
 def validate(api: str, body: dict[str, Any], plays: str | None = None) -> None:
+    if _warming:
+        _warmed.wait(60)
     """Raise Rejected with the provider's wording if the real API would answer 400."""
     if api == "anthropic":
         for key in SAMPLING & set(body):

@@ -1,0 +1,135 @@
+"""The harness contract: what the worker hands a harness, and what it gets back.
+
+A harness lives in one worker process for the worker's whole life. The worker `attach`es it to
+its sandbox (again after a replacement), then gives it chunks of tasks, each one record of one
+run; the harness yields one Outcome per task as each finishes. Three kinds ship: the built-in
+`crm` (the demo and benchmark workload), `python` (a user's function) and `command` (a user's
+CLI). The core imports this module only; it never looks inside a harness.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+
+from runner.config import Config, RunSpec
+from runner.errors import ErrorKind
+from runner.records import Check
+from runner.result import Usage
+
+
+@dataclass(frozen=True)
+class Database:
+    """Connection settings for one database of the worker's sandbox."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    name: str
+
+    def dsn(self) -> str:
+        return psycopg.conninfo.make_conninfo(host=self.host, port=self.port, user=self.user,
+                                              password=self.password, dbname=self.name)
+
+    def url(self) -> str:
+        return (f"postgresql://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{self.host}:{self.port}"
+                f"/{quote(self.name, safe='')}")
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """The worker's sandbox as a harness sees it: its databases, the first being the main one."""
+
+    id: str
+    databases: Mapping[str, Database]
+    main: str
+
+    @property
+    def db(self) -> Database:
+        return self.databases[self.main]
+
+
+@dataclass(frozen=True)
+class Task:
+    item_id: int
+    run: RunSpec
+    record_id: str
+    record: dict[str, Any]
+    attempt: int
+
+
+@dataclass
+class Outcome:
+    """One task's answer: the harness's dict, or why there is none."""
+
+    output: dict[str, Any] | None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    @classmethod
+    def failed(cls, error: str, kind: ErrorKind = "harness_error") -> Outcome:
+        return cls(None, error, kind)
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a harness knows about its own output, used where the config says nothing."""
+
+    success_field: str | None = None
+    metrics: Mapping[str, str] = field(default_factory=dict)
+    group_by: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """The worker around a harness: its id, the run's settings, and where it may write."""
+
+    worker: int
+    cfg: Config
+    scratch: Path
+    run_id: str
+    sim_url: str | None = None
+    limiter: Any = None
+
+
+class Harness(ABC):
+    """One per worker process. Subclasses: harness/crm, harness/python, harness/command."""
+
+    defaults = Defaults()
+    chunk_size = 1
+
+    def __init__(self, info: WorkerInfo) -> None:
+        self.info = info
+        self.sandbox: SandboxInfo | None = None
+
+    @staticmethod
+    def record_check() -> Check | None:
+        """A check run on every record when the file is loaded (before any worker starts)."""
+        return None
+
+    def attach(self, sandbox: SandboxInfo) -> None:
+        """The worker's sandbox is (newly) up: connect, warm caches."""
+        self.sandbox = sandbox
+
+    def detach(self) -> None:
+        """The sandbox is going away (replacement or shutdown): drop connections to it."""
+        self.sandbox = None
+
+    @abstractmethod
+    def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
+        """Run the tasks (all of one run); yield each with its outcome as soon as it has one.
+
+        Errors of one record become failed Outcomes; an exception out of here means the sandbox
+        or the worker is in trouble (the worker checks the sandbox and retries or gives up).
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook: most harnesses hold nothing to close
+        """The worker is exiting."""

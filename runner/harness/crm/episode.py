@@ -1,0 +1,116 @@
+"""One conversation in one sandbox: reset, run the agent, digest, score, build the result record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from runner.cache import ResponseCache
+from runner.config import RunSpec
+from runner.harness.crm import db
+from runner.harness.crm.agents import telemetry
+from runner.harness.crm.agents.atlas import run_atlas
+from runner.harness.crm.agents.base import Episode, EventSink, no_events
+from runner.harness.crm.agents.baseline import run_baseline
+from runner.harness.crm.dataset import Conversation
+from runner.harness.crm.scoring import expected_state, score
+from runner.models.client import CallStats, ModelClient
+from runner.result import Usage
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schema.sql"
+_SCHEMA_DIGEST = hashlib.sha256(SCHEMA_PATH.read_bytes()).hexdigest()
+
+
+class Expectations:
+    """Expected final states by replaying the gold calls: once per conversation and schema, kept in
+    memory and, when a response cache is in use, in it (so other workers and reruns skip the replay)."""
+
+    def __init__(self, store: ResponseCache | None = None) -> None:
+        self._memo: dict[str, dict[str, Any]] = {}
+        self._store = store
+
+    def get(self, conn: psycopg.Connection[Any], conv: Conversation) -> dict[str, Any]:
+        # In memory by id (one dataset per worker); the content hash only keys the shared store.
+        state = self._memo.get(conv.id)
+        if state is not None:
+            return state
+        key = hashlib.sha256((_SCHEMA_DIGEST + conv.model_dump_json()).encode()).hexdigest()
+        state = self._store.get_state(key) if self._store is not None else None
+        if state is None:
+            state = expected_state(conn, conv)
+            if self._store is not None:
+                self._store.put_state(key, state)
+        self._memo[conv.id] = state
+        return state
+
+
+def _stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStats:
+    total = CallStats()
+    for c, b in zip(clients, before, strict=True):
+        total.add(c.stats.since(b))
+    return total
+
+
+def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[Any],
+                atlas: psycopg.Connection[Any] | None, agent: ModelClient, teacher: ModelClient | None,
+                expectations: Expectations, emit: EventSink = no_events,
+                telemetry_sink: psycopg.Connection[Any] | None = None) -> tuple[dict[str, Any], Usage]:
+    """Run and score one conversation: its output record and the model usage it caused.
+
+    Raises only for errors that are not the agent's (sandbox, provider)."""
+    started = dt.datetime.now(dt.UTC)
+    t0 = time.monotonic()
+    clients = [agent] + ([teacher] if teacher else [])
+    before = [c.stats.snapshot() for c in clients]
+    t_expected = time.monotonic()
+    expected = expectations.get(crm, conv)
+    expected_ms = (time.monotonic() - t_expected) * 1000
+    t_reset = time.monotonic()
+    db.reset(crm, conv.seed)
+    reset_ms = (time.monotonic() - t_reset) * 1000
+    t_agent = time.monotonic()
+    if spec.agent == "atlas":
+        assert teacher is not None
+        ep: Episode = run_atlas(conv, crm, agent, teacher, spec, emit)
+    else:
+        ep = run_baseline(conv, crm, agent, spec, emit)
+    agent_s = time.monotonic() - t_agent
+    final = db.digest(crm)
+    scores = score(conv, ep.calls_per_turn, final, expected, completed=not ep.step_limit_hit).to_dict()
+    atlas_export = None
+    if spec.agent == "atlas" and atlas is not None and spec.teacher is not None:
+        atlas_export = telemetry.record(atlas, run=spec.name, conversation_id=conv.id, student=spec.model or "",
+                                        teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
+        if telemetry_sink is not None:  # the long-lived copy outlives the disposable sandbox
+            telemetry.record(telemetry_sink, run=spec.name, conversation_id=conv.id, student=spec.model or "",
+                             teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
+    stats = _stats_delta(clients, before)
+    emit("scores", scores)
+    output = {
+        "agent": spec.agent, "provider": spec.provider, "model": spec.model,
+        "teacher_model": spec.teacher.model if spec.teacher else None,
+        "difficulty": conv.difficulty, "tags": conv.tags, "turns": len(conv.turns),
+        "success": scores["success"], "scores": scores, "step_limit_hit": ep.step_limit_hit,
+        "tool_calls": ep.tool_calls, "transcript": ep.transcript, "model_calls": ep.model_calls,
+        "atlas": atlas_export, "started_at": started.isoformat(timespec="milliseconds"),
+        "timings": {"reset_ms": round(reset_ms, 3), "expected_state_ms": round(expected_ms, 3),
+                    "agent_seconds": round(agent_s, 4), "wall_seconds": round(time.monotonic() - t0, 4)},
+    }
+    return output, usage_of(stats, ep.model_calls)
+
+
+def usage_of(stats: CallStats, model_calls: list[dict[str, Any]]) -> Usage:
+    priced = not stats.unpriced_calls
+    return Usage(llm_calls=stats.calls, cache_hits=stats.cache_hits, cache_misses=stats.cache_misses,
+                 retries=stats.retries, rate_limited=stats.rate_limited, input_tokens=stats.input_tokens,
+                 output_tokens=stats.output_tokens, cache_read_tokens=stats.cache_read_tokens,
+                 cache_write_tokens=stats.cache_write_tokens,
+                 cost_usd=round(stats.cost_usd, 6) if priced else None,
+                 input_cost_usd=round(stats.input_cost_usd, 6) if priced else None,
+                 cache_saved_usd=round(stats.cache_saved_usd, 6),
+                 latency_seconds=round(sum(m["latency_seconds"] for m in model_calls), 4))

@@ -1,0 +1,105 @@
+"""The built-in CRM harness: the demo, the test bed and the benchmark workload.
+
+Plugs in through the same contract as a user's harness. Its records are conversations; per
+record it resets the CRM to the conversation's seed, runs the baseline or Atlas agent with the
+runner's own model clients (shared budget, retries, response cache), and scores the outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from runner.errors import ConversationFailed, ProviderGaveUp, ProviderRejected, SandboxBootError
+from runner.harness.base import Defaults, Harness, Outcome, SandboxInfo, Task, WorkerInfo
+from runner.harness.crm import db
+from runner.harness.crm.agents import telemetry
+from runner.harness.crm.dataset import Conversation, check
+from runner.harness.crm.episode import Expectations, run_episode
+from runner.models.client import ModelClient, make_client
+from runner.records import Check
+from runner.sandbox.schema import DatabaseSpec
+
+SCHEMA = Path(__file__).resolve().parent / "schema.sql"
+DATABASE = DatabaseSpec(files=(SCHEMA,), name="crm", user="sandbox", extra=(("atlas", ()),))
+SCORES = ("tool_selection", "args_exact", "args_normalized", "state_match")
+
+
+class CrmHarness(Harness):
+    defaults = Defaults(success_field="success", metrics={k: f"scores.{k}" for k in SCORES},
+                        group_by={"difficulty": "record.difficulty", "tag": "record.tags"})
+
+    def __init__(self, info: WorkerInfo) -> None:
+        super().__init__(info)
+        cfg = info.cfg
+        self.cache = None
+        if cfg.cache:
+            from runner.cache import DEFAULT_DIR, ResponseCache
+
+            self.cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
+        self.clients: dict[str, tuple[ModelClient, ModelClient | None]] = {}
+        for run in cfg.model_runs():
+            agent = make_client(run.model_ref(), cfg, sim_url=info.sim_url, limiter=info.limiter, cache=self.cache)
+            teacher = make_client(run.teacher, cfg, sim_url=info.sim_url, limiter=info.limiter, cache=self.cache) \
+                if run.teacher else None
+            self.clients[run.name] = (agent, teacher)
+        self.telemetry_sink: psycopg.Connection[Any] | None = None
+        if cfg.telemetry_dsn:
+            try:
+                self.telemetry_sink = db.connect(cfg.telemetry_dsn)
+                telemetry.ensure_schema(self.telemetry_sink)
+            except psycopg.Error as e:
+                raise SandboxBootError(f"cannot reach the telemetry database: {e}") from e
+        self.expectations = Expectations(self.cache)
+        self.crm: psycopg.Connection[Any] | None = None
+        self.atlas: psycopg.Connection[Any] | None = None
+
+    @staticmethod
+    def record_check() -> Check | None:
+        return check
+
+    def attach(self, sandbox: SandboxInfo) -> None:
+        super().attach(sandbox)
+        self.crm = db.connect(sandbox.databases["crm"].dsn())
+        self.atlas = db.connect(sandbox.databases["atlas"].dsn())
+        telemetry.ensure_schema(self.atlas)
+        self.expectations = Expectations(self.cache)  # a new sandbox: replay expectations there
+
+    def detach(self) -> None:
+        for c in (self.crm, self.atlas):
+            if c is not None:
+                with contextlib.suppress(Exception):
+                    c.close()
+        self.crm = self.atlas = None
+        super().detach()
+
+    def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
+        for task in tasks:
+            yield task, self._one(task)
+
+    def _one(self, task: Task) -> Outcome:
+        assert self.crm is not None
+        agent, teacher = self.clients[task.run.name]
+        conv = Conversation.model_validate(task.record)
+        try:
+            output, usage = run_episode(conv, task.run, crm=self.crm, atlas=self.atlas, agent=agent, teacher=teacher,
+                                        expectations=self.expectations, telemetry_sink=self.telemetry_sink)
+        except ProviderRejected as e:
+            return Outcome.failed(str(e), "provider_rejected")
+        except ProviderGaveUp as e:
+            return Outcome.failed(str(e), "provider_gave_up")
+        except ConversationFailed as e:
+            return Outcome.failed(str(e))
+        return Outcome(output, usage=usage)
+
+    def close(self) -> None:
+        self.detach()
+        if self.telemetry_sink is not None:
+            with contextlib.suppress(Exception):
+                self.telemetry_sink.close()
+        if self.cache is not None:
+            self.cache.close()

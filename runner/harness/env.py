@@ -1,0 +1,108 @@
+"""The environment a user's harness sees: its own settings, pointed at the worker's private sandbox.
+
+Layers, later wins: the runner's environment, the `.env` file (python-dotenv rules: it never
+overrides a variable already set), the harness's `env:`, the run's `env:`, and last the
+connection variables, in every spelling harnesses read, so the sandbox always wins.
+Templates: {host} {port} {user} {password} {database} {dsn} {url}, {dsn:NAME} {url:NAME} for any
+database, {run} and each run parameter ({model}, ...), {python} (the runner's interpreter).
+"""
+
+from __future__ import annotations
+
+import os
+import string
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from dotenv import dotenv_values
+
+from runner.config import Config, RunSpec, resolve_path
+from runner.errors import ConfigError
+from runner.harness.base import Database, SandboxInfo
+
+
+def connection_env(sb: SandboxInfo) -> dict[str, str]:
+    """DB_*, POSTGRES_*, PG*, DATABASE_URL, and <NAME>_DATABASE_URL for each other database."""
+    db = sb.db
+    env = {
+        "DB_HOST": db.host, "DB_PORT": str(db.port), "DB_USER": db.user, "DB_PASSWORD": db.password,
+        "DB_NAME": db.name,
+        "POSTGRES_HOST": db.host, "POSTGRES_PORT": str(db.port), "POSTGRES_USER": db.user,
+        "POSTGRES_PASSWORD": db.password, "POSTGRES_DB": db.name,
+        "PGHOST": db.host, "PGPORT": str(db.port), "PGUSER": db.user, "PGPASSWORD": db.password,
+        "PGDATABASE": db.name, "DATABASE_URL": db.url(),
+    }
+    for name, other in sb.databases.items():
+        if name != sb.main:
+            env[f"{name.upper()}_DATABASE_URL"] = other.url()
+    return env
+
+
+def template_values(sb: SandboxInfo, run: RunSpec) -> dict[str, str]:
+    db = sb.db
+    vals = {"host": db.host, "port": str(db.port), "user": db.user, "password": db.password,
+            "database": db.name, "dsn": db.dsn(), "url": db.url(), "python": sys.executable}
+    for name, other in sb.databases.items():
+        vals[f"dsn:{name}"] = other.dsn()
+        vals[f"url:{name}"] = other.url()
+    return {**vals, **run.template_values()}
+
+
+def render(template: str, values: Mapping[str, str], *, where: str) -> str:
+    """Fill {placeholders}; an unknown one is a config error naming it and where it is."""
+    out = []
+    for literal, field, spec, conv in string.Formatter().parse(template):
+        out.append(literal)
+        if field is None:
+            continue
+        key = f"{field}:{spec}" if spec else field
+        if key not in values or conv:
+            known = ", ".join(sorted(k for k in values if ":" not in k))
+            raise ConfigError(f"unknown placeholder {{{key}}} (known: {known}, dsn:NAME, url:NAME)", where=where)
+        out.append(values[key])
+    return "".join(out)
+
+
+def dotenv_file(cfg: Config) -> dict[str, str]:
+    """The .env next to the config (or harness.env_file): variables the process does not already have."""
+    path = resolve_path(cfg, cfg.harness.env_file) if cfg.harness.env_file else cfg.config_dir / ".env"
+    if not path.is_file():
+        if cfg.harness.env_file:
+            raise ConfigError("env_file not found", where=str(path))
+        return {}
+    return {k: v for k, v in dotenv_values(path).items() if v is not None and k not in os.environ}
+
+
+def harness_env(cfg: Config, sb: SandboxInfo, run: RunSpec, extra: Mapping[str, str] = {}) -> dict[str, str]:
+    """The whole environment for one record of `run` (a full copy: subprocesses get exactly this)."""
+    vals = {**template_values(sb, run), **extra}
+    env = {**os.environ, **dotenv_file(cfg)}
+    for k, v in cfg.harness.env.items():
+        env[k] = render(v, vals, where=f"harness.env.{k}")
+    for k, v in run.env.items():
+        env[k] = render(v, vals, where=f"runs.{run.name}.env.{k}")
+    env.update(connection_env(sb))
+    env["RUNNER_RUN"] = run.name
+    return env
+
+
+def check_templates(cfg: Config) -> None:
+    """Fail at start, not in a worker, on a placeholder that no record could fill."""
+    dbs = {n: Database("h", 1, "u", "p", n) for n in ("main", *(cfg.database.extra_databases
+                                                                 if cfg.database else ()))}
+    fake = SandboxInfo("check", dbs, "main")
+    for run in cfg.runs:
+        vals = {**template_values(fake, run), "input": "", "output": ""}
+        for k, v in cfg.harness.env.items():
+            render(v, vals, where=f"harness.env.{k}")
+        for k, v in run.env.items():
+            render(v, vals, where=f"runs.{run.name}.env.{k}")
+        for i, arg in enumerate(cfg.harness.command or []):
+            render(arg, vals, where=f"harness.command[{i}]")
+
+
+def scratch_dir(root: Path, worker: int) -> Path:
+    d = root / f"worker-{worker}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d

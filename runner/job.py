@@ -1,0 +1,161 @@
+"""One `runner run`: check everything, prepare what workers share, supervise, finalize.
+
+Everything that can fail on bad input fails here, before a worker starts: the records (and the
+harness's own check of them), templates, retired models, the output directory's previous run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import multiprocess as mp
+from loguru import logger
+from rich.console import Console
+
+from runner.config import Config, resolve_mode
+from runner.errors import RunStopped
+from runner.harness import database_spec, id_field, record_check
+from runner.harness.env import check_templates
+from runner.models.preflight import check_retirements, requests_sent, unpriced
+from runner.plan import WorkItem, make_plan
+from runner.pool import WorkerPool
+from runner.progress import Progress, RunProgress
+from runner.ratelimit import build_limiter
+from runner.records import file_hash, iter_records
+from runner.sandbox.schema import DatabaseSpec
+from runner.scheduler import Scheduler
+from runner.sink import ResultSink, base_manifest, check_manifest, write_manifest
+from runner.supervisor import Supervisor
+from runner.worker import WorkerSpec
+
+
+@dataclass
+class Summary:
+    out: Path
+    counts: dict[str, int]
+    interrupted: bool
+    error: str | None
+    sandbox_kind: str
+    mode: str
+
+
+def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
+    out = cfg.output_dir.resolve()
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    log_id = logger.add(out / "logs" / "supervisor.log", level="DEBUG")
+    try:
+        return _run(cfg, out, console or Console(stderr=True))
+    finally:
+        logger.remove(log_id)
+
+
+def _preflight(cfg: Config) -> dict[str, int]:
+    """Record id -> position; raises on the first bad record (unless skip_invalid), template or model."""
+    order = {r.id: i for i, r in enumerate(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
+                                                         skip_invalid=cfg.skip_invalid))}
+    check_templates(cfg)
+    for warning in check_retirements(cfg):
+        logger.warning("{}", warning)
+    for model in unpriced(cfg):
+        logger.warning("no price known for {}: its cost shows as unknown (add it under models: in the config)", model)
+    return order
+
+
+def _run(cfg: Config, out: Path, console: Console) -> Summary:
+    from runner.sandbox import resolve_kind
+
+    order = _preflight(cfg)
+    run_id = uuid.uuid4().hex[:12]
+    mode, kind, spec = resolve_mode(cfg), resolve_kind(cfg.sandbox), database_spec(cfg)
+    if kind == "external" and cfg.workers > 1:
+        logger.warning("the external sandbox is one database: using 1 worker instead of {}", cfg.workers)
+    sink = ResultSink(out, [r.name for r in cfg.runs])
+    manifest = check_manifest(out, base_manifest(
+        config_fingerprint=cfg.fingerprint(), dataset=str(cfg.dataset), dataset_sha256=file_hash(cfg.dataset),
+        shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
+        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg)),
+        force=cfg.force)
+    done = sink.existing(rerun_errors=cfg.rerun_errors)
+    plan = make_plan(cfg, order, done)
+    logger.info("run {}: {} records x {} runs = {} items to do ({} already done); harness: {}; providers: {}; "
+                "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs), len(plan), len(done),
+                cfg.harness.kind, "REAL APIs" if mode == "real" else "simulator (no API keys set)"
+                if cfg.model_runs() else "-", kind)
+    image = _image(spec, kind, manifest) if plan else None
+    interrupted = False
+    error = None
+    with contextlib.ExitStack() as stack:
+        if plan:
+            sim_url = _simulator(cfg, mode, out, stack)
+            sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out)
+            with sup.progress:
+                try:
+                    sup.run()
+                finally:
+                    _remove_containers(kind, run_id)
+            error, interrupted = sup.error, sup.interrupted
+    counts = sink.finalize(order)
+    manifest.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), interrupted=interrupted, error=error,
+                    counts=counts)
+    write_manifest(out, manifest)
+    if error:
+        raise RunStopped(error)
+    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode)
+
+
+def _image(spec: DatabaseSpec, kind: str, manifest: dict[str, object]) -> str | None:
+    if kind != "docker":
+        return None
+    from runner.sandbox.docker import remove_stale
+    from runner.sandbox.image import ensure_image
+
+    stale = remove_stale()
+    if stale:
+        logger.info("removed {} containers left by crashed runs", stale)
+    image = ensure_image(spec)
+    manifest["image"] = image
+    return image
+
+
+def _simulator(cfg: Config, mode: str, out: Path, stack: contextlib.ExitStack) -> str | None:
+    if mode != "sim" or not cfg.model_runs():
+        return None
+    from runner.models.sim.process import SimServer
+
+    return stack.enter_context(SimServer(cfg.simulator, log_path=str(out / "logs" / "simulator.log"))).url
+
+
+def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
+                image: str | None, spec: DatabaseSpec, sim_url: str | None, out: Path) -> Supervisor:
+    if cfg.cache and cfg.model_runs():
+        from runner.cache import DEFAULT_DIR, ResponseCache
+
+        ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()  # created once, before workers race for it
+    ctx = mp.get_context("spawn")
+    inbox = ctx.Queue()
+    pid = os.getpid()
+
+    def make_spec(wid: int) -> WorkerSpec:
+        return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, sim_url, str(out / "logs"), str(out / "scratch"))
+
+    chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
+    pool = WorkerPool(ctx, make_spec, inbox, build_limiter(cfg), heartbeat_timeout=cfg.heartbeat_timeout_seconds)
+    totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
+    progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console)
+    workers = 1 if kind == "external" else min(cfg.workers, max(1, -(-len(plan) // chunk)))
+    return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
+                      inbox, workers=workers)
+
+
+def _remove_containers(kind: str, run_id: str) -> None:
+    if kind == "docker":
+        from runner.sandbox.docker import remove_stale
+
+        removed = remove_stale(run_id=run_id)
+        if removed:
+            logger.info("removed {} containers of this run", removed)

@@ -1,0 +1,124 @@
+"""The worker processes: spawn, watch, kill and reap them. Knows processes, not work.
+
+Like gunicorn's arbiter: a worker whose heartbeat is older than the timeout, or that holds a
+chunk far past its time limit, is asked to dump its stack (SIGABRT) and then killed. Spawned,
+never forked: workers hold Docker and HTTP clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from runner.ratelimit import SharedLimiter
+from runner.worker import WorkerSpec, worker_main
+
+KILL_WAIT_SECONDS = 5.0
+
+
+@dataclass
+class WorkerHandle:
+    id: int
+    proc: Any
+    tasks: Any
+    started: float = field(default_factory=time.monotonic)
+    ready: bool = False
+    last_beat: float = field(default_factory=time.monotonic)
+    busy_since: float | None = None
+    busy_limit: float = 0.0
+    stopping: bool = False
+
+    def send(self, msg: Any) -> None:
+        with contextlib.suppress(Exception):  # a dead worker's queue: the reaper will notice
+            self.tasks.put(msg)
+
+    @property
+    def exitcode(self) -> int | None:
+        code: int | None = self.proc.exitcode
+        return code
+
+
+class WorkerPool:
+    def __init__(self, ctx: Any, make_spec: Callable[[int], WorkerSpec], inbox: Any, limiter: SharedLimiter | None,
+                 *, heartbeat_timeout: float) -> None:
+        self.ctx, self.make_spec, self.inbox, self.limiter = ctx, make_spec, inbox, limiter
+        self.heartbeat_timeout = heartbeat_timeout
+        self.workers: dict[int, WorkerHandle] = {}
+        self.next_id = 0
+        self.spawned = 0
+
+    def spawn(self) -> WorkerHandle:
+        wid = self.next_id
+        self.next_id += 1
+        self.spawned += 1
+        tasks = self.ctx.Queue()
+        proc = self.ctx.Process(target=worker_main, args=(self.make_spec(wid), self.inbox, tasks, self.limiter),
+                                name=f"worker-{wid}", daemon=False)
+        proc.start()
+        h = self.workers[wid] = WorkerHandle(wid, proc, tasks)
+        logger.debug("spawned worker {} (pid {})", wid, proc.pid)
+        return h
+
+    def get(self, wid: int) -> WorkerHandle | None:
+        return self.workers.get(wid)
+
+    def gone(self) -> Iterator[WorkerHandle]:
+        """Workers that exited, or were killed here for a stale heartbeat or an overdue chunk."""
+        now = time.monotonic()
+        for h in list(self.workers.values()):
+            if h.exitcode is None:
+                stale = h.ready and now - h.last_beat > self.heartbeat_timeout
+                overdue = h.busy_since is not None and now - h.busy_since > h.busy_limit
+                if not (stale or overdue):
+                    continue
+                logger.warning("worker {} {}; killing it", h.id, "stopped beating" if stale else "is overdue")
+                self.kill(h)
+            yield h
+
+    def kill(self, h: WorkerHandle) -> None:
+        """SIGABRT first (Python prints where it was stuck), then SIGKILL."""
+        with contextlib.suppress(ProcessLookupError, TypeError):
+            os.kill(h.proc.pid, signal.SIGABRT)
+        h.proc.join(KILL_WAIT_SECONDS)
+        if h.exitcode is None:
+            h.proc.kill()
+            h.proc.join(KILL_WAIT_SECONDS)
+
+    def remove(self, h: WorkerHandle) -> str:
+        """Forget a worker; say how it ended (signal name or exit code)."""
+        h.proc.join(1)
+        self.workers.pop(h.id, None)
+        code = h.exitcode
+        if code is not None and code < 0:
+            with contextlib.suppress(ValueError):
+                return signal.Signals(-code).name
+        return f"exit code {code}"
+
+    def stop_all(self, msg: Any) -> None:
+        for h in self.workers.values():
+            if not h.stopping:
+                h.send(msg)
+                h.stopping = True
+
+    def shutdown(self, msg: Any, *, hard: bool) -> None:
+        self.stop_all(msg)
+        deadline = time.monotonic() + (0.5 if hard else 10)
+        for h in self.workers.values():
+            h.proc.join(max(0.0, deadline - time.monotonic()))
+
+    def terminate_rest(self) -> None:
+        for h in self.workers.values():
+            if h.exitcode is None:
+                h.proc.terminate()
+                h.proc.join(3)
+            if h.exitcode is None:
+                h.proc.kill()
+                h.proc.join(3)
+        self.workers.clear()

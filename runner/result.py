@@ -1,0 +1,106 @@
+"""The result record: what one run of one record produced. Every module reads and writes this type.
+
+The harness's own answer is kept verbatim under `output`; everything else is the runner's:
+identity (run, record, attempt, worker, sandbox), status and error kind, timing, model usage,
+and the report's inputs (`success`, `metrics`, `groups`), extracted once from the output by the
+config's dotted paths so the report never needs to know the harness.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runner.errors import ErrorKind
+
+RESULT_VERSION = 2
+
+
+class Usage(BaseModel):
+    """Model calls a record caused, as the runner saw them (its own clients, later its gateway)."""
+
+    model_config = ConfigDict(extra="forbid")
+    llm_calls: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = 0.0
+    input_cost_usd: float | None = 0.0
+    cache_saved_usd: float = 0.0
+    latency_seconds: float = 0.0
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = RESULT_VERSION
+    run: str
+    record_id: str
+    index: int = Field(description="the record's position in the file: results are written in this order")
+    item_id: int | None = None
+    attempt: int = 1
+    worker: int | None = None
+    sandbox_id: str | None = None
+    status: Literal["ok", "error"]
+    success: bool | None = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    started_at: str
+    finished_at: str
+    wall_seconds: float = 0.0
+    usage: Usage = Field(default_factory=Usage)
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    groups: dict[str, list[str]] = Field(default_factory=dict)
+    output: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def error_result(run: str, record_id: str, index: int, error: str, *, kind: ErrorKind,
+                 started_at: str | None = None, **fields: Any) -> Result:
+    """A failed record: the reason, prefixed by its kind, and no output."""
+    now = now_iso()
+    return Result(run=run, record_id=record_id, index=index, status="error", success=False,
+                  error=f"{kind}: {error}", error_kind=kind, started_at=started_at or now, finished_at=now,
+                  **fields)
+
+
+def dig(data: Any, path: str) -> Any:
+    """`a.b.0.c` into nested dicts and lists; None where the path does not lead."""
+    for part in path.split("."):
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return None
+    return data
+
+
+def as_metric(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, int | float):
+        return float(v)
+    return None
+
+
+def as_group(v: Any) -> list[str]:
+    if v is None:
+        return []
+    return [str(x) for x in v] if isinstance(v, list) else [str(v)]

@@ -1,0 +1,81 @@
+"""Which worker does what next: pending work, what each worker holds, what is finished.
+
+Pure (no processes, no clocks, no I/O), so every rule is unit-tested with fake workers, after
+pytest-xdist's scheduler: `take` hands out a chunk, `complete` records an item exactly once,
+`lose` returns what a dead worker held to the front of the queue, or, past the attempt limit,
+to the caller to record as failed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from runner.plan import WorkItem
+
+
+@dataclass(frozen=True)
+class Assignment:
+    item: WorkItem
+    attempt: int
+
+
+class Scheduler:
+    def __init__(self, items: list[WorkItem], *, max_attempts: int, chunk_size: int = 1) -> None:
+        self.pending: deque[Assignment] = deque(Assignment(i, 1) for i in items)
+        self.max_attempts = max_attempts
+        self.chunk_size = chunk_size
+        self.holding: dict[int, dict[int, Assignment]] = {}
+        self.completed: set[int] = set()
+
+    def take(self, worker: int) -> list[Assignment]:
+        """Up to chunk_size pending items of one run (a harness call serves one run); [] when none."""
+        chunk: list[Assignment] = []
+        skipped: list[Assignment] = []
+        while self.pending and len(chunk) < self.chunk_size:
+            a = self.pending.popleft()
+            if a.item.id in self.completed:
+                continue
+            if chunk and a.item.run != chunk[0].item.run:
+                skipped.append(a)
+                if len(skipped) > 4 * self.chunk_size:
+                    break  # the rest of this run is far away: a short chunk beats a scan of the queue
+                continue
+            chunk.append(a)
+        self.pending.extendleft(reversed(skipped))
+        held = self.holding.setdefault(worker, {})
+        for a in chunk:
+            held[a.item.id] = a
+        return chunk
+
+    def complete(self, worker: int, item_id: int) -> bool:
+        """True the first time an item finishes; False for a late duplicate (then nothing changes)."""
+        self.holding.get(worker, {}).pop(item_id, None)
+        if item_id in self.completed:
+            return False
+        self.completed.add(item_id)
+        return True
+
+    def lose(self, worker: int) -> list[Assignment]:
+        """The worker is gone: requeue its unfinished items first in line; return the exhausted ones."""
+        held = self.holding.pop(worker, {})
+        exhausted: list[Assignment] = []
+        retry: list[Assignment] = []
+        for a in held.values():
+            if a.item.id in self.completed:
+                continue
+            (exhausted if a.attempt >= self.max_attempts else retry).append(Assignment(a.item, a.attempt + 1))
+        self.pending.extendleft(reversed(retry))
+        return [Assignment(a.item, a.attempt - 1) for a in exhausted]
+
+    def held(self, worker: int) -> list[Assignment]:
+        return list(self.holding.get(worker, {}).values())
+
+    def busy(self, worker: int) -> bool:
+        return bool(self.holding.get(worker))
+
+    def has_pending(self) -> bool:
+        return any(a.item.id not in self.completed for a in self.pending)
+
+    def in_flight(self) -> int:
+        return sum(len(h) for h in self.holding.values())

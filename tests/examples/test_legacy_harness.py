@@ -1,0 +1,104 @@
+"""examples/legacy-harness, unmodified, under the runner: both kinds, exactly once, and the same
+per-record outcomes as its own sequential CLI on one database, through a worker kill -9 and a
+`docker kill` of a sandbox mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.config import load_config
+from runner.harness import database_spec
+from runner.sandbox.base import Sandbox
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "legacy-harness"
+RUNS = {"oracle": "oracle", "sloppy": "sloppy", "forgetful": "forgetful"}
+LATENCY_MS = "30"  # the process environment wins over the example's .env (python-dotenv's rule)
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+
+@pytest.fixture(scope="module")
+def example_image(sandbox_image: str) -> str:
+    from runner.sandbox.image import ensure_image
+
+    return ensure_image(database_spec(load_config(EXAMPLE / "runner.yaml")))
+
+
+@pytest.fixture(scope="module")
+def reference(example_image: str) -> Iterator[dict[str, dict[str, Any]]]:
+    """The team's own CLI, sequentially, on one database (what they ran before the runner)."""
+    from runner.sandbox.docker import DockerSandbox
+
+    sb: Sandbox
+    with DockerSandbox(example_image, "crmbench", run_id="pytest-legacy", owner_pid=os.getpid()) as sb:
+        assert sb.endpoint is not None
+        env = {**os.environ, "DB_HOST": sb.endpoint.host, "DB_PORT": str(sb.endpoint.port), "DB_USER": "crmbench",
+               "DB_PASSWORD": sb.endpoint.password, "DB_NAME": "crmbench", "STANDIN_LATENCY_MS": "0"}
+        out: dict[str, dict[str, Any]] = {}
+        for run, model in RUNS.items():
+            dst = Path(f"/tmp/legacy-ref-{os.getpid()}-{run}.jsonl")
+            subprocess.run([sys.executable, "-m", "crmbench.run_baseline", "--conversations", "conversations.jsonl",
+                            "--output", str(dst), "--backend", "postgres", "--provider", "standin", "--model", model],
+                           cwd=EXAMPLE, env=env, check=True, capture_output=True, timeout=300)
+            out[run] = {r["conversation_id"]: r for r in map(json.loads, dst.read_text().splitlines())}
+            dst.unlink()
+        yield out
+
+
+def _start(config: str, out: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "STANDIN_LATENCY_MS": LATENCY_MS}
+    return subprocess.Popen([sys.executable, "-m", "runner", "run", str(EXAMPLE / config), "--out", str(out),
+                             "--sandbox", "docker", "-w", "4"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+
+
+def _wait_for(out: Path, n: int, p: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while sum(len(f.read_text().splitlines()) for f in (out / "results").glob("*.jsonl")) < n \
+            if (out / "results").exists() else True:
+        assert p.poll() is None and time.monotonic() < deadline, "no results in time"
+        time.sleep(0.1)
+
+
+def _same_as_reference(out: Path, reference: dict[str, dict[str, Any]]) -> None:
+    for run in RUNS:
+        rows = [json.loads(x) for x in (out / "results" / f"{run}.jsonl").read_text().splitlines()]
+        ids = [r["record_id"] for r in rows]
+        assert len(ids) == len(set(ids)) == 40, (run, len(ids))
+        assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows if r["status"] != "ok"]
+        assert {r["record_id"]: r["output"] for r in rows} == reference[run], run
+        assert [r["success"] for r in rows] == [reference[run][i]["overall_success"] for i in ids]
+
+
+def test_python_kind_survives_a_killed_worker(tmp_path: Path, reference: dict[str, dict[str, Any]]) -> None:
+    out = tmp_path / "out"
+    p = _start("runner.yaml", out)
+    _wait_for(out, 6, p)
+    workers = subprocess.run(["pgrep", "-P", str(p.pid), "-f", "spawn_main"], capture_output=True, text=True)
+    os.kill(int(workers.stdout.split()[0]), signal.SIGKILL)
+    log, _ = p.communicate(timeout=300)
+    assert p.returncode == 0, log[-3000:]
+    _same_as_reference(out, reference)
+    assert "died" in (out / "logs" / "supervisor.log").read_text()
+
+
+def test_command_kind_survives_a_killed_sandbox(tmp_path: Path, reference: dict[str, dict[str, Any]]) -> None:
+    out = tmp_path / "out"
+    p = _start("runner-command.yaml", out)
+    _wait_for(out, 6, p)
+    victim = subprocess.run(["docker", "ps", "-q", f"--filter=label=pgsandbox-runner.owner-pid={p.pid}"],
+                            capture_output=True, text=True).stdout.split()[0]
+    subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
+    log, _ = p.communicate(timeout=300)
+    assert p.returncode == 0, log[-3000:]
+    _same_as_reference(out, reference)
+    assert "replaced by" in (out / "logs" / "supervisor.log").read_text()

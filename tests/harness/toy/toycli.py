@@ -1,0 +1,27 @@
+"""A command harness that misbehaves on purpose: `python -m toycli IN OUT`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main() -> int:
+    src, dst = sys.argv[1], sys.argv[2]
+    with open(src, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    with open(dst, "w", encoding="utf-8") as out:
+        for r in records:
+            if r.get("do") == "crash":
+                print(f"crashing on {r['id']}", file=sys.stderr)
+                return 3
+            if r.get("do") == "garbage":
+                out.write("this is not json\n")
+                continue
+            out.write(json.dumps({"id": r["id"], "ok": True}) + "\n")
+    print(f"{len(records)} records done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
