@@ -16,7 +16,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from bench import cached, headline, memory, ratelimit, scaling, startup, targets
+from bench import cached, harness, headline, memory, ratelimit, scaling, startup, targets
 from bench.common import WORK, machine
 
 
@@ -57,6 +57,8 @@ def main() -> None:
                                                        60 if q else ratelimit.RPM),
                                    ratelimit.render))
     step("cached", lambda: _one(cached.cached(), cached.render))
+    step("harness", lambda: _one(harness.harness([1, 2] if q else [1, 2, 4, 8, 16], 12 if q else 160,
+                                                 20 if q else 100), harness.render))
     step("headline", lambda: _one(headline.headline(20 if q else args.headline_n, 4 if q else 16, 1 / 20),
                                   headline.render))
     total = time.monotonic() - t_all

@@ -52,6 +52,11 @@ def summary(raw: dict[str, Any]) -> str:
         w = raw["cached"]["warm"]
         rows.append(["fully cached rerun: no API call, ≥ 100 conversations/s",
                      f"{w['cache_misses']} calls, {w['conv_per_s']:.0f} conv/s", _verdict(raw["cached"]["met"])])
+    if "harness" in raw:
+        for r in raw["harness"]["rows"]:
+            if r["met"] is not None:
+                rows.append([f"a user's harness (legacy example), W = {r['W']}: ≥ 0.9·W x its sequential CLI",
+                             f"{r['runner_x']:.2f}x (shared database: {r['shared_db_x']:.2f}x)", _verdict(r["met"])])
     if "headline" in raw:
         h = raw["headline"]
         rows.append([f"the seeds' whole job ({h['conversations']} conversations): wall vs one at a time",

@@ -247,6 +247,8 @@ class Config(_Frozen):
             raise ValueError("sandbox: external needs dsn")
         if self.shard is not None and not 1 <= self.shard[0] <= self.shard[1]:
             raise ValueError("shard must be i/n with 1 <= i <= n")
+        if self.harness.kind == "crm" and self.harness.reset != "none":
+            raise ValueError("the crm harness resets its database itself (harness.reset: none)")
         if self.harness.kind == "crm":
             bad = [r.name for r in self.runs if r.provider is None]
             if bad:

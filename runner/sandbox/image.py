@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -132,5 +133,6 @@ def ensure_image(spec: DatabaseSpec, *, force: bool = False, also_tag: str | Non
 
 def _schema_error(text: str) -> str:
     """The lines that say what went wrong in the user's files, not the whole build log."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # the builder colours its output
     lines = [ln for ln in text.splitlines() if "ERROR" in ln or "init-db:" in ln or "psql:" in ln]
     return "sandbox image build failed: " + ("\n".join(lines[-8:]) if lines else text)

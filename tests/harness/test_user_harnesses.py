@@ -59,6 +59,18 @@ def test_python_harness_failures_are_results_and_the_run_goes_on(tmp_path: Path,
     assert res["odd"]["error_kind"] == "harness_error" and "returned str, not a dict" in res["odd"]["error"]
 
 
+def test_reset_recreate_gives_every_record_a_fresh_database(tmp_path: Path, local_bindir: str) -> None:
+    harness = f"  kind: python\n  entrypoint: toy.toyharness:play\n  pythonpath: [{TOY.parent}]\n"
+    records = [{"id": f"r{i}"} for i in range(6)]
+    code, log, out = _run(tmp_path, harness + "  reset: recreate\n", records)
+    assert code == 0, log[-3000:]
+    assert [r["output"]["visits"] for r in _results(out).values()] == [1] * 6  # nothing left by the one before
+    (tmp_path / "none").mkdir()
+    code, log, out = _run(tmp_path / "none", harness, records)
+    assert code == 0, log[-3000:]
+    assert max(r["output"]["visits"] for r in _results(out).values()) > 1  # reset: none keeps what records leave
+
+
 def test_command_harness_crash_and_garbage_fail_only_their_records(tmp_path: Path, local_bindir: str) -> None:
     harness = ("  kind: command\n  chunk_size: 3\n"
                f"  command: ['{{python}}', '{TOY / 'toycli.py'}', '{{input}}', '{{output}}']\n")

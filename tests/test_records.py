@@ -1,0 +1,54 @@
+"""Records: any JSONL; the id keys everything, so a missing or duplicate one names file:line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.errors import DatasetError
+from runner.records import iter_records, load_records
+
+
+def _file(tmp_path: Path, *lines: str) -> Path:
+    p = tmp_path / "r.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_the_id_is_id_or_conversation_id_or_the_named_field(tmp_path: Path) -> None:
+    p = _file(tmp_path, '{"id": "a"}', '{"conversation_id": "b"}', '{"id": 7}', "")
+    assert list(load_records(p)) == ["a", "b", "7"]
+    q = _file(tmp_path, '{"key": "x", "id": "ignored"}', '{"key": "y"}')
+    assert list(load_records(q, id_field="key")) == ["x", "y"]
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"id": "a"}', '{"name": "no id"}'], r"r.jsonl:2: record '\?': no id"),
+    (['{"id": "a"}', '{"id": "b"}', '{"id": "a"}'], r"r.jsonl:3: duplicate id 'a' \(first on line 1\)"),
+    (['{"id": "a"}', "[1, 2]"], r"r.jsonl:2: a line must be one JSON object"),
+    (['{"id": "a"', '{"id": "b"}'], r"r.jsonl:1: not valid JSON"),
+    (['{"id": ""}'], r"r.jsonl:1: .*no id"),
+])
+def test_bad_lines_name_file_and_line(tmp_path: Path, lines: list[str], message: str) -> None:
+    with pytest.raises(DatasetError, match=message):
+        load_records(_file(tmp_path, *lines))
+
+
+def test_a_harness_check_runs_on_every_line_and_skip_invalid_puts_bad_ones_aside(tmp_path: Path) -> None:
+    def check(raw: dict[str, object]) -> None:
+        if "turns" not in raw:
+            raise ValueError("turns: field required")
+
+    p = _file(tmp_path, '{"id": "a", "turns": []}', '{"id": "b"}', '{"id": "c", "turns": []}')
+    with pytest.raises(DatasetError, match=r"r.jsonl:2: record 'b': turns: field required"):
+        load_records(p, check=check)
+    assert list(load_records(p, check=check, skip_invalid=True)) == ["a", "c"]
+    rejects = [json.loads(x) for x in p.with_suffix(".rejects.jsonl").read_text().splitlines()]
+    assert rejects[0]["line"] == 2 and "field required" in rejects[0]["reason"]
+
+
+def test_records_keep_their_line_and_data(tmp_path: Path) -> None:
+    rec = next(iter_records(_file(tmp_path, "", '{"id": "a", "x": {"y": 1}}')))
+    assert rec.line == 2 and rec.data == {"id": "a", "x": {"y": 1}}
