@@ -219,6 +219,8 @@ class Config(_Frozen):
     shutdown_grace_seconds: float = Field(30.0, ge=0)
     container_memory: str = "256m"
     container_cpus: float = Field(1.0, gt=0)
+    container_tmpfs: bool | None = Field(None, description="data directory in memory; default: on for user "
+                                                           "harnesses (their TRUNCATEs), off for crm")
     cache: bool = True
     cache_dir: Path | None = None
     rerun_errors: bool = False
@@ -254,6 +256,9 @@ class Config(_Frozen):
             if bad:
                 raise ValueError(f"runs of the crm harness need provider and model: {', '.join(bad)}")
         return self
+
+    def sandbox_tmpfs(self) -> bool:
+        return self.container_tmpfs if self.container_tmpfs is not None else self.harness.kind != "crm"
 
     def model_runs(self) -> list[RunSpec]:
         """The runs whose models the runner itself calls (the built-in agents)."""

@@ -11,13 +11,14 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     │   ├── SandboxBootError        no engine, no image, no binaries: a worker cannot boot
     │   ├── ImageBuildError         the sandbox image could not be built
     │   └── ProviderFatal           auth, permission, unknown model, quota, billing: every call would fail
-    └── ConversationFailed          this conversation fails, the next one runs
-        ├── ConversationTimeout     over the per-conversation time limit
-        ├── SandboxLost             the worker's database went away mid-conversation
+    └── ConversationFailed          this record fails, the next one runs
         ├── ProviderGaveUp          retries or the total retry time ran out
-        └── ProviderRejected        the provider answered 400/413/422 to this conversation's request
+        └── ProviderRejected        the provider answered 400/413/422 to this record's request
 
-A result that failed carries one of ERROR_KINDS (below), so reports group failures by cause.
+A result that failed carries one of ERROR_KINDS (below), so reports group failures by cause. Some
+causes are not exceptions of ours: a time limit (SIGALRM in the worker), a sandbox that stopped
+answering (the worker checks it after a failure, replaces it and retries once), a harness that
+raised or wrote no result, a worker that died; the worker or supervisor names them by kind.
 
 Tool errors (unknown tool, invalid arguments, constraint violations) are not exceptions at
 all: they go back to the model as structured tool results, as a real API would.
@@ -79,14 +80,6 @@ class ProviderFatal(RunStopped):
 
 class ConversationFailed(RunnerError):
     """This conversation fails; the worker records it and takes the next one."""
-
-
-class ConversationTimeout(ConversationFailed):
-    pass
-
-
-class SandboxLost(ConversationFailed):
-    """The database connection broke mid-conversation (container or server died)."""
 
 
 class ProviderGaveUp(ConversationFailed):

@@ -7,6 +7,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from runner.report import percentile
 from runner.result import Result
 
 COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
@@ -60,8 +61,8 @@ def _legend(names: list[str], w: int, y: float) -> str:
 
 
 def _quantiles(v: list[float]) -> list[float]:
-    v = sorted(v)
-    return [v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))] for q in (0.05, 0.25, 0.5, 0.75, 0.95)] if v else [0] * 5
+    """p5, p25, p50, p75, p95: the same interpolation as the summary table's p50 and p95."""
+    return [percentile(v, q) for q in (0.05, 0.25, 0.5, 0.75, 0.95)]
 
 
 def _latency(runs: dict[str, list[float]]) -> str:

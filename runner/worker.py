@@ -22,7 +22,7 @@ import psycopg
 from loguru import logger
 
 from runner.config import Config
-from runner.errors import ConversationTimeout, ErrorKind, RunStopped
+from runner.errors import ErrorKind, RunStopped
 from runner.harness import build_result, harness_class, id_field, reading
 from runner.harness.base import Database, Harness, SandboxInfo, Task, WorkerInfo
 from runner.messages import Assign, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
@@ -86,7 +86,7 @@ class Worker:
         s = self.spec
         sb = make_sandbox(s.sandbox_kind, s.database, image=s.image, run_id=s.run_id, owner_pid=s.supervisor_pid,
                           name_hint=f"w{s.worker}g{self.generation}", memory=s.cfg.container_memory,
-                          cpus=s.cfg.container_cpus, dsn=s.cfg.dsn)
+                          cpus=s.cfg.container_cpus, dsn=s.cfg.dsn, tmpfs=s.cfg.sandbox_tmpfs())
         try:
             sb.start()
             self.sandbox = sb
@@ -174,8 +174,8 @@ class Worker:
                 job = left.pop(task.item_id)
                 yield job, build_result(task, outcome, job.index, started, self.reading, share=len(jobs))
         except _Alarm:
-            why = str(ConversationTimeout(f"over the time limit of {self.cfg.conversation_timeout_seconds:g}s"))
-            yield from self._fail_all(left, why, "timeout")
+            yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_timeout_seconds:g}s",
+                                      "timeout")
             self._reconnect()  # the cut may have left a query half-done on a connection
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             yield from self._fail_all(left, str(e), "database")

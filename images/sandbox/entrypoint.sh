@@ -6,6 +6,13 @@ if [ -z "${POSTGRES_PASSWORD:-}" ]; then
     echo "sandbox: POSTGRES_PASSWORD must be set (each container gets its own)" >&2
     exit 64
 fi
+# With a tmpfs mounted (SANDBOX_TMPFS), the built data directory is copied there first: TRUNCATE,
+# CREATE DATABASE and friends create and unlink files, ~5x faster in memory than on overlayfs.
+if [ -n "${SANDBOX_TMPFS:-}" ]; then
+    cp -a "$PGDATA" "$SANDBOX_TMPFS/data"
+    PGDATA="$SANDBOX_TMPFS/data"
+    export PGDATA
+fi
 escaped=$(printf "%s" "$POSTGRES_PASSWORD" | sed "s/'/''/g")
 role=$(printf "%s" "${SANDBOX_USER:-sandbox}" | sed 's/"/""/g')
 printf "ALTER ROLE \"%s\" PASSWORD '%s';\n" "$role" "$escaped" \

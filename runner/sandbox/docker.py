@@ -20,6 +20,8 @@ from testcontainers.core.container import DockerContainer
 from runner.errors import SandboxBootError
 from runner.sandbox.base import LABEL, Endpoint, Sandbox, new_password, wait_connectable
 
+TMPFS_PATH = "/run/sandbox"
+
 
 def engine_answers() -> bool:
     try:
@@ -36,10 +38,10 @@ class DockerSandbox(Sandbox):
     kind = "docker"
 
     def __init__(self, image: str, user: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
-                 keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0) -> None:
+                 keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0, tmpfs: bool = False) -> None:
         super().__init__()
         self.image, self.user, self.run_id, self.owner_pid = image, user, run_id, owner_pid
-        self.memory, self.cpus, self.keep, self.boot_timeout = memory, cpus, keep, boot_timeout
+        self.memory, self.cpus, self.keep, self.boot_timeout, self.tmpfs = memory, cpus, keep, boot_timeout, tmpfs
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
         self._container: DockerContainer | None = None
 
@@ -49,6 +51,8 @@ class DockerSandbox(Sandbox):
                   f"{LABEL}.keep": "1" if self.keep else "0"}
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
         c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
+        if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)
+            c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(TMPFS_PATH)  # docker's default mode: 1777
         c.with_kwargs(labels=labels, mem_limit=self.memory, nano_cpus=int(self.cpus * 1e9), shm_size="64m")
         self._container = c
         t0 = time.monotonic()
@@ -109,8 +113,9 @@ def remove_stale(*, run_id: str | None = None) -> int:
         return 0
     removed = 0
     try:
-        for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-            labels = c.labels
+        # sparse: no inspect per container, so one removed meanwhile (another run cleaning up) is no error
+        for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, sparse=True):
+            labels = c.attrs.get("Labels") or {}
             if run_id is not None:
                 if labels.get(f"{LABEL}.run") != run_id:
                     continue

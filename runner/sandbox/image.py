@@ -119,7 +119,7 @@ def ensure_image(spec: DatabaseSpec, *, force: bool = False, also_tag: str | Non
         with tempfile.TemporaryDirectory(prefix="sandbox-context-") as ctx:
             stage_context(spec, Path(ctx))
             try:
-                _docker("build", "--build-arg", f"BASE={base}",
+                _docker("build", "--force-rm", "--build-arg", f"BASE={base}",
                         "--build-arg", f"PG_MAJOR={spec.postgres}", "--build-arg", f"DB_NAME={spec.name}",
                         "--build-arg", f"DB_USER={spec.user}",
                         "--build-arg", f"EXTRA_DBS={' '.join(e for e, _ in spec.extra)}",

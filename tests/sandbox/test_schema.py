@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -92,6 +93,11 @@ def test_the_image_applies_every_kind(tmp_path: Path, sandbox_image: str) -> Non
 def test_a_syntax_error_fails_the_image_build_naming_file_and_line(tmp_path: Path, sandbox_image: str) -> None:
     from runner.sandbox.image import ensure_image
 
+    def containers() -> set[str]:
+        return set(subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True).stdout.split())
+
     d = _schema(tmp_path, bad_line=6)
+    before = containers()
     with pytest.raises(ImageBuildError, match=rf"{d / '02-tables.sql'}:6: ERROR:  syntax error at or near \"TABEL\""):
         ensure_image(DatabaseSpec(files=init_files([d]), name="app", user="app"))
+    assert containers() <= before  # the failed step's container is removed too

@@ -115,15 +115,33 @@ def _call(tool: str, expect_error: bool = False, **args: Any) -> GoldCall:
     return GoldCall(tool=tool, args=args, expect_error=expect_error)
 
 
-def _turn(w: World, intent: str) -> tuple[str, list[GoldCall]] | None:
+Rendered = tuple[str, list[GoldCall]] | None
+ACCOUNT_INTENTS = ("add_contact", "add_two_contacts", "new_opportunity", "new_case", "log_activity",
+                   "set_account_type", "set_revenue")
+
+
+def _turn(w: World, intent: str) -> Rendered:
     """Render one request and its gold calls, updating the world; None if the world can't support it."""
+    v = w.rng.randrange(8)
+    if intent in ACCOUNT_INTENTS:
+        return _account_turn(w, intent, v)
+    if intent == "new_account":
+        return _new_account(w, v)
+    if intent in ("move_stage", "lookup_stage", "create_quote"):
+        return _opportunity_turn(w, intent, v)
+    if intent in ("resolve_case", "close_case_by_number"):
+        return _case_turn(w, intent, v)
+    if intent in ("clarify", "refuse"):
+        return render(intent, v, dict(city=w.rng.choice(CITIES)[0])), []
+    raise ValueError(f"unknown intent {intent}")
+
+
+def _account_turn(w: World, intent: str, v: int) -> Rendered:
+    """Requests about an account the user names: a lookup first, then the change."""
     rng = w.rng
-    v = rng.randrange(8)
-    if intent in ("add_contact", "add_two_contacts", "new_opportunity", "new_case", "log_activity",
-                  "set_account_type", "set_revenue"):
-        acct, ref, query = w.account_ref()
-        lookup = _call("search_accounts", query=query)
-        aid = acct["id"]
+    acct, ref, query = w.account_ref()
+    lookup = _call("search_accounts", query=query)
+    aid = acct["id"]
     if intent == "add_contact":
         f, ln, email = w.person()
         title = rng.choice(TITLES)
@@ -162,60 +180,66 @@ def _turn(w: World, intent: str) -> tuple[str, list[GoldCall]] | None:
         acct["type"] = new
         return render(intent, v, dict(account=ref, type=new)), [
             lookup, _call("update_account", account_id=aid, type=new)]
-    if intent == "set_revenue":
-        amount = rng.randrange(1, 900) * 100000
-        return render(intent, v, dict(account=ref, amount=f"{amount:,}")), [
-            lookup, _call("update_account", account_id=aid, annual_revenue=amount)]
-    if intent == "new_account":
-        name = f"{rng.choice(COMPANY_A)} {rng.choice(COMPANY_B)}"
-        if any(a["name"].split()[0] == name.split()[0] for a in w.accounts):
-            return None
-        city, country = rng.choice(CITIES)
-        industry = INDUSTRY_OF[name.split(" ", 1)[1]]
-        w.accounts.append({"id": w.new_id("accounts"), "name": name, "billing_city": city, "type": "prospect"})
-        return render(intent, v, dict(name=name, industry=industry, city=city, country=country)), [
-            _call("create_account", name=name, industry=industry, billing_city=city, billing_country=country)]
-    if intent in ("move_stage", "lookup_stage", "create_quote"):
-        if not w.opps:
-            return None
-        opp = rng.choice(w.opps)
-        lookup = _call("search_opportunities", query=opp["name"])
-        if intent == "lookup_stage":
-            return render(intent, v, dict(opp=opp["name"])), [lookup]
-        if intent == "move_stage":
-            stage_word = rng.choice([s for s, k in STAGE_WORDS.items() if k != opp["stage"]])
-            opp["stage"] = STAGE_WORDS[stage_word]
-            return render(intent, v, dict(opp=opp["name"], stage=stage_word)), [
-                lookup, _call("update_opportunity_stage", opportunity_id=opp["id"], stage=STAGE_WORDS[stage_word])]
-        sku, product = rng.choice(PRODUCTS)
-        qty, discount = rng.randint(1, 200), rng.choice([0, 5, 10, 15, 20])
-        qname = f"{opp['name']} Q{rng.randint(1, 9)}"
-        w.new_id("quotes")
-        return render(intent, v, dict(quote=qname, opp=opp["name"], qty=str(qty), product=product,
-                                      discount=str(discount))), [
-            lookup, _call("search_products", query=product),
-            _call("create_quote", opportunity_id=opp["id"], name=qname,
-                  lines=[{"sku": sku, "quantity": qty, "discount_pct": discount}])]
-    if intent in ("resolve_case", "close_case_by_number"):
-        open_cases = [c for c in w.cases if c["status"] in ("new", "open")]
-        if not open_cases:
-            return None
-        case = rng.choice(open_cases)
-        resolution = rng.choice(RESOLUTIONS)
-        search = _call("search_cases", query=case["subject"])
-        if intent == "resolve_case":
-            case["status"] = "resolved"
-            return render(intent, v, dict(subject=case["subject"], resolution=resolution)), [
-                search, _call("update_case_status", case_id=case["id"], status="resolved", resolution=resolution)]
-        case["status"] = "closed"
-        wrong = rng.randint(5000, 9999)  # the user misremembers the number: the first call fails
-        return render(intent, v, dict(case_no=str(wrong), subject=case["subject"], resolution=resolution)), [
-            _call("update_case_status", expect_error=True, case_id=wrong, status="closed", resolution=resolution),
-            search, _call("update_case_status", case_id=case["id"], status="closed", resolution=resolution)]
-    if intent in ("clarify", "refuse"):
-        city = rng.choice(CITIES)[0]
-        return render(intent, v, dict(city=city)), []
-    raise ValueError(f"unknown intent {intent}")
+    assert intent == "set_revenue", intent
+    amount = rng.randrange(1, 900) * 100000
+    return render(intent, v, dict(account=ref, amount=f"{amount:,}")), [
+        lookup, _call("update_account", account_id=aid, annual_revenue=amount)]
+
+
+def _new_account(w: World, v: int) -> Rendered:
+    rng = w.rng
+    intent = "new_account"
+    name = f"{rng.choice(COMPANY_A)} {rng.choice(COMPANY_B)}"
+    if any(a["name"].split()[0] == name.split()[0] for a in w.accounts):
+        return None
+    city, country = rng.choice(CITIES)
+    industry = INDUSTRY_OF[name.split(" ", 1)[1]]
+    w.accounts.append({"id": w.new_id("accounts"), "name": name, "billing_city": city, "type": "prospect"})
+    return render(intent, v, dict(name=name, industry=industry, city=city, country=country)), [
+        _call("create_account", name=name, industry=industry, billing_city=city, billing_country=country)]
+
+
+def _opportunity_turn(w: World, intent: str, v: int) -> Rendered:
+    rng = w.rng
+    if not w.opps:
+        return None
+    opp = rng.choice(w.opps)
+    lookup = _call("search_opportunities", query=opp["name"])
+    if intent == "lookup_stage":
+        return render(intent, v, dict(opp=opp["name"])), [lookup]
+    if intent == "move_stage":
+        stage_word = rng.choice([s for s, k in STAGE_WORDS.items() if k != opp["stage"]])
+        opp["stage"] = STAGE_WORDS[stage_word]
+        return render(intent, v, dict(opp=opp["name"], stage=stage_word)), [
+            lookup, _call("update_opportunity_stage", opportunity_id=opp["id"], stage=STAGE_WORDS[stage_word])]
+    sku, product = rng.choice(PRODUCTS)
+    qty, discount = rng.randint(1, 200), rng.choice([0, 5, 10, 15, 20])
+    qname = f"{opp['name']} Q{rng.randint(1, 9)}"
+    w.new_id("quotes")
+    return render(intent, v, dict(quote=qname, opp=opp["name"], qty=str(qty), product=product,
+                                  discount=str(discount))), [
+        lookup, _call("search_products", query=product),
+        _call("create_quote", opportunity_id=opp["id"], name=qname,
+              lines=[{"sku": sku, "quantity": qty, "discount_pct": discount}])]
+
+
+def _case_turn(w: World, intent: str, v: int) -> Rendered:
+    rng = w.rng
+    open_cases = [c for c in w.cases if c["status"] in ("new", "open")]
+    if not open_cases:
+        return None
+    case = rng.choice(open_cases)
+    resolution = rng.choice(RESOLUTIONS)
+    search = _call("search_cases", query=case["subject"])
+    if intent == "resolve_case":
+        case["status"] = "resolved"
+        return render(intent, v, dict(subject=case["subject"], resolution=resolution)), [
+            search, _call("update_case_status", case_id=case["id"], status="resolved", resolution=resolution)]
+    case["status"] = "closed"
+    wrong = rng.randint(5000, 9999)  # the user misremembers the number: the first call fails
+    return render(intent, v, dict(case_no=str(wrong), subject=case["subject"], resolution=resolution)), [
+        _call("update_case_status", expect_error=True, case_id=wrong, status="closed", resolution=resolution),
+        search, _call("update_case_status", case_id=case["id"], status="closed", resolution=resolution)]
 
 
 _WEIGHTS = {"add_contact": 10, "add_two_contacts": 4, "move_stage": 9, "new_opportunity": 7, "new_case": 7,

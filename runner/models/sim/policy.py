@@ -184,55 +184,13 @@ def _done(result: dict[str, Any], summary: str) -> str:
 def _plan(intent: str, s: dict[str, str], ctx: Ctx) -> str:
     """Run the plan for one request until it needs a call (raises _Need) or is done (returns text)."""
     if intent in ("add_contact", "add_two_contacts"):
-        acct = ctx.account(s["account"])
-        people = [(s["first"], s["last"], s["email"], s.get("title"))]
-        if intent == "add_two_contacts":
-            people.append((s["first2"], s["last2"], s["email2"], None))
-        results = ctx.calls([Call("create_contact", {k: v for k, v in {
-            "account_id": acct["id"], "first_name": f, "last_name": ln, "email": e, "title": t}.items()
-            if v is not None}) for f, ln, e, t in people])
-        for r in results:
-            _done(r, "")
-        return f"Added {len(results)} contact(s) at {acct['name']}."
+        return _contacts(intent, s, ctx)
     if intent in ("new_opportunity", "new_case", "log_activity", "set_account_type", "set_revenue"):
-        acct = ctx.account(s["account"])
-        if intent == "new_opportunity":
-            r = ctx.call("create_opportunity", account_id=acct["id"], name=s["opp"], amount=parse_amount(s["amount"]),
-                         close_date=s["date"])
-        elif intent == "new_case":
-            r = ctx.call("create_case", account_id=acct["id"], subject=s["subject"], priority=s["priority"].lower())
-        elif intent == "log_activity":
-            r = ctx.call("log_activity", kind=s["kind"].lower(), subject=s["subject"], related_type="account",
-                         related_id=acct["id"])
-        elif intent == "set_account_type":
-            r = ctx.call("update_account", account_id=acct["id"], type=s["type"].lower())
-        else:
-            r = ctx.call("update_account", account_id=acct["id"], annual_revenue=parse_amount(s["amount"]))
-        return _done(r, f"Done: {intent.replace('_', ' ')} for {acct['name']}.")
+        return _account_change(intent, s, ctx)
     if intent in ("move_stage", "lookup_stage", "create_quote"):
-        opp = ctx.one("search_opportunities", "opportunitie", s["opp"], "name")
-        if intent == "lookup_stage":
-            return f"{opp['name']} is in stage {opp['stage']} ({opp.get('probability')}% probability)."
-        if intent == "move_stage":
-            stage = STAGE_WORDS[s["stage"].lower()]
-            return _done(ctx.call("update_opportunity_stage", opportunity_id=opp["id"], stage=stage),
-                         f"Moved {opp['name']} to {stage}.")
-        product = ctx.one("search_products", "product", s["product"], "name")
-        discount = parse_amount(s["discount"])
-        line = {"sku": product["sku"], "quantity": int(s["qty"]),
-                "discount_pct": int(discount) if discount.is_integer() else discount}
-        r = ctx.call("create_quote", opportunity_id=opp["id"], name=s["quote"], lines=[line])
-        return _done(r, f"Created quote '{s['quote']}' on {opp['name']}.")
+        return _opportunity(intent, s, ctx)
     if intent in ("resolve_case", "close_case_by_number"):
-        status = "resolved" if intent == "resolve_case" else "closed"
-        if intent == "close_case_by_number":
-            first = ctx.call("update_case_status", case_id=int(s["case_no"]), status=status,
-                             resolution=s["resolution"])
-            if first.get("ok"):
-                return f"Closed case {s['case_no']}."
-        case = ctx.one("search_cases", "case", s["subject"], "subject")
-        r = ctx.call("update_case_status", case_id=case["id"], status=status, resolution=s["resolution"])
-        return _done(r, f"Case {case['id']} ('{case['subject']}') is now {status}.")
+        return _case(intent, s, ctx)
     if intent == "new_account":
         r = ctx.call("create_account", name=s["name"], industry=s["industry"].lower(), billing_city=s["city"],
                      billing_country=s["country"])
@@ -242,6 +200,63 @@ def _plan(intent: str, s: dict[str, str], ctx: Ctx) -> str:
     if intent == "refuse":
         return "I can't do that: it is destructive or would expose data, and no tool here allows it."
     return "Sorry, I did not understand the request."
+
+
+def _contacts(intent: str, s: dict[str, str], ctx: Ctx) -> str:
+    acct = ctx.account(s["account"])
+    people = [(s["first"], s["last"], s["email"], s.get("title"))]
+    if intent == "add_two_contacts":
+        people.append((s["first2"], s["last2"], s["email2"], None))
+    results = ctx.calls([Call("create_contact", {k: v for k, v in {
+        "account_id": acct["id"], "first_name": f, "last_name": ln, "email": e, "title": t}.items()
+        if v is not None}) for f, ln, e, t in people])
+    for r in results:
+        _done(r, "")
+    return f"Added {len(results)} contact(s) at {acct['name']}."
+
+
+def _account_change(intent: str, s: dict[str, str], ctx: Ctx) -> str:
+    acct = ctx.account(s["account"])
+    if intent == "new_opportunity":
+        r = ctx.call("create_opportunity", account_id=acct["id"], name=s["opp"], amount=parse_amount(s["amount"]),
+                     close_date=s["date"])
+    elif intent == "new_case":
+        r = ctx.call("create_case", account_id=acct["id"], subject=s["subject"], priority=s["priority"].lower())
+    elif intent == "log_activity":
+        r = ctx.call("log_activity", kind=s["kind"].lower(), subject=s["subject"], related_type="account",
+                     related_id=acct["id"])
+    elif intent == "set_account_type":
+        r = ctx.call("update_account", account_id=acct["id"], type=s["type"].lower())
+    else:
+        r = ctx.call("update_account", account_id=acct["id"], annual_revenue=parse_amount(s["amount"]))
+    return _done(r, f"Done: {intent.replace('_', ' ')} for {acct['name']}.")
+
+
+def _opportunity(intent: str, s: dict[str, str], ctx: Ctx) -> str:
+    opp = ctx.one("search_opportunities", "opportunitie", s["opp"], "name")
+    if intent == "lookup_stage":
+        return f"{opp['name']} is in stage {opp['stage']} ({opp.get('probability')}% probability)."
+    if intent == "move_stage":
+        stage = STAGE_WORDS[s["stage"].lower()]
+        return _done(ctx.call("update_opportunity_stage", opportunity_id=opp["id"], stage=stage),
+                     f"Moved {opp['name']} to {stage}.")
+    product = ctx.one("search_products", "product", s["product"], "name")
+    discount = parse_amount(s["discount"])
+    line = {"sku": product["sku"], "quantity": int(s["qty"]),
+            "discount_pct": int(discount) if discount.is_integer() else discount}
+    r = ctx.call("create_quote", opportunity_id=opp["id"], name=s["quote"], lines=[line])
+    return _done(r, f"Created quote '{s['quote']}' on {opp['name']}.")
+
+
+def _case(intent: str, s: dict[str, str], ctx: Ctx) -> str:
+    status = "resolved" if intent == "resolve_case" else "closed"
+    if intent == "close_case_by_number":
+        first = ctx.call("update_case_status", case_id=int(s["case_no"]), status=status, resolution=s["resolution"])
+        if first.get("ok"):
+            return f"Closed case {s['case_no']}."
+    case = ctx.one("search_cases", "case", s["subject"], "subject")
+    r = ctx.call("update_case_status", case_id=case["id"], status=status, resolution=s["resolution"])
+    return _done(r, f"Case {case['id']} ('{case['subject']}') is now {status}.")
 
 
 def _turn_view(messages: list[Msg]) -> tuple[str, list[tuple[Call, dict[str, Any]]]]:

@@ -17,6 +17,7 @@ import sys
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,6 +184,7 @@ async def _stream(request: web.Request, api: str, payload: dict[str, Any], heade
 
 
 async def _handle(request: web.Request, api: str) -> web.StreamResponse:
+    """One API request: refuse it as the API would, throttle it, fail it on purpose, or answer it."""
     state: SimState = request.app["state"]
     state.stats["requests"] += 1
     err = wire.anthropic_error if api == "anthropic" else wire.openai_error
@@ -193,34 +195,20 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
         return web.json_response(err(400, "body is not JSON"), status=400)
     if not isinstance(body, dict):
         return web.json_response(err(400, "body must be a JSON object"), status=400)
+    refused = _refuse(request, api, body, state, err)
+    if refused is not None:
+        return refused
     model = str(body.get("model", ""))
-    auth = request.headers.get("x-api-key") or request.headers.get("authorization", "")
-    if not auth or auth.strip() in ("Bearer", "Bearer invalid", "invalid"):
-        state.stats["401"] += 1
-        return web.json_response(err(401, "invalid x-api-key"), status=401)
-    if model not in PROFILES:
-        state.stats["404"] += 1
-        return web.json_response(err(404, f"model: {model}"), status=404)
-    plays = request.headers.get("x-sim-plays")
-    try:
-        strict.validate(api, body, plays)
-    except strict.Rejected as e:
-        state.stats["400"] += 1
-        state.per_model.setdefault(model, Counter())["400"] += 1
-        print(f"400 {api} {model}: {e}", file=sys.stderr, flush=True)
-        return web.json_response(err(400, str(e), param=e.param, code=e.code), status=400)
-    per = state.per_model.setdefault(model, Counter())
-    per["requests"] += 1
+    state.per_model.setdefault(model, Counter())["requests"] += 1
     # The SDKs serialise the same request to the same bytes: hash those, no re-encoding.
     rid = hashlib.sha256(api.encode() + b"\x1f" + raw).hexdigest()
     segs = segments(api, body)
-    in_tokens = sum(s.tokens for s in segs)
     out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
-    wait, remaining = state.admit(model, in_tokens, out_estimate)
+    wait, remaining = state.admit(model, sum(s.tokens for s in segs), out_estimate)
     lim = state.settings.limits.get(model)
     if wait > 0:
         state.stats["429"] += 1
-        per["429"] += 1
+        state.per_model[model]["429"] += 1
         headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000)),
                    **_ratelimit_headers(api, remaining, wait, lim)}
         return web.json_response(err(429, f"rate limit exceeded for {model}"), status=429, headers=headers)
@@ -233,6 +221,44 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
             return failed
     if fault == "slow":
         await asyncio.sleep(state.settings.faults.slow_seconds)
+    headers = {"request-id" if api == "anthropic" else "x-request-id": f"req_{rid[:20]}",
+               **_ratelimit_headers(api, remaining, 0, lim)}
+    payload = await _answer(request, api, body, segs, rid)
+    if fault == "malformed":
+        return web.Response(text=json.dumps(payload)[:-7], content_type="application/json", headers=headers)
+    state.stats["ok"] += 1
+    if body.get("stream"):
+        return await _stream(request, api, payload, headers, body)
+    return web.json_response(payload, headers=headers)
+
+
+def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimState,
+            err: Callable[..., dict[str, Any]]) -> web.Response | None:
+    """401 without a key, 404 for a model nobody serves, 400 for what the real API would reject."""
+    model = str(body.get("model", ""))
+    auth = request.headers.get("x-api-key") or request.headers.get("authorization", "")
+    if not auth or auth.strip() in ("Bearer", "Bearer invalid", "invalid"):
+        state.stats["401"] += 1
+        return web.json_response(err(401, "invalid x-api-key"), status=401)
+    if model not in PROFILES:
+        state.stats["404"] += 1
+        return web.json_response(err(404, f"model: {model}"), status=404)
+    try:
+        strict.validate(api, body, request.headers.get("x-sim-plays"))
+    except strict.Rejected as e:
+        state.stats["400"] += 1
+        state.per_model.setdefault(model, Counter())["400"] += 1
+        print(f"400 {api} {model}: {e}", file=sys.stderr, flush=True)
+        return web.json_response(err(400, str(e), param=e.param, code=e.code), status=400)
+    return None
+
+
+async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: list[Any], rid: str
+                  ) -> dict[str, Any]:
+    """The model's move, after its latency, with usage as the provider would count it."""
+    state: SimState = request.app["state"]
+    model = str(body["model"])
+    plays = request.headers.get("x-sim-plays")
     caps = lookup(plays, api) if plays else None
     usage = state.prompt_cache.account(api, segs, min_tokens=caps.min_cache_tokens if caps else 1024)
     if api == "anthropic" and usage.cache_read:
@@ -241,21 +267,13 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     action = respond(model, msgs)
     await asyncio.sleep(state.latency(rid))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
-    for counter in (state.stats, per):
+    for counter in (state.stats, state.per_model[model]):
         counter["input_tokens"] += usage.input_tokens - (usage.cache_read if api == "openai" else 0)
         counter["cache_read_tokens"] += usage.cache_read
         counter["cache_write_tokens"] += usage.cache_write
         counter["output_tokens"] += out_tokens
     render = wire.anthropic_response if api == "anthropic" else wire.openai_response
-    payload = render(action, model, rid, _usage_fields(api, usage, out_tokens))
-    headers = {"request-id" if api == "anthropic" else "x-request-id": f"req_{rid[:20]}",
-               **_ratelimit_headers(api, remaining, 0, lim)}
-    if fault == "malformed":
-        return web.Response(text=json.dumps(payload)[:-7], content_type="application/json", headers=headers)
-    state.stats["ok"] += 1
-    if body.get("stream"):
-        return await _stream(request, api, payload, headers, body)
-    return web.json_response(payload, headers=headers)
+    return render(action, model, rid, _usage_fields(api, usage, out_tokens))
 
 
 async def _guarded(request: web.Request, api: str) -> web.StreamResponse:
