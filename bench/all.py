@@ -56,7 +56,7 @@ def main() -> None:
     step("ratelimit", lambda: _one(ratelimit.ratelimit(4 if q else 16, 4 if q else 12, 8 if q else 30,
                                                        60 if q else ratelimit.RPM),
                                    ratelimit.render))
-    step("cached", lambda: _one(cached.cached(), cached.render))
+    step("cached", lambda: _one(cached.cached(limit=12 if q else None), cached.render))
     step("harness", lambda: _one(harness.harness([1, 2] if q else [1, 2, 4, 8, 16], 12 if q else 160,
                                                  20 if q else 100), harness.render))
     step("headline", lambda: _one(headline.headline(20 if q else args.headline_n, 4 if q else 16, 1 / 20),

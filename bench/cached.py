@@ -10,7 +10,7 @@ from bench.common import ROOT, WORK, config, result_rows, result_timing, seeds_r
 from runner.job import run_job
 
 
-def cached(workers: int = 4) -> dict[str, Any]:
+def cached(workers: int = 4, limit: int | None = None) -> dict[str, Any]:
     data = ROOT / "data" / "crm-sample.jsonl"
     cache_dir = WORK / "cache-bench"
     shutil.rmtree(cache_dir, ignore_errors=True)
@@ -19,7 +19,8 @@ def cached(workers: int = 4) -> dict[str, Any]:
         o = WORK / f"cached-{phase}"
         shutil.rmtree(o, ignore_errors=True)
         t0 = time.monotonic()
-        run_job(config(data, o, workers=workers, runs=seeds_runs(), p50_ms=50, cache=True, cache_dir=cache_dir))
+        cfg = config(data, o, workers=workers, runs=seeds_runs(), p50_ms=50, cache=True, cache_dir=cache_dir)
+        run_job(cfg.model_copy(update={"limit": limit}))
         wall = time.monotonic() - t0
         rows = result_rows(o)
         t = result_timing(o)
