@@ -180,8 +180,9 @@ def _detail(r: Result) -> str:
 
 def _summary(metrics: dict[str, dict[str, Any]]) -> str:
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
-    cols = ["records", "success_rate", *names, "input_tokens", "output_tokens", "cost_usd", "latency_p50_s",
-            "latency_p95_s", "errors", "retries", "cache_hit_rate"]
+    usage = ["input_tokens", "output_tokens", "cost_usd"] if any(m["llm_calls"] for m in metrics.values()) else []
+    cols = ["records", "success_rate", *names, *usage, "latency_p50_s", "latency_p95_s", "errors",
+            *(["retries", "cache_hit_rate"] if usage else [])]
 
     def cell(m: dict[str, Any], c: str) -> str:
         v = m["metrics"].get(c) if c in names else m[c]

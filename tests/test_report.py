@@ -86,3 +86,17 @@ def test_terminal_table_and_compare(out: Path, tmp_path: Path) -> None:
     assert deltas["r"]["success_rate"] == {"a": 0.5, "b": 1.0, "delta": 0.5}
     # the harness's own metrics compare too
     assert deltas["r"]["state_match"]["delta"] == pytest.approx(1 - 2 / 3, abs=1e-5)
+
+
+def test_a_harness_whose_calls_the_runner_did_not_see_shows_no_usage_columns(tmp_path: Path) -> None:
+    rows = [Result(run="r", record_id=str(i), index=i, status="ok", success=bool(i % 2), started_at="t",
+                   finished_at="t", metrics={"state_match": 1.0}, groups={"first_tool": ["add_note"]},
+                   output={"overall_success": bool(i % 2)}) for i in range(4)]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "r.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    _, h = write_reports(tmp_path)
+    summary = h.read_text().split('<table id="summary">')[1].split("</table>")[0]
+    assert "state_match" in summary and "cost_usd" not in summary and "input_tokens" not in summary
+    console = Console(record=True, width=200)
+    print_summary(tmp_path, console)
+    assert "cost $" not in console.export_text() and "50.0%" in console.export_text()
