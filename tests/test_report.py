@@ -99,4 +99,5 @@ def test_a_harness_whose_calls_the_runner_did_not_see_shows_no_usage_columns(tmp
     assert "state_match" in summary and "cost_usd" not in summary and "input_tokens" not in summary
     console = Console(record=True, width=200)
     print_summary(tmp_path, console)
-    assert "cost $" not in console.export_text() and "50.0%" in console.export_text()
+    text = console.export_text()
+    assert "cost $" not in text and "50.0%" in text
