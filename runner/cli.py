@@ -251,6 +251,22 @@ def image_tag_cmd(config: str | None) -> None:
     click.echo(image_tag(_database(config)))
 
 
+@cli.command()
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8790, show_default=True, type=int, help="0 = any free port")
+@click.option("--upstream-sim", "sim_url", help="Send calls to this simulator instead of the real APIs.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
+def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_cache: bool) -> None:
+    """One local endpoint for Anthropic and OpenAI SDK calls: CONFIG's rate limits as one budget, retries,
+    response cache. Point SDKs at it with ANTHROPIC_BASE_URL / OPENAI_BASE_URL (docs/gateway.md)."""
+    from runner.config import load_config
+    from runner.gateway import build_gateway
+    from runner.gateway.server import serve
+
+    serve(build_gateway(load_config(config), sim_url=sim_url, cache=False if no_cache else None), host, port)
+
+
 @cli.group()
 def sim() -> None:
     """The offline model simulator (Anthropic and OpenAI wire formats)."""

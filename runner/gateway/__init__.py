@@ -1,0 +1,27 @@
+"""The model gateway (runner/gateway/server.py): one budget, retries and cache for SDK calls a harness makes."""
+
+from __future__ import annotations
+
+from runner.config import Config, Limits
+from runner.gateway.server import DEFAULT_UPSTREAMS, Gateway, GatewaySettings
+from runner.ratelimit import SharedLimiter
+
+
+def build_gateway(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None) -> Gateway:
+    """The gateway a config describes: its rate_limits as one shared budget, its providers' base URLs
+    (or the simulator), its retry policy, its response cache."""
+    upstreams = {p: sim_url or getattr(cfg, p).base_url or url for p, url in DEFAULT_UPSTREAMS.items()}
+    keys = sorted(cfg.rate_limits)
+    limiter = SharedLimiter({k: cfg.rate_limits[k].resolved() for k in keys},
+                            {k: bool(cfg.adaptive_concurrency) for k in keys}) if keys else None
+    settings = GatewaySettings(upstreams=upstreams, retry=cfg.retry, limit_keys={k: k for k in keys},
+                               sim_models={} if sim_url else None)
+    response_cache = None
+    if cfg.cache if cache is None else cache:
+        from runner.cache import DEFAULT_DIR, ResponseCache
+
+        response_cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
+    return Gateway(settings, limiter=limiter, cache=response_cache)
+
+
+__all__ = ["Gateway", "GatewaySettings", "Limits", "build_gateway"]

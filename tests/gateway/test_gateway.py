@@ -1,0 +1,108 @@
+"""The gateway between the official SDKs and the simulator: retries hidden, streams relayed, answers
+cached, fatal errors passed through, every call counted to its run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from runner.config import Faults, SimSettings
+from runner.models.sim.process import SimServer
+
+TOOLS = [{"name": "search_accounts", "description": "Find accounts.",
+          "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}]
+
+
+CACHE_DIRS: list[Path] = []
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[str]:
+    with SimServer(SimSettings(faults=Faults(http_500=0.3))) as s:
+        yield s.url
+
+
+@pytest.fixture(scope="module")
+def gateway(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    d = tmp_path_factory.mktemp("gw")
+    CACHE_DIRS.append(d / "cache")
+    cfg = d / "gw.yaml"
+    cfg.write_text(f"dataset: x.jsonl\nharness: {{kind: python, entrypoint: 'm:f'}}\ncache_dir: {d / 'cache'}\n"
+                   "retry: {max_attempts: 8, base_seconds: 0.05, max_backoff_seconds: 0.5}\n"
+                   "rate_limits: {anthropic: {rpm: 6000}}\nruns: [{name: r}]\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    p = subprocess.Popen([sys.executable, "-m", "runner", "gateway", str(cfg), "--port", "0", "--upstream-sim", sim],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        line = p.stdout.readline() if p.stdout else ""
+        assert line.startswith("listening on "), line
+        yield line.split()[-1]
+    finally:
+        p.terminate()
+        p.wait(10)
+
+
+def _stats(url: str) -> Any:
+    with urllib.request.urlopen(url + "/stats", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _claude(gateway: str, run: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key="k", base_url=f"{gateway}/run/{run}/worker/0", max_retries=0)
+
+
+def test_sdk_calls_through_the_gateway_see_no_upstream_500s(gateway: str, sim: str) -> None:
+    client = _claude(gateway, "plain")
+    for i in range(12):
+        m = client.messages.create(model="claude-sonnet-5-5", max_tokens=200, tools=TOOLS,  # type: ignore[arg-type]
+                                   messages=[{"role": "user", "content": f"Find the account Acme {i}"}])
+        assert m.content
+    gpt = openai.OpenAI(api_key="k", base_url=f"{gateway}/run/plain/worker/1/v1", max_retries=0)
+    r = gpt.chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "Find Acme"}])
+    assert r.choices[0].message is not None
+    s = _stats(gateway)["plain"]
+    assert s["calls"] == 13 and s["ok"] == 13 and s["retries"] > 0  # 30 % of upstream answers were 500s
+    assert s["input_tokens"] > 0 and s["output_tokens"] > 0
+
+
+def test_streams_are_relayed_and_a_repeat_is_served_from_the_cache(gateway: str, sim: str) -> None:
+    client = _claude(gateway, "streamed")
+    kw: dict[str, Any] = {"model": "claude-sonnet-5-5", "max_tokens": 200, "tools": TOOLS,
+                          "messages": [{"role": "user", "content": "Find the account Globex, streamed"}]}
+    with client.messages.stream(**kw) as stream:
+        first = stream.get_final_message()
+    with client.messages.stream(**kw) as stream:
+        again = stream.get_final_message()  # replayed from the cache: still a valid stream
+    assert again.model_dump(exclude={"id"}) == first.model_dump(exclude={"id"})
+    gpt = openai.OpenAI(api_key="k", base_url=f"{gateway}/run/streamed/worker/0/v1", max_retries=0)
+    chunks = list(gpt.chat.completions.create(model="gpt-5.4", stream=True, stream_options={"include_usage": True},
+                                              messages=[{"role": "user", "content": "Find Initech"}]))
+    assert chunks and chunks[-1].usage is not None
+    s = _stats(gateway)["streamed"]
+    assert s["cache_hits"] == 1 and s["calls"] == 3 and s["output_tokens"] > 0
+
+
+def test_a_request_the_api_refuses_passes_through_unchanged(gateway: str) -> None:
+    client = _claude(gateway, "refused")
+    with pytest.raises(anthropic.BadRequestError, match="temperature"):
+        client.messages.create(model="claude-sonnet-5-5", max_tokens=10, extra_body={"temperature": 0.5},
+                               messages=[{"role": "user", "content": "hi"}])
+    assert _stats(gateway)["refused"].get("retries", 0) == 0
+
+
+def test_keys_never_reach_the_cache(gateway: str) -> None:
+    client = anthropic.Anthropic(api_key="sk-secret-do-not-store", base_url=f"{gateway}/run/k/worker/0",
+                                 max_retries=0)
+    client.messages.create(model="claude-sonnet-5-5", max_tokens=50, messages=[{"role": "user", "content": "key?"}])
+    files = [f for f in CACHE_DIRS[0].rglob("*") if f.is_file()]
+    assert files and all(b"sk-secret" not in f.read_bytes() for f in files)
