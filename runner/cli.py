@@ -87,9 +87,10 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
         allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None))
     cfg = _select_runs(cfg, runs)
     summary = run_job(cfg)
-    from runner.report import print_summary, write_reports
+    from runner.report import print_gateway, print_summary, write_reports
 
     print_summary(summary.out)
+    print_gateway(summary.out)
     write_reports(summary.out)
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
@@ -257,14 +258,17 @@ def image_tag_cmd(config: str | None) -> None:
 @click.option("--port", default=8790, show_default=True, type=int, help="0 = any free port")
 @click.option("--upstream-sim", "sim_url", help="Send calls to this simulator instead of the real APIs.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
-def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_cache: bool) -> None:
+@click.option("--config-json", hidden=True, help="The whole config as JSON (used when a run starts the gateway).")
+def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_cache: bool,
+            config_json: str | None) -> None:
     """One local endpoint for Anthropic and OpenAI SDK calls: CONFIG's rate limits as one budget, retries,
     response cache. Point SDKs at it with ANTHROPIC_BASE_URL / OPENAI_BASE_URL (docs/gateway.md)."""
-    from runner.config import load_config
+    from runner.config import Config, load_config
     from runner.gateway import build_gateway
     from runner.gateway.server import serve
 
-    serve(build_gateway(load_config(config), sim_url=sim_url, cache=False if no_cache else None), host, port)
+    cfg = Config.model_validate_json(config_json) if config_json else load_config(config)
+    serve(build_gateway(cfg, sim_url=sim_url, cache=False if no_cache else None), host, port)
 
 
 @cli.group()

@@ -238,6 +238,8 @@ class Config(_Frozen):
     original_models: bool = Field(False, description="run each model's original_model (the seeds' ids)")
     simulator: SimSettings = SimSettings()
     telemetry_dsn: str | None = None
+    gateway: bool = Field(True, description="python/command harnesses: their SDK calls go through the runner's "
+                                            "gateway (one budget, retries, cache)")
 
     @model_validator(mode="after")
     def _checks(self) -> Config:
@@ -295,6 +297,8 @@ def resolve_mode(cfg: Config) -> Literal["real", "sim"]:
     if cfg.providers_mode != "auto":
         return cfg.providers_mode
     runs = cfg.model_runs()
+    if not runs:  # a user's harness: which providers it calls is its own business
+        return "real" if any(os.environ.get(k) for k in API_KEY_ENV.values()) else "sim"
     needed = {r.provider for r in runs if r.provider} | {r.teacher.provider for r in runs if r.teacher}
     return "real" if all(os.environ.get(API_KEY_ENV[p]) for p in needed) else "sim"
 

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from runner.config import Config, resolve_mode
 from runner.errors import RunStopped
+from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.models.preflight import check_retirements, requests_sent, unpriced
@@ -84,21 +85,24 @@ def _run(cfg: Config, out: Path, console: Console) -> Summary:
     plan = make_plan(cfg, order, done)
     logger.info("run {}: {} records x {} runs = {} items to do ({} already done); harness: {}; providers: {}; "
                 "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs), len(plan), len(done),
-                cfg.harness.kind, "REAL APIs" if mode == "real" else "simulator (no API keys set)"
-                if cfg.model_runs() else "-", kind)
+                cfg.harness.kind, "REAL APIs" if mode == "real" else "simulator (no API keys set)", kind)
     image = _image(spec, kind, manifest) if plan else None
     interrupted = False
     error = None
     with contextlib.ExitStack() as stack:
         if plan:
             sim_url = _simulator(cfg, mode, out, stack)
-            sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out)
+            gateway = _gateway(cfg, sim_url, out, stack)
+            sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
+                              gateway.url if gateway else None)
             with sup.progress:
                 try:
                     sup.run()
                 finally:
                     _remove_containers(kind, run_id)
             error, interrupted = sup.error, sup.interrupted
+            if gateway is not None:
+                manifest["gateway"] = _gateway_totals(gateway, manifest.get("gateway"))
     counts = sink.finalize(order)
     manifest.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), interrupted=interrupted, error=error,
                     counts=counts)
@@ -122,16 +126,45 @@ def _image(spec: DatabaseSpec, kind: str, manifest: dict[str, object]) -> str | 
     return image
 
 
+def _uses_gateway(cfg: Config) -> bool:
+    return cfg.gateway and cfg.harness.kind != "crm"
+
+
 def _simulator(cfg: Config, mode: str, out: Path, stack: contextlib.ExitStack) -> str | None:
-    if mode != "sim" or not cfg.model_runs():
+    if mode != "sim" or not (cfg.model_runs() or _uses_gateway(cfg)):
         return None
     from runner.models.sim.process import SimServer
 
     return stack.enter_context(SimServer(cfg.simulator, log_path=str(out / "logs" / "simulator.log"))).url
 
 
+def _gateway(cfg: Config, sim_url: str | None, out: Path, stack: contextlib.ExitStack) -> GatewayServer | None:
+    """For a user's harness: its SDK calls through one budget, retries and cache (docs/gateway.md)."""
+    if not _uses_gateway(cfg):
+        return None
+    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim_url, log_path=str(out / "logs" / "gateway.log")))
+    logger.info("model gateway at {} ({})", gw.url, "to the simulator" if sim_url else "to the real APIs")
+    return gw
+
+
+def _gateway_totals(gw: GatewayServer, before: object) -> dict[str, dict[str, int]]:
+    """Per-run counts of this run's gateway, added to a resumed run's earlier ones."""
+    totals: dict[str, dict[str, int]] = {k: dict(v) for k, v in before.items()} if isinstance(before, dict) else {}
+    try:
+        now = gw.stats()
+    except OSError as e:
+        logger.warning("could not read the gateway's counts: {}", e)
+        return totals
+    for run, counts in now.items():
+        mine = totals.setdefault(run, {})
+        for k, v in counts.items():
+            mine[k] = mine.get(k, 0) + int(v)
+    return totals
+
+
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
-                image: str | None, spec: DatabaseSpec, sim_url: str | None, out: Path) -> Supervisor:
+                image: str | None, spec: DatabaseSpec, sim_url: str | None, out: Path,
+                gateway_url: str | None) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
@@ -141,7 +174,8 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     pid = os.getpid()
 
     def make_spec(wid: int) -> WorkerSpec:
-        return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, sim_url, str(out / "logs"), str(out / "scratch"))
+        return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, sim_url, str(out / "logs"), str(out / "scratch"),
+                          gateway_url)
 
     chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
     pool = WorkerPool(ctx, make_spec, inbox, build_limiter(cfg), heartbeat_timeout=cfg.heartbeat_timeout_seconds)

@@ -104,6 +104,25 @@ def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[s
     return metrics
 
 
+def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
+    """The model calls a user's harness made through the runner's gateway, per run (from the manifest)."""
+    manifest = out / "manifest.json"
+    counts: dict[str, Any] = json.loads(manifest.read_text()).get("gateway") or {} if manifest.exists() else {}
+    if not counts:
+        return {}
+    console = console or Console()
+    t = Table(title="model calls through the gateway")
+    cols = ("calls", "ok", "cache_hits", "retries", "rate_limited", "input_tokens", "output_tokens",
+            "cache_read_tokens")
+    t.add_column("run")
+    for c in cols:
+        t.add_column(c.replace("_", " "), justify="right")
+    for run, c in sorted(counts.items()):
+        t.add_row(run, *(str(c.get(k, 0)) for k in cols))
+    console.print(t)
+    return counts
+
+
 def write_reports(out: Path) -> tuple[Path, Path]:
     """report.json (metrics and breakdowns per run) and report.html, next to the results."""
     from runner.report_html import breakdown, group_names, render
@@ -112,8 +131,9 @@ def write_reports(out: Path) -> tuple[Path, Path]:
     metrics = {name: run_metrics(r) for name, r in rows.items()}
     manifest = out / "manifest.json"
     sent = json.loads(manifest.read_text()).get("requests", {}) if manifest.exists() else {}
+    through = json.loads(manifest.read_text()).get("gateway") or {} if manifest.exists() else {}
     doc = {"runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in group_names(rows)},
-                        "requests": sent.get(n)} for n, m in metrics.items()}}
+                        "requests": sent.get(n), "gateway": through.get(n)} for n, m in metrics.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
     (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent),
                                      encoding="utf-8")

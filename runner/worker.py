@@ -52,6 +52,7 @@ class WorkerSpec:
     sim_url: str | None
     log_dir: str
     scratch_dir: str
+    gateway_url: str | None = None
 
 
 class _Alarm(BaseException):
@@ -75,7 +76,8 @@ class Worker:
         scratch = Path(spec.scratch_dir) / f"worker-{spec.worker}"
         scratch.mkdir(parents=True, exist_ok=True)
         self.harness: Harness = harness_class(cfg.harness.kind)(WorkerInfo(
-            spec.worker, cfg, scratch, spec.run_id, sim_url=spec.sim_url, limiter=limiter))
+            spec.worker, cfg, scratch, spec.run_id, sim_url=spec.sim_url, limiter=limiter,
+            gateway_url=spec.gateway_url))
         self.sandbox: Sandbox | None = None
         self.generation = 0
 

@@ -98,6 +98,7 @@ class WorkerInfo:
     run_id: str
     sim_url: str | None = None
     limiter: Any = None
+    gateway_url: str | None = None  # a user harness's SDK calls go here (runner/gateway)
 
 
 class Harness(ABC):
@@ -114,6 +115,15 @@ class Harness(ABC):
     def record_check() -> Check | None:
         """A check run on every record when the file is loaded (before any worker starts)."""
         return None
+
+    def gateway_env(self, run: str) -> dict[str, str]:
+        """SDK base URLs through the runner's gateway, when the run has one."""
+        from runner.harness.env import gateway_env
+
+        info = self.info
+        if info.gateway_url is None:
+            return {}
+        return gateway_env(info.gateway_url, run, info.worker, simulated=info.sim_url is not None)
 
     def attach(self, sandbox: SandboxInfo) -> None:
         """The worker's sandbox is (newly) up: connect, warm caches."""

@@ -44,7 +44,8 @@ class CommandHarness(Harness):
         outp.unlink(missing_ok=True)
         vals = {**template_values(self.sandbox, run), "input": str(inp), "output": str(outp)}
         argv = [render(a, vals, where="harness.command") for a in cfg.harness.command or []]
-        env = harness_env(cfg, self.sandbox, run, {"input": str(inp), "output": str(outp)})
+        env = harness_env(cfg, self.sandbox, run, {"input": str(inp), "output": str(outp)},
+                          gateway=self.gateway_env(run.name))
         cwd = resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
         why = self._execute(argv, env, cwd, cfg.conversation_timeout_seconds * len(tasks))
         answers = self._read(outp, tasks)

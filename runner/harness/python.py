@@ -86,7 +86,7 @@ class PythonHarness(Harness):
         super().attach(sandbox)
         cfg = self.info.cfg
         # Environment first: a harness module may read its settings at import time.
-        os.environ.update(harness_env(cfg, sandbox, cfg.runs[0]))
+        os.environ.update(harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name)))
         for p in reversed(cfg.harness.pythonpath):
             path = str(resolve_path(cfg, p))
             if path not in sys.path:
@@ -98,7 +98,7 @@ class PythonHarness(Harness):
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
         assert self.sandbox is not None
         for task in tasks:
-            env = harness_env(self.info.cfg, self.sandbox, task.run)
+            env = harness_env(self.info.cfg, self.sandbox, task.run, gateway=self.gateway_env(task.run.name))
             os.environ.update(env)
             ctx = Context(run=task.run.name, params=task.run.params, worker=self.info.worker, attempt=task.attempt,
                           record_id=task.record_id, db=self.sandbox.db, databases=self.sandbox.databases, env=env,

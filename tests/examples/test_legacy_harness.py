@@ -102,3 +102,26 @@ def test_command_kind_survives_a_killed_sandbox(tmp_path: Path, reference: dict[
     assert p.returncode == 0, log[-3000:]
     _same_as_reference(out, reference)
     assert "replaced by" in (out / "logs" / "supervisor.log").read_text()
+
+
+def test_sdk_calls_of_the_harness_go_through_the_gateway(tmp_path: Path, example_image: str) -> None:
+    """Its agents on the official SDKs, base URLs from the environment: every call is the gateway's."""
+    cfg = tmp_path / "sdk.yaml"
+    text = (EXAMPLE / "runner.yaml").read_text().split("runs:")[0].replace("conversations.jsonl",
+                                                                           str(EXAMPLE / "conversations.jsonl"))
+    text = text.replace("pythonpath: [.]", f"pythonpath: [{EXAMPLE}]").replace("schema: [schema]",
+                                                                               f"schema: [{EXAMPLE / 'schema'}]")
+    cfg.write_text(text + "runs:\n  - {name: claude, params: {provider: anthropic, model: claude-sonnet-5-5}}\n"
+                   "  - {name: gpt, params: {provider: openai, model: gpt-5.4}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    p = subprocess.run([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(tmp_path / "out"), "--limit",
+                        "6", "--no-cache"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    for run in ("claude", "gpt"):
+        rows = [json.loads(x) for x in (tmp_path / "out" / "results" / f"{run}.jsonl").read_text().splitlines()]
+        assert len(rows) == 6 and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    through = json.loads((tmp_path / "out" / "manifest.json").read_text())["gateway"]
+    for run in ("claude", "gpt"):
+        assert through[run]["calls"] >= 6 and through[run]["ok"] == through[run]["calls"]
+        assert through[run]["input_tokens"] > 0 and through[run]["output_tokens"] > 0
+    assert "model calls through the gateway" in p.stdout

@@ -26,7 +26,7 @@ from aiohttp import web
 from runner.config import Limits, SimSettings
 from runner.models.capabilities import lookup
 from runner.models.sim import strict, wire
-from runner.models.sim.policy import PROFILES, Msg, respond
+from runner.models.sim.policy import PROFILES, Action, Msg, respond
 from runner.models.sim.promptcache import PromptCache, segments
 from runner.models.sim.promptcache import tokens as estimate_tokens
 from runner.models.sim.stream import anthropic_events, openai_chunks
@@ -232,6 +232,15 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     return web.json_response(payload, headers=headers)
 
 
+def offered_only(action: Action, body: dict[str, Any]) -> Action:
+    """A real model only calls tools the request offers: the policy plays the built-in CRM, so with
+    another harness's tools it answers in words instead of inventing a call the API would refuse."""
+    offered = {(t.get("function") or t).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+    if not action.calls or all(c.name in offered for c in action.calls):
+        return action
+    return Action(text="I cannot do that with the tools I have here.")
+
+
 def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimState,
             err: Callable[..., dict[str, Any]]) -> web.Response | None:
     """401 without a key, 404 for a model nobody serves, 400 for what the real API would reject."""
@@ -264,7 +273,7 @@ async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: li
     if api == "anthropic" and usage.cache_read:
         state.refund_input(model, usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
-    action = respond(model, msgs)
+    action = offered_only(respond(model, msgs), body)
     await asyncio.sleep(state.latency(rid))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
     for counter in (state.stats, state.per_model[model]):
