@@ -147,9 +147,9 @@ def _gateway(cfg: Config, sim_url: str | None, out: Path, stack: contextlib.Exit
     return gw
 
 
-def _gateway_totals(gw: GatewayServer, before: object) -> dict[str, dict[str, int]]:
+def _gateway_totals(gw: GatewayServer, before: object) -> dict[str, dict[str, float]]:
     """Per-run counts of this run's gateway, added to a resumed run's earlier ones."""
-    totals: dict[str, dict[str, int]] = {k: dict(v) for k, v in before.items()} if isinstance(before, dict) else {}
+    totals: dict[str, dict[str, float]] = {k: dict(v) for k, v in before.items()} if isinstance(before, dict) else {}
     try:
         now = gw.stats()
     except OSError as e:
@@ -158,7 +158,7 @@ def _gateway_totals(gw: GatewayServer, before: object) -> dict[str, dict[str, in
     for run, counts in now.items():
         mine = totals.setdefault(run, {})
         for k, v in counts.items():
-            mine[k] = mine.get(k, 0) + int(v)
+            mine[k] = round(mine.get(k, 0) + v, 6)
     return totals
 
 

@@ -112,13 +112,15 @@ def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
         return {}
     console = console or Console()
     t = Table(title="model calls through the gateway")
-    cols = ("calls", "ok", "cache_hits", "retries", "rate_limited", "input_tokens", "output_tokens",
+    cols = ("llm_calls", "errors", "cache_hits", "retries", "rate_limited", "input_tokens", "output_tokens",
             "cache_read_tokens")
     t.add_column("run")
-    for c in cols:
-        t.add_column(c.replace("_", " "), justify="right")
+    for c in (*cols, "cost_usd"):
+        t.add_column(c.replace("_", " ").replace("llm ", ""), justify="right")
     for run, c in sorted(counts.items()):
-        t.add_row(run, *(str(c.get(k, 0)) for k in cols))
+        # A call at an unknown price makes the total unknown, never a silent $0.
+        cost = "unknown" if c.get("unpriced_calls") else f"${c.get('cost_usd', 0):.4f}"
+        t.add_row(run, *(str(int(c.get(k, 0))) for k in cols), cost)
     console.print(t)
     return counts
 

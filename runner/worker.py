@@ -23,12 +23,13 @@ from loguru import logger
 
 from runner.config import Config
 from runner.errors import ErrorKind, RunStopped
+from runner.gateway.process import take_usage
 from runner.harness import build_result, harness_class, id_field, reading
 from runner.harness.base import Database, Harness, SandboxInfo, Task, WorkerInfo
 from runner.messages import Assign, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
 from runner.ratelimit import SharedLimiter
 from runner.records import Record, load_records
-from runner.result import Result, error_result, now_iso
+from runner.result import Result, Usage, error_result, now_iso
 from runner.sandbox import make_sandbox
 from runner.sandbox.base import Sandbox, recreate_database, snapshot_database
 from runner.sandbox.schema import DatabaseSpec
@@ -171,9 +172,13 @@ class Worker:
         if self.cfg.harness.reset == "recreate" and self.sandbox is not None and self.sandbox.endpoint is not None:
             recreate_database(self.sandbox.endpoint, self.main_db())
         signal.setitimer(signal.ITIMER_REAL, limit + (ALARM_SLACK_SECONDS if len(jobs) > 1 else 0))
+        usage: list[Usage] = []
         try:
-            for task, outcome in self.harness.run(tasks):
+            for n, (task, outcome) in enumerate(self.harness.run(tasks)):
                 job = left.pop(task.item_id)
+                if self.spec.gateway_url is not None:
+                    usage = usage or self._gateway_usage(len(jobs))
+                    outcome.usage = usage[n] if n < len(usage) else outcome.usage
                 yield job, build_result(task, outcome, job.index, started, self.reading, share=len(jobs))
         except _Alarm:
             yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_timeout_seconds:g}s",
@@ -190,6 +195,15 @@ class Worker:
             yield from self._fail_all(left, f"{type(e).__name__}: {e}", "harness_error")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _gateway_usage(self, parts: int) -> list[Usage]:
+        """What this worker's SDK calls through the gateway cost since its last record."""
+        assert self.spec.gateway_url is not None
+        try:
+            return take_usage(self.spec.gateway_url, self.spec.worker, parts)
+        except OSError as e:  # the counts are a nicety: the record's result must not wait on them
+            logger.warning("could not read this record's model calls from the gateway: {}", e)
+            return []
 
     def _fail_all(self, left: dict[int, Job], why: str, kind: ErrorKind) -> Iterator[tuple[Job, Result]]:
         for job in list(left.values()):

@@ -15,7 +15,7 @@ def build_gateway(cfg: Config, *, sim_url: str | None = None, cache: bool | None
     limiter = SharedLimiter({k: cfg.rate_limits[k].resolved() for k in keys},
                             {k: bool(cfg.adaptive_concurrency) for k in keys}) if keys else None
     settings = GatewaySettings(upstreams=upstreams, retry=cfg.retry, limit_keys={k: k for k in keys},
-                               sim_models={} if sim_url else None)
+                               sim_models={} if sim_url else None, model_overrides=cfg.model_overrides())
     response_cache = None
     if cfg.cache if cache is None else cache:
         from runner.cache import DEFAULT_DIR, ResponseCache

@@ -2,11 +2,10 @@
 
 Speaks Anthropic `POST /v1/messages` (+ `/v1/messages/count_tokens`) and OpenAI
 `POST /v1/chat/completions` and `POST /v1/responses`, optionally under `/run/<run>/worker/<n>` so a
-call is counted to its run. Each call: the response cache (canonical request; a stream is kept as
-its events and replayed as a valid stream), the shared budget (the runner's SharedLimiter: one
-budget for every caller), the upstream with retries on 429/529/5xx/dropped connections
-(retry-after and reset headers honoured, jittered backoff, bounded); fatal 4xx and, past the bound,
-the upstream's own error pass through unchanged. Streams are relayed chunk by chunk as they arrive.
+call is counted to its run and worker. Each call: the response cache (the canonical request, whether
+streamed or not; see replay.py), then the upstream through the shared budget with retries
+(upstream.py). Counts per run at `GET /stats`; a worker takes its own since its last record with
+`POST /workers/<n>/take`, which is how each result gets its calls, tokens and cost.
 API keys come from the caller's headers or the gateway's environment and are never logged or
 keyed on.
 """
@@ -17,9 +16,7 @@ import asyncio
 import hashlib
 import json
 import os
-import random
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +26,10 @@ from loguru import logger
 
 from runner.cache import ResponseCache
 from runner.config import RetrySettings
-from runner.gateway.usage import CallUsage, StreamUsage, from_body
-from runner.models.base import classify_status
+from runner.gateway.replay import as_stream, final_message
+from runner.gateway.upstream import Answer, Call, Upstream
+from runner.gateway.usage import Tally
+from runner.models.capabilities import Prices, lookup
 from runner.ratelimit import SharedLimiter
 
 DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
@@ -40,6 +39,7 @@ _HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-enc
 SIM_DEFAULT = "sim-strong"  # who plays a model the simulator does not know
 ROUTES = {"/v1/messages": "anthropic", "/v1/messages/count_tokens": "anthropic",
           "/v1/chat/completions": "openai", "/v1/responses": "openai"}
+UNCACHED = {"/v1/messages/count_tokens"}
 
 
 @dataclass
@@ -48,67 +48,109 @@ class GatewaySettings:
     retry: RetrySettings = field(default_factory=RetrySettings)
     limit_keys: dict[str, str] = field(default_factory=dict)  # "provider/model" or "provider" -> limiter key
     sim_models: dict[str, str] | None = None  # simulator mode: model -> the simulator model that plays it
+    model_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # the config's `models:` (prices)
     timeout_seconds: float = 600.0
+
+
+@dataclass
+class Incoming:
+    """One caller's request, as the gateway reads it."""
+
+    run: str
+    worker: str | None
+    path: str
+    provider: str
+    raw: bytes
+    body: dict[str, Any] | None
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", "")) if self.body else ""
+
+    @property
+    def streaming(self) -> bool:
+        return bool(self.body and self.body.get("stream"))
 
 
 class Gateway:
     def __init__(self, settings: GatewaySettings, *, limiter: SharedLimiter | None = None,
                  cache: ResponseCache | None = None) -> None:
         self.settings, self.limiter, self.cache = settings, limiter, cache
-        self.stats: dict[str, Counter[str]] = {}
-        self.session: aiohttp.ClientSession | None = None
+        self.runs: dict[str, Tally] = {}
+        self.workers: dict[str, Tally] = {}
+        self.upstream: Upstream | None = None
+        self._prices: dict[tuple[str, str], Prices | None] = {}
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/{path:.*}", self.handle)
         app.router.add_get("/stats", self.get_stats)
+        app.router.add_post("/workers/{worker}/take", self.take)
+        app.router.add_post("/{path:.*}", self.handle)
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
         return app
 
     async def _open(self, app: web.Application) -> None:
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout_seconds, sock_connect=10)
-        self.session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0),
-                                             auto_decompress=False)
+        session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0),
+                                        auto_decompress=False)
+        self.upstream = Upstream(self.settings.retry, self.limiter, session)
 
     async def _close(self, app: web.Application) -> None:
-        if self.session is not None:
-            await self.session.close()
+        if self.upstream is not None:
+            await self.upstream.session.close()
 
     async def get_stats(self, request: web.Request) -> web.Response:
-        return web.json_response({run: dict(c) for run, c in self.stats.items()})
+        return web.json_response({run: t.as_dict() for run, t in self.runs.items()})
+
+    async def take(self, request: web.Request) -> web.Response:
+        """A worker's counts since it last asked (its last record), and a fresh start."""
+        tally = self.workers.pop(request.match_info["worker"], Tally())
+        return web.json_response(tally.as_dict())
 
     # ------------------------------------------------------------------ one call
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        run, path = _split(request.match_info["path"])
+        run, worker, path = _split(request.match_info["path"])
         provider = ROUTES.get(path)
         if provider is None:
-            return web.json_response({"error": {"type": "not_found", "message": f"no route {path}"}}, status=404)
-        stats = self.stats.setdefault(run, Counter())
-        stats["calls"] += 1
+            return web.json_response({"error": {"type": "not_found_error", "message": f"no route {path}"}},
+                                     status=404)
         raw = await request.read()
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        streaming = isinstance(body, dict) and bool(body.get("stream"))
-        key = _cache_key(provider, path, raw) if self.cache is not None and path != "/v1/messages/count_tokens" \
-            else None
-        if key is not None and (hit := self.cache.get(key)) is not None:  # type: ignore[union-attr]
-            stats["cache_hits"] += 1
-            return web.Response(status=200, body=hit["body"].encode(), content_type=hit["content_type"])
-        stats["cache_misses"] += key is not None
-        model = str(body.get("model", "")) if isinstance(body, dict) else ""
-        headers = self._upstream_headers(request, provider, model)
-        if self.settings.sim_models is not None and isinstance(body, dict) and model:
-            body = {**body, "model": self.settings.sim_models.get(model, SIM_DEFAULT)}
-            raw = json.dumps(body).encode()
+        body = _json(raw)
+        call = Incoming(run, worker, path, provider, raw, body if isinstance(body, dict) else None)
+        tallies = [self.runs.setdefault(run, Tally())] + ([self.workers.setdefault(worker, Tally())] if worker else [])
+        key = self._cache_key(call)
+        if key is not None and (hit := self._from_cache(key, call)) is not None:
+            for t in tallies:
+                t.llm_calls += 1
+                t.cache_hits += 1
+            return hit
         t0 = time.monotonic()
-        answer = await self._send(request, provider, path, raw, headers, model, streaming, stats)
-        stats["latency_ms"] += int((time.monotonic() - t0) * 1000)
-        if key is not None and self.cache is not None and answer.status == 200:
-            self.cache.put(key, provider, model, {"body": answer.text, "content_type": answer.content_type})
-        return answer.response
+        answer = await self._forward(request, call)
+        prices = self._price(provider, call.model)
+        for t in tallies:
+            t.llm_calls += 1
+            t.cache_misses += key is not None
+            t.retries += answer.retries
+            t.rate_limited += answer.rate_limited
+            if answer.status == 200:
+                t.answered(answer.usage, prices, time.monotonic() - t0)
+            else:
+                t.errors += 1
+        if key is not None and answer.status == 200:
+            self._to_cache(key, call, answer)
+        return answer.response()
+
+    async def _forward(self, request: web.Request, call: Incoming) -> Answer:
+        s = self.settings
+        raw = call.raw
+        if s.sim_models is not None and call.body is not None and call.model:
+            raw = json.dumps({**call.body, "model": s.sim_models.get(call.model, SIM_DEFAULT)}).encode()
+        assert self.upstream is not None
+        return await self.upstream.send(request, Call(
+            call.provider, s.upstreams[call.provider].rstrip("/") + call.path, raw,
+            self._upstream_headers(request, call.provider, call.model), call.streaming,
+            self._slot(call.provider, call.model)))
 
     def _upstream_headers(self, request: web.Request, provider: str, model: str) -> dict[str, str]:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
@@ -120,152 +162,73 @@ class Gateway:
             headers["x-sim-plays"] = model
         return headers
 
-    def _limit_key(self, provider: str, model: str) -> str | None:
-        keys = self.settings.limit_keys
-        return keys.get(f"{provider}/{model}") or keys.get(provider)
-
-    async def _send(self, request: web.Request, provider: str, path: str, raw: bytes, headers: dict[str, str],
-                    model: str, streaming: bool, stats: Counter[str]) -> _Answer:
-        """Upstream with budget and retries; a stream is relayed as it comes (the answer holds it whole)."""
-        assert self.session is not None
-        url = self.settings.upstreams[provider].rstrip("/") + path
-        retry = self.settings.retry
-        deadline = time.monotonic() + retry.total_cap_seconds
-        slot = self._slot(provider, model)
-        estimate = len(raw) / 4
-        for attempt in range(1, retry.max_attempts + 1):
-            res = await self._reserve(slot, estimate)
-            try:
-                async with self.session.post(url, data=raw, headers=headers) as up:
-                    if up.status == 200 and streaming:
-                        answer = await self._relay(request, up, provider)
-                        self._settle(slot, res, answer.usage, stats)
-                        return answer
-                    text = await up.text()
-                    answer = _Answer(up.status, text, up.content_type, dict(up.headers))
-            except (TimeoutError, aiohttp.ClientError) as e:
-                self._release(slot, res)
-                wait = _backoff(attempt, retry)
-                if attempt == retry.max_attempts or time.monotonic() + wait > deadline:
-                    return _Answer(502, json.dumps({"error": {"type": "api_connection_error",
-                                                              "message": f"upstream unreachable: {e}"}}),
-                                   "application/json", {})
-                stats["retries"] += 1
-                await asyncio.sleep(wait)
-                continue
-            if answer.status == 200:
-                self._settle(slot, res, _usage(answer.text, provider), stats)
-                return answer
-            self._release(slot, res)
-            err = classify_status(answer.status, answer.text[:500], answer.headers, _json(answer.text))
-            if err.kind not in ("rate_limited", "transient"):
-                return answer  # the caller's own problem: unchanged
-            wait = err.retry_after if err.retry_after is not None else _backoff(attempt, retry)
-            if err.kind == "rate_limited":
-                stats["rate_limited"] += 1
-                if self.limiter is not None and slot is not None:
-                    self.limiter.pause(slot, wait)
-            if attempt == retry.max_attempts or time.monotonic() + wait > deadline:
-                return answer  # past the bound: the upstream's own error
-            stats["retries"] += 1
-            await asyncio.sleep(min(wait, retry.max_backoff_seconds))
-        raise AssertionError("unreachable")
-
     def _slot(self, provider: str, model: str) -> int | None:
-        key = self._limit_key(provider, model)
+        keys = self.settings.limit_keys
+        key = keys.get(f"{provider}/{model}") or keys.get(provider)
         if self.limiter is None or key is None or key not in self.limiter.keys:
             return None
         return self.limiter.slot(key)
 
-    async def _reserve(self, slot: int | None, estimate: float) -> Any:
-        if self.limiter is None or slot is None:
+    def _price(self, provider: str, model: str) -> Prices | None:
+        if (provider, model) not in self._prices:
+            self._prices[provider, model] = lookup(model, provider, self.settings.model_overrides).prices
+        return self._prices[provider, model]
+
+    # ------------------------------------------------------------------ the cache
+    def _cache_key(self, call: Incoming) -> str | None:
+        """The canonical request: same JSON whatever the key order, spacing or `stream`; no headers."""
+        if self.cache is None or call.path in UNCACHED:
             return None
-        while True:
-            r = self.limiter.try_acquire(slot, estimate)
-            if not isinstance(r, float):
-                return r
-            await asyncio.sleep(min(max(r, 0.005), 0.5))
+        canon = call.raw if call.body is None else json.dumps(
+            {k: v for k, v in call.body.items() if k != "stream"}, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(call.provider.encode() + call.path.encode() + b"\0" + canon).hexdigest()
 
-    def _release(self, slot: int | None, res: Any) -> None:
-        if self.limiter is not None and res is not None:
-            self.limiter.settle(res, 0, 0, ok=False)
+    def _from_cache(self, key: str, call: Incoming) -> web.Response | None:
+        """The cached answer in the form this caller asked for; None (a miss) if it cannot be given so."""
+        assert self.cache is not None
+        entry = self.cache.get(key)
+        if entry is None or "body" not in entry:
+            return None
+        if entry["content_type"] == "text/event-stream":
+            # Kept as raw events: replayable to a streaming caller only.
+            return _sse(entry["body"].encode()) if call.streaming else None
+        message = json.loads(entry["body"])
+        if not call.streaming:
+            if call.path == "/v1/chat/completions" and not message.get("usage"):
+                return None  # cut from a stream without usage: a plain caller expects it
+            return web.json_response(message)
+        stream = as_stream(call.path, message, call.body or {})
+        return _sse(stream) if stream is not None else None
 
-    def _settle(self, slot: int | None, res: Any, usage: CallUsage, stats: Counter[str]) -> None:
-        stats["ok"] += 1
-        stats["input_tokens"] += usage.input_tokens
-        stats["output_tokens"] += usage.output_tokens
-        stats["cache_read_tokens"] += usage.cache_read_tokens
-        stats["cache_write_tokens"] += usage.cache_write_tokens
-        if self.limiter is not None and res is not None:
-            self.limiter.settle(res, usage.input_tokens + usage.cache_write_tokens, usage.output_tokens)
-
-    async def _relay(self, request: web.Request, up: aiohttp.ClientResponse, provider: str) -> _Answer:
-        """Chunk by chunk, as they arrive; the whole stream (to cache) and its usage come back too."""
-        content_type = up.headers.get("content-type", "text/event-stream")
-        out = web.StreamResponse(status=200, headers={"content-type": content_type})
-        await out.prepare(request)
-        seen = StreamUsage(provider)
-        chunks = []
-        async for chunk in up.content.iter_any():
-            seen.feed(chunk)
-            chunks.append(chunk)
-            await out.write(chunk)
-        await out.write_eof()
-        return _Answer(200, b"".join(chunks).decode(errors="replace"), content_type.split(";")[0], {},
-                       usage=seen.usage, sent=out)
+    def _to_cache(self, key: str, call: Incoming, answer: Answer) -> None:
+        assert self.cache is not None
+        entry = {"body": answer.body.decode(errors="replace"), "content_type": "application/json"}
+        if call.streaming:
+            message = final_message(call.path, answer.body)
+            if message is not None and as_stream(call.path, message, call.body or {}) is not None:
+                entry["body"] = json.dumps(message)
+            else:
+                entry["content_type"] = "text/event-stream"
+        self.cache.put(key, call.provider, call.model, entry)
 
 
-@dataclass
-class _Answer:
-    status: int
-    text: str
-    content_type: str
-    headers: dict[str, str]
-    usage: CallUsage = field(default_factory=CallUsage)
-    sent: web.StreamResponse | None = None  # a relayed stream: already on its way to the caller
-
-    @property
-    def response(self) -> web.StreamResponse:
-        if self.sent is not None:
-            return self.sent
-        keep = {k: v for k, v in self.headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit",
-                                                                               "retry-after", "request-id",
-                                                                               "x-request-id"))}
-        return web.Response(status=self.status, text=self.text, content_type=self.content_type, headers=keep)
+def _sse(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
 
 
-def _split(path: str) -> tuple[str, str]:
-    """`run/<run>/worker/<n>/v1/...` -> (run, /v1/...); a bare `/v1/...` counts to run "-"."""
+def _split(path: str) -> tuple[str, str | None, str]:
+    """`run/<run>/worker/<n>/v1/...` -> (run, n, /v1/...); a bare `/v1/...` counts to run "-"."""
     parts = path.strip("/").split("/")
     if len(parts) > 4 and parts[0] == "run" and parts[2] == "worker":
-        return parts[1], "/" + "/".join(parts[4:])
-    return "-", "/" + "/".join(parts)
+        return parts[1], parts[3], "/" + "/".join(parts[4:])
+    return "-", None, "/" + "/".join(parts)
 
 
-def _cache_key(provider: str, path: str, raw: bytes) -> str:
-    """The canonical request: same JSON, same key, whatever the key order or spacing; no headers."""
+def _json(raw: bytes) -> Any:
     try:
-        canon = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":")).encode()
-    except ValueError:
-        canon = raw
-    return hashlib.sha256(provider.encode() + path.encode() + b"\0" + canon).hexdigest()
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
+        return json.loads(raw)
     except ValueError:
         return None
-
-
-def _usage(text: str, provider: str) -> CallUsage:
-    body = _json(text)
-    return from_body(body, provider) if isinstance(body, dict) else CallUsage()
-
-
-def _backoff(attempt: int, retry: RetrySettings) -> float:
-    """Full jitter, capped: spreads the retries of many callers apart."""
-    return random.uniform(0, min(retry.max_backoff_seconds, retry.base_seconds * 2 ** (attempt - 1)))
 
 
 def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -273,7 +236,7 @@ def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> None:
     async def main() -> None:
         runner = web.AppRunner(gateway.app(), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, backlog=1024)
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         print(f"listening on http://{host}:{bound}", flush=True)

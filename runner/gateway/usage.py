@@ -10,8 +10,10 @@ OpenAI responses: `usage.input_tokens` / `output_tokens`; streamed, in `response
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
+
+from runner.models.capabilities import Prices, Usage, cost
 
 
 @dataclass
@@ -39,6 +41,49 @@ class CallUsage:
         if isinstance(out, int):
             self.output_tokens = out
 
+
+@dataclass
+class Tally:
+    """Counts for one run or one worker, named as the result's `usage` fields (runner/result.py)."""
+
+    llm_calls: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    errors: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0  # of the calls with a known price
+    input_cost_usd: float = 0.0
+    cache_saved_usd: float = 0.0
+    unpriced_calls: int = 0
+    latency_seconds: float = 0.0
+
+    def answered(self, u: CallUsage, prices: Prices | None, latency: float) -> None:
+        """One upstream answer: its tokens, and its cost at the caller's model's prices."""
+        self.input_tokens += u.input_tokens
+        self.output_tokens += u.output_tokens
+        self.cache_read_tokens += u.cache_read_tokens
+        self.cache_write_tokens += u.cache_write_tokens
+        self.latency_seconds += latency
+        total, inp, saved = cost(prices, Usage(u.input_tokens, u.output_tokens, u.cache_write_tokens,
+                                                u.cache_read_tokens))
+        if total is None:
+            self.unpriced_calls += 1
+        else:
+            self.cost_usd += total
+            self.input_cost_usd += inp or 0.0
+            self.cache_saved_usd += saved
+
+    def add(self, other: Tally) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: round(v, 6) if isinstance(v := getattr(self, f.name), float) else v for f in fields(self)}
 
 def from_body(body: dict[str, Any], api: str) -> CallUsage:
     u = CallUsage()

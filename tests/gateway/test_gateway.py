@@ -71,7 +71,7 @@ def test_sdk_calls_through_the_gateway_see_no_upstream_500s(gateway: str, sim: s
     r = gpt.chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "Find Acme"}])
     assert r.choices[0].message is not None
     s = _stats(gateway)["plain"]
-    assert s["calls"] == 13 and s["ok"] == 13 and s["retries"] > 0  # 30 % of upstream answers were 500s
+    assert s["llm_calls"] == 13 and s["errors"] == 0 and s["retries"] > 0  # 30 % of upstream answers were 500s
     assert s["input_tokens"] > 0 and s["output_tokens"] > 0
 
 
@@ -89,7 +89,50 @@ def test_streams_are_relayed_and_a_repeat_is_served_from_the_cache(gateway: str,
                                               messages=[{"role": "user", "content": "Find Initech"}]))
     assert chunks and chunks[-1].usage is not None
     s = _stats(gateway)["streamed"]
-    assert s["cache_hits"] == 1 and s["calls"] == 3 and s["output_tokens"] > 0
+    assert s["cache_hits"] == 1 and s["llm_calls"] == 3 and s["output_tokens"] > 0
+
+
+def test_one_cache_entry_serves_streaming_and_plain_callers(gateway: str) -> None:
+    """A streamed answer is kept as its final message: a plain caller gets that message, and a
+    streaming one a valid stream cut from a plain answer, each without an upstream call."""
+    client = _claude(gateway, "both")
+    kw: dict[str, Any] = {"model": "claude-sonnet-5-5", "max_tokens": 200, "tools": TOOLS,
+                          "messages": [{"role": "user", "content": "Find the account Umbrella"}]}
+    with client.messages.stream(**kw) as stream:
+        streamed = stream.get_final_message()
+    plain = client.messages.create(**kw)
+    assert plain.model_dump() == streamed.model_dump()
+    gpt = openai.OpenAI(api_key="k", base_url=f"{gateway}/run/both/worker/0/v1", max_retries=0)
+    q: dict[str, Any] = {"model": "gpt-5.4", "tools": [{"type": "function", "function": {
+        "name": "search_accounts", "parameters": TOOLS[0]["input_schema"]}}],
+        "messages": [{"role": "user", "content": "Find the account Hooli"}]}
+    first = gpt.chat.completions.create(**q)
+    chunks = list(gpt.chat.completions.create(**q, stream=True))
+    calls = [c for ch in chunks for c in (ch.choices[0].delta.tool_calls or []) if ch.choices]
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    want = first.choices[0].message
+    assert text == (want.content or "")
+    assert [c.function.name for c in calls if c.function and c.function.name] == \
+        [c.function.name for c in want.tool_calls or []]  # type: ignore[union-attr]
+    s = _stats(gateway)["both"]
+    assert s["llm_calls"] == 4 and s["cache_hits"] == 2 and s["cache_misses"] == 2
+
+
+def test_a_worker_takes_its_own_calls_and_their_cost(gateway: str) -> None:
+    from runner.gateway.process import take_usage
+
+    client = anthropic.Anthropic(api_key="k", base_url=f"{gateway}/run/costed/worker/7", max_retries=0)
+    take_usage(gateway, 7)
+    for i in range(3):
+        client.messages.create(model="claude-sonnet-5-5", max_tokens=50,
+                               messages=[{"role": "user", "content": f"cost {i}"}])
+    u = take_usage(gateway, 7)[0]
+    assert u.llm_calls == 3 and u.input_tokens > 0 and u.cost_usd is not None and u.cost_usd > 0
+    halves = take_usage(gateway, 7, parts=2)
+    assert [h.llm_calls for h in halves] == [0, 0]  # taken: nothing left
+    client.messages.create(model="a-model-without-a-price", max_tokens=50,
+                           messages=[{"role": "user", "content": "unpriced"}])
+    assert take_usage(gateway, 7)[0].cost_usd is None  # unknown, never a silent $0
 
 
 def test_a_request_the_api_refuses_passes_through_unchanged(gateway: str) -> None:

@@ -1,0 +1,163 @@
+"""One call to the upstream API: the shared budget first, then retries the caller never sees.
+
+429 / 529 / 5xx and dropped connections are retried (retry-after and the rate-limit reset headers
+honoured, full-jitter backoff, bounded by the config's `retry:`); a 429 pauses the budget for every
+caller. Other 4xx, and past the bound the upstream's own error, go back unchanged. A stream is
+relayed chunk by chunk as it arrives; the answer keeps it whole for the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from loguru import logger
+
+from runner.config import RetrySettings
+from runner.gateway.usage import CallUsage, StreamUsage, from_body
+from runner.models.base import classify_status
+from runner.models.capabilities import Usage, budget_input_tokens
+from runner.ratelimit import Reservation, SharedLimiter
+
+BROKEN_STREAM = 599  # status of a stream cut after its first bytes reached the caller
+# Response headers worth handing back to the caller (its SDK reads them); the rest describe the hop.
+KEEP_HEADERS = ("x-ratelimit", "anthropic-ratelimit", "retry-after", "request-id", "x-request-id")
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+    content_type: str
+    headers: dict[str, str] = field(default_factory=dict)
+    usage: CallUsage = field(default_factory=CallUsage)
+    sent: web.StreamResponse | None = None  # a relayed stream: already on its way to the caller
+    retries: int = 0
+    rate_limited: int = 0
+
+    def response(self) -> web.StreamResponse:
+        if self.sent is not None:
+            return self.sent
+        keep = {k: v for k, v in self.headers.items() if k.lower().startswith(KEEP_HEADERS)}
+        return web.Response(status=self.status, body=self.body, headers={**keep, "content-type": self.content_type})
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the gateway forwards: where, the bytes, the headers, and which budget pays."""
+
+    provider: str
+    url: str
+    raw: bytes
+    headers: dict[str, str]
+    streaming: bool
+    slot: int | None
+
+
+class Upstream:
+    def __init__(self, retry: RetrySettings, limiter: SharedLimiter | None, session: aiohttp.ClientSession) -> None:
+        self.retry, self.limiter, self.session = retry, limiter, session
+
+    async def send(self, request: web.Request, call: Call) -> Answer:
+        retry = self.retry
+        deadline = time.monotonic() + retry.total_cap_seconds
+        retries = rate_limited = 0
+        for attempt in range(1, retry.max_attempts + 1):
+            res = await self._reserve(call.slot, len(call.raw) / 4)
+            try:
+                answer = await self._post(request, call)
+            except (TimeoutError, aiohttp.ClientError) as e:
+                self._release(res)
+                answer = Answer(502, json.dumps({"error": {"type": "api_connection_error",
+                                                           "message": f"upstream unreachable: {e}"}}).encode(),
+                                "application/json")
+                wait = _backoff(attempt, retry)
+            else:
+                if answer.status == 200 or answer.sent is not None:
+                    self._settle(res, call.provider, answer.usage)
+                    answer.retries, answer.rate_limited = retries, rate_limited
+                    return answer
+                self._release(res)
+                err = classify_status(answer.status, answer.body[:500].decode(errors="replace"), answer.headers,
+                                      _json(answer.body))
+                if err.kind not in ("rate_limited", "transient"):
+                    answer.retries, answer.rate_limited = retries, rate_limited
+                    return answer  # the caller's own problem: unchanged
+                wait = err.retry_after if err.retry_after is not None else _backoff(attempt, retry)
+                if err.kind == "rate_limited":
+                    rate_limited += 1
+                    if self.limiter is not None and call.slot is not None:
+                        self.limiter.pause(call.slot, wait)
+            if attempt == retry.max_attempts or time.monotonic() + wait > deadline:
+                answer.retries, answer.rate_limited = retries, rate_limited
+                return answer  # past the bound: the upstream's own error
+            retries += 1  # noqa: SIM113 - counts retries, not attempts
+            await asyncio.sleep(min(wait, retry.max_backoff_seconds))
+        raise AssertionError("unreachable")
+
+    async def _post(self, request: web.Request, call: Call) -> Answer:
+        async with self.session.post(call.url, data=call.raw, headers=call.headers) as up:
+            if up.status == 200 and call.streaming:
+                return await _relay(request, up, call.provider)
+            body = await up.read()
+            answer = Answer(up.status, body, up.content_type, dict(up.headers))
+            if up.status == 200 and isinstance(parsed := _json(body), dict):
+                answer.usage = from_body(parsed, call.provider)
+            return answer
+
+    async def _reserve(self, slot: int | None, estimate: float) -> Reservation | None:
+        if self.limiter is None or slot is None:
+            return None
+        while True:
+            r = self.limiter.try_acquire(slot, estimate)
+            if not isinstance(r, float):
+                return r
+            await asyncio.sleep(min(max(r, 0.005), 0.5))
+
+    def _release(self, res: Reservation | None) -> None:
+        if self.limiter is not None and res is not None:
+            self.limiter.settle(res, 0, 0, ok=False)
+
+    def _settle(self, res: Reservation | None, provider: str, u: CallUsage) -> None:
+        if self.limiter is not None and res is not None:
+            spent = Usage(u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens)
+            self.limiter.settle(res, budget_input_tokens(provider, spent), u.output_tokens)
+
+
+async def _relay(request: web.Request, up: aiohttp.ClientResponse, provider: str) -> Answer:
+    """Chunk by chunk, as they arrive; the whole stream (to cache) and its usage come back too."""
+    content_type = up.headers.get("content-type", "text/event-stream")
+    keep = {k: v for k, v in up.headers.items() if k.lower().startswith(KEEP_HEADERS)}
+    out = web.StreamResponse(status=200, headers={**keep, "content-type": content_type})
+    await out.prepare(request)
+    seen = StreamUsage(provider)
+    chunks = []
+    try:
+        async for chunk in up.content.iter_any():
+            seen.feed(chunk)
+            chunks.append(chunk)
+            await out.write(chunk)
+    except (TimeoutError, aiohttp.ClientError) as e:
+        # Part of the stream is already with the caller: it cannot be retried, only cut (and not cached).
+        logger.warning("upstream stream broke after {} chunks: {}", len(chunks), e)
+        return Answer(BROKEN_STREAM, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out)
+    await out.write_eof()
+    return Answer(200, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out)
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _backoff(attempt: int, retry: RetrySettings) -> float:
+    """Full jitter, capped: spreads the retries of many callers apart."""
+    return random.uniform(0, min(retry.max_backoff_seconds, retry.base_seconds * 2 ** (attempt - 1)))
