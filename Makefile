@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && \
 	    $(PY) -m venv $(VENV); }
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,litellm]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -1,7 +1,8 @@
 """`make bench` / `make bench-quick`: every benchmark, one document.
 
     python -m bench.all --out docs/benchmarks.md    the full set (about 15 minutes here)
-    python -m bench.all --quick                     a smoke run of every benchmark (CI), no targets judged
+    python -m bench.all --quick                     small sizes, every benchmark, no targets judged
+    python -m bench.all --tiny                      the smallest sizes: that the code runs (CI)
 """
 
 from __future__ import annotations
@@ -13,26 +14,33 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 
-from bench import cached, harness, headline, memory, ratelimit, scaling, startup, targets
+from bench import cached, gateway, harness, headline, memory, ratelimit, scaling, startup, targets
 from bench.common import WORK, machine
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="tiny sizes: check that every benchmark runs")
+    ap.add_argument("--quick", action="store_true", help="small sizes: every benchmark, minutes, no verdicts")
+    ap.add_argument("--tiny", action="store_true", help="the smallest sizes: only that every benchmark's code runs "
+                    "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
-    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,ratelimit,cached,headline; "
-                    "with --out naming an existing document, only those sections of it are replaced")
+    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,ratelimit,cached,harness,"
+                    "gateway,headline; with --out naming an existing document, only those sections of it are replaced")
     ap.add_argument("--headline-n", type=int, default=300,
                     help="conversations per run in the headline (1200 = the seeds' whole job)")
     args = ap.parse_args()
     logger.remove()
     logger.add(lambda m: print(m, end=""), level="WARNING")
     only = set(args.only.split(",")) if args.only else None
-    q = args.quick
+    q = args.quick or args.tiny
+    t = args.tiny
+
+    def size(tiny: Any, quick: Any, full: Any) -> Any:
+        return tiny if t else quick if q else full
     sections: list[str] = []
     raw: dict[str, object] = {}
     t_all = time.monotonic()
@@ -47,25 +55,27 @@ def main() -> None:
         sections.append(text)
         print(text, f"({time.monotonic() - t0:.0f} s)\n", flush=True)
 
-    step("scaling", lambda: _pair(scaling.scaling([1, 2] if q else [1, 2, 4, 8, 16, 32], 50 if q else 200,
-                                                  2 if q else 6, 4 if q else 10),
-                                  scaling.overhead(6 if q else 100), scaling.render))
-    step("startup", lambda: _one(startup.startup([1, 2] if q else [1, 4, 8], 1 if q else 3), startup.render))
-    step("memory", lambda: _one(memory.memory(2 if q else 8, 8 if q else 48), memory.render))
+    step("scaling", lambda: _pair(scaling.scaling(size([1], [1, 2], [1, 2, 4, 8, 16, 32]), 50 if q else 200,
+                                                  size(2, 2, 6), size(2, 4, 10)),
+                                  scaling.overhead(size(2, 6, 100)), scaling.render))
+    step("startup", lambda: _one(startup.startup(size([1], [1, 2], [1, 4, 8]), 1 if q else 3), startup.render))
+    step("memory", lambda: _one(memory.memory(size(1, 2, 8), size(2, 8, 48)), memory.render))
     # quick: 4 workers spend a 60-request burst well within the 4 s warm-up, so the window sees the limit
-    step("ratelimit", lambda: _one(ratelimit.ratelimit(4 if q else 16, 4 if q else 12, 8 if q else 30,
+    step("ratelimit", lambda: _one(ratelimit.ratelimit(size(2, 4, 16), size(1, 4, 12), size(2, 8, 30),
                                                        60 if q else ratelimit.RPM),
                                    ratelimit.render))
-    step("cached", lambda: _one(cached.cached(limit=12 if q else None), cached.render))
-    step("harness", lambda: _one(harness.harness([1, 2] if q else [1, 2, 4, 8, 16], 12 if q else 160,
+    step("cached", lambda: _one(cached.cached(workers=size(2, 4, 4), limit=size(4, 12, None)), cached.render))
+    step("harness", lambda: _one(harness.harness(size([1], [1, 2], [1, 2, 4, 8, 16]), size(4, 12, 160),
                                                  20 if q else 100), harness.render))
-    step("headline", lambda: _one(headline.headline(20 if q else args.headline_n, 4 if q else 16, 1 / 20),
+    step("gateway", lambda: _one(gateway.gateway(size("tiny", "quick", "full")), gateway.render))
+    step("headline", lambda: _one(headline.headline(size(4, 20, args.headline_n), size(2, 4, 16),
+                                                    size(1 / 100, 1 / 20, 1 / 20)),
                                   headline.render))
     total = time.monotonic() - t_all
     raw = _merge_raw(raw, q, partial=bool(only))
     sections.insert(0, targets.summary(raw))
     if args.out:
-        cmd = "make bench" + (" (quick)" if q else "")
+        cmd = "make bench" + (" (tiny)" if t else " (quick)" if q else "")
         argv = " ".join(sys.argv[1:])
         if only and args.out.exists():
             _replace_sections(args.out, sections, f"python -m bench.all {argv}", total)

@@ -26,6 +26,18 @@ def _scaling(section: dict[str, Any]) -> list[list[str]]:
     return out
 
 
+def _gateway(g: dict[str, Any]) -> list[list[str]]:
+    b, f, fb, tp = g["budget"], g["faults"], g["first_byte"], g["throughput"]
+    return [
+        [f"gateway: {b['procs']} SDK processes, ≥ 95 % of {b['rpm']:.0f} RPM, ≤ 1 % 429s seen",
+         f"{b['share_of_limit']:.1%}, {b['client_429s']} of {b['client_calls']} calls 429", _verdict(b["met"])],
+        ["gateway: 30 % upstream 500/529 unseen by clients; identical rerun makes no upstream call",
+         f"{f['first_errors']} errors seen; {f['second_upstream']} upstream calls", _verdict(f["met"])],
+        ["gateway: streamed first byte ≤ 5 ms after the upstream's", f"+{fb['added_ms']:.2f} ms", _verdict(fb["met"])],
+        ["gateway: ≥ 1,000 requests/s, ≤ 2 ms p50 added",
+         f"{tp['rps']:.0f}/s, {tp['added_p50_ms']:.2f} ms", _verdict(tp["met"])]]
+
+
 def summary(raw: dict[str, Any]) -> str:
     rows: list[list[str]] = []
     if "scaling" in raw:
@@ -57,6 +69,8 @@ def summary(raw: dict[str, Any]) -> str:
             if r["met"] is not None:
                 rows.append([f"a user's harness (legacy example), W = {r['W']}: ≥ 0.9·W x its sequential CLI",
                              f"{r['runner_x']:.2f}x (shared database: {r['shared_db_x']:.2f}x)", _verdict(r["met"])])
+    if "gateway" in raw:
+        rows += _gateway(raw["gateway"])
     if "headline" in raw:
         h = raw["headline"]
         rows.append([f"the seeds' whole job ({h['conversations']} conversations): wall vs one at a time",

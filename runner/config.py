@@ -88,6 +88,7 @@ class SimSettings(_Frozen):
     limits: dict[str, Limits] = Field(default_factory=dict, description="per simulator model")
     faults: Faults = Faults()
     seed: int = 0
+    stream_interval_ms: float = Field(0.0, ge=0, description="pause between streamed events (a slow stream)")
 
 
 class ModelRef(_Frozen):

@@ -12,6 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import multiprocess as mp
 from loguru import logger
@@ -23,6 +24,7 @@ from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.models.preflight import check_retirements, requests_sent, unpriced
+from runner.models.sim.process import SimServer
 from runner.plan import WorkItem, make_plan
 from runner.pool import WorkerPool
 from runner.progress import Progress, RunProgress
@@ -91,7 +93,8 @@ def _run(cfg: Config, out: Path, console: Console) -> Summary:
     error = None
     with contextlib.ExitStack() as stack:
         if plan:
-            sim_url = _simulator(cfg, mode, out, stack)
+            sim = _simulator(cfg, mode, out, stack)
+            sim_url = sim.url if sim is not None else None
             gateway = _gateway(cfg, sim_url, out, stack)
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
                               gateway.url if gateway else None)
@@ -102,7 +105,9 @@ def _run(cfg: Config, out: Path, console: Console) -> Summary:
                     _remove_containers(kind, run_id)
             error, interrupted = sup.error, sup.interrupted
             if gateway is not None:
-                manifest["gateway"] = _gateway_totals(gateway, manifest.get("gateway"))
+                manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
+            if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
+                manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
     counts = sink.finalize(order)
     manifest.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), interrupted=interrupted, error=error,
                     counts=counts)
@@ -130,12 +135,10 @@ def _uses_gateway(cfg: Config) -> bool:
     return cfg.gateway and cfg.harness.kind != "crm"
 
 
-def _simulator(cfg: Config, mode: str, out: Path, stack: contextlib.ExitStack) -> str | None:
+def _simulator(cfg: Config, mode: str, out: Path, stack: contextlib.ExitStack) -> SimServer | None:
     if mode != "sim" or not (cfg.model_runs() or _uses_gateway(cfg)):
         return None
-    from runner.models.sim.process import SimServer
-
-    return stack.enter_context(SimServer(cfg.simulator, log_path=str(out / "logs" / "simulator.log"))).url
+    return stack.enter_context(SimServer(cfg.simulator, log_path=str(out / "logs" / "simulator.log")))
 
 
 def _gateway(cfg: Config, sim_url: str | None, out: Path, stack: contextlib.ExitStack) -> GatewayServer | None:
@@ -147,16 +150,23 @@ def _gateway(cfg: Config, sim_url: str | None, out: Path, stack: contextlib.Exit
     return gw
 
 
-def _gateway_totals(gw: GatewayServer, before: object) -> dict[str, dict[str, float]]:
-    """Per-run counts of this run's gateway, added to a resumed run's earlier ones."""
-    totals: dict[str, dict[str, float]] = {k: dict(v) for k, v in before.items()} if isinstance(before, dict) else {}
+def _counts(server: GatewayServer | SimServer, name: str, key: str | None = None) -> dict[str, dict[str, float]]:
+    """Per-run (gateway) or per-model (simulator, `played`) counters of a server of this run."""
     try:
-        now = gw.stats()
+        stats: Any = server.stats()
     except OSError as e:
-        logger.warning("could not read the gateway's counts: {}", e)
-        return totals
-    for run, counts in now.items():
-        mine = totals.setdefault(run, {})
+        logger.warning("could not read the {}'s counts: {}", name, e)
+        return {}
+    stats = stats.get(key, {}) if key else stats
+    return {k: {n: v for n, v in c.items() if isinstance(v, int | float)} for k, c in stats.items()
+            if isinstance(c, dict)}
+
+
+def _added(now: dict[str, dict[str, float]], before: object) -> dict[str, dict[str, float]]:
+    """This invocation's counts added to a resumed run's earlier ones."""
+    totals: dict[str, dict[str, float]] = {k: dict(v) for k, v in before.items()} if isinstance(before, dict) else {}
+    for group, counts in now.items():
+        mine = totals.setdefault(group, {})
         for k, v in counts.items():
             mine[k] = round(mine.get(k, 0) + v, 6)
     return totals

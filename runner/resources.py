@@ -79,6 +79,11 @@ class ServerProcess(Resource):
             err = log.read()[-1500:]
         raise RunStopped(f"the {self.name} did not start: {line.strip()} {err}")
 
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
     def stop(self) -> None:
         stop_process(self._proc)
         self._proc = None

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker]
 def _run(out: Path, *args: str, config: Path = DEFAULT) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     return subprocess.run([sys.executable, "-m", "runner", "run", str(config), "--out", str(out), "--no-cache",
-                           "--providers", "sim", "--sandbox", "docker", *args],
+                           "--providers", "sim", "--sandbox", "docker", "-w", "2", *args],
                           capture_output=True, text=True, env=env, timeout=600)
 
 

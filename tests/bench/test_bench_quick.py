@@ -1,4 +1,4 @@
-"""`make bench-quick` in CI: every benchmark runs end to end on tiny sizes (no timing judged)."""
+"""CI: every benchmark runs end to end on its smallest sizes (`--tiny`; no timing judged)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_benchmark_runs(tmp_path: Path, sandbox_image: str) -> None:
     doc = tmp_path / "benchmarks.md"
     env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, "BENCH_DIR": str(tmp_path)}
-    p = subprocess.run([sys.executable, "-m", "bench.all", "--quick", "--out", str(doc)], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "bench.all", "--tiny", "--out", str(doc)], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
     text = doc.read_text()
     for section in ("Targets at a glance", "Scaling against the seeds' design", "Harness overhead",
                     "Sandbox start-up", "Memory at W=", "Rate limits:", "Fully cached rerun", "A user's harness",
-                    "The headline"):
+                    "Model gateway", "The headline"):
         assert section in text, section
-    assert "Command: `make bench (quick)`" in text and (tmp_path / "bench.json").exists()
+    assert "Command: `make bench (tiny)`" in text and (tmp_path / "bench.json").exists()

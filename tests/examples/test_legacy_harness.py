@@ -18,6 +18,7 @@ import pytest
 
 from runner.config import load_config
 from runner.harness import database_spec
+from runner.models.capabilities import Usage, cost, lookup
 from runner.sandbox.base import Sandbox
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "legacy-harness"
@@ -120,8 +121,21 @@ def test_sdk_calls_of_the_harness_go_through_the_gateway(tmp_path: Path, example
     for run in ("claude", "gpt"):
         rows = [json.loads(x) for x in (tmp_path / "out" / "results" / f"{run}.jsonl").read_text().splitlines()]
         assert len(rows) == 6 and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    through = json.loads((tmp_path / "out" / "manifest.json").read_text())["gateway"]
-    for run in ("claude", "gpt"):
-        assert through[run]["calls"] >= 6 and through[run]["ok"] == through[run]["calls"]
-        assert through[run]["input_tokens"] > 0 and through[run]["output_tokens"] > 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    report = json.loads((tmp_path / "out" / "report.json").read_text())["runs"]
+    tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    for run, model in (("claude", "claude-sonnet-5-5"), ("gpt", "gpt-5.4")):
+        through, served = report[run]["gateway"], manifest["simulator"][model]
+        assert through["llm_calls"] >= 6 and through["errors"] == 0 and through["input_tokens"] > 0
+        # The report's tokens and cost for the run are what the simulator served, at the model's prices.
+        assert {k: through[k] for k in tokens} == {k: served.get(k, 0) for k in tokens}
+        total, _, _ = cost(lookup(model, "anthropic" if run == "claude" else "openai").prices,
+                           Usage(served["input_tokens"], served["output_tokens"], served.get("cache_write_tokens", 0),
+                                 served.get("cache_read_tokens", 0)))
+        assert through["cost_usd"] == pytest.approx(total, abs=1e-6)
+        # ... and each record carries its own share: they add up to the run's.
+        rows = [json.loads(x) for x in (tmp_path / "out" / "results" / f"{run}.jsonl").read_text().splitlines()]
+        assert sum(r["usage"]["llm_calls"] for r in rows) == through["llm_calls"]
+        assert sum(r["usage"]["output_tokens"] for r in rows) == served["output_tokens"]
+        assert sum(r["usage"]["cost_usd"] for r in rows) == pytest.approx(total, abs=1e-6)
     assert "model calls through the gateway" in p.stdout

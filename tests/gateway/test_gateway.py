@@ -4,52 +4,17 @@ cached, fatal errors passed through, every call counted to its run."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
 import openai
 import pytest
 
-from runner.config import Faults, SimSettings
-from runner.models.sim.process import SimServer
+from tests.gateway.conftest import CACHE_DIRS
 
 TOOLS = [{"name": "search_accounts", "description": "Find accounts.",
           "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}]
-
-
-CACHE_DIRS: list[Path] = []
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[str]:
-    with SimServer(SimSettings(faults=Faults(http_500=0.3))) as s:
-        yield s.url
-
-
-@pytest.fixture(scope="module")
-def gateway(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    d = tmp_path_factory.mktemp("gw")
-    CACHE_DIRS.append(d / "cache")
-    cfg = d / "gw.yaml"
-    cfg.write_text(f"dataset: x.jsonl\nharness: {{kind: python, entrypoint: 'm:f'}}\ncache_dir: {d / 'cache'}\n"
-                   "retry: {max_attempts: 8, base_seconds: 0.05, max_backoff_seconds: 0.5}\n"
-                   "rate_limits: {anthropic: {rpm: 6000}}\nruns: [{name: r}]\n")
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    p = subprocess.Popen([sys.executable, "-m", "runner", "gateway", str(cfg), "--port", "0", "--upstream-sim", sim],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    try:
-        line = p.stdout.readline() if p.stdout else ""
-        assert line.startswith("listening on "), line
-        yield line.split()[-1]
-    finally:
-        p.terminate()
-        p.wait(10)
 
 
 def _stats(url: str) -> Any:
@@ -113,7 +78,7 @@ def test_one_cache_entry_serves_streaming_and_plain_callers(gateway: str) -> Non
     want = first.choices[0].message
     assert text == (want.content or "")
     assert [c.function.name for c in calls if c.function and c.function.name] == \
-        [c.function.name for c in want.tool_calls or []]  # type: ignore[union-attr]
+        [c.function.name for c in want.tool_calls or []]
     s = _stats(gateway)["both"]
     assert s["llm_calls"] == 4 and s["cache_hits"] == 2 and s["cache_misses"] == 2
 

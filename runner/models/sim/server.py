@@ -61,6 +61,7 @@ class SimState:
         self.buckets: dict[tuple[str, str], Bucket] = {}
         self.stats: Counter[str] = Counter()
         self.per_model: dict[str, Counter[str]] = {}
+        self.played: dict[str, Counter[str]] = {}  # by the model a gateway's caller asked for (x-sim-plays)
         self.started = time.monotonic()
         self.prompt_cache = PromptCache()
 
@@ -177,7 +178,10 @@ async def _stream(request: web.Request, api: str, payload: dict[str, Any], heade
     await resp.prepare(request)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     events = anthropic_events(payload) if api == "anthropic" else openai_chunks(payload, include_usage=include_usage)
-    for event in events:
+    pause = request.app["state"].settings.stream_interval_ms / 1000
+    for n, event in enumerate(events):
+        if pause and n:
+            await asyncio.sleep(pause)
         await resp.write(event)
     await resp.write_eof()
     return resp
@@ -276,7 +280,8 @@ async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: li
     action = offered_only(respond(model, msgs), body)
     await asyncio.sleep(state.latency(rid))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
-    for counter in (state.stats, state.per_model[model]):
+    counters = [state.stats, state.per_model[model]] + ([state.played.setdefault(plays, Counter())] if plays else [])
+    for counter in counters:
         counter["input_tokens"] += usage.input_tokens - (usage.cache_read if api == "openai" else 0)
         counter["cache_read_tokens"] += usage.cache_read
         counter["cache_write_tokens"] += usage.cache_write
@@ -302,9 +307,22 @@ async def _openai(request: web.Request) -> web.StreamResponse:
     return await _guarded(request, "openai")
 
 
+async def _count_tokens(request: web.Request) -> web.Response:
+    """Anthropic's token counter: the same estimate the simulator bills, no model call, no budget."""
+    try:
+        body = json.loads(await request.read())
+    except ValueError:
+        return web.json_response(wire.anthropic_error(400, "body is not JSON"), status=400)
+    if not request.headers.get("x-api-key"):
+        return web.json_response(wire.anthropic_error(401, "invalid x-api-key"), status=401)
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
+        return web.json_response(wire.anthropic_error(400, "model and messages: Field required"), status=400)
+    return web.json_response({"input_tokens": sum(s.tokens for s in segments("anthropic", body))})
+
+
 async def _stats(request: web.Request) -> web.Response:
     state: SimState = request.app["state"]
-    return web.json_response({**state.stats, "models": state.per_model,
+    return web.json_response({**state.stats, "models": state.per_model, "played": state.played,
                               "uptime_seconds": time.monotonic() - state.started})
 
 
@@ -312,6 +330,7 @@ async def _reset_stats(request: web.Request) -> web.Response:
     state: SimState = request.app["state"]
     state.stats.clear()
     state.per_model.clear()
+    state.played.clear()
     state.buckets.clear()
     state.prompt_cache = PromptCache()
     state.started = time.monotonic()
@@ -328,6 +347,7 @@ def make_app(settings: SimSettings) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app["state"] = SimState(settings)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
+                    web.post("/v1/messages/count_tokens", _count_tokens),
                     web.get("/stats", _stats), web.post("/stats/reset", _reset_stats), web.get("/health", _health)])
     return app
 
