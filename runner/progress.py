@@ -26,6 +26,14 @@ class RunProgress:
     rate_limited: int = 0
     cache_hits: int = 0
     llm_calls: int = 0
+    cost_usd: float = 0.0
+    unpriced: bool = False  # a call at an unknown price: the total is a lower bound
+
+    @property
+    def cost(self) -> str:
+        if self.unpriced and not self.cost_usd:
+            return "cost unknown"
+        return f"${self.cost_usd:.4f}" + ("+?" if self.unpriced else "")
 
 
 @dataclass
@@ -73,6 +81,8 @@ class Progress:
         p.rate_limited += u.rate_limited
         p.cache_hits += u.cache_hits
         p.llm_calls += u.llm_calls
+        p.cost_usd += u.cost_usd or 0.0
+        p.unpriced |= u.cost_usd is None
 
     def worker(self, wid: int) -> WorkerView:
         return self.workers.setdefault(wid, WorkerView())
@@ -93,20 +103,21 @@ class Progress:
             return  # the closing line repeats nothing the log doesn't already say
         self._last_state = state
         for name, p in self.runs.items():
-            logger.info("{}: {}/{} done, {} ok ({} solved), {} errors, {} retries, {} 429s, {} cache hits",
-                        name, p.done, p.total, p.ok, p.success, p.errors, p.retries, p.rate_limited, p.cache_hits)
+            logger.info("{}: {}/{} done, {} ok ({} solved), {} errors, {} calls, {} retries, {} 429s, {} cache hits, "
+                        "{}", name, p.done, p.total, p.ok, p.success, p.errors, p.llm_calls, p.retries,
+                        p.rate_limited, p.cache_hits, p.cost)
 
     def _render(self) -> Group:
         elapsed = time.monotonic() - self.started
         t = Table(title=f"runs ({elapsed:.0f}s)", expand=False)
-        for col in ("run", "done", "ok", "solved", "errors", "rate/s", "ETA", "retries", "429s", "cache hits"):
+        for col in ("run", "done", "ok", "solved", "errors", "rate/s", "ETA", "retries", "429s", "cache hits", "cost"):
             t.add_column(col, justify="right" if col != "run" else "left")
         for name, p in self.runs.items():
             rate = p.done / elapsed if elapsed > 0 else 0.0
             eta = (p.total - p.done) / rate if rate > 0 else float("inf")
             t.add_row(name, f"{p.done}/{p.total}", str(p.ok), str(p.success), str(p.errors), f"{rate:.2f}",
                       "-" if eta == float("inf") else f"{eta:.0f}s", str(p.retries), str(p.rate_limited),
-                      f"{p.cache_hits}/{p.llm_calls}")
+                      f"{p.cache_hits}/{p.llm_calls}", p.cost)
         w = Table(title="workers", expand=False)
         for col in ("worker", "sandbox", "record", "RSS MiB", "CPU %"):
             w.add_column(col)

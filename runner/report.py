@@ -112,15 +112,17 @@ def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
         return {}
     console = console or Console()
     t = Table(title="model calls through the gateway")
-    cols = ("llm_calls", "errors", "cache_hits", "retries", "rate_limited", "input_tokens", "output_tokens",
-            "cache_read_tokens")
+    cols = ("llm_calls", "errors", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens",
+            "output_tokens", "cache_read_tokens")
     t.add_column("run")
-    for c in (*cols, "cost_usd"):
-        t.add_column(c.replace("_", " ").replace("llm ", ""), justify="right")
+    for c in (*cols, "cost_usd", "mean latency"):
+        t.add_column(c.replace("_", " ").replace("llm ", "").replace("cache ", ""), justify="right")
     for run, c in sorted(counts.items()):
         # A call at an unknown price makes the total unknown, never a silent $0.
         cost = "unknown" if c.get("unpriced_calls") else f"${c.get('cost_usd', 0):.4f}"
-        t.add_row(run, *(str(int(c.get(k, 0))) for k in cols), cost)
+        answered = c.get("llm_calls", 0) - c.get("cache_hits", 0) - c.get("errors", 0)
+        latency = f"{c.get('latency_seconds', 0) / answered:.2f} s" if answered > 0 else "-"
+        t.add_row(run, *(str(int(c.get(k, 0))) for k in cols), cost, latency)
     console.print(t)
     return counts
 
