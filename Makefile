@@ -15,11 +15,20 @@ $(STAMP): pyproject.toml
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null && \
 	    $(PY) -m venv $(VENV); }
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,litellm]'
+	$(BIN)/pip install -q -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
 install: $(STAMP)
+
+# LiteLLM in a venv of its own, as a user's harness would have it: it pins openai<3, and installing it
+# beside the runner would downgrade the SDK the runner and its tests use. Only the LiteLLM test needs it.
+LITELLM := .venv-litellm/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+$(LITELLM): pyproject.toml $(STAMP)
+	@$(PY) -m venv .venv-litellm
+	.venv-litellm/bin/pip install -q 'litellm>=1.70' 'mcp>=1.0'
+	@rm -f .venv-litellm/.installed-*
+	@touch $@
 
 engine:
 	@scripts/docker-engine.sh up
@@ -27,8 +36,10 @@ engine:
 image: install engine
 	$(BIN)/runner image build
 
-test: image
-	$(BIN)/pytest
+# Two test processes, one file each at a time: most tests wait on sandboxes and simulated latency,
+# and a file's module-scoped sandboxes stay with one process.
+test: image $(LITELLM)
+	$(BIN)/pytest -n 2 --dist loadfile
 
 lint: install
 	$(BIN)/ruff check runner tests bench examples
@@ -64,4 +75,4 @@ bench-quick: image
 	$(BIN)/python -m bench.all --quick
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-litellm out .pytest_cache .mypy_cache .ruff_cache

@@ -59,7 +59,7 @@ def main() -> None:
                                                   size(2, 2, 6), size(2, 4, 10)),
                                   scaling.overhead(size(2, 6, 100)), scaling.render))
     step("startup", lambda: _one(startup.startup(size([1], [1, 2], [1, 4, 8]), 1 if q else 3), startup.render))
-    step("memory", lambda: _one(memory.memory(size(1, 2, 8), size(2, 8, 48)), memory.render))
+    step("memory", lambda: _one(memory.memory(size(2, 2, 8), size(8, 8, 48)), memory.render))
     # quick: 4 workers spend a 60-request burst well within the 4 s warm-up, so the window sees the limit
     step("ratelimit", lambda: _one(ratelimit.ratelimit(size(2, 4, 16), size(1, 4, 12), size(2, 8, 30),
                                                        60 if q else ratelimit.RPM),

@@ -23,6 +23,7 @@ from runner.errors import RunStopped
 from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
+from runner.inbox import Inbox
 from runner.models.preflight import check_retirements, requests_sent, unpriced
 from runner.models.sim.process import SimServer
 from runner.plan import WorkItem, make_plan
@@ -180,7 +181,7 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
 
         ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()  # created once, before workers race for it
     ctx = mp.get_context("spawn")
-    inbox = ctx.Queue()
+    inbox = Inbox()
     pid = os.getpid()
 
     def make_spec(wid: int) -> WorkerSpec:

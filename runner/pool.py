@@ -17,6 +17,7 @@ from typing import Any
 
 from loguru import logger
 
+from runner.inbox import Inbox
 from runner.ratelimit import SharedLimiter
 from runner.worker import WorkerSpec, worker_main
 
@@ -46,7 +47,7 @@ class WorkerHandle:
 
 
 class WorkerPool:
-    def __init__(self, ctx: Any, make_spec: Callable[[int], WorkerSpec], inbox: Any, limiter: SharedLimiter | None,
+    def __init__(self, ctx: Any, make_spec: Callable[[int], WorkerSpec], inbox: Inbox, limiter: SharedLimiter | None,
                  *, heartbeat_timeout: float) -> None:
         self.ctx, self.make_spec, self.inbox, self.limiter = ctx, make_spec, inbox, limiter
         self.heartbeat_timeout = heartbeat_timeout
@@ -59,9 +60,13 @@ class WorkerPool:
         self.next_id += 1
         self.spawned += 1
         tasks = self.ctx.Queue()
-        proc = self.ctx.Process(target=worker_main, args=(self.make_spec(wid), self.inbox, tasks, self.limiter),
+        writer = self.inbox.open(self.ctx)
+        proc = self.ctx.Process(target=worker_main, args=(self.make_spec(wid), writer, tasks, self.limiter),
                                 name=f"worker-{wid}", daemon=False)
-        proc.start()
+        try:
+            proc.start()
+        finally:
+            writer.close()  # the worker holds its own copy: its death now reads as end-of-file
         h = self.workers[wid] = WorkerHandle(wid, proc, tasks)
         logger.debug("spawned worker {} (pid {})", wid, proc.pid)
         return h

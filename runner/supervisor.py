@@ -17,6 +17,7 @@ from typing import Any
 from loguru import logger
 
 from runner.config import Config
+from runner.inbox import Inbox
 from runner.messages import Assign, Heartbeat, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
 from runner.pool import WorkerHandle, WorkerPool
 from runner.progress import Progress
@@ -38,7 +39,7 @@ class SignalReceived:
 
 class Supervisor:
     def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
-                 inbox: Any, *, workers: int) -> None:
+                 inbox: Inbox, *, workers: int) -> None:
         self.cfg, self.scheduler, self.pool, self.sink, self.progress = cfg, scheduler, pool, sink, progress
         self.inbox, self.target_workers = inbox, workers
         self.max_restarts = cfg.max_worker_restarts if cfg.max_worker_restarts is not None else 3 * workers + 10
@@ -61,6 +62,7 @@ class Supervisor:
             self.pool.shutdown(Stop(), hard=self.hard_stop)
             self.drain()
             self.pool.terminate_rest()
+            self.inbox.close()
 
     def loop(self) -> None:
         while True:
@@ -95,10 +97,7 @@ class Supervisor:
                 raise TypeError(f"unexpected message {msg!r}")
 
     def _get(self, timeout: float) -> Any:
-        try:
-            return self.inbox.get(timeout=timeout)
-        except queue.Empty:
-            return None
+        return self.inbox.get(timeout)
 
     def drain(self) -> None:
         """Everything already in the inbox (a result sent just before a worker died counts)."""

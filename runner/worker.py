@@ -26,6 +26,7 @@ from runner.errors import ErrorKind, RunStopped
 from runner.gateway.process import take_usage
 from runner.harness import build_result, harness_class, id_field, reading
 from runner.harness.base import Database, Harness, SandboxInfo, Task, WorkerInfo
+from runner.inbox import Connection, Outbox
 from runner.messages import Assign, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
 from runner.ratelimit import SharedLimiter
 from runner.records import Record, load_records
@@ -224,8 +225,9 @@ class Worker:
             self.harness.close()
 
 
-def worker_main(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: SharedLimiter | None) -> None:
+def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter: SharedLimiter | None) -> None:
     """Entry point of a worker process (spawned)."""
+    inbox = Outbox(to_supervisor)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     signal.signal(signal.SIGALRM, _on_alarm)
     logger.remove()
