@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
+import json
 import statistics
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -148,23 +151,31 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+def _connection(url: str) -> tuple[http.client.HTTPConnection, str]:
+    """A kept-alive stdlib connection and the path prefix (no third-party HTTP client to measure)."""
+    u = urllib.parse.urlsplit(url)
+    return http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=60), u.path.rstrip("/")
+
+
 def _first_bytes(url: str, n: int, tag: str, model: str) -> list[tuple[float, float]]:
     """(first byte, last byte) seconds after sending, for `n` streamed Anthropic calls to `url`."""
-    import httpx
-
+    conn, prefix = _connection(url)
+    headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "content-type": "application/json",
+               "x-sim-plays": MODELS["anthropic"]}
     times = []
-    with httpx.Client(timeout=60) as http:
+    try:
         for k in range(n):
             body = {"model": model, "max_tokens": 100, "stream": True,
                     "messages": [{"role": "user", "content": f"Say hello, {tag} {k}"}]}
             t0 = time.perf_counter()
             first = 0.0
-            with http.stream("POST", f"{url}/v1/messages", json=body,
-                             headers={"x-api-key": "k", "anthropic-version": "2023-06-01",
-                                      "x-sim-plays": MODELS["anthropic"]}) as r:
-                for _ in r.iter_raw():
-                    first = first or time.perf_counter() - t0
+            conn.request("POST", f"{prefix}/v1/messages", body=json.dumps(body), headers=headers)
+            r = conn.getresponse()
+            while r.read1(65536):  # returns as soon as some bytes arrived
+                first = first or time.perf_counter() - t0
             times.append((first, time.perf_counter() - t0))
+    finally:
+        conn.close()
     return times
 
 
@@ -173,7 +184,8 @@ def first_byte(n: int, interval_ms: float) -> dict[str, Any]:
     through the gateway."""
     settings = SimSettings(latency=Latency(p50_ms=30), stream_interval_ms=interval_ms)
     with SimServer(settings) as sim, _gateway(_config({}, cache=False, tag="fb"), sim.url) as gw:
-        _first_bytes(sim.url, 3, "warm", "sim-strong")
+        _first_bytes(sim.url, 3, "warm", "sim-strong")  # both servers past their first-request warm-up
+        _first_bytes(f"{gw.url}/run/fb/worker/0", 2, "warm", MODELS["anthropic"])
         direct = _first_bytes(sim.url, n, "direct", "sim-strong")  # what the gateway asks the simulator for
         via = _first_bytes(f"{gw.url}/run/fb/worker/0", n, "via", MODELS["anthropic"])
     d_first, v_first = [d[0] for d in direct], [v[0] for v in via]
@@ -233,15 +245,20 @@ def _hammer(url: str, seconds: float, concurrency: int, out: Any) -> None:
 
 
 def _latencies(url: str, n: int) -> list[float]:
-    import httpx
-
-    body = {"model": "claude-sonnet-5-5", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+    conn, path = _connection(url)
+    body = json.dumps({"model": "claude-sonnet-5-5", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
+    headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "content-type": "application/json"}
     out = []
-    with httpx.Client(timeout=30, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"}) as http:
+    try:
         for _ in range(n):
             t0 = time.perf_counter()
-            http.post(url, json=body).raise_for_status()
+            conn.request("POST", path, body=body, headers=headers)
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200, r.status
             out.append(time.perf_counter() - t0)
+    finally:
+        conn.close()
     return out
 
 

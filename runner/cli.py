@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ import click
 from loguru import logger
 
 from runner.errors import RunnerError
+from runner.resources import PARENT_ENV, die_with_parent
 
 if TYPE_CHECKING:
     from runner.config import Config
@@ -24,6 +26,8 @@ def _setup_console_logging(verbose: bool) -> None:
 def cli(verbose: bool) -> None:
     """Evaluate tool-using LLM agents in parallel, one disposable PostgreSQL per worker."""
     _setup_console_logging(verbose)
+    if os.environ.get(PARENT_ENV):  # a server a run started: it goes when the run goes, even by kill -9
+        die_with_parent(int(os.environ.pop(PARENT_ENV)))
 
 
 def _overrides(**kw: object) -> dict[str, object]:

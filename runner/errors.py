@@ -8,6 +8,7 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     │   ├── ConfigError             bad config file or flag (names file:line and field)
     │   ├── DatasetError            malformed conversation file (names file:line and reason)
     │   ├── ResumeMismatch          output dir holds an incompatible run
+    │   ├── OutputInUse             another live run writes the same output dir
     │   ├── SandboxBootError        no engine, no image, no binaries: a worker cannot boot
     │   ├── ImageBuildError         the sandbox image could not be built
     │   └── ProviderFatal           auth, permission, unknown model, quota, billing: every call would fail
@@ -64,6 +65,10 @@ class DatasetError(RunStopped):
 
 class ResumeMismatch(RunStopped):
     """The output dir was written by a run with another config or dataset."""
+
+
+class OutputInUse(RunStopped):
+    """Another live run holds the output directory's lock."""
 
 
 class SandboxBootError(RunStopped):

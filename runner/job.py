@@ -19,7 +19,7 @@ from loguru import logger
 from rich.console import Console
 
 from runner.config import Config, resolve_mode
-from runner.errors import RunStopped
+from runner.errors import DatasetError, RunStopped
 from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
@@ -33,7 +33,7 @@ from runner.ratelimit import build_limiter
 from runner.records import file_hash, iter_records
 from runner.sandbox.schema import DatabaseSpec
 from runner.scheduler import Scheduler
-from runner.sink import ResultSink, base_manifest, check_manifest, write_manifest
+from runner.sink import OutputLock, ResultSink, base_manifest, check_manifest, write_manifest
 from runner.supervisor import Supervisor
 from runner.worker import WorkerSpec
 
@@ -49,31 +49,37 @@ class Summary:
 
 
 def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
+    order, warnings = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    log_id = logger.add(out / "logs" / "supervisor.log", level="DEBUG")
-    try:
-        return _run(cfg, out, console or Console(stderr=True))
-    finally:
-        logger.remove(log_id)
+    out.mkdir(parents=True, exist_ok=True)
+    with OutputLock(out):
+        (out / "logs").mkdir(exist_ok=True)
+        log_id = logger.add(out / "logs" / "supervisor.log", level="DEBUG")
+        try:
+            for warning in warnings:
+                logger.warning("{}", warning)
+            return _run(cfg, out, order, console or Console(stderr=True))
+        finally:
+            logger.remove(log_id)
 
 
-def _preflight(cfg: Config) -> dict[str, int]:
-    """Record id -> position; raises on the first bad record (unless skip_invalid), template or model."""
+def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
+    """Record id -> position, and warnings; raises on the first bad record (unless skip_invalid), on an
+    empty dataset, a bad template or a retired model."""
     order = {r.id: i for i, r in enumerate(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
                                                          skip_invalid=cfg.skip_invalid))}
+    if not order:
+        raise DatasetError("no records: nothing to run", path=str(cfg.dataset))
     check_templates(cfg)
-    for warning in check_retirements(cfg):
-        logger.warning("{}", warning)
-    for model in unpriced(cfg):
-        logger.warning("no price known for {}: its cost shows as unknown (add it under models: in the config)", model)
-    return order
+    warnings = check_retirements(cfg)
+    warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
+                 for model in unpriced(cfg)]
+    return order, warnings
 
 
-def _run(cfg: Config, out: Path, console: Console) -> Summary:
+def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Summary:
     from runner.sandbox import resolve_kind
 
-    order = _preflight(cfg)
     run_id = uuid.uuid4().hex[:12]
     mode, kind, spec = resolve_mode(cfg), resolve_kind(cfg.sandbox), database_spec(cfg)
     if kind == "external" and cfg.workers > 1:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -33,6 +35,23 @@ class Resource(ABC):
         self.stop()
 
 
+PARENT_ENV = "RUNNER_PARENT_PID"
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
+    """Have the kernel send `sig` to this process when its parent dies, kill -9 included (Linux
+    PR_SET_PDEATHSIG), so that no worker or server outlives a supervisor that could not clean up.
+    If the parent is already gone, the signal comes now."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the supervisor's own clean-up is all there is
+        return
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), sig)
+
+
 def stop_process(proc: subprocess.Popen[Any] | None, *, sig: int = signal.SIGINT, timeout: float = 10.0) -> None:
     """Ask a child to stop (SIGINT: PostgreSQL's fast shutdown, aiohttp's clean exit), then kill it."""
     if proc is None or proc.poll() is not None:
@@ -49,12 +68,13 @@ class ServerProcess(Resource):
     """A `python -m runner ...` server child that prints 'listening on URL' once bound (simulator, gateway)."""
 
     name = "server"
+    program = [sys.executable, "-m", "runner"]
 
     def __init__(self, args: list[str], *, boot_timeout: float = 30.0, log_path: str | None = None) -> None:
         self.args, self.boot_timeout = args, boot_timeout
         self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"pgsandbox-{self.name}-{os.getpid()}.log")
         self.url = ""
-        self._proc: subprocess.Popen[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         from runner.errors import RunStopped
@@ -62,22 +82,30 @@ class ServerProcess(Resource):
         # stderr to a file: a pipe nobody reads would block the server once it fills.
         with open(self.log_path, "w") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "runner", *self.args], stdout=subprocess.PIPE, stderr=log, text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                [*self.program, *self.args], stdout=subprocess.PIPE, stderr=log,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())},
                 start_new_session=True)  # Ctrl-C goes to the supervisor, which stops us last
-        assert self._proc.stdout is not None
-        deadline = time.monotonic() + self.boot_timeout
-        line = ""
-        while time.monotonic() < deadline:
-            line = self._proc.stdout.readline()
-            if line.startswith("listening on "):
-                self.url = line.split("listening on ", 1)[1].strip()
-                return
-            if not line and self._proc.poll() is not None:
-                break
+        line = self._first_line()
+        if line.startswith("listening on "):
+            self.url = line.split("listening on ", 1)[1].strip()
+            return
         with open(self.log_path) as log:
             err = log.read()[-1500:]
-        raise RunStopped(f"the {self.name} did not start: {line.strip()} {err}")
+        said = f"it said {line.strip()!r}" if line.strip() else f"no word in {self.boot_timeout:g}s"
+        raise RunStopped(f"the {self.name} did not start ({said}): {err}")
+
+    def _first_line(self) -> str:
+        """Its first line of output, or what came before the boot timeout or its exit (never blocks past it)."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd, buf = self._proc.stdout.fileno(), b""
+        deadline = time.monotonic() + self.boot_timeout
+        while b"\n" not in buf and (left := deadline - time.monotonic()) > 0:
+            if select.select([fd], [], [], left)[0]:
+                chunk = os.read(fd, 4096)
+                if not chunk:  # it exited
+                    break
+                buf += chunk
+        return buf.decode(errors="replace").split("\n", 1)[0]
 
     @property
     def pid(self) -> int:

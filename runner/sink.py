@@ -8,6 +8,7 @@ record (the newest attempt wins). Lines are Result records (runner/result.py).
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from loguru import logger
 from pydantic import ValidationError
 
 from runner import __version__
-from runner.errors import ResumeMismatch
+from runner.errors import OutputInUse, ResumeMismatch
 from runner.result import Result
 
 
@@ -55,6 +56,35 @@ def git_revision() -> str | None:
         return out.stdout.strip() or None
     except (OSError, subprocess.TimeoutExpired):
         return None
+
+
+class OutputLock:
+    """One run per output directory. An flock, so the kernel releases it when its holder dies, even
+    by kill -9: two runs on one --out would otherwise append to files the other one is rewriting
+    at its end, and both would report complete with results lost."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / ".lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> OutputLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise OutputInUse(f"{self.path.parent} is in use by another run (pid {holder}): wait for it to end, "
+                              "or give this run another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the lock
+            self._fd = None
 
 
 class ResultSink:

@@ -30,6 +30,7 @@ from runner.inbox import Connection, Outbox
 from runner.messages import Assign, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
 from runner.ratelimit import SharedLimiter
 from runner.records import Record, load_records
+from runner.resources import die_with_parent
 from runner.result import Result, Usage, error_result, now_iso
 from runner.sandbox import make_sandbox
 from runner.sandbox.base import Sandbox, recreate_database, snapshot_database
@@ -225,10 +226,18 @@ class Worker:
             self.harness.close()
 
 
+def _on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter: SharedLimiter | None) -> None:
     """Entry point of a worker process (spawned)."""
     inbox = Outbox(to_supervisor)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    # SIGTERM (the supervisor's terminate, or its death: die_with_parent) unwinds, so the sandbox and a
+    # command harness's processes are removed on the way out.
+    signal.signal(signal.SIGTERM, _on_term)
+    die_with_parent(spec.supervisor_pid)
     signal.signal(signal.SIGALRM, _on_alarm)
     logger.remove()
     log_path = Path(spec.log_dir) / f"worker-{spec.worker}.log"
@@ -240,6 +249,8 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
     try:
         worker = Worker(spec, inbox, limiter)
         worker.boot()
+    except SystemExit:  # told to stop while booting: not a boot failure
+        raise
     except BaseException as e:
         logger.exception("boot failed")
         inbox.put(WorkerFailed(spec.worker, f"{type(e).__name__}: {e}", at_boot=True))

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from runner.errors import ResumeMismatch
+from runner.errors import OutputInUse, ResumeMismatch
 from runner.result import Result
-from runner.sink import ResultSink, check_manifest, read_results, results_path
+from runner.sink import OutputLock, ResultSink, check_manifest, read_results, results_path
 
 
 def _r(rid: str, status: str) -> Result:
@@ -52,3 +56,21 @@ def test_resuming_into_another_run_is_refused_unless_forced(tmp_path: Path) -> N
         check_manifest(tmp_path, {"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}, force=False)
     m = check_manifest(tmp_path, {"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}, force=True)
     assert m["resumed"] is True
+
+
+def test_the_output_lock_refuses_a_second_holder_and_dies_with_its_holder(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from runner.sink import OutputLock
+        with OutputLock(Path({str(tmp_path)!r})):
+            print("held", flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with pytest.raises(OutputInUse, match=f"pid {holder.pid}"), OutputLock(tmp_path):
+        pass
+    holder.kill()  # kill -9: no clean-up ran, the kernel released the lock
+    holder.wait()
+    with OutputLock(tmp_path):
+        assert (tmp_path / ".lock").read_text().strip() == str(os.getpid())

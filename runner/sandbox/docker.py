@@ -19,6 +19,7 @@ from testcontainers.core.container import DockerContainer
 
 from runner.errors import SandboxBootError
 from runner.sandbox.base import LABEL, Endpoint, Sandbox, new_password, wait_connectable
+from runner.sandbox.owner import is_stale, owner_identity
 
 TMPFS_PATH = "/run/sandbox"
 
@@ -48,7 +49,7 @@ class DockerSandbox(Sandbox):
     def start(self) -> None:
         password = new_password()
         labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.owner-pid": str(self.owner_pid),
-                  f"{LABEL}.keep": "1" if self.keep else "0"}
+                  f"{LABEL}.owner": owner_identity(self.owner_pid), f"{LABEL}.keep": "1" if self.keep else "0"}
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
         c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
         if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)
@@ -103,7 +104,8 @@ class DockerSandbox(Sandbox):
 
 
 def remove_stale(*, run_id: str | None = None) -> int:
-    """Remove this project's containers: those of `run_id`, or (None) those whose owner process is gone.
+    """Remove this project's containers: those of `run_id`, or (None) those whose owner run is gone
+    (judged by `owner.is_stale`, never by a bare pid another PID namespace may not see).
 
     Containers started by `runner debug` carry keep=1 and survive the sweep of other runs.
     """
@@ -120,7 +122,8 @@ def remove_stale(*, run_id: str | None = None) -> int:
                 if labels.get(f"{LABEL}.run") != run_id:
                     continue
             else:
-                if labels.get(f"{LABEL}.keep") == "1" or _pid_alive(int(labels.get(f"{LABEL}.owner-pid", "0"))):
+                if labels.get(f"{LABEL}.keep") == "1" or not is_stale(labels.get(f"{LABEL}.owner"),
+                                                                          float(c.attrs.get("Created") or 0)):
                     continue
             try:
                 c.remove(force=True, v=True)
@@ -130,15 +133,3 @@ def remove_stale(*, run_id: str | None = None) -> int:
     finally:
         client.close()
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

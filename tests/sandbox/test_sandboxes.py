@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import docker
 import psycopg
@@ -57,11 +59,16 @@ def test_each_container_gets_its_own_password(sandbox_image: str) -> None:
 
 @pytest.mark.docker
 def test_stale_containers_of_dead_owners_are_removed(sandbox_image: str) -> None:
-    sb = DockerSandbox(sandbox_image, "sandbox", run_id="pytest-stale", owner_pid=2**22 - 1)  # no such pid
-    sb.start()
-    assert remove_stale() >= 1
     client = docker.from_env()
-    assert not client.containers.list(all=True, filters={"label": f"{LABEL}.run=pytest-stale"})
+    mine = {"label": f"{LABEL}.run=pytest-stale"}
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    DockerSandbox(sandbox_image, "sandbox", run_id="pytest-stale", owner_pid=owner.pid).start()
+    remove_stale()
+    assert client.containers.list(all=True, filters=mine)  # its owner lives: kept
+    owner.kill()
+    owner.wait()
+    assert remove_stale() >= 1
+    assert not client.containers.list(all=True, filters=mine)
 
 
 @pytest.mark.docker

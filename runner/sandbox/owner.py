@@ -1,0 +1,66 @@
+"""Who owns a sandbox container, in a form another run can judge without guessing.
+
+A bare pid is not enough: a run in another PID namespace (a CI job sharing the Docker socket) has
+pids this one cannot see, so they look dead, and a pid can be reused after its owner died. The
+owner label is `boot id / PID namespace / pid / start time`: in our own namespace and boot the
+owner is alive exactly when that pid exists with that start time. An owner we cannot judge (another
+namespace, another boot, a container from before these labels) is left alone until the container
+is older than STALE_AFTER_HOURS, longer than any real run (the seeds' job takes 18-24 hours).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from typing import Literal
+
+STALE_AFTER_HOURS = 48.0
+
+OwnerState = Literal["alive", "dead", "unknown"]
+
+
+@functools.cache
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+@functools.cache
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").removeprefix("pid:").strip("[]")
+    except OSError:
+        return "?"
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # fields after the command name, which may hold spaces
+
+
+def owner_identity(pid: int) -> str:
+    return f"{_boot_id()}/{_pid_namespace()}/{pid}/{_start_ticks(pid) or '?'}"
+
+
+def owner_state(identity: str | None) -> OwnerState:
+    parts = (identity or "").split("/")
+    if len(parts) != 4 or "?" in parts or parts[0] != _boot_id() or parts[1] != _pid_namespace():
+        return "unknown"
+    return "alive" if _start_ticks(int(parts[2])) == parts[3] else "dead"
+
+
+def is_stale(identity: str | None, created_unix: float, *, now: float | None = None) -> bool:
+    """Remove this container? Its owner is gone, or unknowable and the container past any run's length."""
+    state = owner_state(identity)
+    if state == "unknown":
+        return ((now or time.time()) - created_unix) / 3600 > STALE_AFTER_HOURS
+    return state == "dead"

@@ -1,0 +1,41 @@
+"""Two runs on one --out, and bad input: nothing written by one run is lost to another, and a run
+that cannot start leaves no trace. Before the output lock, the second run below exited 0 having
+printed 16/16 while the directory held 24 of 64 lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.runs import SAMPLE, assert_exactly_once, finish, run_config, start_run, wait_for_results
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def test_a_second_run_on_a_busy_output_dir_is_refused_and_the_first_loses_nothing(
+        tmp_path: Path, sandbox_image: str) -> None:
+    cfg, out = run_config(tmp_path, p50_ms=60), tmp_path / "out"
+    first = start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "8")
+    wait_for_results(out, 1, first)
+    code, log = finish(start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "16"), timeout=120)
+    assert code != 0
+    assert f"{out.resolve()} is in use by another run (pid {first.pid})" in log, log[-2000:]
+    code, log = finish(first)
+    assert code == 0, log[-3000:]
+    assert_exactly_once(out, ["strong", "atlas"], 8)
+    code, log = finish(start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "16"))  # now it may
+    assert code == 0, log[-3000:]
+    assert_exactly_once(out, ["strong", "atlas"], 16)
+
+
+def test_an_empty_or_malformed_dataset_fails_before_the_output_dir_exists(tmp_path: Path) -> None:
+    cfg = run_config(tmp_path)
+    empty, bad = tmp_path / "empty.jsonl", tmp_path / "bad.jsonl"
+    empty.write_text("\n")
+    bad.write_text(SAMPLE.read_text().splitlines()[0] + "\n{not json\n")
+    for data, says in ((empty, "no records"), (bad, "bad.jsonl:2")):
+        out = tmp_path / f"out-{data.stem}"
+        code, log = finish(start_run(cfg, out, "--dataset", str(data)), timeout=60)
+        assert code != 0 and says in log, log[-2000:]
+        assert not out.exists()

@@ -1,0 +1,50 @@
+"""kill -9 of the supervisor: its workers, the simulator and every sandbox container go with it
+(before, they ran on indefinitely, ~140 MB per worker), and the same command then completes the
+job exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.runs import assert_exactly_once, children, finish, run_config, start_run, wait_for_results
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _containers(owner_pid: int) -> list[str]:
+    return subprocess.run(["docker", "ps", "-aq", f"--filter=label=pgsandbox-runner.owner-pid={owner_pid}"],
+                          capture_output=True, text=True).stdout.split()
+
+
+def test_nothing_outlives_a_killed_supervisor(tmp_path: Path, sandbox_image: str) -> None:
+    cfg, out = run_config(tmp_path, p50_ms=100), tmp_path / "out"
+    p = start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "10")
+    wait_for_results(out, 2, p)
+    kids = [pid for pid, _ in children(p.pid)]
+    assert len(kids) >= 3 and _containers(p.pid), children(p.pid)  # two workers, the simulator, the tracker
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 30
+    while (any(map(_alive, kids)) or _containers(p.pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [k for k in kids if _alive(k)], subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, kids))],
+                                                              capture_output=True, text=True).stdout
+    assert not _containers(p.pid), (out / "logs").glob("worker-*.log") and "\n".join(
+        f.read_text()[-1500:] for f in sorted((out / "logs").glob("worker-*.log")))
+    code, log = finish(start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "10"))
+    assert code == 0, log[-3000:]
+    assert_exactly_once(out, ["strong", "atlas"], 10)

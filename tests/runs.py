@@ -1,0 +1,71 @@
+"""Helpers for tests that run `runner run` as a user does: a config on the sample CRM data with the
+simulator, the command started and finished, its results read back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "crm-sample.jsonl"
+
+
+def run_config(tmp_path: Path, *, p50_ms: float = 0, runs: str = "both", extra: str = "") -> Path:
+    strong = ("  - {name: strong, provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-strong}\n")
+    atlas = ("  - {name: atlas, agent: atlas, provider: openai, model: gpt-5.4-mini, sim_model: sim-mini,\n"
+             "     teacher: {provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-teacher}}\n")
+    text = (f"dataset: {SAMPLE}\nproviders_mode: sim\ncache: false\nworkers: 4\nheartbeat_timeout_seconds: 20\n"
+            f"conversation_timeout_seconds: 60\nshutdown_grace_seconds: 20\n"
+            f"simulator: {{latency: {{p50_ms: {p50_ms}}}}}\nruns:\n" + strong + (atlas if runs == "both" else "")
+            + extra)
+    p = tmp_path / "cfg.yaml"
+    p.write_text(text)
+    return p
+
+
+def start_run(cfg: Path, out: Path, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return subprocess.Popen([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def finish(p: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:
+    out, _ = p.communicate(timeout=timeout)
+    return p.returncode, out
+
+
+def rows_of(out: Path, run: str) -> list[dict[str, Any]]:
+    path = out / "results" / f"{run}.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def line_count(out: Path) -> int:
+    return sum(len(p.read_text().splitlines()) for p in (out / "results").glob("*.jsonl")) \
+        if (out / "results").exists() else 0
+
+
+def wait_for_results(out: Path, n: int, p: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while line_count(out) < n:
+        assert p.poll() is None, p.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "no results in time"
+        time.sleep(0.1)
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [(int(line.split(None, 1)[0]), line.split(None, 1)[1]) for line in out.strip().splitlines()]
+
+
+def assert_exactly_once(out: Path, runs: list[str], n: int) -> None:
+    """Every (run, record) once, no torn line, the manifest's counts equal to the files' lines."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    for run in runs:
+        rows = [json.loads(x) for x in (out / "results" / f"{run}.jsonl").read_text().splitlines()]
+        ids = [r["record_id"] for r in rows]
+        assert len(ids) == len(set(ids)) == n, (run, len(ids), len(set(ids)))
+        assert manifest["counts"][run] == n, (run, manifest["counts"])

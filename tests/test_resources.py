@@ -1,0 +1,70 @@
+"""Server children: a silent one fails its start at the boot timeout (it used to block in readline),
+and a child asked to die with its parent does, even when the parent is killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from runner.errors import RunStopped
+from runner.resources import ServerProcess
+
+
+class Silent(ServerProcess):
+    name = "silent server"
+    program = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+class Talker(ServerProcess):
+    name = "talker"
+    program = [sys.executable, "-c", "print('listening on http://127.0.0.1:1', flush=True); import time; "
+                                     "time.sleep(60)"]
+
+
+def test_a_server_that_never_answers_fails_at_its_boot_timeout() -> None:
+    t = time.monotonic()
+    with pytest.raises(RunStopped, match=r"silent server did not start \(no word in 1s\)"), \
+            Silent([], boot_timeout=1.0):
+        pass
+    assert time.monotonic() - t < 10
+
+
+def test_a_server_that_answers_gives_its_url() -> None:
+    with Talker([], boot_timeout=10) as s:
+        assert s.url == "http://127.0.0.1:1"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_child_that_asked_to_die_with_its_parent_dies_with_a_killed_parent() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c",
+            "import os, time; from runner.resources import die_with_parent; die_with_parent(%d); time.sleep(60)"
+            % os.getpid()])
+        print(child.pid, flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    time.sleep(1.0)  # the child has imported and called prctl
+    assert _alive(child)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
