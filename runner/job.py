@@ -195,10 +195,11 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
                           gateway_url)
 
     chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
-    pool = WorkerPool(ctx, make_spec, inbox, build_limiter(cfg), heartbeat_timeout=cfg.heartbeat_timeout_seconds)
+    workers = 1 if kind == "external" else min(cfg.workers, max(1, -(-len(plan) // chunk)))
+    pool = WorkerPool(ctx, make_spec, inbox, build_limiter(cfg, lanes=workers),
+                      heartbeat_timeout=cfg.heartbeat_timeout_seconds)
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
     progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console)
-    workers = 1 if kind == "external" else min(cfg.workers, max(1, -(-len(plan) // chunk)))
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
                       inbox, workers=workers)
 

@@ -8,6 +8,7 @@ never forked: workers hold Docker and HTTP clients.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -35,6 +36,7 @@ class WorkerHandle:
     busy_since: float | None = None
     busy_limit: float = 0.0
     stopping: bool = False
+    lane: int = -1
 
     def send(self, msg: Any) -> None:
         with contextlib.suppress(Exception):  # a dead worker's queue: the reaper will notice
@@ -61,13 +63,16 @@ class WorkerPool:
         self.spawned += 1
         tasks = self.ctx.Queue()
         writer = self.inbox.open(self.ctx)
-        proc = self.ctx.Process(target=worker_main, args=(self.make_spec(wid), writer, tasks, self.limiter),
+        taken = {h.lane for h in self.workers.values()}
+        lane = next((n for n in range(self.limiter.lanes if self.limiter else 0) if n not in taken), -1)
+        spec = dataclasses.replace(self.make_spec(wid), lane=lane)
+        proc = self.ctx.Process(target=worker_main, args=(spec, writer, tasks, self.limiter),
                                 name=f"worker-{wid}", daemon=False)
         try:
             proc.start()
         finally:
             writer.close()  # the worker holds its own copy: its death now reads as end-of-file
-        h = self.workers[wid] = WorkerHandle(wid, proc, tasks)
+        h = self.workers[wid] = WorkerHandle(wid, proc, tasks, lane=lane)
         logger.debug("spawned worker {} (pid {})", wid, proc.pid)
         return h
 
@@ -100,6 +105,8 @@ class WorkerPool:
         """Forget a worker; say how it ended (signal name or exit code)."""
         h.proc.join(1)
         self.workers.pop(h.id, None)
+        if self.limiter is not None and h.exitcode is not None and (freed := self.limiter.reclaim(h.lane)):
+            logger.info("worker {} died holding {:g} model call(s) in the shared budget: given back", h.id, freed)
         code = h.exitcode
         if code is not None and code < 0:
             with contextlib.suppress(ValueError):

@@ -5,11 +5,18 @@ requests, input tokens and output tokens per minute, a pause-until time set by 4
 adaptive concurrency window. Every worker draws from the same buckets, so N workers together
 stay under the provider's limit and an idle worker leaves its share to the others -- the gap the
 per-process limiters of the seeds admit to.
+
+A reservation counts as in flight until it is settled. `held(res)` settles it however the call
+ends (a time limit, a bug, a cancelled task): a leaked one would shrink every worker's concurrency
+window for the rest of the run. A worker killed mid-call cannot settle at all, so in-flight counts
+are also kept per lane (one per live worker): the supervisor reclaims a dead worker's lane.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,16 +35,33 @@ class Reservation:
     slot: int
     input_tokens: float
     output_tokens: float
+    lane: int = -1
+
+
+class Held:
+    """A reservation being used: `used(input, output)` settles it with the call's real usage."""
+
+    def __init__(self, limiter: SharedLimiter, res: Reservation) -> None:
+        self.limiter, self.res = limiter, res
+        self.settled = False
+
+    def used(self, input_tokens: float, output_tokens: float) -> None:
+        self.limiter.settle(self.res, input_tokens, output_tokens)
+        self.settled = True
 
 
 class SharedLimiter:
     """Created once by the supervisor, handed to workers at spawn (shared memory + one lock)."""
 
     def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], *, start_concurrency: float = 8,
-                 max_concurrency: float = 256, out_estimate: float = 200) -> None:
+                 max_concurrency: float = 256, out_estimate: float = 200, lanes: int = 0) -> None:
         self.keys = sorted(limits)
         self.out_estimate = out_estimate
-        self._arr: Any = mp.get_context("spawn").Array("d", max(1, len(self.keys)) * _F, lock=True)
+        ctx = mp.get_context("spawn")
+        self._arr: Any = ctx.Array("d", max(1, len(self.keys)) * _F, lock=True)
+        self.lanes = lanes
+        self._lanes: Any = ctx.RawArray("d", max(1, lanes * len(self.keys)))  # guarded by _arr's lock
+        self.lane = -1  # a worker sets its own after spawn
         now = time.monotonic()
         for i, k in enumerate(self.keys):
             lim = limits[k]
@@ -91,7 +115,9 @@ class SharedLimiter:
             a[base + _ITPM] -= input_tokens
             a[base + _OTPM] -= out
             a[base + _INFLIGHT] += 1
-            return Reservation(slot, input_tokens, out)
+            if 0 <= self.lane < self.lanes:
+                self._lanes[self.lane * len(self.keys) + slot] += 1
+            return Reservation(slot, input_tokens, out, self.lane)
 
     def acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
                 deadline: float | None = None) -> Reservation | None:
@@ -109,11 +135,39 @@ class SharedLimiter:
         a, base = self._arr, res.slot * _F
         with a.get_lock():
             a[base + _INFLIGHT] = max(0.0, a[base + _INFLIGHT] - 1)
+            if 0 <= res.lane < self.lanes:
+                i = res.lane * len(self.keys) + res.slot
+                self._lanes[i] = max(0.0, self._lanes[i] - 1)
             a[base + _ITPM] += res.input_tokens - input_tokens
             a[base + _OTPM] += res.output_tokens - output_tokens
             if ok and a[base + _ADAPTIVE]:
                 conc = a[base + _CONC]
                 a[base + _CONC] = min(a[base + _CONC_MAX], conc + 1.0 / max(conc, 1.0))
+
+    @contextmanager
+    def held(self, res: Reservation) -> Iterator[Held]:
+        """Settle `res` on every way out: with `used(...)`, else as a failed call (output refunded, the
+        input estimate kept: the provider may have read it)."""
+        h = Held(self, res)
+        try:
+            yield h
+        finally:
+            if not h.settled:
+                self.settle(res, res.input_tokens, 0, ok=False)
+
+    def reclaim(self, lane: int) -> float:
+        """A dead worker's reservations, given back; returns how many there were."""
+        if not 0 <= lane < self.lanes:
+            return 0.0
+        a, n, freed = self._arr, len(self.keys), 0.0
+        with a.get_lock():
+            for slot in range(n):
+                held = self._lanes[lane * n + slot]
+                self._lanes[lane * n + slot] = 0.0
+                base = slot * _F
+                a[base + _INFLIGHT] = max(0.0, a[base + _INFLIGHT] - held)
+                freed += held
+        return freed
 
     def pause(self, slot: int, seconds: float) -> None:
         """The server said wait: nobody sends on this key until then; the window halves."""
@@ -136,7 +190,7 @@ def limiter_key(cfg: Config, provider: str, model: str) -> str:
     return f"{provider}/{model}" if f"{provider}/{model}" in cfg.rate_limits else provider
 
 
-def build_limiter(cfg: Config) -> SharedLimiter:
+def build_limiter(cfg: Config, *, lanes: int = 0) -> SharedLimiter:
     """One budget per key any run uses; unlimited keys still get adaptive concurrency by default."""
     keys: set[str] = set()
     for r in cfg.model_runs():
@@ -147,4 +201,4 @@ def build_limiter(cfg: Config) -> SharedLimiter:
     limits = {k: cfg.rate_limits[k].resolved() if k in cfg.rate_limits else Limits() for k in keys}
     adaptive = {k: (cfg.adaptive_concurrency if cfg.adaptive_concurrency is not None
                     else k not in cfg.rate_limits) for k in keys}
-    return SharedLimiter(limits, adaptive)
+    return SharedLimiter(limits, adaptive, lanes=lanes)

@@ -56,6 +56,7 @@ class WorkerSpec:
     log_dir: str
     scratch_dir: str
     gateway_url: str | None = None
+    lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
 
 
 class _Alarm(BaseException):
@@ -247,6 +248,8 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
     logger.info("worker {} starting (pid {}, sandbox {}, harness {})", spec.worker, os.getpid(), spec.sandbox_kind,
                 spec.cfg.harness.kind)
     try:
+        if limiter is not None:
+            limiter.lane = spec.lane
         worker = Worker(spec, inbox, limiter)
         worker.boot()
     except SystemExit:  # told to stop while booting: not a boot failure

@@ -101,3 +101,29 @@ def test_adaptive_window_halves_on_429_and_grows_on_success() -> None:
     assert limiter.snapshot(0)["concurrency"] > 4
     held = [limiter.try_acquire(0, 1, 0) for _ in range(10)]
     assert sum(isinstance(h, Reservation) for h in held) == int(limiter.snapshot(0)["concurrency"])
+
+
+def _take_and_die(limiter: SharedLimiter, lane: int, ready: Any) -> None:
+    limiter.lane = lane
+    for _ in range(3):
+        assert limiter.acquire(0, 10, 0) is not None
+    ready.put(1)
+    time.sleep(60)  # killed here, holding three reservations it will never settle
+
+
+def test_a_dead_workers_reservations_are_reclaimed_by_its_lane() -> None:
+    ctx = mp.get_context("spawn")
+    limiter = SharedLimiter({"p": Limits()}, {"p": True}, start_concurrency=4, lanes=2)
+    limiter.lane = 0
+    mine = limiter.acquire(0, 10, 0)
+    ready = ctx.Queue()
+    p = ctx.Process(target=_take_and_die, args=(limiter, 1, ready))
+    p.start()
+    ready.get(timeout=60)
+    assert limiter.snapshot(0)["in_flight"] == 4  # the window is full: nobody else gets in
+    assert isinstance(limiter.try_acquire(0, 10, 0), float)
+    p.kill()
+    p.join()
+    assert limiter.reclaim(1) == 3
+    assert limiter.snapshot(0)["in_flight"] == 1  # only this process's own, still held
+    assert mine is not None and isinstance(limiter.try_acquire(0, 10, 0), Reservation)

@@ -9,6 +9,7 @@ relayed chunk by chunk as it arrives; the answer keeps it whole for the cache.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
@@ -23,7 +24,7 @@ from runner.config import RetrySettings
 from runner.gateway.usage import CallUsage, StreamUsage, from_body
 from runner.models.base import classify_status
 from runner.models.capabilities import Usage, budget_input_tokens
-from runner.ratelimit import Reservation, SharedLimiter
+from runner.ratelimit import Held, Reservation, SharedLimiter
 
 BROKEN_STREAM = 599  # status of a stream cut after its first bytes reached the caller
 # Response headers worth handing back to the caller (its SDK reads them); the rest describe the hop.
@@ -69,37 +70,44 @@ class Upstream:
         deadline = time.monotonic() + retry.total_cap_seconds
         retries = rate_limited = 0
         for attempt in range(1, retry.max_attempts + 1):
-            res = await self._reserve(call.slot, len(call.raw) / 4)
-            try:
-                answer = await self._post(request, call)
-            except (TimeoutError, aiohttp.ClientError) as e:
-                self._release(res)
-                answer = Answer(502, json.dumps({"error": {"type": "api_connection_error",
-                                                           "message": f"upstream unreachable: {e}"}}).encode(),
-                                "application/json")
-                wait = _backoff(attempt, retry)
-            else:
-                if answer.status == 200 or answer.sent is not None:
-                    self._settle(res, call.provider, answer.usage)
-                    answer.retries, answer.rate_limited = retries, rate_limited
-                    return answer
-                self._release(res)
-                err = classify_status(answer.status, answer.body[:500].decode(errors="replace"), answer.headers,
-                                      _json(answer.body))
-                if err.kind not in ("rate_limited", "transient"):
-                    answer.retries, answer.rate_limited = retries, rate_limited
-                    return answer  # the caller's own problem: unchanged
-                wait = err.retry_after if err.retry_after is not None else _backoff(attempt, retry)
-                if err.kind == "rate_limited":
-                    rate_limited += 1
-                    if self.limiter is not None and call.slot is not None:
-                        self.limiter.pause(call.slot, wait)
+            with self._held(await self._reserve(call.slot, len(call.raw) / 4)) as held:
+                # held: settled on any way out, a cancelled task (the caller hung up) included
+                answer, wait, limited = await self._attempt(request, call, attempt, held)
+            if wait is None:
+                answer.retries, answer.rate_limited = retries, rate_limited
+                return answer
+            if limited:
+                rate_limited += 1
+                if self.limiter is not None and call.slot is not None:
+                    self.limiter.pause(call.slot, wait)
             if attempt == retry.max_attempts or time.monotonic() + wait > deadline:
                 answer.retries, answer.rate_limited = retries, rate_limited
                 return answer  # past the bound: the upstream's own error
             retries += 1  # noqa: SIM113 - counts retries, not attempts
             await asyncio.sleep(min(wait, retry.max_backoff_seconds))
         raise AssertionError("unreachable")
+
+    async def _attempt(self, request: web.Request, call: Call, attempt: int, held: Held | None
+                       ) -> tuple[Answer, float | None, bool]:
+        """One upstream call: its answer, how long to wait before another try (None: final), and whether
+        it was a rate limit (which pauses the key for every caller)."""
+        try:
+            answer = await self._post(request, call)
+        except (TimeoutError, aiohttp.ClientError) as e:
+            body = {"error": {"type": "api_connection_error", "message": f"upstream unreachable: {e}"}}
+            return Answer(502, json.dumps(body).encode(), "application/json"), _backoff(attempt, self.retry), False
+        if answer.status == 200 or answer.sent is not None:
+            if held is not None:
+                u = answer.usage
+                spent = Usage(u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens)
+                held.used(budget_input_tokens(call.provider, spent), u.output_tokens)
+            return answer, None, False
+        err = classify_status(answer.status, answer.body[:500].decode(errors="replace"), answer.headers,
+                              _json(answer.body))
+        if err.kind not in ("rate_limited", "transient"):
+            return answer, None, False  # the caller's own problem: unchanged
+        wait = err.retry_after if err.retry_after is not None else _backoff(attempt, self.retry)
+        return answer, wait, err.kind == "rate_limited"
 
     async def _post(self, request: web.Request, call: Call) -> Answer:
         async with self.session.post(call.url, data=call.raw, headers=call.headers) as up:
@@ -120,14 +128,10 @@ class Upstream:
                 return r
             await asyncio.sleep(min(max(r, 0.005), 0.5))
 
-    def _release(self, res: Reservation | None) -> None:
-        if self.limiter is not None and res is not None:
-            self.limiter.settle(res, 0, 0, ok=False)
-
-    def _settle(self, res: Reservation | None, provider: str, u: CallUsage) -> None:
-        if self.limiter is not None and res is not None:
-            spent = Usage(u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens)
-            self.limiter.settle(res, budget_input_tokens(provider, spent), u.output_tokens)
+    def _held(self, res: Reservation | None) -> contextlib.AbstractContextManager[Held | None]:
+        if self.limiter is None or res is None:
+            return contextlib.nullcontext()
+        return self.limiter.held(res)
 
 
 async def _relay(request: web.Request, up: aiohttp.ClientResponse, provider: str) -> Answer:

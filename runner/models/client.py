@@ -116,17 +116,9 @@ class ModelClient:
         est_in = req.estimated_input_tokens() if self.limiter is not None else 0
         last = ""
         for attempt in range(1, self.retry.max_attempts + 1):
-            res = None
-            if self.limiter is not None and self.slot is not None:
-                res = self.limiter.acquire(self.slot, est_in, min(req.max_output_tokens, self.limiter.out_estimate),
-                                           deadline=deadline)
-                if res is None:
-                    break
             try:
-                c = self.provider.generate(req)
+                c = self._call(req, est_in, deadline)
             except ProviderError as e:
-                if res is not None and self.limiter is not None:
-                    self.limiter.settle(res, res.input_tokens, 0, ok=False)
                 last = f"{e.kind} ({e.status or '-'}): {e}"
                 if e.kind == "fatal":
                     raise ProviderFatal(f"{self.provider.name} {self.logical_model}: {e.cause} "
@@ -153,12 +145,26 @@ class ModelClient:
                              self.logical_model, attempt, last, wait)
                 time.sleep(wait)
                 continue
-            if res is not None and self.limiter is not None:
-                self.limiter.settle(res, budget_input_tokens(self.provider.name, self._usage(c)), c.output_tokens)
+            if c is None:  # the budget would not admit it before the deadline
+                break
             c.attempts = attempt
             return c
         raise ProviderGaveUp(f"{self.provider.name} {self.logical_model}: gave up after "
                              f"{time.monotonic() - start:.1f}s; last error {last or 'rate-limit wait too long'}")
+
+    def _call(self, req: Request, est_in: float, deadline: float) -> Completion | None:
+        """One call inside the shared budget; its reservation is settled however the call ends (a time
+        limit, a bug), never left counted as in flight."""
+        if self.limiter is None or self.slot is None:
+            return self.provider.generate(req)
+        res = self.limiter.acquire(self.slot, est_in, min(req.max_output_tokens, self.limiter.out_estimate),
+                                   deadline=deadline)
+        if res is None:
+            return None
+        with self.limiter.held(res) as held:
+            c = self.provider.generate(req)
+            held.used(budget_input_tokens(self.provider.name, self._usage(c)), c.output_tokens)
+        return c
 
     def close(self) -> None:
         self.provider.close()

@@ -114,3 +114,33 @@ def test_sampling_follows_the_model() -> None:
     assert sent("gpt-4.1", "openai") == {"temperature": 0.0}
     assert sent("gpt-5.4", "openai") == {}  # reasoning models take only the default
     assert sent("claude-sonnet-4-5-20250929", "anthropic") == {}  # the SDK's API version has no temperature
+
+
+class _Cut(BaseException):
+    """What the worker's time limit raises inside a call (a BaseException, like its _Alarm)."""
+
+
+class Interrupted(Provider):
+    name = "interrupted"
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def generate(self, req: Request) -> Completion:
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc", [_Cut(), RuntimeError("a bug in our conversion"), ProviderError("transient", "503")])
+def test_a_reservation_is_given_back_however_the_call_ends(exc: BaseException) -> None:
+    """Before, only a provider error or success settled it: a time limit or a bug left the call counted
+    in flight for the rest of the run, and with adaptive concurrency each leak shrank every worker's window."""
+    from runner.config import Limits
+    from runner.ratelimit import SharedLimiter
+
+    limiter = SharedLimiter({"p": Limits(rpm=6000)}, {"p": True}, start_concurrency=4)
+    client = ModelClient(Interrupted(exc), wire_model="m", logical_model="gpt-5.4", limiter=limiter, limiter_slot=0,
+                         cache=None, retry=RetrySettings(base_seconds=0.001, max_backoff_seconds=0.002,
+                                                         max_attempts=2))
+    with pytest.raises((_Cut, RuntimeError, ProviderGaveUp)):
+        client.complete(REQ)
+    assert limiter.snapshot(0)["in_flight"] == 0
