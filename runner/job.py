@@ -94,7 +94,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Sum
     plan = make_plan(cfg, order, done)
     logger.info("run {}: {} records x {} runs = {} items to do ({} already done); harness: {}; providers: {}; "
                 "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs), len(plan), len(done),
-                cfg.harness.kind, "REAL APIs" if mode == "real" else "simulator (no API keys set)", kind)
+                cfg.harness.kind, _providers(cfg, mode), kind)
     image = _image(spec, kind, manifest) if plan else None
     interrupted = False
     error = None
@@ -122,6 +122,12 @@ def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Sum
     if error:
         raise RunStopped(error)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode)
+
+
+def _providers(cfg: Config, mode: str) -> str:
+    if mode == "real":
+        return "REAL APIs"
+    return "simulator (providers_mode: sim)" if cfg.providers_mode == "sim" else "simulator (no API keys set)"
 
 
 def _image(spec: DatabaseSpec, kind: str, manifest: dict[str, object]) -> str | None:

@@ -17,8 +17,10 @@ Prices were read from the providers' published pages (docs/configuration.md#mode
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import functools
+import importlib.util
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -102,13 +104,26 @@ _MONTH_DAY = re.compile(r"([A-Z][a-z]+) (\d+)(?:st|nd|rd|th)?, (\d{4})")
 _OPENAI_NOTE = re.compile(r"((?:\s*\"[^\"]+\",?)+):?\s*Announced\s+shutdown\s+date:\s*(\d{4}-\d{2}-\d{2})", re.S)
 
 
+def _sdk_source(package: str, *parts: str) -> str | None:
+    """A file of an installed SDK, read without importing it (importing anthropic takes seconds: the
+    supervisor only needs these tables; its workers import the SDKs anyway)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations)), *parts)
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
 def _anthropic_retirements() -> dict[str, dt.date]:
-    try:
-        from anthropic._data.deprecated_models import DEPRECATED_MODELS
-    except ImportError:
+    source = _sdk_source("anthropic", "_data", "deprecated_models.py")
+    if source is None:
         return {}
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
+            found = ast.literal_eval(node.value)
     out = {}
-    for model, text in DEPRECATED_MODELS.items():
+    for model, text in found.items():
         m = _MONTH_DAY.search(text)
         if m:
             out[model] = dt.datetime.strptime(f"{m[1]} {m[2]} {m[3]}", "%B %d %Y").date()
@@ -116,12 +131,11 @@ def _anthropic_retirements() -> dict[str, dt.date]:
 
 
 def _openai_retirements() -> dict[str, dt.date]:
-    try:
-        import openai.types.shared.chat_model as cm
-    except ImportError:
-        return {}
     # The dates live in the documentation string after the ChatModel literal: read the source.
-    text = Path(cm.__file__).read_text(encoding="utf-8").replace("\n  ", " ").replace("\n", " ")
+    source = _sdk_source("openai", "types", "shared", "chat_model.py")
+    if source is None:
+        return {}
+    text = source.replace("\n  ", " ").replace("\n", " ")
     out = {}
     for names, date in _OPENAI_NOTE.findall(text):
         for name in re.findall(r"\"([^\"]+)\"", names):

@@ -8,11 +8,17 @@ from runner.sandbox.schema import DatabaseSpec
 
 
 def resolve_kind(requested: str) -> str:
-    """auto -> docker when an engine answers, else local (when binaries exist)."""
+    """auto -> docker when an engine answers, else local (when binaries exist). docker without an
+    engine fails here, naming it, before any image build or worker start."""
+    from runner.sandbox.docker import engine_address, engine_answers
+
+    if requested == "docker" and not engine_answers():
+        raise SandboxBootError(f"--sandbox docker: no Docker engine answers at {engine_address()}: start one "
+                               "(`make engine`), or use --sandbox local")
     if requested != "auto":
         return requested
-    from runner.sandbox.docker import engine_answers
     from runner.sandbox.local import find_bindir
+
 
     if engine_answers():
         return "docker"

@@ -24,6 +24,10 @@ from runner.sandbox.owner import is_stale, owner_identity
 TMPFS_PATH = "/run/sandbox"
 
 
+def engine_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
 def engine_answers() -> bool:
     try:
         client = docker.from_env(timeout=5)

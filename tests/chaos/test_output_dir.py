@@ -4,6 +4,10 @@ printed 16/16 while the directory held 24 of 64 lines."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,3 +43,14 @@ def test_an_empty_or_malformed_dataset_fails_before_the_output_dir_exists(tmp_pa
         code, log = finish(start_run(cfg, out, "--dataset", str(data)), timeout=60)
         assert code != 0 and says in log, log[-2000:]
         assert not out.exists()
+
+
+def test_docker_without_an_engine_fails_at_once_naming_it(tmp_path: Path) -> None:
+    """Before, it spent 43 s building a base image and failed with "make-base.sh failed"."""
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "runner", "run", str(run_config(tmp_path)), "--out", str(tmp_path / "o"),
+                        "--sandbox", "docker"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode != 0
+    assert "no Docker engine answers at unix:///nonexistent/docker.sock" in p.stderr + p.stdout
+    assert time.monotonic() - t < 20
