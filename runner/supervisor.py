@@ -30,6 +30,8 @@ from runner.worker import ALARM_SLACK_SECONDS, EXIT_BOOT_FAILED
 SANDBOX_BOOT_ALLOWANCE_SECONDS = 60.0
 STOP_GRACE_AFTER_FAILURE_SECONDS = 5.0
 INBOX_WAIT_SECONDS = 0.2
+INBOX_BATCH = 1000
+STALL_SECONDS = 5.0  # a loop turn this late means we were stopped (SIGSTOP, a suspended VM), not the workers
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Supervisor:
         self.stopping = self.hard_stop = False
         self.grace_deadline: float | None = None
         self.error: str | None = None
+        self.last_turn = time.monotonic()
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -70,8 +73,12 @@ class Supervisor:
             if self.hard_stop:
                 return
             msg = self._get(INBOX_WAIT_SECONDS)
-            if msg is not None:
+            for _ in range(INBOX_BATCH):  # all that waits, before judging anyone's silence
+                if msg is None:
+                    break
                 self.dispatch(msg)
+                msg = self._get(0)
+            self.notice_stall()
             self.reap()
             self.progress.tick()
             if not self.pool.workers:
@@ -79,6 +86,15 @@ class Supervisor:
             if self.stopping and self.grace_deadline and time.monotonic() > self.grace_deadline:
                 logger.warning("grace period over; stopping workers now")
                 return
+
+    def notice_stall(self) -> None:
+        """Heartbeats are judged by our clock: after we were stopped, every worker would look silent."""
+        now = time.monotonic()
+        if now - self.last_turn > STALL_SECONDS:
+            logger.warning("the supervisor did not run for {:.0f}s; heartbeats judged from now", now - self.last_turn)
+            for h in self.pool.workers.values():
+                h.last_beat = max(h.last_beat, now)
+        self.last_turn = now
 
     def dispatch(self, msg: Any) -> None:
         match msg:
