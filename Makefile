@@ -39,7 +39,7 @@ image: install engine
 # Two test processes, one file each at a time: most tests wait on sandboxes and simulated latency,
 # and a file's module-scoped sandboxes stay with one process.
 test: image $(LITELLM)
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile --durations=15
 
 lint: install
 	$(BIN)/ruff check runner tests bench examples
