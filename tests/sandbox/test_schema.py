@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import psycopg
@@ -93,11 +94,20 @@ def test_the_image_applies_every_kind(tmp_path: Path, sandbox_image: str) -> Non
 def test_a_syntax_error_fails_the_image_build_naming_file_and_line(tmp_path: Path, sandbox_image: str) -> None:
     from runner.sandbox.image import ensure_image
 
-    def containers() -> set[str]:
-        return set(subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True).stdout.split())
+    def step_containers() -> set[str]:
+        # A build step's container runs an untagged intermediate image; sandboxes and compose
+        # services of tests running beside this one (pytest -n) run tagged images.
+        out = subprocess.run(["docker", "ps", "-a", "--format", "{{.ID}} {{.Image}}"],
+                             capture_output=True, text=True).stdout
+        return {cid for cid, image in (ln.split(" ", 1) for ln in out.splitlines()) if ":" not in image}
 
     d = _schema(tmp_path, bad_line=6)
-    before = containers()
+    before = step_containers()
     with pytest.raises(ImageBuildError, match=rf"{d / '02-tables.sql'}:6: ERROR:  syntax error at or near \"TABEL\""):
         ensure_image(DatabaseSpec(files=init_files([d]), name="app", user="app"))
-    assert containers() <= before  # the failed step's container is removed too
+    # the failed step's container is removed too (another test's build may hold a step container
+    # for a moment, so wait for those to go rather than fail on them)
+    deadline = time.monotonic() + 30
+    while (left := step_containers() - before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left
