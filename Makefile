@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install engine image test lint run-all-parallel run-example bench bench-headline bench-quick clean
+.PHONY: install engine browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
@@ -33,12 +33,29 @@ $(LITELLM): pyproject.toml $(STAMP)
 engine:
 	@scripts/docker-engine.sh up
 
+# Headless Chromium for the test that opens the HTML report in a real browser (Debian's package:
+# no browser download; playwright drives it by path).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        echo "installing chromium (for the report's browser test)"; \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	    else echo "no chromium: the browser test will fail where CI is set"; fi; }
+
 image: install engine
 	$(BIN)/runner image build
 
+# The runner in a container (deploy/k8s/): the package and its dependencies as wheels built here,
+# so the image build needs no index of its own.
+runner-image: install engine
+	rm -rf build/wheels && $(BIN)/pip wheel -q . -w build/wheels
+	docker build -q -f images/runner/Dockerfile \
+	    --build-arg BASE=$$(docker image inspect -f '{{.Id}}' pgsandbox-runner/base:bookworm-pg15 2>/dev/null || echo debian:bookworm-slim) \
+	    -t pgsandbox-runner:latest .
+
 # Two test processes, one file each at a time: most tests wait on sandboxes and simulated latency,
 # and a file's module-scoped sandboxes stay with one process.
-test: image $(LITELLM)
+test: image browser $(LITELLM)
 	$(BIN)/pytest -n 2 --dist loadfile --durations=15
 
 lint: install

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 from loguru import logger
 
+from runner import __version__
 from runner.errors import RunnerError
 from runner.resources import PARENT_ENV, die_with_parent
 
@@ -21,7 +22,8 @@ def _setup_console_logging(verbose: bool) -> None:
     logger.add(sys.stderr, level="DEBUG" if verbose else "INFO", format="<level>{level: <7}</level> {message}")
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="runner")
 @click.option("-v", "--verbose", is_flag=True, help="Debug output on the console.")
 def cli(verbose: bool) -> None:
     """Evaluate tool-using LLM agents in parallel, one disposable PostgreSQL per worker."""
@@ -51,7 +53,8 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.option("--workers", "-w", type=int, help="Worker processes, each with its own sandbox.")
 @click.option("--runs", help="Only these runs (comma-separated names from the config).")
-@click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]))
+@click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
+              help="Where each worker's database runs (auto: docker if an engine answers, else local).")
 @click.option("--dsn", help="Database for --sandbox external.")
 @click.option("--dataset", type=click.Path(dir_okay=False), help="Conversations JSONL.")
 @click.option("--limit", type=int, help="Only the first K conversations (after sharding).")
@@ -60,21 +63,28 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
 @click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]),
               help="auto: real APIs when keys are set, else the simulator.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False))
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives.")
 @click.option("--rerun-errors", is_flag=True, help="Redo conversations whose recorded result is an error.")
 @click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl).")
-@click.option("--force", is_flag=True, help="Resume into an output dir of a different config or dataset.")
+@click.option("--force-resume", "force", is_flag=True,
+              help="Resume into an output dir written with another config or dataset.")
 @click.option("--timeout", "conversation_timeout_seconds", type=float, help="Per-conversation time limit (s).")
 @click.option("--original-models", is_flag=True,
               help="Run each run's original_model (the seeds' model ids) instead of its current model.")
 @click.option("--allow-retired", is_flag=True, help="Start even if a model is past its retirement date.")
 @click.option("--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input).")
+@click.option("--fail-on-error/--no-fail-on-error", default=None,
+              help="Exit 1 if a result failed because of the dataset or the harness (default: on where CI is set).")
 def run(config: str | None, workers: int | None, runs: str | None, sandbox: str | None, dsn: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
         providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, skip_invalid: bool,
         force: bool, conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
-        no_prompt_cache: bool) -> None:
-    """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL."""
+        no_prompt_cache: bool, fail_on_error: bool | None) -> None:
+    """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
+
+    Exit codes: 0 done; 1 done, but results failed because of the dataset or the harness (with
+    --fail-on-error); 2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal
+    provider answer); 130 interrupted (run the same command again to finish)."""
     from runner.config import load_config
     from runner.job import run_job
     from runner.plan import parse_shard
@@ -88,7 +98,8 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
         output_dir=output_dir, providers_mode=providers_mode, cache=False if no_cache else None, cache_dir=cache_dir,
         rerun_errors=rerun_errors or None, skip_invalid=skip_invalid or None, force=force or None,
         conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
-        allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None))
+        allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None,
+        fail_on_error=fail_on_error))
     cfg = _select_runs(cfg, runs)
     summary = run_job(cfg)
     from runner.report import print_gateway, print_summary, write_reports
@@ -99,11 +110,17 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)
+    fail = cfg.fail_on_error if cfg.fail_on_error is not None else bool(os.environ.get("CI"))
+    if fail and (n := summary.own_faults()):
+        click.echo(f"{n} result(s) failed because of the dataset or the harness "
+                   f"({', '.join(f'{k}: {v}' for k, v in sorted(summary.errors.items()))}): exit 1", err=True)
+        sys.exit(1)
 
 
 @cli.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "output_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--out", "output_dir", required=True, type=click.Path(file_okay=False),
+              help="The merged output directory (created).")
 def merge(dirs: tuple[str, ...], output_dir: str) -> None:
     """Merge shard outputs (e.g. a CI matrix) into one output, as if run unsharded."""
     from pathlib import Path
@@ -118,16 +135,19 @@ def merge(dirs: tuple[str, ...], output_dir: str) -> None:
 
 @cli.command()
 @click.argument("conversation_id")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="The run config (default: built in).")
 @click.option("--run", "run_name", help="Which run of the config plays it (default: the first).")
-@click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]))
+@click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
+              help="Where the database runs (auto: docker if an engine answers, else local).")
 @click.option("--dsn", help="A database that is already running (with --sandbox external).")
-@click.option("--dataset", type=click.Path(dir_okay=False))
-@click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]))
-@click.option("--no-cache", is_flag=True)
+@click.option("--dataset", type=click.Path(dir_okay=False), help="Conversations JSONL.")
+@click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]),
+              help="auto: real APIs when keys are set, else the simulator.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
 def debug(conversation_id: str, config_path: str | None, run_name: str | None, sandbox: str | None,
           dsn: str | None, dataset: str | None, providers_mode: str | None, no_cache: bool) -> None:
-    """Replay one conversation live in one sandbox and leave the database running."""
+    """Replay one record live in one sandbox and leave the database running: a CRM conversation with its
+    transcript streamed, or a record of your own harness (python or command) with its result."""
     from rich.console import Console
 
     from runner.config import load_config
@@ -142,16 +162,27 @@ def debug(conversation_id: str, config_path: str | None, run_name: str | None, s
 @cli.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("other", required=False, type=click.Path(exists=True, file_okay=False))
-def report(out_dir: str, other: str | None) -> None:
-    """Tables, report.json and report.html for OUT_DIR; with OTHER, deltas from OUT_DIR to OTHER."""
+@click.option("--allow-different-datasets", is_flag=True,
+              help="Compare outputs of different dataset files (refused by default).")
+def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> None:
+    """Tables, report.json and report.html for OUT_DIR; with OTHER, OUT_DIR against OTHER record by record
+    (changed outcomes, McNemar, live cost and latency), written to OTHER/compare.json."""
     import json
     from pathlib import Path
 
-    from runner.report import compare, print_summary, write_reports
+    from runner.compare import compare
+    from runner.report import print_summary, write_reports
 
+    for d in (out_dir, other):
+        if d and not any(p.stat().st_size for p in (Path(d) / "results").glob("*.jsonl")):
+            from runner.errors import ConfigError
+
+            raise ConfigError(f"{d} holds no results (results/*.jsonl): nothing to report")
     if other:
-        deltas = compare(Path(out_dir), Path(other))
-        (Path(other) / "compare.json").write_text(json.dumps({"a": out_dir, "b": other, "runs": deltas}, indent=2))
+        doc = compare(Path(out_dir), Path(other), allow_different_datasets=allow_different_datasets)
+        target = Path(other) / "compare.json"
+        target.write_text(json.dumps(doc, indent=2))
+        click.echo(f"wrote {target}")
         return
     print_summary(Path(out_dir))
     j, h = write_reports(Path(out_dir))
@@ -164,9 +195,9 @@ def dataset() -> None:
 
 
 @dataset.command("generate")
-@click.option("--n", "n", default=1200, show_default=True, type=int)
-@click.option("--seed", default=7, show_default=True, type=int)
-@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False))
+@click.option("--n", "n", default=1200, show_default=True, type=int, help="How many conversations.")
+@click.option("--seed", default=7, show_default=True, type=int, help="The same seed gives the same file.")
+@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="The JSONL file to write.")
 def dataset_generate(n: int, seed: int, out: str) -> None:
     """Generate N deterministic CRM conversations."""
     from runner.harness.crm.dataset import Conversation
@@ -207,7 +238,7 @@ def _cache(cache_dir: str | None):  # type: ignore[no-untyped-def]
 
 
 @cache.command("stats")
-@click.option("--cache-dir", type=click.Path(file_okay=False))
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives.")
 def cache_stats(cache_dir: str | None) -> None:
     """Entries and size, by provider and model."""
     import json
@@ -217,7 +248,7 @@ def cache_stats(cache_dir: str | None) -> None:
 
 
 @cache.command("clear")
-@click.option("--cache-dir", type=click.Path(file_okay=False))
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives.")
 def cache_clear(cache_dir: str | None) -> None:
     """Delete every cached response."""
     with _cache(cache_dir) as c:
@@ -238,7 +269,7 @@ def _database(config: str | None):  # type: ignore[no-untyped-def]
 
 @image.command("build")
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
-@click.option("--force", is_flag=True, help="Rebuild even if the tag exists.")
+@click.option("--rebuild", "force", is_flag=True, help="Build again even if the image exists.")
 @click.option("--also-tag", help="Another name for the image (compose/ uses pgsandbox-runner/sandbox:compose).")
 def image_build(config: str | None, force: bool, also_tag: str | None) -> None:
     """Build the sandbox image for CONFIG's database (default: the built-in CRM's) if missing; print the tag."""
@@ -258,7 +289,7 @@ def image_tag_cmd(config: str | None) -> None:
 
 @cli.command()
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (keep it local).")
 @click.option("--port", default=8790, show_default=True, type=int, help="0 = any free port")
 @click.option("--upstream-sim", "sim_url", help="Send calls to this simulator instead of the real APIs.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
@@ -281,7 +312,7 @@ def sim() -> None:
 
 
 @sim.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (keep it local).")
 @click.option("--port", default=8765, show_default=True, type=int, help="0 = any free port")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Take simulator: from this config.")
 @click.option("--settings-json", hidden=True, help="Settings as JSON (used when a run starts the simulator).")
@@ -298,9 +329,31 @@ def sim_serve(host: str, port: int, config_path: str | None, settings_json: str 
     serve(settings)
 
 
+def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        _setup_console_logging(True)
+
+
+def _verbose_everywhere(group: click.Group) -> None:
+    """-v after the subcommand too (`runner run -v`), as before it (`runner -v run`)."""
+    for cmd in group.commands.values():
+        if isinstance(cmd, click.Group):
+            _verbose_everywhere(cmd)
+        elif not any("--verbose" in p.opts for p in cmd.params):
+            cmd.params.append(click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True,
+                                           callback=_verbose, help="Debug output on the console."))
+
+
+_verbose_everywhere(cli)
+
+
 def main() -> None:
     try:
         cli(standalone_mode=True)
-    except RunnerError as e:
-        logger.error("{}", e)
+    # OSError: a file we were told to read or write (a report, a merge); its message names the file.
+    except (RunnerError, OSError) as e:
+        if getattr(e, "reported", False):
+            logger.error("the run stopped (why: above); what finished is kept, and the same command resumes")
+        else:
+            logger.error("{}", e)
         sys.exit(2)

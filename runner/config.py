@@ -209,8 +209,8 @@ class Config(_Frozen):
     workers: int = Field(4, ge=1, le=256)
     sandbox: Literal["auto", "docker", "local", "external"] = "auto"
     dsn: str | None = None
-    output_dir: Path = Path("out/default")
-    providers_mode: Literal["auto", "real", "sim"] = "auto"
+    output_dir: Path = Path("out/default")  # YAML `out` (EXTERNAL_NAMES); output_dir still reads
+    providers_mode: Literal["auto", "real", "sim"] = "auto"  # YAML `providers`, as the flag
     limit: int | None = Field(None, ge=1)
     shard: tuple[int, int] | None = None
     conversation_timeout_seconds: float = Field(300.0, gt=0)
@@ -226,7 +226,9 @@ class Config(_Frozen):
     cache_dir: Path | None = None
     rerun_errors: bool = False
     skip_invalid: bool = Field(False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping")
-    force: bool = False
+    force: bool = Field(False, description="YAML force_resume, flag --force-resume (the old key force still reads)")
+    fail_on_error: bool | None = Field(None, description="exit 1 when a result failed because of the dataset or "
+                                                         "the harness; default: on where CI is set")
     rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
                                               description="key: provider or provider/model")
     adaptive_concurrency: bool | None = Field(None, description="default: on where no limit is configured")
@@ -324,6 +326,10 @@ def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
     return line
 
 
+# Field -> the name users write (YAML key = flag): kept apart so fingerprints of earlier runs still match.
+EXTERNAL_NAMES = {"providers_mode": "providers", "force": "force_resume", "output_dir": "out"}
+
+
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
     """Read, merge flags, validate. Relative paths in the file are relative to the file."""
     path = Path(path) if path else DEFAULT_CONFIG
@@ -343,6 +349,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     if isinstance(data.get("dataset"), str) and not Path(data["dataset"]).is_absolute():
         data["dataset"] = str((path.parent / data["dataset"]).resolve())
     data["config_dir"] = str(path.parent.resolve())
+    for key, name in EXTERNAL_NAMES.items():  # one spelling before the flags merge in
+        if name in data:
+            data[key] = data.pop(name)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
         cfg = Config.model_validate(data)
@@ -350,6 +359,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     except ValidationError as e:
         first = e.errors()[0]
         loc = tuple(first["loc"])
+        if loc and loc[0] in EXTERNAL_NAMES and loc[0] not in (overrides or {}):
+            loc = (EXTERNAL_NAMES[str(loc[0])], *loc[1:])  # as the user wrote it
         in_file = loc and loc[0] not in (overrides or {})
         line = _line_of(node, loc) if in_file else None
         field = ".".join(map(str, loc)) or "(config)"

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from runner.config import Config, resolve_mode
+from runner.debug_harness import debug_record, run_named
 from runner.errors import ConfigError
 from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
@@ -25,6 +26,22 @@ from runner.sandbox.base import Sandbox
 def _short(obj: Any, n: int = 400) -> str:
     s = obj if isinstance(obj, str) else json.dumps(obj, default=str)
     return s if len(s) <= n else s[:n] + " ..."
+
+
+def _said(part: dict[str, Any]) -> list[str]:
+    """A step's calls as `name(args)`, or its text reply."""
+    calls = [f"[yellow]{c['name']}[/]({_short(c['args'], 300)})" for c in part.get("calls") or []]
+    return calls or [f"says: {part.get('text') or '(nothing)'}"]
+
+
+def _atlas_step(console: Console, d: dict[str, Any]) -> None:
+    """Every Atlas step: what the student proposed, the teacher's verdict, and what was run or said."""
+    console.print(f"[bold magenta]student[/] step {d['step'] + 1} proposes: " + "; ".join(_said(d["proposed"])))
+    if d["verdict"] == "revise":
+        console.print(f"[bold blue]teacher[/] revises: {d.get('guidance') or '(no guidance)'}")
+    else:
+        console.print("[bold blue]teacher[/] approves")
+    console.print("[bold]runs[/] -> " + "; ".join(_said(d["executed"])))
 
 
 def _printer(console: Console) -> Any:
@@ -43,8 +60,7 @@ def _printer(console: Console) -> Any:
             mark = "[green]ok[/]" if d["ok"] else "[red]error[/]"
             console.print(f"   {mark} {_short(d['result'] if d['ok'] else d['error'])}")
         elif kind == "atlas":
-            if d["verdict"] == "revise":
-                console.print(f"[bold blue]teacher[/] revises: {d.get('guidance')}")
+            _atlas_step(console, d)
         elif kind == "step_limit":
             console.print(f"[red]step limit ({d['limit']}) reached in turn {d['turn'] + 1}[/]")
         elif kind == "scores":
@@ -64,15 +80,12 @@ def stop_command(sb: Sandbox) -> str:
 
 
 def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Console) -> Sandbox:
+    if cfg.harness.kind != "crm":  # a user's harness: its record, its way
+        return debug_record(cfg, conversation_id, run_name, console, stop_command)
     conv = next((c for c in iter_conversations(cfg.dataset) if c.id == conversation_id), None)
     if conv is None:
         raise ConfigError(f"no conversation {conversation_id!r} in {cfg.dataset}")
-    spec = next((r for r in cfg.runs if r.name == run_name), None) if run_name else cfg.runs[0]
-    if spec is None:
-        raise ConfigError(f"no run {run_name!r}; the config has {', '.join(r.name for r in cfg.runs)}")
-    if cfg.harness.kind != "crm":
-        raise ConfigError("runner debug plays the built-in CRM's conversations; for your own harness, "
-                          "`runner run CONFIG --workers 1 --limit 1` (see docs/harness.md#debugging)")
+    spec = run_named(cfg, run_name)
     kind = resolve_kind(cfg.sandbox)
     image = None
     if kind == "docker":

@@ -9,12 +9,14 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     │   ├── DatasetError            malformed conversation file (names file:line and reason)
     │   ├── ResumeMismatch          output dir holds an incompatible run
     │   ├── OutputInUse             another live run writes the same output dir
+    │   ├── OutputUnwritable        the output or cache dir: read-only, full, not ours (names the path)
     │   ├── SandboxBootError        no engine, no image, no binaries: a worker cannot boot
     │   ├── ImageBuildError         the sandbox image could not be built
     │   └── ProviderFatal           auth, permission, unknown model, quota, billing: every call would fail
-    └── ConversationFailed          this record fails, the next one runs
+    └── ConversationFailed          this record fails, the next one runs (each carries its ErrorKind)
         ├── ProviderGaveUp          retries or the total retry time ran out
-        └── ProviderRejected        the provider answered 400/413/422 to this record's request
+        ├── ProviderRejected        the provider answered 400/413/422 to this record's request
+        └── BadRecord               the record's own data cannot run (a gold call failing on its seed)
 
 A result that failed carries one of ERROR_KINDS (below), so reports group failures by cause. Some
 causes are not exceptions of ours: a time limit (SIGALRM in the worker), a sandbox that stopped
@@ -36,10 +38,14 @@ ErrorKind = Literal[
     "sandbox_lost",      # the sandbox died, and again after it was replaced
     "provider_rejected", # the API refused this record's request (400/413/422)
     "provider_gave_up",  # retries ran out on transient errors or 429s
+    "bad_record",        # the record's own data is wrong (a dataset check cannot see it until it runs)
     "harness_error",     # the harness raised (its traceback is the error) or wrote no/garbage output
     "worker_died",       # the worker process died holding this record, on every attempt
 ]
 ERROR_KINDS: tuple[str, ...] = ErrorKind.__args__  # type: ignore[attr-defined]
+# Failures that are the dataset's or the harness's, not the model's or the machine's: with
+# fail_on_error (on in CI) a run that has any exits 1.
+OWN_FAULT_KINDS: tuple[ErrorKind, ...] = ("bad_record", "harness_error")
 
 
 class RunnerError(Exception):
@@ -47,7 +53,12 @@ class RunnerError(Exception):
 
 
 class RunStopped(RunnerError):
-    """The run cannot go on: stop handing out work, keep what is done, clean up."""
+    """The run cannot go on: stop handing out work, keep what is done, clean up.
+
+    `reported`: the supervisor already said why on the console as it happened; the exit message
+    then points to it instead of repeating it."""
+
+    reported: bool = False
 
 
 class ConfigError(RunStopped):
@@ -71,6 +82,14 @@ class OutputInUse(RunStopped):
     """Another live run holds the output directory's lock."""
 
 
+class OutputUnwritable(RunStopped):
+    """A file the run must write cannot be written (read-only file system, disk full, permissions)."""
+
+    def __init__(self, path: object, error: OSError) -> None:
+        self.path = str(path)
+        super().__init__(f"cannot write {error.filename or path}: {error.strerror or error}")
+
+
 class SandboxBootError(RunStopped):
     """A sandbox could not start for reasons a retry will not fix."""
 
@@ -84,15 +103,27 @@ class ProviderFatal(RunStopped):
 
 
 class ConversationFailed(RunnerError):
-    """This conversation fails; the worker records it and takes the next one."""
+    """This conversation fails; the worker records it, under `kind`, and takes the next one."""
+
+    kind: ErrorKind = "harness_error"
 
 
 class ProviderGaveUp(ConversationFailed):
     """Retries were exhausted (attempts or total time) on transient or rate-limit errors."""
 
+    kind: ErrorKind = "provider_gave_up"
+
+
+class BadRecord(ConversationFailed):
+    """The record cannot run as written (a gold call that fails on its own seed): fix the dataset."""
+
+    kind: ErrorKind = "bad_record"
+
 
 class ProviderRejected(ConversationFailed):
     """The provider refused this request itself (its message says why); other conversations go on."""
+
+    kind: ErrorKind = "provider_rejected"
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)

@@ -10,7 +10,7 @@ import contextlib
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,12 @@ from loguru import logger
 from rich.console import Console
 
 from runner.config import Config, resolve_mode
-from runner.errors import DatasetError, RunStopped
+from runner.errors import OWN_FAULT_KINDS, DatasetError, RunStopped
 from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.inbox import Inbox
-from runner.models.preflight import check_retirements, requests_sent, unpriced
+from runner.models.preflight import check_keys, check_retirements, requests_sent, unpriced
 from runner.models.sim.process import SimServer
 from runner.plan import WorkItem, make_plan
 from runner.pool import WorkerPool
@@ -33,7 +33,8 @@ from runner.ratelimit import build_limiter
 from runner.records import file_hash, iter_records
 from runner.sandbox.schema import DatabaseSpec
 from runner.scheduler import Scheduler
-from runner.sink import OutputLock, ResultSink, base_manifest, check_manifest, write_manifest
+from runner.services import Service
+from runner.sink import OutputLock, ResultSink, base_manifest, check_manifest, write_manifest, writing
 from runner.supervisor import Supervisor
 from runner.worker import WorkerSpec
 
@@ -46,15 +47,22 @@ class Summary:
     error: str | None
     sandbox_kind: str
     mode: str
+    errors: dict[str, int] = field(default_factory=dict)  # failed results by error kind
+
+    def own_faults(self) -> int:
+        """Results that failed because of the dataset or the harness (fail_on_error's count)."""
+        return sum(self.errors.get(k, 0) for k in OWN_FAULT_KINDS)
 
 
 def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
     order, warnings = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
     with OutputLock(out):
-        (out / "logs").mkdir(exist_ok=True)
-        log_id = logger.add(out / "logs" / "supervisor.log", level="DEBUG")
+        with writing(out / "logs"):
+            (out / "logs").mkdir(exist_ok=True)
+            log_id = logger.add(out / "logs" / "supervisor.log", level="DEBUG")
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
@@ -71,6 +79,7 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
     if not order:
         raise DatasetError("no records: nothing to run", path=str(cfg.dataset))
     check_templates(cfg)
+    check_keys(cfg)
     warnings = check_retirements(cfg)
     warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
                  for model in unpriced(cfg)]
@@ -100,11 +109,10 @@ def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Sum
     error = None
     with contextlib.ExitStack() as stack:
         if plan:
-            sim = _simulator(cfg, mode, out, stack)
+            sim, gateway = model_servers(cfg, mode, out / "logs", stack)
             sim_url = sim.url if sim is not None else None
-            gateway = _gateway(cfg, sim_url, out, stack)
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
-                              gateway.url if gateway else None)
+                              gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None])
             with sup.progress:
                 try:
                     sup.run()
@@ -115,19 +123,37 @@ def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Sum
                 manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
             if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
                 manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
-    counts = sink.finalize(order)
-    manifest.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), interrupted=interrupted, error=error,
-                    counts=counts)
-    write_manifest(out, manifest)
+    counts = _finish(sink, order, out, manifest, interrupted, error)
+    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors))
+
+
+def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: dict[str, Any], interrupted: bool,
+            error: str | None) -> dict[str, int]:
+    """Results in dataset order, the manifest's last word; the run's own error raised after both."""
+    try:
+        counts = sink.finalize(order)
+        manifest.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), interrupted=interrupted, error=error,
+                        counts=counts)
+        write_manifest(out, manifest)
+    except RunStopped:
+        if error:  # the disk that filled mid-run is still full: the first error is the one to read
+            raise _reported(error) from None
+        raise
     if error:
-        raise RunStopped(error)
-    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode)
+        raise _reported(error)
+    return counts
+
+
+def _reported(error: str) -> RunStopped:
+    e = RunStopped(error)
+    e.reported = True  # the supervisor logged it when it happened
+    return e
 
 
 def _providers(cfg: Config, mode: str) -> str:
     if mode == "real":
         return "REAL APIs"
-    return "simulator (providers_mode: sim)" if cfg.providers_mode == "sim" else "simulator (no API keys set)"
+    return "simulator (providers: sim)" if cfg.providers_mode == "sim" else "simulator (no API keys set)"
 
 
 def _image(spec: DatabaseSpec, kind: str, manifest: dict[str, object]) -> str | None:
@@ -148,19 +174,21 @@ def _uses_gateway(cfg: Config) -> bool:
     return cfg.gateway and cfg.harness.kind != "crm"
 
 
-def _simulator(cfg: Config, mode: str, out: Path, stack: contextlib.ExitStack) -> SimServer | None:
-    if mode != "sim" or not (cfg.model_runs() or _uses_gateway(cfg)):
-        return None
-    return stack.enter_context(SimServer(cfg.simulator, log_path=str(out / "logs" / "simulator.log")))
+def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack
+                  ) -> tuple[SimServer | None, GatewayServer | None]:
+    """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
+    calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack."""
+    def log(name: str) -> str | None:
+        return str(log_dir / f"{name}.log") if log_dir else None
 
-
-def _gateway(cfg: Config, sim_url: str | None, out: Path, stack: contextlib.ExitStack) -> GatewayServer | None:
-    """For a user's harness: its SDK calls through one budget, retries and cache (docs/gateway.md)."""
+    sim = None
+    if mode == "sim" and (cfg.model_runs() or _uses_gateway(cfg)):
+        sim = stack.enter_context(SimServer(cfg.simulator, log_path=log("simulator")))
     if not _uses_gateway(cfg):
-        return None
-    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim_url, log_path=str(out / "logs" / "gateway.log")))
-    logger.info("model gateway at {} ({})", gw.url, "to the simulator" if sim_url else "to the real APIs")
-    return gw
+        return sim, None
+    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway")))
+    logger.info("model gateway at {} ({})", gw.url, "to the simulator" if sim else "to the real APIs")
+    return sim, gw
 
 
 def _counts(server: GatewayServer | SimServer, name: str, key: str | None = None) -> dict[str, dict[str, float]]:
@@ -187,11 +215,12 @@ def _added(now: dict[str, dict[str, float]], before: object) -> dict[str, dict[s
 
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
                 image: str | None, spec: DatabaseSpec, sim_url: str | None, out: Path,
-                gateway_url: str | None) -> Supervisor:
+                gateway_url: str | None, services: list[Service]) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
-        ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()  # created once, before workers race for it
+        with writing(cfg.cache_dir or DEFAULT_DIR):  # created once, before workers race for it
+            ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()
     ctx = mp.get_context("spawn")
     inbox = Inbox()
     pid = os.getpid()
@@ -207,7 +236,7 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
     progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console)
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
-                      inbox, workers=workers)
+                      inbox, workers=workers, services=services)
 
 
 def _remove_containers(kind: str, run_id: str) -> None:

@@ -49,4 +49,7 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
         raise ValueError(f"--shard takes i/n, e.g. 2/3 (got {text!r})") from None
+    if not 1 <= i <= n:  # 0/3 would select no record at all, and say nothing
+        raise ValueError(f"--shard i/n counts from 1: i in 1..{n} (got {text!r}; a Kubernetes "
+                         "JOB_COMPLETION_INDEX counts from 0, so pass $((JOB_COMPLETION_INDEX + 1))/n)")
     return i, n

@@ -22,7 +22,12 @@ from runner.inbox import Inbox
 from runner.ratelimit import SharedLimiter
 from runner.worker import WorkerSpec, worker_main
 
-KILL_WAIT_SECONDS = 5.0
+KILL_WAIT_SECONDS = 5.0  # after SIGABRT (time to write the stacks), and again after SIGKILL
+# After Stop, a worker finishes its record's write-out and removes its sandbox (a docker rm: ~1 s);
+# on a second Ctrl-C nobody waits.
+STOP_WAIT_SECONDS = 10.0
+HARD_STOP_WAIT_SECONDS = 0.5
+TERMINATE_WAIT_SECONDS = 3.0  # SIGTERM unwinds a worker through its sandbox's removal
 
 
 @dataclass
@@ -35,6 +40,7 @@ class WorkerHandle:
     last_beat: float = field(default_factory=time.monotonic)
     busy_since: float | None = None
     busy_limit: float = 0.0
+    boot_seconds: float = 0.0
     stopping: bool = False
     lane: int = -1
 
@@ -121,7 +127,7 @@ class WorkerPool:
 
     def shutdown(self, msg: Any, *, hard: bool) -> None:
         self.stop_all(msg)
-        deadline = time.monotonic() + (0.5 if hard else 10)
+        deadline = time.monotonic() + (HARD_STOP_WAIT_SECONDS if hard else STOP_WAIT_SECONDS)
         for h in self.workers.values():
             h.proc.join(max(0.0, deadline - time.monotonic()))
 
@@ -129,8 +135,8 @@ class WorkerPool:
         for h in self.workers.values():
             if h.exitcode is None:
                 h.proc.terminate()
-                h.proc.join(3)
+                h.proc.join(TERMINATE_WAIT_SECONDS)
             if h.exitcode is None:
                 h.proc.kill()
-                h.proc.join(3)
+                h.proc.join(KILL_WAIT_SECONDS)
         self.workers.clear()

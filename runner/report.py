@@ -13,6 +13,7 @@ from rich.table import Table
 
 from runner.result import Result
 from runner.sink import read_results
+from runner.stats import wilson
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -54,6 +55,7 @@ def run_metrics(rows: list[Result]) -> dict[str, Any]:
         "records": len(rows), "ok": len(ok), "errors": len(rows) - len(ok),
         "errors_by_kind": dict(Counter(str(r.error_kind) for r in rows if not r.ok)),
         "success_rate": sum(1 for r in ok if r.success) / len(rows) if rows else 0.0,
+        "success_ci95": wilson(sum(1 for r in ok if r.success), len(rows)),
         "metrics": metric_means(rows),
         "input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
         "cost_usd": _cost_sum(rows, "cost_usd"), "input_cost_usd": _cost_sum(rows, "input_cost_usd"),
@@ -63,6 +65,20 @@ def run_metrics(rows: list[Result]) -> dict[str, Any]:
         "retries": total("retries"), "rate_limited": total("rate_limited"), "llm_calls": calls,
         "cache_hit_rate": total("cache_hits") / calls if calls else 0.0,
     }
+
+
+SIMULATED = "simulated: models played by the runner's simulator; costs are what the real APIs would charge"
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    """An output's manifest.json, or {} for an output without one (a hand-made results/)."""
+    p = out / "manifest.json"
+    return dict(json.loads(p.read_text())) if p.exists() else {}
+
+
+def simulated(manifest: dict[str, Any]) -> bool:
+    """The output's runs called the simulator, not the real APIs."""
+    return manifest.get("mode") == "sim"
 
 
 def load_runs(out: Path) -> dict[str, list[Result]]:
@@ -79,35 +95,54 @@ def _cell(v: Any, kind: str) -> str:
     return f"{v:.1%}" if kind == "pct" else f"{v:.4f}" if kind == "usd" else f"{v:.3g}" if kind == "num" else str(v)
 
 
+def _summary_columns(names: list[str], usage: bool) -> list[tuple[str, str, str]]:
+    """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first."""
+    cols = [("records", "records", "int"), ("success (95% CI)", "success_rate", "pct"), ("errors", "errors", "int"),
+            ("cost $", "cost_usd", "usd"), *[(k.replace("_", " "), k, "num") for k in names],
+            ("p50 s", "latency_p50_s", "int"), ("tok in", "input_tokens", "int"),
+            ("tok out", "output_tokens", "int"), ("p95 s", "latency_p95_s", "int"), ("retries", "retries", "int"),
+            ("cache", "cache_hit_rate", "pct"), ("cached in", "cache_read_tokens", "int"),
+            ("saved $", "cache_saved_usd", "usd")]
+    return cols if usage else [c for c in cols if c[1] not in USAGE_COLUMNS]
+
+
 def print_summary(out: Path, console: Console | None = None) -> dict[str, dict[str, Any]]:
+    """The per-run table, as many columns as the terminal is wide (the rest are in report.html)."""
     console = console or Console()
     if not console.is_terminal:
         console.width = max(console.width, 150)
     metrics = {name: run_metrics(rows) for name, rows in load_runs(out).items()}
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
-    t = Table(title=f"results in {out}")
-    cols = [("records", "records", "int"), ("success", "success_rate", "pct"),
-            *[(k.replace("_", " "), k, "num") for k in names],
-            ("tok in", "input_tokens", "int"), ("tok out", "output_tokens", "int"),
-            ("cached in", "cache_read_tokens", "int"), ("cost $", "cost_usd", "usd"),
-            ("saved $", "cache_saved_usd", "usd"),
-            ("p50 s", "latency_p50_s", "int"), ("p95 s", "latency_p95_s", "int"), ("errors", "errors", "int"),
-            ("retries", "retries", "int"), ("cache", "cache_hit_rate", "pct")]
-    if not any(m["llm_calls"] for m in metrics.values()):  # a harness whose model calls the runner did not see
-        cols = [c for c in cols if c[1] not in USAGE_COLUMNS]
-    t.add_column("run", justify="left")
-    for label, _, _ in cols:
-        t.add_column(label, justify="right")
+    cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()))
+    cells = {}
     for name, m in metrics.items():
-        t.add_row(name, *[_cell(m["metrics"].get(key) if key in names else m[key], kind) for _, key, kind in cols])
+        row = [_cell(m["metrics"].get(key) if key in names else m[key], kind) for _, key, kind in cols]
+        lo, hi = m["success_ci95"]
+        row[1] += f" ({lo:.0%}-{hi:.0%})"  # 95 % Wilson interval: how far the rate could be from chance
+        cells[name] = row
+    # Each column costs its widest cell plus borders; take them in order while the terminal has room.
+    width = max([3, *map(len, metrics)]) + 4
+    shown = 0
+    for i, (label, _, _) in enumerate(cols):
+        need = max([len(label), *(len(r[i]) for r in cells.values())]) + 3
+        if width + need > console.width and shown >= 2:
+            break
+        width, shown = width + need, shown + 1
+    t = Table(title=f"results in {out}" + (f"\n({SIMULATED})" if simulated(read_manifest(out)) else ""))
+    t.add_column("run", justify="left", no_wrap=True)
+    for label, _, _ in cols[:shown]:
+        t.add_column(label, justify="right", no_wrap=True)
+    for name, row in cells.items():
+        t.add_row(name, *row[:shown])
     console.print(t)
+    if shown < len(cols):
+        console.print(f"[dim]not shown at this width ({', '.join(c[0] for c in cols[shown:])}): see report.html[/dim]")
     return metrics
 
 
 def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
     """The model calls a user's harness made through the runner's gateway, per run (from the manifest)."""
-    manifest = out / "manifest.json"
-    counts: dict[str, Any] = json.loads(manifest.read_text()).get("gateway") or {} if manifest.exists() else {}
+    counts: dict[str, Any] = read_manifest(out).get("gateway") or {}
     if not counts:
         return {}
     console = console or Console()
@@ -133,41 +168,13 @@ def write_reports(out: Path) -> tuple[Path, Path]:
 
     rows = load_runs(out)
     metrics = {name: run_metrics(r) for name, r in rows.items()}
-    manifest = out / "manifest.json"
-    sent = json.loads(manifest.read_text()).get("requests", {}) if manifest.exists() else {}
-    through = json.loads(manifest.read_text()).get("gateway") or {} if manifest.exists() else {}
-    doc = {"runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in group_names(rows)},
-                        "requests": sent.get(n), "gateway": through.get(n)} for n, m in metrics.items()}}
+    manifest = read_manifest(out)
+    sent, through = manifest.get("requests") or {}, manifest.get("gateway") or {}
+    groups = group_names(rows)
+    doc = {"simulated": simulated(manifest),
+           "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
+                        "gateway": through.get(n)} for n, m in metrics.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
-    (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent),
-                                     encoding="utf-8")
+    (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent,
+                                            note=SIMULATED if simulated(manifest) else None), encoding="utf-8")
     return out / "report.json", out / "report.html"
-
-
-COMPARED = ("success_rate", "cost_usd", "latency_p50_s", "latency_p95_s", "errors")
-
-
-def compare(a: Path, b: Path, console: Console | None = None) -> dict[str, dict[str, dict[str, float]]]:
-    """Per run present in both: each metric in A, in B, and B - A."""
-    console = console or Console()
-    ma = {n: run_metrics(r) for n, r in load_runs(a).items()}
-    mb = {n: run_metrics(r) for n, r in load_runs(b).items()}
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    t = Table(title=f"{a} -> {b}")
-    t.add_column("run")
-    t.add_column("metric")
-    for label in ("A", "B", "delta"):
-        t.add_column(label, justify="right")
-    for name in sorted(set(ma) & set(mb)):
-        out[name] = {}
-        shared = [k for k in ma[name]["metrics"] if k in mb[name]["metrics"]]
-        for k in (*COMPARED[:1], *shared, *COMPARED[1:]):
-            va = float((ma[name]["metrics"].get(k) if k in shared else ma[name][k]) or 0)
-            vb = float((mb[name]["metrics"].get(k) if k in shared else mb[name][k]) or 0)
-            out[name][k] = {"a": va, "b": vb, "delta": vb - va}
-            t.add_row(name, k, f"{va:.4g}", f"{vb:.4g}", f"{vb - va:+.4g}")
-    only = sorted(set(ma) ^ set(mb))
-    console.print(t)
-    if only:
-        console.print(f"runs in only one of the two: {', '.join(only)}")
-    return out

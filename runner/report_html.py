@@ -1,4 +1,4 @@
-"""report.html: one self-contained file (inline SVG and CSS, no scripts or network) comparing runs."""
+"""report.html: one self-contained file (inline SVG charts and CSS, no network) comparing runs."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from runner.report import percentile
+from runner.report_charts import chart_data, cost_vs_success, latency, success_by
+from runner.report_records import records
 from runner.result import Result
 
-COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
 e = html.escape
 
 
@@ -26,101 +26,6 @@ def breakdown(rows: list[Result], group: str) -> dict[str, tuple[int, int]]:
 
 def group_names(rows: dict[str, list[Result]]) -> list[str]:
     return list(dict.fromkeys(g for rs in rows.values() for r in rs for g in r.groups))
-
-
-def _bars(title: str, groups: list[str], runs: dict[str, dict[str, tuple[int, int]]]) -> str:
-    w, h, pad = 640, 260, 40
-    names = list(runs)
-    gw = (w - 2 * pad) / max(len(groups), 1)
-    bw = gw * 0.8 / max(len(names), 1)
-    parts = [f'<svg class="chart" viewBox="0 0 {w} {h + 40}" role="img" aria-label="{e(title)}">',
-             f'<text x="{w / 2}" y="16" text-anchor="middle" class="t">{e(title)}</text>']
-    for y in (0, 0.5, 1):
-        yy = h - y * (h - 40)
-        parts.append(f'<line x1="{pad}" x2="{w - pad}" y1="{yy}" y2="{yy}" class="grid"/>'
-                     f'<text x="{pad - 4}" y="{yy + 4}" text-anchor="end">{y:.0%}</text>')
-    for gi, g in enumerate(groups):
-        for ri, n in enumerate(names):
-            solved, total = runs[n].get(g, (0, 0))
-            rate = solved / total if total else 0
-            x = pad + gi * gw + gw * 0.1 + ri * bw
-            bh = rate * (h - 40)
-            parts.append(f'<rect x="{x:.1f}" y="{h - bh:.1f}" width="{bw * 0.9:.1f}" height="{bh:.1f}" '
-                         f'fill="{COLORS[ri % len(COLORS)]}">'
-                         f'<title>{e(n)} {e(g)}: {solved}/{total}</title></rect>')
-        parts.append(f'<text x="{pad + gi * gw + gw / 2:.1f}" y="{h + 16}" text-anchor="middle">{e(g)}</text>')
-    parts.append(_legend(names, w, h + 34))
-    return "".join(parts) + "</svg>"
-
-
-def _legend(names: list[str], w: int, y: float) -> str:
-    step = w / max(len(names), 1)
-    return "".join(f'<rect x="{i * step + 10:.0f}" y="{y - 9}" width="10" height="10" '
-                   f'fill="{COLORS[i % len(COLORS)]}"/><text x="{i * step + 24:.0f}" y="{y}">{e(n)}</text>'
-                   for i, n in enumerate(names))
-
-
-def _quantiles(v: list[float]) -> list[float]:
-    """p5, p25, p50, p75, p95: the same interpolation as the summary table's p50 and p95."""
-    return [percentile(v, q) for q in (0.05, 0.25, 0.5, 0.75, 0.95)]
-
-
-def _latency(runs: dict[str, list[float]]) -> str:
-    w, row, pad = 640, 34, 150
-    top = max((max(v) for v in runs.values() if v), default=1.0) or 1.0
-    h = 40 + row * len(runs)
-    sx = (w - pad - 20) / top
-    parts = [f'<svg class="chart" viewBox="0 0 {w} {h + 20}" role="img" aria-label="latency">',
-             f'<text x="{w / 2}" y="16" text-anchor="middle" class="t">'
-             'conversation time (s): p5 p25 p50 p75 p95</text>']
-    for i, (n, v) in enumerate(runs.items()):
-        q = _quantiles(v)
-        y = 40 + i * row
-        c = COLORS[i % len(COLORS)]
-        parts.append(f'<text x="{pad - 6}" y="{y + 14}" text-anchor="end">{e(n)}</text>'
-                     f'<line x1="{pad + q[0] * sx:.1f}" x2="{pad + q[4] * sx:.1f}" y1="{y + 10}" y2="{y + 10}" '
-                     f'stroke="{c}"/>'
-                     f'<rect x="{pad + q[1] * sx:.1f}" y="{y}" width="{max(1, (q[3] - q[1]) * sx):.1f}" height="20" '
-                     f'fill="{c}" opacity="0.6"><title>{e(n)}: p50 {q[2]:.3f}s, p95 {q[4]:.3f}s</title></rect>'
-                     f'<line x1="{pad + q[2] * sx:.1f}" x2="{pad + q[2] * sx:.1f}" y1="{y}" y2="{y + 20}" '
-                     'stroke="#000"/>')
-    parts.append(f'<text x="{w - 20}" y="{h + 12}" text-anchor="end">{top:.2f}s</text>')
-    return "".join(parts) + "</svg>"
-
-
-def _scatter(points: dict[str, tuple[float, float]]) -> str:
-    w, h, pad = 640, 300, 50
-    top_cost = max((c for c, _ in points.values()), default=1.0) or 1.0
-    parts = [f'<svg class="chart" viewBox="0 0 {w} {h + 30}" role="img" aria-label="cost against success">',
-             f'<text x="{w / 2}" y="16" text-anchor="middle" class="t">cost (USD) against success rate</text>',
-             f'<line x1="{pad}" y1="{h}" x2="{w - 20}" y2="{h}" class="grid"/><line x1="{pad}" y1="30" x2="{pad}" '
-             f'y2="{h}" class="grid"/><text x="{w - 20}" y="{h + 16}" text-anchor="end">${top_cost:.2f}</text>'
-             f'<text x="{pad - 4}" y="34" text-anchor="end">100%</text>']
-    for i, (n, (cost, rate)) in enumerate(points.items()):
-        x = pad + cost / top_cost * (w - pad - 40)
-        y = h - rate * (h - 40)
-        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="7" fill="{COLORS[i % len(COLORS)]}">'
-                     f'<title>{e(n)}: ${cost:.4f}, {rate:.1%}</title></circle>'
-                     f'<text x="{x + 10:.1f}" y="{y + 4:.1f}">{e(n)}</text>')
-    return "".join(parts) + "</svg>"
-
-
-def _transcript(transcript: list[dict[str, Any]]) -> str:
-    out = []
-    for m in transcript:
-        if m["role"] == "user":
-            out.append(f'<div class="u"><b>user</b> {e(m["text"])}</div>')
-        elif m["role"] == "assistant":
-            if m.get("text"):
-                out.append(f'<div class="a"><b>agent</b> {e(m["text"])}</div>')
-            for c in m.get("tool_calls") or []:
-                call = f'{e(c["name"])}({e(json.dumps(c["args"]))})'
-                out.append(f'<div class="c">&rarr; <code>{call}</code></div>')
-        else:
-            for res in m.get("results") or []:
-                cls = "err" if res.get("is_error") else "res"
-                out.append(f'<div class="{cls}"><code>{e(res["content"][:1500])}</code></div>')
-    return "".join(out)
 
 
 def _money(v: float | None) -> str:
@@ -156,7 +61,7 @@ def _groups(names: list[str], rows: dict[str, list[Result]]) -> str:
         by = {n: breakdown(rows[n], g) for n in names}
         values = sorted({v for d in by.values() for v in d})
         if len(values) <= BARS_MAX_VALUES:
-            parts.append(_bars(f"success by {g}", values, by))
+            parts.append(success_by(g, by))
         else:
             heat = "".join(f"<tr><th>{e(v)}</th>" + "".join(_heat_cell(by[n].get(v)) for n in names) + "</tr>"
                            for v in values)
@@ -165,17 +70,17 @@ def _groups(names: list[str], rows: dict[str, list[Result]]) -> str:
     return "".join(parts)
 
 
-def _detail(r: Result) -> str:
-    status = "ok" if r.success else ("error" if not r.ok else "fail")
-    facts = " &middot; ".join([e(r.record_id), status, *(e(", ".join(v)) for v in r.groups.values()),
-                               *(f"{e(k)} {v:.2f}" for k, v in r.metrics.items() if v is not None)])
-    out = r.output or {}
-    body = _transcript(out["transcript"]) if isinstance(out.get("transcript"), list) else ""
-    shown = {k: v for k, v in out.items() if k not in ("transcript", "tool_calls", "model_calls")}
-    return (f'<details class="{status}"><summary>{facts}</summary>'
-            + (f'<p class="err">error: {e(str(r.error))}</p>' if r.error else "")
-            + (f'<pre>{e(json.dumps(shown, indent=1, default=str)[:4000])}</pre>' if shown else "")
-            + f"{body}</details>")
+LABELS = {"records": "records", "success_rate": "success (95 % CI)", "input_tokens": "tokens in",
+          "output_tokens": "tokens out", "cost_usd": "cost", "latency_p50_s": "p50 s", "latency_p95_s": "p95 s",
+          "errors": "errors", "retries": "retries", "cache_hit_rate": "cache hits"}
+
+
+def _count(v: float) -> str:
+    """34878 -> 34.9k: a column of token counts fits the width of its header."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{unit}"
+    return f"{v:g}"
 
 
 def _summary(metrics: dict[str, dict[str, Any]]) -> str:
@@ -188,37 +93,52 @@ def _summary(metrics: dict[str, dict[str, Any]]) -> str:
         v = m["metrics"].get(c) if c in names else m[c]
         if v is None:
             return "<td>unknown</td>" if c == "cost_usd" else "<td>-</td>"
-        return f"<td>{v:.1%}</td>" if c in ("success_rate", "cache_hit_rate") else \
-            f"<td>{v:.3g}</td>" if c in names else f"<td>{v}</td>"
+        if c == "success_rate":
+            lo, hi = m["success_ci95"]
+            return f'<td>{v:.1%} <span class="ci">{lo:.0%}-{hi:.0%}</span></td>'
+        if c in ("input_tokens", "output_tokens"):
+            return f'<td title="{v}">{_count(v)}</td>'
+        return f"<td>{v:.1%}</td>" if c == "cache_hit_rate" else f"<td>${v:.4f}</td>" if c == "cost_usd" else \
+            f"<td>{v:.3g}</td>" if c in names or c.startswith("latency") else f"<td>{v}</td>"
 
-    rows = "".join(f"<tr><th>{e(n)}</th>" + "".join(cell(m, c) for c in cols) + "</tr>" for n, m in metrics.items())
-    return (f'<h2>Summary</h2><table id="summary"><tr><th>run</th>{"".join(f"<th>{e(c)}</th>" for c in cols)}</tr>'
-            f"{rows}</table>")
+    head = "".join(f"<th>{e(LABELS.get(c, c.replace('_', ' ')))}</th>" for c in cols)
+    rows = "".join(f'<tr><th class="run">{e(n)}</th>' + "".join(cell(m, c) for c in cols) + "</tr>"
+                   for n, m in metrics.items())
+    return f'<h2>Summary</h2><table id="summary"><tr><th>run</th>{head}</tr>{rows}</table>'
 
 
 def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[Result]],
-           sent: dict[str, Any] | None = None) -> str:
+           sent: dict[str, Any] | None = None, note: str | None = None) -> str:
     names = list(rows)
-    drill = "".join(f'<section><h3>{e(n)}</h3>{"".join(_detail(r) for r in rows[n])}</section>' for n in names)
-    latency = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
-    scatter = {n: (float(metrics[n]["cost_usd"]), float(metrics[n]["success_rate"])) for n in names
-               if metrics[n]["cost_usd"] is not None and metrics[n]["llm_calls"]}
+    times = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
+    scatter = chart_data(metrics)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>
 body{{font:14px system-ui,sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ddd;padding:4px 8px;text-align:right}} th{{text-align:left;background:#f6f6f6}}
 .chart{{max-width:680px;display:block;margin:1em 0;font-size:11px}} .chart .t{{font-size:13px;font-weight:600}}
 .grid{{stroke:#ccc}} details{{border-left:4px solid #ccc;margin:4px 0;padding:2px 8px}}
 details.ok{{border-color:#54a24b}}
-details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}} .u{{margin-top:8px}} .c{{color:#555}}
+details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}}
+.side{{display:grid;gap:12px}} .col{{min-width:0;overflow-wrap:anywhere}} .col h4{{margin:6px 0}}
+.b{{display:inline-block;padding:0 6px;margin:0 2px;border-radius:3px;font-size:12px;color:#fff;background:#999}}
+.b.ok{{background:#54a24b}} .b.fail{{background:#f58518}} .b.error{{background:#e45756}} .g,.m{{color:#666}}
+#filters label{{margin-right:14px}} #shown{{color:#666}} .u{{margin-top:8px}} .c{{color:#555}}
 .res code{{color:#2a6}} .err,.err code{{color:#c33}} pre{{background:#f6f6f6;padding:4px;white-space:pre-wrap}}
+.anatomy li.miss,.anatomy li.wrong{{color:#c33}} .anatomy li.okc{{color:#2a6}} .anatomy li.extra{{color:#777}}
+.diff td,.steps td{{text-align:left}} .steps td.revise{{color:#c33}}
+.ci{{color:#777;font-size:12px;display:block}} #summary{{font-size:13px}}
+#summary tr:first-child th{{white-space:normal;max-width:7em;vertical-align:bottom;text-align:right}}
+#summary th.run{{white-space:nowrap}} #summary tr:first-child th:first-child{{text-align:left}}
+.note{{background:#fff4d6;border:1px solid #e8c45c;padding:6px 10px}}
 </style></head><body><h1>{e(title)}</h1>
+{f'<p class="note" id="simulated">{e(note)}</p>' if note else ""}
 {_summary(metrics)}
 {_caching(metrics, sent or {}) if any(m["llm_calls"] for m in metrics.values()) else ""}
 <h2>Charts</h2>
 {_groups(names, rows)}
-{_latency(latency)}
-{_scatter(scatter) if scatter else ""}
-<h2>Records</h2><div id="drilldown">{drill}</div></body></html>"""
+{latency(times)}
+{cost_vs_success(scatter) if scatter else ""}
+{records(rows)}</body></html>"""
 
 
 def _heat_cell(v: tuple[int, int] | None) -> str:

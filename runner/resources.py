@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Any, Self
@@ -74,13 +75,37 @@ class ServerProcess(Resource):
         self.args, self.boot_timeout = args, boot_timeout
         self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"pgsandbox-{self.name}-{os.getpid()}.log")
         self.url = ""
+        self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
+
+    def on_port(self, port: int) -> list[str]:
+        """The arguments that start it again on `port` (its clients keep their URL across a restart)."""
+        return self.args
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_description(self) -> str:
+        code = self._proc.returncode if self._proc is not None else None
+        if code is not None and code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit code {code}"
+
+    def restart(self) -> None:
+        """Start it again where it was (same port); raises RunStopped if it cannot come back."""
+        port = urllib.parse.urlsplit(self.url).port
+        if port:
+            self.args = self.on_port(port)
+        self.stop()
+        self.start()
 
     def start(self) -> None:
         from runner.errors import RunStopped
 
-        # stderr to a file: a pipe nobody reads would block the server once it fills.
-        with open(self.log_path, "w") as log:
+        self.starts += 1
+        # stderr to a file: a pipe nobody reads would block the server once it fills. A restart appends,
+        # so the log still holds the last words of the one that died.
+        with open(self.log_path, "w" if self.starts == 1 else "a") as log:
             self._proc = subprocess.Popen(
                 [*self.program, *self.args], stdout=subprocess.PIPE, stderr=log,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())},

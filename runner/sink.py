@@ -7,11 +7,15 @@ record (the newest attempt wins). Lines are Result records (runner/result.py).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
 import os
 import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,8 +23,17 @@ from loguru import logger
 from pydantic import ValidationError
 
 from runner import __version__
-from runner.errors import OutputInUse, ResumeMismatch
+from runner.errors import OutputInUse, OutputUnwritable, ResumeMismatch
 from runner.result import Result
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """OSError (read-only file system, disk full, permissions) as a run-stopping error naming the path."""
+    try:
+        yield
+    except OSError as e:
+        raise OutputUnwritable(path, e) from e
 
 
 def results_path(out: Path, run: str) -> Path:
@@ -68,7 +81,8 @@ class OutputLock:
         self._fd: int | None = None
 
     def __enter__(self) -> OutputLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        with writing(self.path):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -76,9 +90,10 @@ class OutputLock:
             os.close(fd)
             raise OutputInUse(f"{self.path.parent} is in use by another run (pid {holder}): wait for it to end, "
                               "or give this run another --out") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        with writing(self.path):  # who holds it, for the message the next run prints
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -91,8 +106,10 @@ class ResultSink:
     def __init__(self, out: Path, runs: list[str]) -> None:
         self.out = out
         self.runs = runs
-        (out / "results").mkdir(parents=True, exist_ok=True)
+        with writing(out / "results"):
+            (out / "results").mkdir(parents=True, exist_ok=True)
         self._files: dict[str, IO[str]] = {}
+        self.errors: Counter[str] = Counter()
 
     def existing(self, *, rerun_errors: bool) -> set[tuple[str, str]]:
         """(run, record) pairs to skip: recorded successfully, or recorded at all unless rerun_errors."""
@@ -103,24 +120,43 @@ class ResultSink:
         return done
 
     def write(self, result: Result) -> None:
-        f = self._files.get(result.run)
-        if f is None:
-            f = self._files[result.run] = results_path(self.out, result.run).open("a", encoding="utf-8")
-        f.write(_line(result))
-        f.flush()
+        """Append one line; if it cannot be written whole (disk full), cut what got out and raise
+        OutputUnwritable, so the file never holds a torn line and every line in it is a result."""
+        path = results_path(self.out, result.run)
+        with writing(path):
+            f = self._files.get(result.run)
+            if f is None:
+                f = self._files[result.run] = path.open("a", encoding="utf-8")
+            end = f.tell()
+            try:
+                f.write(_line(result))
+                f.flush()
+            except OSError:
+                self._files.pop(result.run, None)
+                with contextlib.suppress(OSError):
+                    f.close()  # its buffer cannot be flushed either
+                with contextlib.suppress(OSError):
+                    os.truncate(path, end)
+                raise
 
     def finalize(self, order: dict[str, int]) -> dict[str, int]:
-        """Rewrite each run's file in dataset order, newest attempt per conversation; return counts."""
+        """Rewrite each run's file in dataset order, newest attempt per conversation; return counts.
+        `errors` then holds the failed results by error kind (counted here, while the rows are read)."""
         self.close()
         counts = {}
         for run in self.runs:
             path = results_path(self.out, run)
             latest = {r.record_id: r for r in read_results(path, repair=True)}
             rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id))
+            self.errors.update(Counter(str(r.error_kind) for r in rows if not r.ok))
             tmp = path.with_suffix(".jsonl.tmp")
-            with tmp.open("w", encoding="utf-8") as f:
-                for r in rows:
-                    f.write(_line(r))
+            try:
+                with writing(tmp), tmp.open("w", encoding="utf-8") as f:
+                    for r in rows:
+                        f.write(_line(r))
+            except OutputUnwritable:
+                tmp.unlink(missing_ok=True)  # the file as appended stays: complete, in arrival order
+                raise
             os.replace(tmp, path)
             counts[run] = len(rows)
         return counts
@@ -140,17 +176,22 @@ def check_manifest(out: Path, manifest: dict[str, Any], *, force: bool) -> dict[
             if old.get(key) != manifest.get(key) and not force:
                 raise ResumeMismatch(
                     f"{out} holds results of another run ({key} was {old.get(key)!r}, now {manifest.get(key)!r}); "
-                    "use another --out, or --force to resume anyway")
+                    "use another --out, or --force-resume to resume anyway")
         manifest = {**old, **{k: v for k, v in manifest.items() if k != "started_at"}, "resumed": True}
     write_manifest(out, manifest)
     return manifest
 
 
 def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
     tmp = out / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, out / "manifest.json")
+    with writing(out / "manifest.json"):
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, out / "manifest.json")
 
 
 def base_manifest(**fields: Any) -> dict[str, Any]:

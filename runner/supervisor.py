@@ -11,41 +11,47 @@ from __future__ import annotations
 import queue
 import signal
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from loguru import logger
 
 from runner.config import Config
+from runner.errors import OutputUnwritable
 from runner.inbox import Inbox
 from runner.messages import Assign, Heartbeat, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
 from runner.pool import WorkerHandle, WorkerPool
 from runner.progress import Progress
 from runner.result import Result, error_result
 from runner.scheduler import Scheduler
+from runner.services import Service, ServiceWatch
 from runner.sink import ResultSink
 from runner.worker import ALARM_SLACK_SECONDS, EXIT_BOOT_FAILED
 
-# A worker may retry a chunk once on a new sandbox; past that (plus a boot) it is stuck.
-SANDBOX_BOOT_ALLOWANCE_SECONDS = 60.0
+# A chunk is overdue (its worker stuck where its own alarm cannot reach) past its time limit plus this
+# margin: a few of that worker's own boot times (a database reset may be as slow as a boot) and never
+# less than the floor. A sandbox replaced mid-chunk restarts the clock, so one retry is never cut.
+OVERDUE_FLOOR_SECONDS = 15.0
+OVERDUE_BOOTS = 4
 STOP_GRACE_AFTER_FAILURE_SECONDS = 5.0
 INBOX_WAIT_SECONDS = 0.2
 INBOX_BATCH = 1000
 STALL_SECONDS = 5.0  # a loop turn this late means we were stopped (SIGSTOP, a suspended VM), not the workers
 
 
-@dataclass(frozen=True)
-class SignalReceived:
-    signum: int
+def default_max_restarts(workers: int) -> int:
+    """Like pytest-xdist's --max-worker-restart (4 x workers there): enough for the odd OOM kill or
+    crashed harness in every worker, few enough that a harness that always crashes stops the run."""
+    return 3 * workers + 10
 
 
 class Supervisor:
     def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
-                 inbox: Inbox, *, workers: int) -> None:
+                 inbox: Inbox, *, workers: int, services: Sequence[Service] = ()) -> None:
         self.cfg, self.scheduler, self.pool, self.sink, self.progress = cfg, scheduler, pool, sink, progress
-        self.inbox, self.target_workers = inbox, workers
-        self.max_restarts = cfg.max_worker_restarts if cfg.max_worker_restarts is not None else 3 * workers + 10
-        self.restarts = 0
+        self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
+        self.max_restarts, self.restarts = (cfg.max_worker_restarts if cfg.max_worker_restarts is not None
+                                            else default_max_restarts(workers)), 0
         self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
         self.stopping = self.hard_stop = False
         self.grace_deadline: float | None = None
@@ -72,13 +78,15 @@ class Supervisor:
             self.handle_signals()
             if self.hard_stop:
                 return
-            msg = self._get(INBOX_WAIT_SECONDS)
+            msg = self.inbox.get(INBOX_WAIT_SECONDS)
             for _ in range(INBOX_BATCH):  # all that waits, before judging anyone's silence
                 if msg is None:
                     break
                 self.dispatch(msg)
-                msg = self._get(0)
+                msg = self.inbox.get(0)
             self.notice_stall()
+            if not self.stopping and (why := self.services.check()):
+                self.fail(why)
             self.reap()
             self.progress.tick()
             if not self.pool.workers:
@@ -107,17 +115,16 @@ class Supervisor:
             case SandboxReplaced():
                 logger.warning("worker {}: sandbox {} died ({}); replaced by {}", msg.worker, msg.old_id, msg.reason,
                                msg.new_id)
+                if (h := self.pool.get(msg.worker)) is not None and h.busy_since is not None:
+                    h.busy_since = time.monotonic()  # the chunk's retry starts now, with its full time limit
             case WorkerFailed():
                 self.fail(f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: {msg.error}")
             case _:
                 raise TypeError(f"unexpected message {msg!r}")
 
-    def _get(self, timeout: float) -> Any:
-        return self.inbox.get(timeout)
-
     def drain(self) -> None:
         """Everything already in the inbox (a result sent just before a worker died counts)."""
-        while (msg := self._get(0.05)) is not None:
+        while (msg := self.inbox.get(0.05)) is not None:
             self.dispatch(msg)
 
     # ------------------------------------------------------------------ messages
@@ -126,7 +133,7 @@ class Supervisor:
         h = self.pool.get(m.worker)
         if h is None:
             return
-        h.ready, h.last_beat = True, time.monotonic()
+        h.ready, h.last_beat, h.boot_seconds = True, time.monotonic(), m.boot_seconds
         self.progress.worker(m.worker).sandbox = f"{m.sandbox_kind} {m.boot_seconds:.2f}s"
         logger.info("worker {} ready: {} sandbox {} in {:.2f}s", m.worker, m.sandbox_kind, m.sandbox_id,
                     m.boot_seconds)
@@ -159,8 +166,8 @@ class Supervisor:
             h.stopping = True
             return
         h.busy_since = time.monotonic()
-        h.busy_limit = 2 * (self.cfg.conversation_timeout_seconds * len(chunk) + ALARM_SLACK_SECONDS) \
-            + SANDBOX_BOOT_ALLOWANCE_SECONDS
+        h.busy_limit = self.cfg.conversation_timeout_seconds * len(chunk) + ALARM_SLACK_SECONDS \
+            + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds)
         h.send(Assign(tuple(Job(a.item.id, a.item.run, a.item.record_id, a.item.index, a.attempt) for a in chunk)))
         first = chunk[0].item
         self.progress.worker(h.id).item = f"{first.run}:{first.record_id}" + (f" +{len(chunk) - 1}" if len(chunk) > 1
@@ -169,7 +176,11 @@ class Supervisor:
     def record(self, worker: int, result: Result) -> None:
         if result.item_id is not None and not self.scheduler.complete(worker, result.item_id):
             return  # exactly once: a late duplicate from a worker that was replaced
-        self.sink.write(result)
+        try:
+            self.sink.write(result)
+        except OutputUnwritable as e:  # disk full: stop computing results that cannot be kept
+            self.fail(f"{e}; the results written so far are kept: make room and run the same command again")
+            return
         self.progress.result(result)
 
     def reap(self) -> None:
@@ -199,8 +210,7 @@ class Supervisor:
             self.spawn()
 
     def spawn(self) -> None:
-        h = self.pool.spawn()
-        self.progress.worker(h.id)
+        self.progress.worker(self.pool.spawn().id)
 
     def fail(self, error: str) -> None:
         if self.error is None:

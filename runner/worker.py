@@ -25,7 +25,7 @@ from runner.config import Config
 from runner.errors import ErrorKind, RunStopped
 from runner.gateway.process import take_usage
 from runner.harness import build_result, harness_class, id_field, reading
-from runner.harness.base import Database, Harness, SandboxInfo, Task, WorkerInfo
+from runner.harness.base import Harness, SandboxInfo, Task, WorkerInfo, sandbox_info
 from runner.inbox import Connection, Outbox
 from runner.messages import Assign, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
 from runner.ratelimit import SharedLimiter
@@ -110,9 +110,7 @@ class Worker:
 
     def sandbox_info(self) -> SandboxInfo:
         assert self.sandbox is not None and self.sandbox.endpoint is not None
-        e, main = self.sandbox.endpoint, self.main_db()
-        names = (main, *(n for n in self.spec.database.databases if n != self.spec.database.name))
-        return SandboxInfo(self.sandbox.id, {n: Database(e.host, e.port, e.user, e.password, n) for n in names}, main)
+        return sandbox_info(self.sandbox, self.spec.database, self.main_db())
 
     def teardown(self) -> None:
         with contextlib.suppress(Exception):
@@ -185,19 +183,27 @@ class Worker:
                 yield job, build_result(task, outcome, job.index, started, self.reading, share=len(jobs))
         except _Alarm:
             yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_timeout_seconds:g}s",
-                                      "timeout")
+                                      "timeout", started, self._spent(len(jobs), usage))
             self._reconnect()  # the cut may have left a query half-done on a connection
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
-            yield from self._fail_all(left, str(e), "database")
+            yield from self._fail_all(left, str(e), "database", started, self._spent(len(jobs), usage))
             if not self.sandbox_dead():
                 self._reconnect()
         except RunStopped:
             raise
         except Exception as e:  # a bug or an unexpected answer: these records fail, the worker goes on
             logger.exception("harness failed")
-            yield from self._fail_all(left, f"{type(e).__name__}: {e}", "harness_error")
+            yield from self._fail_all(left, f"{type(e).__name__}: {e}", "harness_error", started,
+                                      self._spent(len(jobs), usage))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _spent(self, parts: int, taken: list[Usage]) -> list[Usage]:
+        """What the records cut short had cost, in chunk order: the gateway's count for a user harness's
+        SDK calls, else the harness's own count for the record it was running."""
+        if self.spec.gateway_url is None:
+            return [self.harness.spent()]
+        return taken or self._gateway_usage(parts)
 
     def _gateway_usage(self, parts: int) -> list[Usage]:
         """What this worker's SDK calls through the gateway cost since its last record."""
@@ -208,9 +214,17 @@ class Worker:
             logger.warning("could not read this record's model calls from the gateway: {}", e)
             return []
 
-    def _fail_all(self, left: dict[int, Job], why: str, kind: ErrorKind) -> Iterator[tuple[Job, Result]]:
-        for job in list(left.values()):
-            yield job, error_result(job.run, job.record_id, job.index, why, kind=kind)
+    def _fail_all(self, left: dict[int, Job], why: str, kind: ErrorKind, started: tuple[str, float],
+                  spent: list[Usage]) -> Iterator[tuple[Job, Result]]:
+        """Every job left fails with why; each keeps its time and what its calls cost."""
+        started_at, t0 = started
+        wall = round((time.monotonic() - t0) / max(1, len(left)), 4)
+        if len(spent) > 1:  # a share per record of the chunk: the ones already done took theirs
+            spent = spent[-len(left):]
+        shares = spent + [Usage()] * (len(left) - len(spent))
+        for job, usage in zip(list(left.values()), shares, strict=False):
+            yield job, error_result(job.run, job.record_id, job.index, why, kind=kind, started_at=started_at,
+                                    wall_seconds=wall, usage=usage)
         left.clear()
 
     def _reconnect(self) -> None:

@@ -10,6 +10,12 @@ if [ "${1:-}" = up ]; then
     [ -x "$runner" ] || runner="python3 -m runner"
     $runner image build ${SANDBOX_CONFIG:+"$SANDBOX_CONFIG"} --also-tag pgsandbox-runner/sandbox:compose >/dev/null
 fi
+case "${1:-}" in
+    up|run|create|start|restart) ;;  # these start the sandbox: its password must be the user's own
+    # The rest (down, ps, logs, stop, config) never use the password, but compose interpolates the
+    # whole file for every command: a fresh shell would fail on `down -v` asking for it.
+    *) export SANDBOX_PASSWORD="${SANDBOX_PASSWORD:-unused-by-$1}" ;;
+esac
 if docker compose version >/dev/null 2>&1; then
     exec docker compose -f "$file" "$@"
 fi

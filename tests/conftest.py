@@ -1,5 +1,5 @@
-"""Shared fixtures. Docker-marked tests are required where RUNNER_REQUIRE_DOCKER or CI is set:
-there a missing engine fails the run instead of skipping."""
+"""Shared fixtures. Docker and chaos tests are required where RUNNER_REQUIRE_DOCKER or CI is set:
+there a missing engine or missing PostgreSQL binaries fail the run instead of skipping."""
 
 from __future__ import annotations
 
@@ -52,6 +52,8 @@ def local_bindir() -> str:
 
     bindir = find_bindir()
     if bindir is None:
+        if REQUIRED:
+            pytest.fail("no PostgreSQL server binaries; local-sandbox tests are required in CI", pytrace=False)
         pytest.skip("no PostgreSQL server binaries")
     return str(bindir)
 
@@ -90,12 +92,25 @@ def any_sandbox(request: pytest.FixtureRequest) -> Sandbox:
     return request.getfixturevalue("shared_local_sandbox")  # type: ignore[no-any-return]
 
 
+REQUIRED_MARKS = ("docker", "chaos")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """tests/chaos/ is the chaos suite: marked as such (and required in CI) by where it lives."""
+    for item in items:
+        if "chaos" in item.path.parts:
+            item.add_marker(pytest.mark.chaos)
+
+
+def _required_skips(stats: dict[str, list[object]]) -> int:
+    return sum(any(m in getattr(r, "keywords", {}) for m in REQUIRED_MARKS) for r in stats.get("skipped", []))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
     if not REQUIRED:
         return
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "docker" in getattr(r, "keywords", {})]
-    if skipped:
-        terminalreporter.write_line(f"FAIL: {len(skipped)} docker tests were skipped but are required here",
+    if skipped := _required_skips(terminalreporter.stats):
+        terminalreporter.write_line(f"FAIL: {skipped} docker or chaos tests were skipped but are required here",
                                     red=True)
 
 
@@ -104,5 +119,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     stats = getattr(reporter, "stats", {})
-    if any("docker" in getattr(r, "keywords", {}) for r in stats.get("skipped", [])):
+    if _required_skips(stats):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

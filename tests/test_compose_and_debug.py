@@ -67,8 +67,9 @@ def test_compose_sandbox_serves_an_external_run(tmp_path: Path, sandbox_image: s
         ports = subprocess.run(["docker", "ps", "--filter", project, "--format", "{{.Ports}}"],
                                capture_output=True, text=True).stdout
         assert ports.strip().startswith("127.0.0.1:"), ports
-    finally:
-        down = subprocess.run([*compose, "down", "-v"], env=env, capture_output=True, text=True, timeout=300)
+    finally:  # from a fresh shell: no SANDBOX_PASSWORD (before, compose refused to interpolate the file)
+        fresh = {k: v for k, v in env.items() if k != "SANDBOX_PASSWORD"}
+        down = subprocess.run([*compose, "down", "-v"], env=fresh, capture_output=True, text=True, timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
     left = subprocess.run(["docker", "ps", "-aq", "--filter",
                            f"label=com.docker.compose.project={env['COMPOSE_PROJECT_NAME']}"],
@@ -83,6 +84,10 @@ def test_debug_leaves_a_reachable_database_and_its_stop_command_removes_it(sandb
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
     assert "user" in text and "search_accounts" in text and "scores" in text
+    # every Atlas step: the student's proposal, the teacher's verdict, what ran (before: only revisions)
+    steps = text.count("student step")
+    assert steps >= 3 and text.count("teacher approves") + text.count("teacher revises") == steps
+    assert text.count("runs -> ") == steps and "runs -> says: " in text  # the final reply of a turn
     dsn = shlex.split(re.search(r"connect:\s+psql (.+)", text).group(1))[0]  # type: ignore[union-attr]
     stop = re.search(r"stop:\s+(.+)", text).group(1).strip()  # type: ignore[union-attr]
     with psycopg.connect(dsn, connect_timeout=5) as conn:

@@ -87,3 +87,16 @@ def test_missing_key_in_real_mode_is_a_clear_error(tmp_path: Path, monkeypatch: 
     cfg = load_config(_write(tmp_path, GOOD), {"providers_mode": "real"})
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY is not set"):
         make_provider(cfg.runs[0], cfg, None)
+
+
+def test_one_name_per_concept_in_yaml_and_flags(tmp_path: Path) -> None:
+    """`providers` and `force_resume` as the flags say them (--providers, --force-resume); the old keys read."""
+    new = load_config(_write(tmp_path, GOOD + "providers: sim\nforce_resume: true\nout: o\n"))
+    old = load_config(_write(tmp_path, GOOD + "providers_mode: sim\nforce: true\noutput_dir: o\n"))
+    assert (new.providers_mode, new.force, new.output_dir) == (old.providers_mode, old.force, old.output_dir) \
+        == ("sim", True, Path("o"))
+    assert new.fingerprint() == old.fingerprint()  # outputs of earlier runs still resume
+    flagged = load_config(_write(tmp_path, GOOD + "providers: sim\n"), {"providers_mode": "real"})
+    assert flagged.providers_mode == "real"  # the flag wins over the file
+    with pytest.raises(ConfigError, match=r"c\.yaml:\d+: providers: Input should be"):
+        load_config(_write(tmp_path, GOOD + "providers: simulated\n"))

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from runner.config import Config, RunSpec
 from runner.plan import in_shard, make_plan, parse_shard
 
@@ -44,3 +46,9 @@ def test_shards_are_the_same_under_every_hash_seed() -> None:
                            capture_output=True, text=True, check=True).stdout for seed in ("1", "2", "random")}
     assert len(seen) == 1
     assert seen.pop().strip() == str([i for i in range(40) if in_shard(f"conv-{i}", (2, 3))])
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "-1/3", "1/0"])
+def test_a_shard_outside_1_to_n_is_refused_instead_of_selecting_nothing(text: str) -> None:
+    with pytest.raises(ValueError, match="counts from 1"):
+        parse_shard(text)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from runner.report import compare, print_summary, run_metrics, write_reports
+from runner.compare import compare
+from runner.report import print_summary, run_metrics, write_reports
 from runner.result import Result, Usage
 
 
@@ -71,7 +73,8 @@ def test_html_and_json_reports(out: Path) -> None:
     p = _Tags()
     p.feed(page)
     assert p.tags.count("svg") >= 3 and p.tags.count("details") == 4
-    assert "<script" not in page and "http" not in page.split("<body>")[1]  # self-contained
+    # self-contained: nothing fetched (the inline script only filters the records)
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page) and "<script src" not in page
     assert "&lt;b&gt;Ava&lt;/b&gt;" in page and "search_accounts" in page  # escaped drill-down
 
 
@@ -82,10 +85,11 @@ def test_terminal_table_and_compare(out: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     (other / "results").mkdir(parents=True)
     (other / "results" / "r.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in ROWS[:2]))
-    deltas = compare(out, other, Console(record=True, width=200))
-    assert deltas["r"]["success_rate"] == {"a": 0.5, "b": 1.0, "delta": 0.5}
+    doc = compare(out, other, console=Console(record=True, width=200))
+    r = doc["runs"]["r"]
+    assert (r["paired"], r["success_a"], r["success_b"]) == (2, 1.0, 1.0)  # a and b, in both
     # the harness's own metrics compare too
-    assert deltas["r"]["state_match"]["delta"] == pytest.approx(1 - 2 / 3, abs=1e-5)
+    assert r["metrics"]["state_match"]["delta"] == pytest.approx(1 - 2 / 3, abs=1e-5)
 
 
 def test_a_harness_whose_calls_the_runner_did_not_see_shows_no_usage_columns(tmp_path: Path) -> None:
@@ -96,8 +100,81 @@ def test_a_harness_whose_calls_the_runner_did_not_see_shows_no_usage_columns(tmp
     (tmp_path / "results" / "r.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows))
     _, h = write_reports(tmp_path)
     summary = h.read_text().split('<table id="summary">')[1].split("</table>")[0]
-    assert "state_match" in summary and "cost_usd" not in summary and "input_tokens" not in summary
+    assert "state match" in summary and "cost" not in summary and "input_tokens" not in summary
     console = Console(record=True, width=200)
     print_summary(tmp_path, console)
     text = console.export_text()
     assert "cost $" not in text and "50.0%" in text
+
+
+def test_a_failed_records_drill_down_names_the_wrong_argument_and_the_differing_row(tmp_path: Path) -> None:
+    from runner.report_html import render
+
+    anatomy = {"turns": [{"turn": 1, "user": "Log a deal for Vertex Foods", "right": False, "expected": [
+        {"tool": "search_accounts", "args": {"query": "Vertex Foods"}, "made": False},
+        {"tool": "create_opportunity", "args": {"account_id": 2}, "made": True, "ok": True,
+         "wrong_args": [{"arg": "account_id", "expected": 2, "got": 1}]}], "unexpected": []}],
+        "state": {"opportunities": {"missing": [], "extra": [], "changed": [
+            {"id": 1001, "columns": {"account_id": {"expected": 2, "got": 1}}}]}}}
+    failed = _row("c", False).model_copy(update={"output": {**(_row("c", False).output or {}), "anatomy": anatomy}})
+    html = render("t", {"r": run_metrics([failed])}, {"r": [failed]})
+    drill = html.split('<div id="drilldown">')[1]
+    assert "why it failed" in drill and "not made: <code>search_accounts" in drill
+    assert "<b>account_id</b> expected 2, got 1" in drill  # in the call, and in the row of opportunities
+    assert drill.count("<b>account_id</b> expected 2, got 1") == 2 and "<th colspan=\"3\">opportunities</th>" in drill
+
+
+def test_a_simulated_run_says_so_in_the_terminal_the_json_and_the_html(out: Path) -> None:
+    (out / "manifest.json").write_text(json.dumps({"mode": "sim"}))
+    console = Console(record=True, width=200)
+    print_summary(out, console)
+    j, h = write_reports(out)
+    assert "simulated" in console.export_text() and json.loads(j.read_text())["simulated"] is True
+    assert 'id="simulated"' in h.read_text()
+    (out / "manifest.json").write_text(json.dumps({"mode": "real"}))
+    j, h = write_reports(out)
+    assert json.loads(j.read_text())["simulated"] is False and 'id="simulated"' not in h.read_text()
+
+
+def test_success_rates_carry_a_95_percent_interval(out: Path) -> None:
+    j, h = write_reports(out)
+    r = json.loads(j.read_text())["runs"]["r"]
+    lo, hi = r["success_ci95"]
+    assert lo < r["success_rate"] == 0.5 < hi and (round(lo, 3), round(hi, 3)) == (0.15, 0.85)
+    assert '<span class="ci">15%-85%</span>' in h.read_text()
+
+
+def test_the_terminal_table_stays_readable_at_80_columns(out: Path) -> None:
+    console = Console(record=True, width=80, force_terminal=True, color_system=None)
+    print_summary(out, console)
+    text = console.export_text()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "…" not in text  # no cell cut short: columns that do not fit are left out and named
+    assert "50.0%" in text and "errors" in text and "not shown at this width" in text
+
+
+def test_atlas_steps_show_the_proposal_the_verdict_and_what_ran() -> None:
+    from runner.report_html import render
+
+    steps = [{"turn": 0, "step": 0, "verdict": "revise", "guidance": "look the account up first",
+              "proposed": {"text": "", "calls": [{"name": "update_account", "args": {"account_id": 1}}]},
+              "executed": {"text": "", "calls": [{"name": "search_accounts", "args": {"query": "Harbor"}}]}},
+             {"turn": 0, "step": 1, "verdict": "approve", "guidance": None,
+              "proposed": {"text": "Done.", "calls": []}, "executed": {"text": "Done.", "calls": []}}]
+    r = _row("a", True).model_copy(update={"output": {"steps": steps}})
+    html = render("t", {"r": run_metrics([r])}, {"r": [r]})
+    table = html.split('<table class="steps">')[1].split("</table>")[0]
+    assert "update_account(" in table and "search_accounts(" in table and "says: Done." in table
+    assert '<td class="revise">revise - look the account up first</td>' in table and ">approve<" in table
+
+
+def test_a_large_job_keeps_failures_whole_and_successes_brief(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner import report_records
+    from runner.report_html import render
+
+    rows = [_row(f"s{i}", True) for i in range(3)] + [_row("f", False)]
+    monkeypatch.setattr(report_records, "FULL_DETAIL_LIMIT", 2)
+    html = render("t", {"r": run_metrics(rows)}, {"r": rows})
+    drill = html.split('<div id="drilldown">')[1]
+    assert drill.count("&lt;b&gt;Ava&lt;/b&gt;") == 1  # only the failure's transcript
+    assert "successful records show their metrics only" in html

@@ -102,10 +102,12 @@ def test_sigint_removes_every_container_and_the_same_command_completes(tmp_path:
     assert not _containers(**{"pgsandbox-runner.owner-pid": str(p.pid)})
     first = line_count(out)
     assert 0 < first < 24
+    before = {(run, r["record_id"]): r["started_at"] for run in ("strong", "atlas") for r in rows_of(out, run)}
     code, log = finish(start_run(cfg, out, "--sandbox", "docker", "--limit", "12", "-w", "2"))
     assert code == 0, log[-3000:]
     _exactly_once_all_ok(out, ["strong", "atlas"], 12)
-    assert "already done" in log
+    after = {(run, r["record_id"]): r["started_at"] for run in ("strong", "atlas") for r in rows_of(out, run)}
+    assert {k: after[k] for k in before} == before  # the rerun did only what was left
 
 
 def _comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -138,6 +140,7 @@ def test_a_boot_failure_stops_the_run_with_a_clear_message(tmp_path: Path) -> No
     code, log = finish(start_run(run_config(tmp_path), tmp_path / "out", "--sandbox", "external", "--dsn",
                                "host=127.0.0.1 port=1 user=x password=y dbname=crm"), timeout=120)
     assert code == 2 and "could not boot" in log and "cannot reach the external database" in log
+    assert sum("cannot reach the external database" in line for line in log.splitlines()) == 1  # said once
     assert "password=y" not in log
 
 
@@ -158,6 +161,19 @@ def test_a_conversation_over_its_time_limit_is_an_error_result_and_the_worker_go
     assert code == 0, log[-2000:]
     rows = rows_of(tmp_path / "out", "strong")
     assert len(rows) == 3 and all(r["status"] == "error" and r["error_kind"] == "timeout" for r in rows)
+    # a record cut short keeps its time and the call it was waiting on (before: 0 calls, 0 s)
+    assert all(r["usage"]["llm_calls"] >= 1 and r["wall_seconds"] >= 0.9 for r in rows), rows
+
+
+def test_a_conversation_whose_retries_run_out_still_counts_its_calls(tmp_path: Path, local_bindir: str) -> None:
+    cfg = run_config(tmp_path, runs="one", extra="retry: {max_attempts: 3, base_seconds: 0.01}\n")
+    cfg.write_text(cfg.read_text().replace("simulator: {", "simulator: {faults: {http_500: 1.0}, "))
+    code, log = finish(start_run(cfg, tmp_path / "out", "--sandbox", "local", "--limit", "2", "-w", "1"),
+                       timeout=120)
+    assert code == 0, log[-2000:]
+    rows = rows_of(tmp_path / "out", "strong")
+    assert [r["error_kind"] for r in rows] == ["provider_gave_up"] * 2
+    assert all(r["usage"]["llm_calls"] == 1 and r["usage"]["retries"] == 2 for r in rows), [r["usage"] for r in rows]
 
 
 def test_skip_invalid_runs_the_good_lines_and_puts_the_bad_aside(tmp_path: Path, local_bindir: str) -> None:

@@ -17,10 +17,13 @@ class GatewayServer(ServerProcess):
     name = "gateway"
 
     def __init__(self, cfg: Config, *, sim_url: str | None = None, log_path: str | None = None) -> None:
-        args = ["gateway", "--port", "0", "--config-json", cfg.model_dump_json()]
-        args += ["--upstream-sim", sim_url] if sim_url else []
-        args += [] if cfg.cache else ["--no-cache"]
-        super().__init__(args, log_path=log_path)
+        self.cfg, self.sim_url = cfg, sim_url
+        super().__init__(self.on_port(0), log_path=log_path)
+
+    def on_port(self, port: int) -> list[str]:
+        args = ["gateway", "--port", str(port), "--config-json", self.cfg.model_dump_json()]
+        args += ["--upstream-sim", self.sim_url] if self.sim_url else []
+        return args + ([] if self.cfg.cache else ["--no-cache"])
 
     def base_url(self, provider: str, run: str, worker: int) -> str:
         """What a worker's SDK gets: the run and worker in the path (OpenAI's clients add /v1 themselves)."""

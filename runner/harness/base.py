@@ -56,6 +56,14 @@ class SandboxInfo:
         return self.databases[self.main]
 
 
+def sandbox_info(sb: Any, spec: Any, main: str | None = None) -> SandboxInfo:
+    """What a harness sees of a started sandbox: the spec's databases at its endpoint, `main` first."""
+    e = sb.endpoint
+    main = main or spec.name
+    names = (main, *(n for n in spec.databases if n != spec.name))
+    return SandboxInfo(sb.id, {n: Database(e.host, e.port, e.user, e.password, n) for n in names}, main)
+
+
 @dataclass(frozen=True)
 class Task:
     item_id: int
@@ -75,8 +83,9 @@ class Outcome:
     usage: Usage = field(default_factory=Usage)
 
     @classmethod
-    def failed(cls, error: str, kind: ErrorKind = "harness_error") -> Outcome:
-        return cls(None, error, kind)
+    def failed(cls, error: str, kind: ErrorKind = "harness_error", usage: Usage | None = None) -> Outcome:
+        """A record that failed still cost what its calls cost: usage keeps them counted."""
+        return cls(None, error, kind, usage or Usage())
 
 
 @dataclass(frozen=True)
@@ -140,6 +149,11 @@ class Harness(ABC):
         Errors of one record become failed Outcomes; an exception out of here means the sandbox
         or the worker is in trouble (the worker checks the sandbox and retries or gives up).
         """
+
+    def spent(self) -> Usage:
+        """What the record being run has cost so far: the worker asks when it cuts one short (its
+        time limit, a lost database), so a failed record's calls and tokens are still counted."""
+        return Usage()
 
     def close(self) -> None:  # noqa: B027 - optional hook: most harnesses hold nothing to close
         """The worker is exiting."""

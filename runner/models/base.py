@@ -219,7 +219,9 @@ def sdk_errors(sdk: Any) -> Iterator[None]:
         raise ProviderError("transient", f"timeout: {e}") from e
     except sdk.APIConnectionError as e:
         raise ProviderError("transient", f"connection: {e}") from e
-    except (sdk.APIResponseValidationError, ValueError) as e:  # a malformed body
+    except (sdk.APIResponseValidationError, json.JSONDecodeError) as e:
+        # A malformed body (the SDKs parse JSON unguarded): the provider's fault, worth a retry. Any
+        # other ValueError is a bug of ours (a request we built wrong) and must fail loudly, not retry.
         raise ProviderError("transient", f"malformed response: {e}") from e
 
 

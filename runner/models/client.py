@@ -126,11 +126,13 @@ class ModelClient:
                 if e.kind == "rejected":
                     raise ProviderRejected(f"{self.provider.name} {self.logical_model} answered HTTP {e.status}: {e}",
                                            status=e.status) from e
+                self.stats.rate_limited += e.kind == "rate_limited"
+                if attempt == self.retry.max_attempts:
+                    break  # no retry follows: neither count one nor wait for it
                 self.stats.retries += 1
                 wait = min(self.retry.max_backoff_seconds, self.retry.base_seconds * 2 ** (attempt - 1))
                 wait = random.uniform(0, wait)  # full jitter
                 if e.kind == "rate_limited":
-                    self.stats.rate_limited += 1
                     pause = e.retry_after if e.retry_after is not None else wait
                     if self.limiter is not None and self.slot is not None:
                         self.limiter.pause(self.slot, pause)

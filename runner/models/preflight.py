@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from runner.config import Config, ModelRef
+from runner.config import API_KEY_ENV, Config, ModelRef, api_key, resolve_mode
 from runner.errors import ConfigError
 from runner.models.capabilities import lookup, retirement_notice, split_sampling
 
@@ -23,6 +23,20 @@ def _refs(cfg: Config) -> list[tuple[str, str, ModelRef, float | None]]:
         if r.teacher is not None:
             out.append((r.name, "teacher", r.teacher, 0.0))
     return out
+
+
+def check_keys(cfg: Config) -> None:
+    """On the real APIs, every key the runs need is set: one error naming them all, before anything starts
+    (a worker finding it missing at boot would stop the run only after the sandboxes started)."""
+    if resolve_mode(cfg) != "real":
+        return
+    missing: dict[str, list[str]] = {}
+    for run, role, ref, _ in _refs(cfg):
+        if not api_key(ref.provider):
+            missing.setdefault(API_KEY_ENV[ref.provider], []).append(f"{run} ({role} {ref.model})")
+    if missing:
+        raise ConfigError("; ".join(f"{env} is not set, needed by {', '.join(users)}" for env, users in missing.items())
+                          + " (or run on the simulator: --providers sim)")
 
 
 def requests_sent(cfg: Config) -> dict[str, list[dict[str, Any]]]:

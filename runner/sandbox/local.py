@@ -93,6 +93,9 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
+PORT_TRIES = 5
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -229,15 +232,24 @@ class LocalSandbox(Sandbox):
         password = new_password()
         role = '"' + self.spec.user.replace('"', '""') + '"'
         _single_user(bindir, data, f"ALTER ROLE {role} PASSWORD {_sql_literal(password)};\n\n", user, "postgres")
-        port = _free_port()
-        log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
-        self._proc = subprocess.Popen(
-            [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock")],
-            stdout=log, stderr=subprocess.STDOUT, preexec_fn=None if self.keep else _die_with_parent,
-            start_new_session=True, **_as_user(user))  # type: ignore[call-overload]
-        log.close()
-        self.endpoint = Endpoint("127.0.0.1", port, self.spec.user, password)
-        wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+        for tries in range(1, PORT_TRIES + 1):
+            # PostgreSQL cannot be told "any free port", so one is probed, then bound by the server; a
+            # sandbox starting at the same moment may take it in between: then another port.
+            port = _free_port()
+            log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
+            self._proc = subprocess.Popen(
+                [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock")],
+                stdout=log, stderr=subprocess.STDOUT, preexec_fn=None if self.keep else _die_with_parent,
+                start_new_session=True, **_as_user(user))  # type: ignore[call-overload]
+            log.close()
+            self.endpoint = Endpoint("127.0.0.1", port, self.spec.user, password)
+            try:
+                wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+                break
+            except SandboxBootError as e:
+                if "already in use" not in str(e) or tries == PORT_TRIES:
+                    raise
+                logger.debug("port {} was taken while this sandbox started; trying another", port)
         self.boot_seconds = time.monotonic() - t0
 
     def _exit_reason(self) -> str | None:

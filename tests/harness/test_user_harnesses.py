@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,7 +10,8 @@ from typing import Any
 
 import pytest
 
-TOY = Path(__file__).resolve().parent / "toy"
+from tests.runs import TOY, TOY_PYTHON, results_by_id, toy_config
+
 pytestmark = pytest.mark.slow
 
 RECORDS = [{"id": "r1"}, {"id": "r2"}, {"id": "boom", "do": "raise"}, {"id": "die", "do": "exit"},
@@ -19,32 +19,23 @@ RECORDS = [{"id": "r1"}, {"id": "r2"}, {"id": "boom", "do": "raise"}, {"id": "di
 
 
 def _run(tmp_path: Path, harness: str, records: list[dict[str, Any]], *args: str) -> tuple[int, str, Path]:
-    data = tmp_path / "records.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    cfg = toy_config(tmp_path, harness, records)
     (tmp_path / ".env").write_text("TOY_SETTING=from-dotenv\nDB_HOST=not-this-one\n")
-    cfg = tmp_path / "runner.yaml"
-    cfg.write_text(f"dataset: records.jsonl\nworkers: 2\nmax_attempts: 2\nconversation_timeout_seconds: 4\n"
-                   f"success_field: ok\nharness:\n{harness}\n"
-                   f"database: {{schema: [{TOY / 'schema'}], name: toy, user: toy}}\n"
-                   "runs:\n  - {name: a, params: {greeting: hello}}\n")
     out = tmp_path / "out"
-    env = {k: v for k, v in os.environ.items() if k != "TOY_SETTING"}
+    env = {k: v for k, v in os.environ.items() if k not in ("TOY_SETTING", "CI")}
     p = subprocess.run([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), "--sandbox", "local",
                         *args], capture_output=True, text=True, timeout=240, env=env)
     return p.returncode, p.stdout + p.stderr, out
 
 
-def _results(out: Path) -> dict[str, dict[str, Any]]:
-    rows = [json.loads(x) for x in (out / "results" / "a.jsonl").read_text().splitlines()]
-    ids = [r["record_id"] for r in rows]
-    assert len(ids) == len(set(ids)), ids  # exactly once
-    return {r["record_id"]: r for r in rows}
+_results = results_by_id
 
 
 def test_python_harness_failures_are_results_and_the_run_goes_on(tmp_path: Path, local_bindir: str) -> None:
-    harness = f"  kind: python\n  entrypoint: toy.toyharness:play\n  pythonpath: [{TOY.parent}]\n"
-    code, log, out = _run(tmp_path, harness, RECORDS)
-    assert code == 0, log[-3000:]
+    harness = TOY_PYTHON
+    code, log, out = _run(tmp_path, harness, RECORDS, "--fail-on-error")
+    # done, every record recorded, but the harness failed some: exit 1 (as in CI), saying why
+    assert code == 1 and "failed because of the dataset or the harness (harness_error: 2" in log, log[-3000:]
     res = _results(out)
     assert set(res) == {r["id"] for r in RECORDS}
     for rid in ("r1", "r2", "r3", "r4"):
@@ -60,7 +51,7 @@ def test_python_harness_failures_are_results_and_the_run_goes_on(tmp_path: Path,
 
 
 def test_reset_recreate_gives_every_record_a_fresh_database(tmp_path: Path, local_bindir: str) -> None:
-    harness = f"  kind: python\n  entrypoint: toy.toyharness:play\n  pythonpath: [{TOY.parent}]\n"
+    harness = TOY_PYTHON
     records = [{"id": f"r{i}"} for i in range(6)]
     code, log, out = _run(tmp_path, harness + "  reset: recreate\n", records)
     assert code == 0, log[-3000:]
@@ -95,3 +86,25 @@ def test_a_missing_id_and_an_unknown_placeholder_stop_before_any_worker(tmp_path
     assert code == 2 and "harness.command[3]" in log and "unknown placeholder {nope}" in log
     code, log, _ = _run(tmp_path, harness.replace(", '{nope}'", ""), [{"id": "a"}, {"name": "no id"}])
     assert code == 2 and "records.jsonl:2" in log and "no id" in log
+
+
+def test_debug_runs_one_record_of_a_users_harness_and_leaves_its_database(tmp_path: Path, local_bindir: str) -> None:
+    """Before, `runner debug` refused any harness but the built-in CRM."""
+    import re
+    import shlex
+
+    import psycopg
+
+    cfg = toy_config(tmp_path, TOY_PYTHON, [{"id": "r1"}, {"id": "r2"}])
+    done = subprocess.run([sys.executable, "-m", "runner", "debug", "r2", "--config", str(cfg), "--sandbox", "local"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"greeting": "hello"' in done.stdout and '"id": "r2"' in done.stdout
+    dsn = re.search(r"connect:\s+psql '(.+)'", done.stdout).group(1)  # type: ignore[union-attr]
+    stop = re.search(r"stop:\s+(.+)", done.stdout).group(1).strip()  # type: ignore[union-attr]
+    with psycopg.connect(dsn, connect_timeout=5) as conn:  # what the record left is there to inspect
+        assert conn.execute("SELECT record_id FROM visits").fetchall() == [("r2",)]
+    assert subprocess.run(["/bin/sh", "-c", stop], capture_output=True).returncode == 0
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(dsn, connect_timeout=3).close()
+    assert shlex.split(stop)[0] == "kill"

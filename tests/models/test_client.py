@@ -53,8 +53,9 @@ def test_fatal_is_not_retried() -> None:
 def test_attempts_are_bounded() -> None:
     p = Scripted([ProviderError("transient", "500")] * 10)
     with pytest.raises(ProviderGaveUp):
-        _client(p, max_attempts=3).complete(REQ)
-    assert p.calls == 3
+        c = _client(p, max_attempts=3)
+        c.complete(REQ)
+    assert p.calls == 3 and c.stats.retries == 2  # no wait, no retry counted after the last attempt
 
 
 def test_cache_hit_makes_no_call_and_errors_are_not_cached(tmp_path: Path) -> None:

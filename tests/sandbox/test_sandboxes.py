@@ -94,3 +94,24 @@ def test_external_sandbox_unreachable_is_a_boot_error() -> None:
     with pytest.raises(SandboxBootError, match="cannot reach"), \
             ExternalSandbox("host=127.0.0.1 port=1 user=x password=y dbname=crm"):
         pass
+
+
+def test_a_local_sandbox_whose_port_is_taken_meanwhile_starts_on_another(local_bindir: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probe-then-bind: another sandbox may take the probed port first. Before, a boot error stopped the run."""
+    import socket
+
+    from runner.harness.crm.harness import DATABASE
+    from runner.sandbox import local
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = iter([busy])
+        real = local._free_port
+        monkeypatch.setattr(local, "_free_port", lambda: next(ports, None) or real())
+        with local.LocalSandbox(DATABASE) as sb:
+            assert sb.endpoint is not None and sb.endpoint.port != busy
+            with psycopg.connect(sb.endpoint.dsn("crm")) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)

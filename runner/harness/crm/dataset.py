@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from runner.harness.crm.seed_check import check_seed
+from runner.harness.crm.tools import TOOLS
 from runner.records import iter_records
 
 FORMAT_VERSION = 1
@@ -26,6 +28,19 @@ class GoldCall(_Strict):
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
     expect_error: bool = Field(False, description="This call is expected to fail (the agent must recover)")
+
+    @model_validator(mode="after")
+    def _a_call_the_tools_accept(self) -> GoldCall:
+        """An unknown tool, argument or type would fail only at run time, counted against the model."""
+        tool = TOOLS.get(self.tool)
+        if tool is None:
+            raise ValueError(f"unknown tool {self.tool!r} (the CRM's tools: {', '.join(TOOLS)})")
+        if not self.expect_error:  # a call labelled to fail may fail on its arguments, on purpose
+            try:
+                tool.args.model_validate(self.args)
+            except ValidationError as e:
+                raise ValueError(f"{self.tool}: {_describe(e)}") from None
+        return self
 
 
 class Turn(_Strict):
@@ -70,6 +85,7 @@ class Conversation(_Strict):
                 if not isinstance(ident, int) or not 0 < ident < 1001:
                     raise ValueError(f"seed {table} rows need an integer id in 1..1000 (got {ident!r}): "
                                      "ids from 1001 on belong to records the conversation creates")
+        check_seed(seed, SEED_TABLES)
         return seed
 
 

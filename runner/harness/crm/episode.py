@@ -17,6 +17,7 @@ from runner.harness.crm.agents import telemetry
 from runner.harness.crm.agents.atlas import run_atlas
 from runner.harness.crm.agents.base import Episode, EventSink, no_events
 from runner.harness.crm.agents.baseline import run_baseline
+from runner.harness.crm.anatomy import anatomy
 from runner.harness.crm.dataset import Conversation
 from runner.harness.crm.scoring import expected_state, score
 from runner.models.client import CallStats, ModelClient
@@ -49,7 +50,7 @@ class Expectations:
         return state
 
 
-def _stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStats:
+def stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStats:
     total = CallStats()
     for c, b in zip(clients, before, strict=True):
         total.add(c.stats.since(b))
@@ -82,6 +83,7 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     agent_s = time.monotonic() - t_agent
     final = db.digest(crm)
     scores = score(conv, ep.calls_per_turn, final, expected, completed=not ep.step_limit_hit).to_dict()
+    why = None if scores["success"] else anatomy(crm, conv, ep.calls_per_turn, scores["state_match"])
     atlas_export = None
     if spec.agent == "atlas" and atlas is not None and spec.teacher is not None:
         atlas_export = telemetry.record(atlas, run=spec.name, conversation_id=conv.id, student=spec.model or "",
@@ -89,7 +91,7 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
         if telemetry_sink is not None:  # the long-lived copy outlives the disposable sandbox
             telemetry.record(telemetry_sink, run=spec.name, conversation_id=conv.id, student=spec.model or "",
                              teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
-    stats = _stats_delta(clients, before)
+    stats = stats_delta(clients, before)
     emit("scores", scores)
     output = {
         "agent": spec.agent, "provider": spec.provider, "model": spec.model,
@@ -97,6 +99,8 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
         "difficulty": conv.difficulty, "tags": conv.tags, "turns": len(conv.turns),
         "success": scores["success"], "scores": scores, "step_limit_hit": ep.step_limit_hit,
         "tool_calls": ep.tool_calls, "transcript": ep.transcript, "model_calls": ep.model_calls,
+        "anatomy": why,  # failures only: expected vs made calls per turn, row-level state diff
+        "steps": ep.atlas_steps or None,  # Atlas: per step the student's proposal, the verdict, what ran
         "atlas": atlas_export, "started_at": started.isoformat(timespec="milliseconds"),
         "timings": {"reset_ms": round(reset_ms, 3), "expected_state_ms": round(expected_ms, 3),
                     "agent_seconds": round(agent_s, 4), "wall_seconds": round(time.monotonic() - t0, 4)},

@@ -14,14 +14,15 @@ from typing import Any
 
 import psycopg
 
-from runner.errors import ConversationFailed, ProviderGaveUp, ProviderRejected, SandboxBootError
+from runner.errors import ConversationFailed, SandboxBootError
 from runner.harness.base import Defaults, Harness, Outcome, SandboxInfo, Task, WorkerInfo
 from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import Conversation, check
-from runner.harness.crm.episode import Expectations, run_episode
-from runner.models.client import ModelClient, make_client
+from runner.harness.crm.episode import Expectations, run_episode, stats_delta, usage_of
+from runner.models.client import CallStats, ModelClient, make_client
 from runner.records import Check
+from runner.result import Usage
 from runner.sandbox.schema import DatabaseSpec
 
 SCHEMA = Path(__file__).resolve().parent / "schema.sql"
@@ -55,6 +56,8 @@ class CrmHarness(Harness):
             except psycopg.Error as e:
                 raise SandboxBootError(f"cannot reach the telemetry database: {e}") from e
         self.expectations = Expectations(self.cache)
+        self.current: list[ModelClient] = []  # the clients of the record being run, and their counts before it
+        self.before: list[CallStats] = []
         self.crm: psycopg.Connection[Any] | None = None
         self.atlas: psycopg.Connection[Any] | None = None
 
@@ -84,20 +87,26 @@ class CrmHarness(Harness):
     def _one(self, task: Task) -> Outcome:
         assert self.crm is not None
         agent, teacher = self.clients[task.run.name]
+        self.current = [c for c in (agent, teacher) if c is not None]
+        self.before = [c.stats.snapshot() for c in self.current]
         conv = Conversation.model_validate(task.record)
         try:
             output, usage = run_episode(conv, task.run, crm=self.crm, atlas=self.atlas, agent=agent, teacher=teacher,
                                         expectations=self.expectations, telemetry_sink=self.telemetry_sink)
-        except ProviderRejected as e:
-            return Outcome.failed(str(e), "provider_rejected")
-        except ProviderGaveUp as e:
-            return Outcome.failed(str(e), "provider_gave_up")
         except ConversationFailed as e:
-            return Outcome.failed(str(e))
+            return Outcome.failed(str(e), e.kind, usage=self.spent())
         return Outcome(output, usage=usage)
+
+    def spent(self) -> Usage:
+        return usage_of(stats_delta(self.current, self.before), [])
 
     def close(self) -> None:
         self.detach()
+        for agent, teacher in self.clients.values():
+            for client in (agent, teacher):
+                if client is not None:
+                    with contextlib.suppress(Exception):
+                        client.close()  # the SDKs' HTTP connection pools
         if self.telemetry_sink is not None:
             with contextlib.suppress(Exception):
                 self.telemetry_sink.close()

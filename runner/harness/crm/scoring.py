@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from runner.errors import BadRecord
 from runner.harness.crm import db
 from runner.harness.crm.dataset import Conversation, GoldCall
 from runner.harness.crm.tools import TOOLS, execute
@@ -47,14 +48,19 @@ def expected_state(conn: psycopg.Connection[Any], conv: Conversation) -> dict[st
     """Replay the gold calls on a fresh seed and digest the result."""
     if conv.expected_state is not None:
         return conv.expected_state
+    replay_gold(conn, conv)
+    return db.digest(conn)
+
+
+def replay_gold(conn: psycopg.Connection[Any], conv: Conversation) -> None:
+    """The conversation's seed, then its gold calls: the state a perfect agent leaves."""
     db.reset(conn, conv.seed)
     for turn in conv.turns:
         for call in turn.gold_calls:
             out = execute(conn, call.tool, call.args)
             if out.ok == call.expect_error:
-                raise ValueError(f"{conv.id}: gold call {call.tool}({call.args}) "
-                                 f"{'succeeded' if out.ok else 'failed'} unexpectedly: {out.error}")
-    return db.digest(conn)
+                raise BadRecord(f"{conv.id}: gold call {call.tool}({call.args}) "
+                                f"{'succeeded' if out.ok else 'failed'} unexpectedly: {out.error}")
 
 
 def _f1(gold: Counter[str], got: Counter[str]) -> float:

@@ -15,9 +15,11 @@ class SimServer(ServerProcess):
     name = "simulator"
 
     def __init__(self, settings: SimSettings, *, boot_timeout: float = 30.0, log_path: str | None = None) -> None:
-        super().__init__(["sim", "serve", "--settings-json", settings.model_dump_json()], boot_timeout=boot_timeout,
-                         log_path=log_path)
         self.settings = settings
+        super().__init__(self.on_port(settings.port), boot_timeout=boot_timeout, log_path=log_path)
+
+    def on_port(self, port: int) -> list[str]:
+        return ["sim", "serve", "--settings-json", self.settings.model_copy(update={"port": port}).model_dump_json()]
 
     def stats(self) -> dict[str, object]:
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:

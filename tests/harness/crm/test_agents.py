@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,19 @@ def test_atlas_telemetry_in_the_sandbox_equals_the_exported_telemetry(
     steps = exported[0]["step_log"]
     assert steps and {"verdict", "guidance", "proposed", "executed"} <= set(steps[0])
     assert all(0.0 <= e["reward"] <= 1.0 for e in exported)
+
+
+def test_closing_the_harness_closes_every_client_and_the_cache(tmp_path: Path) -> None:
+    from runner.harness.base import WorkerInfo
+    from runner.harness.crm.harness import CrmHarness
+
+    cfg = Config(dataset=SAMPLE, runs=list(RUNS.values()), providers_mode="sim", cache=True,
+                 cache_dir=tmp_path / "cache")
+    h = CrmHarness(WorkerInfo(0, cfg, tmp_path, "run-1", sim_url="http://127.0.0.1:9"))
+    clients = [c for pair in h.clients.values() for c in pair if c is not None]
+    assert len(clients) == 4 and h.cache is not None
+    h.close()
+    # before: the SDKs' HTTP clients stayed open until the worker process exited
+    assert all(c.provider.client.is_closed() for c in clients)  # type: ignore[attr-defined]
+    with pytest.raises(sqlite3.ProgrammingError):
+        h.cache._db.execute("SELECT 1")

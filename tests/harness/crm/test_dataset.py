@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +73,49 @@ def test_generator_is_deterministic_and_varied() -> None:
             "create_quote", "new_account"} <= tags
     assert {len(c.turns) for c in a} == {1, 2, 3, 4, 5, 6}
     assert len({c.turns[0].user for c in a}) > 150  # natural variation, few repeats
+
+
+def _has_int_arg(call: dict[str, Any]) -> bool:
+    return not call.get("expect_error") and any(isinstance(v, int) and not isinstance(v, bool)
+                                                for v in call["args"].values())
+
+
+def _broken(conv: dict[str, Any], how: str) -> dict[str, Any]:
+    """The first conversation of the sample with one thing wrong, as a dataset author would get it wrong."""
+    c = json.loads(json.dumps(conv))
+    call = next(call for t in c["turns"] for call in t["gold_calls"] if _has_int_arg(call))
+    if how == "unknown tool":
+        call["tool"] = "delete_everything"
+    elif how == "unknown argument":
+        call["args"]["colour"] = "blue"
+    elif how == "wrong type":
+        first = next(k for k, v in call["args"].items() if isinstance(v, int) and not isinstance(v, bool))
+        call["args"][first] = "two"
+    elif how == "missing account":
+        c["seed"]["contacts"] = [{"id": 7, "account_id": 999, "first_name": "Ada", "last_name": "Byron"}]
+    elif how == "unknown column":
+        c["seed"]["accounts"][0]["shoe_size"] = 42
+    c["id"] = f"{c['id']}-{how.replace(' ', '-')}"
+    return c
+
+
+def test_validate_rejects_what_would_fail_at_run_time(tmp_path: Path) -> None:
+    """Before, each of these passed `dataset validate` and failed (or was silently dropped) at run time."""
+    sample = Path(__file__).resolve().parents[3] / "data" / "crm-sample.jsonl"
+    convs = [json.loads(x) for x in sample.read_text().splitlines()]
+    base = next(c for c in convs if any(_has_int_arg(call) for t in c["turns"] for call in t["gold_calls"]))
+    cases = {"unknown tool": "unknown tool 'delete_everything'", "unknown argument": "colour",
+             "wrong type": "valid integer", "missing account": "account_id = 999 points to a accounts row",
+             "unknown column": "accounts has no column 'shoe_size'"}
+    p = tmp_path / "d.jsonl"
+    p.write_text("".join(json.dumps(c) + "\n" for c in [base, *(_broken(base, how) for how in cases)]))
+    done = subprocess.run([sys.executable, "-m", "runner", "dataset", "validate", str(p), "--skip-invalid"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "1 valid conversations" in done.stdout, done.stdout + done.stderr
+    rejects = [json.loads(x) for x in p.with_suffix(".rejects.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in rejects] == [2, 3, 4, 5, 6]
+    for r, (how, says) in zip(rejects, cases.items(), strict=True):
+        assert f"{p}:{r['line']}" in r["reason"] and says in r["reason"], (how, r["reason"])
+    done = subprocess.run([sys.executable, "-m", "runner", "dataset", "validate", str(p)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and f"{p}:2: " in done.stderr and "Traceback" not in done.stderr

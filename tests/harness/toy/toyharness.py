@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Any
 
@@ -20,9 +21,25 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
         raise ValueError(f"bad record {record['id']}")
     if what == "exit":
         os._exit(1)
-    if what == "hang":
+    if what == "hang" and not os.environ.get("TOY_NO_HANG"):
+        time.sleep(600)
+    if what == "freeze":  # the whole process stops, heartbeat thread included (a swapped-out or frozen VM)
+        os.kill(os.getpid(), signal.SIGSTOP)
+    if what == "deaf":  # stuck where the time limit cannot reach (a C call that ignores signals)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         time.sleep(600)
     if what == "not-a-dict":
         return "done"  # type: ignore[return-value]
     return {"id": record["id"], "ok": True, "visits": n[0] if n else None, "greeting": ctx.params.get("greeting"),
             "env": os.environ.get("TOY_SETTING"), "scratch": str(ctx.scratch), "worker": ctx.worker}
+
+
+def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Calls Claude through the official SDK as a user's harness does: ANTHROPIC_BASE_URL (the runner's
+    gateway) and the key from the environment; retries generous enough to outlast a gateway restart."""
+    import anthropic
+
+    client = anthropic.Anthropic(max_retries=6)
+    reply = client.messages.create(model=ctx.params["model"], max_tokens=50,
+                                   messages=[{"role": "user", "content": f"Say hello to {record['id']}"}])
+    return {"id": record["id"], "ok": True, "stop": reply.stop_reason, "tokens": reply.usage.output_tokens}

@@ -1,0 +1,84 @@
+"""The report's charts: Vega-Lite specs built with Altair, rendered to inline SVG by vl-convert.
+
+A plotting library instead of hand-drawn SVG: real axes with ticks and titles, legends, error bars,
+labels that do not overlap; vl-convert renders in-process with no browser and no network, so the
+report stays one self-contained file that opens offline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import vl_convert as vlc
+
+from runner.report import percentile
+from runner.stats import wilson
+
+WIDTH = 560
+
+
+def _svg(chart: alt.TopLevelMixin, label: str) -> str:
+    svg: str = vlc.vegalite_to_svg(chart.to_json(validate=False))
+    return f'<figure class="chart" role="img" aria-label="{label}">{svg}</figure>'
+
+
+def _runs_color(names: list[str]) -> alt.Color:
+    return alt.Color("run:N", scale=alt.Scale(domain=names), legend=alt.Legend(title="run", orient="top"))
+
+
+def success_by(group: str, runs: dict[str, dict[str, tuple[int, int]]]) -> str:
+    """Success per value of one group, a bar per run with its 95 % Wilson interval."""
+    data = []
+    for run, by in runs.items():
+        for value, (solved, total) in by.items():
+            lo, hi = wilson(solved, total)
+            data.append({"run": run, "value": value, "rate": solved / total if total else 0.0, "lo": lo, "hi": hi,
+                         "n": f"{solved}/{total}"})
+    base = alt.Chart(alt.Data(values=data))
+    x = alt.X("value:N", title=group, axis=alt.Axis(labelAngle=0, labelLimit=120))
+    bars = base.mark_bar().encode(
+        x=x, xOffset="run:N", color=_runs_color(list(runs)),
+        y=alt.Y("rate:Q", title="success", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+        tooltip=["run:N", "value:N", "n:N", alt.Tooltip("rate:Q", format=".1%")])
+    err = base.mark_rule(color="#333").encode(x=x, xOffset="run:N", y=alt.Y("lo:Q", title="success"), y2="hi:Q")
+    chart = (bars + err).properties(width=WIDTH, height=180, title=f"success by {group} (bars: 95 % interval)")
+    return _svg(chart, f"success by {group}")
+
+
+def latency(runs: dict[str, list[float]]) -> str:
+    """Each run's conversation times: box p25-p75, whiskers p5-p95, tick at the median."""
+    data = []
+    for run, v in runs.items():
+        if v:
+            p5, p25, p50, p75, p95 = (percentile(v, q) for q in (0.05, 0.25, 0.5, 0.75, 0.95))
+            data.append({"run": run, "p5": p5, "p25": p25, "p50": p50, "p75": p75, "p95": p95})
+    base = alt.Chart(alt.Data(values=data))
+    y = alt.Y("run:N", title=None, sort=list(runs))
+    color = _runs_color(list(runs))
+    whisker = base.mark_rule().encode(y=y, x=alt.X("p5:Q", title="seconds per record"), x2="p95:Q", color=color)
+    box = base.mark_bar(size=14, opacity=0.6).encode(y=y, x="p25:Q", x2="p75:Q", color=color,
+                                                     tooltip=[alt.Tooltip(k, format=".3f") for k in
+                                                              ("p5:Q", "p50:Q", "p95:Q")])
+    median = base.mark_tick(color="black", size=14).encode(y=y, x="p50:Q")
+    chart = (whisker + box + median).properties(width=WIDTH, height=28 * max(1, len(data)),
+                                                title="time per record: p5 / p25 / median / p75 / p95")
+    return _svg(chart, "latency")
+
+
+def cost_vs_success(points: dict[str, tuple[float, float, tuple[float, float]]]) -> str:
+    """Each run's total cost against its success rate (with its interval); runs told apart by colour."""
+    data = [{"run": n, "cost": c, "rate": r, "lo": ci[0], "hi": ci[1]} for n, (c, r, ci) in points.items()]
+    base = alt.Chart(alt.Data(values=data))
+    x = alt.X("cost:Q", title="cost (USD)", axis=alt.Axis(format="$.2f"))
+    color = _runs_color(list(points))
+    dots = base.mark_point(filled=True, size=120).encode(
+        x=x, y=alt.Y("rate:Q", title="success", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+        color=color, tooltip=["run:N", alt.Tooltip("cost:Q", format="$.4f"), alt.Tooltip("rate:Q", format=".1%")])
+    bars = base.mark_rule().encode(x=x, y="lo:Q", y2="hi:Q", color=color)
+    return _svg((bars + dots).properties(width=WIDTH, height=220, title="cost against success"), "cost against success")
+
+
+def chart_data(metrics: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float, tuple[float, float]]]:
+    return {n: (float(m["cost_usd"]), float(m["success_rate"]), (m["success_ci95"][0], m["success_ci95"][1]))
+            for n, m in metrics.items() if m["cost_usd"] is not None and m["llm_calls"]}

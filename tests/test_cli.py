@@ -1,0 +1,65 @@
+"""CLI conventions a user of pytest, promptfoo or Inspect expects: --version, -h, -v on either side of
+the subcommand, help on every option, and errors before any work when the input cannot succeed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from runner import __version__
+from runner.cli import cli
+from tests.runs import SAMPLE, run_config
+
+
+def _runner(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=cwd)
+
+
+def test_version_and_short_help() -> None:
+    done = _runner("--version")
+    assert done.returncode == 0 and __version__ in done.stdout
+    for args in (["-h"], ["run", "-h"], ["dataset", "validate", "-h"]):
+        done = _runner(*args)
+        assert done.returncode == 0 and "Usage:" in done.stdout, args
+
+
+def test_verbose_after_the_subcommand_too() -> None:
+    before = _runner("-v", "dataset", "validate", str(SAMPLE))
+    after = _runner("dataset", "validate", str(SAMPLE), "-v")
+    assert before.returncode == after.returncode == 0, after.stderr
+    assert before.stdout == after.stdout
+
+
+def _commands(group: click.Group, path: str = "runner") -> list[tuple[str, click.Command]]:
+    out: list[tuple[str, click.Command]] = []
+    for name, cmd in group.commands.items():
+        out += _commands(cmd, f"{path} {name}") if isinstance(cmd, click.Group) else [(f"{path} {name}", cmd)]
+    return out
+
+
+def test_every_option_says_what_it_does() -> None:
+    missing = [f"{where} {p.opts[0]}" for where, cmd in _commands(cli) for p in cmd.params
+               if isinstance(p, click.Option) and not p.hidden and not p.help]
+    assert not missing, missing
+
+
+def test_report_on_a_directory_without_results_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    done = _runner("report", str(tmp_path))
+    assert done.returncode == 2 and "holds no results" in done.stderr
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_a_missing_key_stops_before_anything_starts_and_is_said_once(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    out = tmp_path / "out"
+    done = _runner("run", str(run_config(tmp_path)), "--providers", "real", "--out", str(out), env=env)
+    assert done.returncode == 2
+    said = [line for line in done.stderr.splitlines() if "ANTHROPIC_API_KEY is not set" in line]
+    assert len(said) == 1 and "OPENAI_API_KEY is not set" in said[0], done.stderr
+    assert not out.exists()  # no output dir, no worker, no sandbox

@@ -1,0 +1,97 @@
+"""The HTML report in a real browser (headless Chromium, Debian's package, driven by playwright): it fits
+1,280 px without horizontal scrolling, the charts render, a record opens on click onto every run side by
+side with why it failed, and the filters work. The screenshot is kept in out/test-artifacts/. Before,
+the summary table alone was ~1,590 px wide."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.report import write_reports
+from runner.result import Result, Usage
+from tests.conftest import REQUIRED
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "out" / "test-artifacts"
+# The default job's four runs, with the longer names users give their runs.
+RUNS = ["claude-sonnet-4-5-baseline", "gpt-4-1-baseline", "gpt-4-1-mini-baseline", "atlas-gpt-4-1-mini-claude"]
+ANATOMY = {"turns": [{"turn": 1, "user": "Log a deal for Vertex Foods", "right": False, "expected": [
+    {"tool": "create_opportunity", "args": {"account_id": 2}, "made": True, "ok": True,
+     "wrong_args": [{"arg": "account_id", "expected": 2, "got": 1}]}], "unexpected": []}],
+    "state": {"opportunities": {"missing": [], "extra": [], "changed": [
+        {"id": 1001, "columns": {"account_id": {"expected": 2, "got": 1}}}]}}}
+
+
+def _result(run: str, i: int) -> Result:
+    success = (i * 7 + len(run)) % 5 != 0
+    output: dict[str, Any] = {"success": success, "transcript": [{"role": "user", "text": f"request {i}"}],
+                              "anatomy": None if success else ANATOMY}
+    return Result(run=run, record_id=f"crm-7-{i:05d}", index=i, status="ok", success=success, started_at="t",
+                  finished_at="t", wall_seconds=2.0 + (i % 7) * 0.9, output=output,
+                  metrics={"args_exact": 0.9, "args_normalized": 0.92, "state_match": float(success),
+                           "tool_selection": 0.95},
+                  groups={"difficulty": [("easy", "medium", "hard")[i % 3]], "tag": [f"kind_{i % 15}"]},
+                  usage=Usage(llm_calls=6, input_tokens=123_456, output_tokens=7_890, cost_usd=0.0123 * (1 + i % 3),
+                              cache_read_tokens=456_789, retries=i % 2))
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if REQUIRED:
+            pytest.fail("no chromium (make test installs Debian's package); the browser test is required in CI",
+                        pytrace=False)
+        pytest.skip("no chromium")
+    return path
+
+
+@pytest.fixture
+def page(chromium: str, tmp_path: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    (tmp_path / "results").mkdir()
+    for run in RUNS:
+        (tmp_path / "results" / f"{run}.jsonl").write_text("".join(_result(run, i).model_dump_json() + "\n"
+                                                                   for i in range(60)))
+    _, report = write_reports(tmp_path)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            pg = browser.new_page(viewport={"width": 1280, "height": 2000})
+            pg.goto(report.as_uri())
+            yield pg
+        finally:
+            browser.close()
+
+
+def test_the_report_fits_1280_px_and_its_parts_work(page: Any) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report-1280.png"))
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert page.evaluate("document.getElementById('summary').getBoundingClientRect().right") <= 1280
+    # run names on one line each (they wrapped onto three before)
+    heights = page.evaluate("[...document.querySelectorAll('#summary th.run')].map(t => t.getBoundingClientRect()"
+                            ".height)")
+    assert len(heights) == 4 and max(heights) < 50
+    charts = page.locator("figure.chart svg")
+    assert charts.count() >= 3
+    for i in range(charts.count()):
+        box = charts.nth(i).bounding_box()
+        assert box is not None and box["width"] > 200 and box["height"] > 80
+    assert page.locator("figure.chart svg text").count() > 20  # axes with ticks and titles, legends
+    record = page.locator("#drilldown > details[data-fail='1']").first
+    record.locator("summary").click()
+    assert record.evaluate("d => d.open")
+    assert record.locator(".side > .col").count() == 4  # every run side by side
+    assert "account_id" in record.locator(".anatomy").first.inner_text()
+    total = page.locator("#drilldown > details").count()
+    page.check("#failonly")
+    visible = page.locator("#drilldown > details:visible").count()
+    assert 0 < visible < total and page.locator("#shown").inner_text() == f"{visible} of {total} records"
+    page.select_option("select.f[data-g='difficulty']", "hard")
+    assert 0 < page.locator("#drilldown > details:visible").count() < visible
