@@ -10,6 +10,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +27,21 @@ from runner.sink import read_results
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path(os.environ.get("BENCH_DIR", "/tmp/pgsandbox-bench"))
 STRONG = RunSpec(name="strong", provider="anthropic", model="claude-sonnet-5-5", sim_model="sim-strong")
+
+
+# The default job's mix as YAML runs: a baseline and an Atlas teacher/student run, on the simulator.
+MIX_RUNS = ("runs:\n"
+            "  - {name: strong, provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-strong}\n"
+            "  - {name: atlas, agent: atlas, provider: openai, model: gpt-5.4-mini, sim_model: sim-mini,\n"
+            "     teacher: {provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-teacher}}\n")
+
+
+def run_in_background(cfg: Path, out: Path) -> subprocess.Popen[bytes]:
+    """`runner run cfg --out out` from scratch, on the simulator (no API key reaches it)."""
+    subprocess.run(["rm", "-rf", str(out)])
+    return subprocess.Popen([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")})
 
 
 def dataset(n: int, seed: int = 11) -> Path:

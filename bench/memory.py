@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import time
 from typing import Any
 
-from bench.common import WORK, dataset, mean, table
+from bench.common import MIX_RUNS, WORK, dataset, mean, run_in_background, table
 
 UNITS = {"B": 1 / 2**20, "KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "kB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
@@ -55,14 +53,8 @@ def memory(workers: int, n: int) -> dict[str, Any]:
     out = WORK / "memory-out"
     cfg = WORK / "memory.yaml"
     cfg.write_text(f"dataset: {data}\nproviders_mode: sim\ncache: false\nworkers: {workers}\nsandbox: docker\n"
-                   "simulator: {latency: {p50_ms: 200}}\nruns:\n"
-                   "  - {name: strong, provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-strong}\n"
-                   "  - {name: atlas, agent: atlas, provider: openai, model: gpt-5.4-mini, sim_model: sim-mini,\n"
-                   "     teacher: {provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-teacher}}\n")
-    subprocess.run(["rm", "-rf", str(out)])
-    p = subprocess.Popen([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         env={k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")})
+                   "simulator: {latency: {p50_ms: 200}}\n" + MIX_RUNS)
+    p = run_in_background(cfg, out)
     samples: list[dict[str, Any]] = []
     try:
         deadline = time.monotonic() + 600

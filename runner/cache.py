@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ class ResponseCache:
         self.path = Path(directory) / "responses.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()  # a worker's slots (threads) share this connection
         deadline = time.monotonic() + OPEN_TIMEOUT_S
         while True:
             try:
@@ -55,7 +57,8 @@ class ResponseCache:
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         try:
-            self._db.execute(sql, params)
+            with self._lock:
+                self._db.execute(sql, params)
         except sqlite3.OperationalError as exc:
             if not _locked(exc):
                 raise
@@ -63,7 +66,8 @@ class ResponseCache:
 
     def _read(self, sql: str, key: str) -> dict[str, Any] | None:
         try:
-            row = self._db.execute(sql, (key,)).fetchone()
+            with self._lock:
+                row = self._db.execute(sql, (key,)).fetchone()
         except sqlite3.OperationalError as exc:
             if not _locked(exc):
                 raise

@@ -52,6 +52,9 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
 @cli.command()
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.option("--workers", "-w", type=int, help="Worker processes, each with its own sandbox.")
+@click.option("--slots", type=int, help="Records each worker runs at once, each on its own database (default 1).")
+@click.option("--concurrency", "-c", type=int,
+              help="Records in flight in all, split into workers x slots from cores and memory.")
 @click.option("--runs", help="Only these runs (comma-separated names from the config).")
 @click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
               help="Where each worker's database runs (auto: docker if an engine answers, else local).")
@@ -75,7 +78,8 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
 @click.option("--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input).")
 @click.option("--fail-on-error/--no-fail-on-error", default=None,
               help="Exit 1 if a result failed because of the dataset or the harness (default: on where CI is set).")
-def run(config: str | None, workers: int | None, runs: str | None, sandbox: str | None, dsn: str | None,
+def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | None, runs: str | None,
+        sandbox: str | None, dsn: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
         providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, skip_invalid: bool,
         force: bool, conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
@@ -94,7 +98,8 @@ def run(config: str | None, workers: int | None, runs: str | None, sandbox: str 
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--shard") from None
     cfg = load_config(config, _overrides(
-        workers=workers, sandbox=sandbox, dsn=dsn, dataset=dataset, limit=limit, shard=shard_t,
+        workers=workers, slots=slots, concurrency=concurrency, sandbox=sandbox, dsn=dsn, dataset=dataset, limit=limit,
+        shard=shard_t,
         output_dir=output_dir, providers_mode=providers_mode, cache=False if no_cache else None, cache_dir=cache_dir,
         rerun_errors=rerun_errors or None, skip_invalid=skip_invalid or None, force=force or None,
         conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,

@@ -206,7 +206,11 @@ class Config(_Frozen):
     group_by: dict[str, str] | None = Field(None, description="name: dotted path (record.x or output.x)")
     config_dir: Path = Field(Path("."), exclude=True, description="relative harness paths start here")
     runs: list[RunSpec] = Field(min_length=1)
-    workers: int = Field(4, ge=1, le=256)
+    workers: int | None = Field(None, ge=1, le=256, description="default: 4, or split from concurrency")
+    slots: int | None = Field(None, ge=1, le=256, description="records in flight per worker, each on its own "
+                                                                "database; default: 1, or split from concurrency")
+    concurrency: int | None = Field(None, ge=1, le=4096, description="records in flight in all: split into "
+                                                                       "workers x slots from cores and memory")
     sandbox: Literal["auto", "docker", "local", "external"] = "auto"
     dsn: str | None = None
     output_dir: Path = Path("out/default")  # YAML `out` (EXTERNAL_NAMES); output_dir still reads
@@ -218,7 +222,8 @@ class Config(_Frozen):
     max_worker_restarts: int | None = Field(None, ge=0, description="default: 3 x workers + 10")
     heartbeat_timeout_seconds: float = Field(60.0, gt=0)
     shutdown_grace_seconds: float = Field(30.0, ge=0)
-    container_memory: str = "256m"
+    container_memory: str | None = Field(None, description="per sandbox; default: 256m, plus 8m per slot beyond "
+                                                               "the first (24m with container_tmpfs)")
     container_cpus: float = Field(1.0, gt=0)
     container_tmpfs: bool | None = Field(None, description="data directory in memory; default: on for user "
                                                            "harnesses (their TRUNCATEs), off for crm")
@@ -261,6 +266,12 @@ class Config(_Frozen):
             if bad:
                 raise ValueError(f"runs of the crm harness need provider and model: {', '.join(bad)}")
         return self
+
+    def sandbox_memory(self, slots: int = 1) -> str:
+        """A slot adds its sessions (~8m), and with the data directory in memory its database copies
+        (an almost empty PostgreSQL database is ~8m on disk; two per slot is common)."""
+        per_slot = 24 if self.sandbox_tmpfs() else 8
+        return self.container_memory or f"{256 + per_slot * (slots - 1)}m"
 
     def sandbox_tmpfs(self) -> bool:
         return self.container_tmpfs if self.container_tmpfs is not None else self.harness.kind != "crm"
@@ -352,7 +363,12 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     for key, name in EXTERNAL_NAMES.items():  # one spelling before the flags merge in
         if name in data:
             data[key] = data.pop(name)
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if "concurrency" in given:  # --concurrency re-splits: the file's workers/slots yield unless also flags
+        for key in ("workers", "slots"):
+            if key not in given:
+                data.pop(key, None)
+    data.update(given)
     try:
         cfg = Config.model_validate(data)
         return cfg.with_original_models() if cfg.original_models else cfg

@@ -97,7 +97,7 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
                   f"({spec.agent}, {spec.model}) on {'the simulator' if mode == 'sim' else 'the real API'}, "
                   f"{kind} sandbox")
     sb = make_sandbox(kind, DATABASE, image=image, run_id="debug", owner_pid=os.getpid(), name_hint="debug",
-                      memory=cfg.container_memory, cpus=cfg.container_cpus, dsn=cfg.dsn, keep=True)
+                      memory=cfg.sandbox_memory(), cpus=cfg.container_cpus, dsn=cfg.dsn, keep=True)
     sb.start()
     with contextlib.ExitStack() as stack:
         sim_url = None

@@ -48,7 +48,7 @@ def debug_record(cfg: Config, record_id: str, run_name: str | None, console: Con
     console.print(f"[bold]{record_id}[/] with run [bold]{run.name}[/] through the {cfg.harness.kind} harness, "
                   f"{kind} sandbox")
     sb = make_sandbox(kind, spec, image=image, run_id="debug", owner_pid=os.getpid(), name_hint="debug",
-                      memory=cfg.container_memory, cpus=cfg.container_cpus, dsn=cfg.dsn, keep=True,
+                      memory=cfg.sandbox_memory(), cpus=cfg.container_cpus, dsn=cfg.dsn, keep=True,
                       tmpfs=cfg.sandbox_tmpfs())
     sb.start()
     with contextlib.ExitStack() as stack:

@@ -18,6 +18,7 @@ import multiprocess as mp
 from loguru import logger
 from rich.console import Console
 
+from runner.concurrency import layout
 from runner.config import Config, resolve_mode
 from runner.errors import OWN_FAULT_KINDS, DatasetError, RunStopped
 from runner.gateway.process import GatewayServer
@@ -91,8 +92,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Sum
 
     run_id = uuid.uuid4().hex[:12]
     mode, kind, spec = resolve_mode(cfg), resolve_kind(cfg.sandbox), database_spec(cfg)
-    if kind == "external" and cfg.workers > 1:
-        logger.warning("the external sandbox is one database: using 1 worker instead of {}", cfg.workers)
+    if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
+        logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
     sink = ResultSink(out, [r.name for r in cfg.runs])
     manifest = check_manifest(out, base_manifest(
         config_fingerprint=cfg.fingerprint(), dataset=str(cfg.dataset), dataset_sha256=file_hash(cfg.dataset),
@@ -119,6 +120,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Sum
                 finally:
                     _remove_containers(kind, run_id)
             error, interrupted = sup.error, sup.interrupted
+            # this invocation's records in flight over time: the report draws it
+            manifest["in_flight"] = {"capacity": sup.progress.capacity, "samples": sup.progress.timeline()}
             if gateway is not None:
                 manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
             if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
@@ -225,24 +228,31 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     inbox = Inbox()
     pid = os.getpid()
 
+    chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
+    lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
+    workers = lay.workers
+    logger.info("{} worker(s) x {} slot(s) = {} records in flight at most ({})", lay.workers, lay.slots, lay.in_flight,
+                lay.why)
+
     def make_spec(wid: int) -> WorkerSpec:
         return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, sim_url, str(out / "logs"), str(out / "scratch"),
-                          gateway_url)
+                          gateway_url, slots=lay.slots)
 
-    chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
-    workers = 1 if kind == "external" else min(cfg.workers, max(1, -(-len(plan) // chunk)))
     pool = WorkerPool(ctx, make_spec, inbox, build_limiter(cfg, lanes=workers),
                       heartbeat_timeout=cfg.heartbeat_timeout_seconds)
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
-    progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console)
+    progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console, capacity=lay.in_flight,
+                        status_path=out / "logs" / "status.json")
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
-                      inbox, workers=workers, services=services)
+                      inbox, workers=workers, services=services,
+                      on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
 
 
-def _remove_containers(kind: str, run_id: str) -> None:
+def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> None:
     if kind == "docker":
         from runner.sandbox.docker import remove_stale
 
-        removed = remove_stale(run_id=run_id)
+        removed = remove_stale(run_id=run_id, worker=worker)
         if removed:
-            logger.info("removed {} containers of this run", removed)
+            logger.info("removed {} container(s) of this run{}", removed,
+                        f" (of worker {worker}, dead)" if worker is not None else "")

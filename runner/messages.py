@@ -19,9 +19,10 @@ class Job:
 
 @dataclass(frozen=True)
 class Assign:
-    """A chunk of jobs, all of one run (size 1 except for command harnesses)."""
+    """A chunk of jobs, all of one run (size 1 except for command harnesses), for one of the worker's slots."""
 
     jobs: tuple[Job, ...]
+    slot: int = 0
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,15 @@ class WorkerReady:
     sandbox_id: str
     sandbox_kind: str
     boot_seconds: float
+
+
+@dataclass(frozen=True)
+class SlotReady:
+    """Emitted when one more of a worker's slots has its databases and its harness attached (slot 0's
+    readiness is WorkerReady's)."""
+
+    worker: int
+    slot: int
 
 
 @dataclass(frozen=True)
@@ -77,3 +87,12 @@ class WorkerFailed:
     worker: int
     error: str
     at_boot: bool
+
+
+@dataclass(frozen=True)
+class WorkerRetiring:
+    """Emitted when a slot is stuck beyond reach: no more work for this worker; it exits once its other
+    slots are done, and a new worker takes its place."""
+
+    worker: int
+    reason: str

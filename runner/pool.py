@@ -31,18 +31,45 @@ TERMINATE_WAIT_SECONDS = 3.0  # SIGTERM unwinds a worker through its sandbox's r
 
 
 @dataclass
+class Chunk:
+    """What one slot of a worker holds: the items not yet done, since when, and for how long at most."""
+
+    items: set[int]
+    since: float
+    limit: float
+
+    def overdue(self, now: float) -> bool:
+        return now - self.since > self.limit
+
+
+@dataclass
 class WorkerHandle:
     id: int
     proc: Any
     tasks: Any
+    slots: int = 1
     started: float = field(default_factory=time.monotonic)
     ready: bool = False
     last_beat: float = field(default_factory=time.monotonic)
-    busy_since: float | None = None
-    busy_limit: float = 0.0
+    chunks: dict[int, Chunk] = field(default_factory=dict)  # by slot
+    ready_slots: set[int] = field(default_factory=lambda: {0})  # slots > 0 say when their databases are made
     boot_seconds: float = 0.0
     stopping: bool = False
     lane: int = -1
+
+    def free_slots(self) -> list[int]:
+        return [n for n in sorted(self.ready_slots) if n not in self.chunks]
+
+    def done(self, item_id: int) -> bool:
+        """An item of this worker finished; True if that freed its slot."""
+        for n, chunk in self.chunks.items():
+            if item_id in chunk.items:
+                chunk.items.discard(item_id)
+                if not chunk.items:
+                    del self.chunks[n]
+                    return True
+                return False
+        return False
 
     def send(self, msg: Any) -> None:
         with contextlib.suppress(Exception):  # a dead worker's queue: the reaper will notice
@@ -78,7 +105,7 @@ class WorkerPool:
             proc.start()
         finally:
             writer.close()  # the worker holds its own copy: its death now reads as end-of-file
-        h = self.workers[wid] = WorkerHandle(wid, proc, tasks, lane=lane)
+        h = self.workers[wid] = WorkerHandle(wid, proc, tasks, slots=spec.slots, lane=lane)
         logger.debug("spawned worker {} (pid {})", wid, proc.pid)
         return h
 
@@ -91,7 +118,7 @@ class WorkerPool:
         for h in list(self.workers.values()):
             if h.exitcode is None:
                 stale = h.ready and now - h.last_beat > self.heartbeat_timeout
-                overdue = h.busy_since is not None and now - h.busy_since > h.busy_limit
+                overdue = any(c.overdue(now) for c in h.chunks.values())
                 if not (stale or overdue):
                     continue
                 logger.warning("worker {} {}; killing it", h.id, "stopped beating" if stale else "is overdue")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -51,6 +53,10 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
     workers: dict[int, WorkerView] = field(default_factory=dict)
     events: Counter[str] = field(default_factory=Counter)
+    capacity: int = 0  # workers x slots
+    in_flight: int = 0
+    flight: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, in flight), ~1/s
+    status_path: Path | None = None  # where the state is written every second, for whoever watches the run
     _live: Live | None = None
     _last_line: float = 0.0
     _last_state: tuple[Any, ...] = ()
@@ -87,6 +93,31 @@ class Progress:
     def worker(self, wid: int) -> WorkerView:
         return self.workers.setdefault(wid, WorkerView())
 
+    def flying(self, n: int) -> None:
+        """Records in flight now; sampled once a second for the report's chart and the status file."""
+        self.in_flight = n
+        t = round(time.monotonic() - self.started, 1)
+        if not self.flight or t - self.flight[-1][0] >= 1.0:
+            self.flight.append((t, n))
+            if self.status_path is not None:
+                self._write_status(t)
+
+    def _write_status(self, t: float) -> None:
+        state = {"elapsed_seconds": t, "in_flight": self.in_flight, "capacity": self.capacity,
+                 "done": sum(p.done for p in self.runs.values()), "total": sum(p.total for p in self.runs.values())}
+        try:
+            assert self.status_path is not None
+            tmp = self.status_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state))
+            tmp.replace(self.status_path)
+        except OSError:
+            pass  # a nicety: the run does not depend on it
+
+    def timeline(self, points: int = 400) -> list[tuple[float, int]]:
+        """The in-flight samples, thinned evenly to at most `points` (a long run's chart stays small)."""
+        step = max(1, -(-len(self.flight) // points))
+        return self.flight[::step]
+
     def tick(self) -> None:
         if self._live is not None:
             self._live.update(self._render())
@@ -106,10 +137,13 @@ class Progress:
             logger.info("{}: {}/{} done, {} ok ({} solved), {} errors, {} calls, {} retries, {} 429s, {} cache hits, "
                         "{}", name, p.done, p.total, p.ok, p.success, p.errors, p.llm_calls, p.retries,
                         p.rate_limited, p.cache_hits, p.cost)
+        if self.capacity > 1:
+            logger.info("in flight: {} of {}", self.in_flight, self.capacity)
 
     def _render(self) -> Group:
         elapsed = time.monotonic() - self.started
-        t = Table(title=f"runs ({elapsed:.0f}s)", expand=False)
+        flying = f", {self.in_flight}/{self.capacity} in flight" if self.capacity > 1 else ""
+        t = Table(title=f"runs ({elapsed:.0f}s{flying})", expand=False)
         for col in ("run", "done", "ok", "solved", "errors", "rate/s", "ETA", "retries", "429s", "cache hits", "cost"):
             t.add_column(col, justify="right" if col != "run" else "left")
         for name, p in self.runs.items():

@@ -14,6 +14,7 @@ are also kept per lane (one per live worker): the supervisor reclaims a dead wor
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import multiprocess as mp
+from loguru import logger
 
 from runner.config import Config, Limits
 
@@ -50,6 +52,9 @@ class Held:
         self.settled = True
 
 
+LOCK_STALE_SECONDS = 5.0
+
+
 class SharedLimiter:
     """Created once by the supervisor, handed to workers at spawn (shared memory + one lock)."""
 
@@ -58,9 +63,12 @@ class SharedLimiter:
         self.keys = sorted(limits)
         self.out_estimate = out_estimate
         ctx = mp.get_context("spawn")
-        self._arr: Any = ctx.Array("d", max(1, len(self.keys)) * _F, lock=True)
+        # A plain lock, not the default RLock: a process killed while holding it (SIGKILL of a worker,
+        # a worker exiting while one of its slot threads was inside) can then be released by another.
+        self._lock: Any = ctx.Lock()
+        self._arr: Any = ctx.RawArray("d", max(1, len(self.keys)) * _F)  # guarded by _lock
         self.lanes = lanes
-        self._lanes: Any = ctx.RawArray("d", max(1, lanes * len(self.keys)))  # guarded by _arr's lock
+        self._lanes: Any = ctx.RawArray("d", max(1, lanes * len(self.keys)))  # guarded by _lock
         self.lane = -1  # a worker sets its own after spawn
         now = time.monotonic()
         for i, k in enumerate(self.keys):
@@ -76,6 +84,21 @@ class SharedLimiter:
             self._arr[base + _CONC] = start_concurrency if adaptive.get(k) else INF
             self._arr[base + _CONC_MAX] = max_concurrency
             self._arr[base + _INFLIGHT] = 0.0
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The budget's lock. Held for microseconds; if it cannot be had for LOCK_STALE_SECONDS its
+        holder died holding it: break it rather than hang every worker and the supervisor."""
+        if not self._lock.acquire(timeout=LOCK_STALE_SECONDS):
+            logger.warning("the shared budget's lock was held for {}s (its holder died holding it): breaking it",
+                           LOCK_STALE_SECONDS)
+            with contextlib.suppress(ValueError):  # released meanwhile
+                self._lock.release()
+            self._lock.acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def slot(self, key: str) -> int:
         return self.keys.index(key)
@@ -94,7 +117,7 @@ class SharedLimiter:
         """A reservation, or the seconds to wait before trying again."""
         out = self.out_estimate if output_tokens is None else output_tokens
         a, base = self._arr, slot * _F
-        with a.get_lock():
+        with self._locked():
             now = time.monotonic()
             self._refill(base, now)
             if a[base + _PAUSED] > now:
@@ -133,7 +156,7 @@ class SharedLimiter:
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
         """Charge real usage instead of the estimate; grow the window a little on success."""
         a, base = self._arr, res.slot * _F
-        with a.get_lock():
+        with self._locked():
             a[base + _INFLIGHT] = max(0.0, a[base + _INFLIGHT] - 1)
             if 0 <= res.lane < self.lanes:
                 i = res.lane * len(self.keys) + res.slot
@@ -160,7 +183,7 @@ class SharedLimiter:
         if not 0 <= lane < self.lanes:
             return 0.0
         a, n, freed = self._arr, len(self.keys), 0.0
-        with a.get_lock():
+        with self._locked():
             for slot in range(n):
                 held = self._lanes[lane * n + slot]
                 self._lanes[lane * n + slot] = 0.0
@@ -172,14 +195,14 @@ class SharedLimiter:
     def pause(self, slot: int, seconds: float) -> None:
         """The server said wait: nobody sends on this key until then; the window halves."""
         a, base = self._arr, slot * _F
-        with a.get_lock():
+        with self._locked():
             a[base + _PAUSED] = max(a[base + _PAUSED], time.monotonic() + seconds)
             if a[base + _ADAPTIVE]:
                 a[base + _CONC] = max(1.0, a[base + _CONC] / 2)
 
     def snapshot(self, slot: int) -> dict[str, float]:
         a, base = self._arr, slot * _F
-        with a.get_lock():
+        with self._locked():
             return {"requests": a[base + _RPM], "input_tokens": a[base + _ITPM], "output_tokens": a[base + _OTPM],
                     "concurrency": a[base + _CONC], "in_flight": a[base + _INFLIGHT],
                     "paused_for": max(0.0, a[base + _PAUSED] - time.monotonic())}

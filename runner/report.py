@@ -176,5 +176,6 @@ def write_reports(out: Path) -> tuple[Path, Path]:
                         "gateway": through.get(n)} for n, m in metrics.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
     (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent,
-                                            note=SIMULATED if simulated(manifest) else None), encoding="utf-8")
+                                            note=SIMULATED if simulated(manifest) else None,
+                                            flight=manifest.get("in_flight")), encoding="utf-8")
     return out / "report.json", out / "report.html"

@@ -79,6 +79,23 @@ def cost_vs_success(points: dict[str, tuple[float, float, tuple[float, float]]])
     return _svg((bars + dots).properties(width=WIDTH, height=220, title="cost against success"), "cost against success")
 
 
+def in_flight(flight: dict[str, Any]) -> str:
+    """Records in flight over the run's time (sampled each second by the supervisor), against its
+    capacity (workers x slots): how full the slots were kept, and when they drained."""
+    samples = flight.get("samples") or []
+    data = [{"t": t, "n": n} for t, n in samples]
+    cap = flight.get("capacity") or max((n for _, n in samples), default=0)
+    base = alt.Chart(alt.Data(values=data))
+    line = base.mark_area(opacity=0.5, interpolate="step-after").encode(
+        x=alt.X("t:Q", title="seconds since start"), y=alt.Y("n:Q", title="records in flight",
+                                                              scale=alt.Scale(domain=[0, max(1, cap)])))
+    ceiling = alt.Chart(alt.Data(values=[{"cap": cap}])).mark_rule(strokeDash=[4, 3], color="#e45756").encode(
+        y="cap:Q")
+    chart = (line + ceiling).properties(width=WIDTH, height=160,
+                                        title=f"records in flight (dashed: capacity, {cap} = workers x slots)")
+    return _svg(chart, "records in flight over time")
+
+
 def chart_data(metrics: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float, tuple[float, float]]]:
     return {n: (float(m["cost_usd"]), float(m["success_rate"]), (m["success_ci95"][0], m["success_ci95"][1]))
             for n, m in metrics.items() if m["cost_usd"] is not None and m["llm_calls"]}

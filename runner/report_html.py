@@ -7,7 +7,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from runner.report_charts import chart_data, cost_vs_success, latency, success_by
+from runner.report_charts import chart_data, cost_vs_success, in_flight, latency, success_by
 from runner.report_records import records
 from runner.result import Result
 
@@ -108,7 +108,7 @@ def _summary(metrics: dict[str, dict[str, Any]]) -> str:
 
 
 def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[Result]],
-           sent: dict[str, Any] | None = None, note: str | None = None) -> str:
+           sent: dict[str, Any] | None = None, note: str | None = None, flight: dict[str, Any] | None = None) -> str:
     names = list(rows)
     times = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
     scatter = chart_data(metrics)
@@ -138,6 +138,7 @@ details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}}
 {_groups(names, rows)}
 {latency(times)}
 {cost_vs_success(scatter) if scatter else ""}
+{in_flight(flight) if flight and len(flight.get("samples") or []) > 1 else ""}
 {records(rows)}</body></html>"""
 
 

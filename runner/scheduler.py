@@ -4,6 +4,11 @@ Pure (no processes, no clocks, no I/O), so every rule is unit-tested with fake w
 pytest-xdist's scheduler: `take` hands out a chunk, `complete` records an item exactly once,
 `lose` returns what a dead worker held to the front of the queue, or, past the attempt limit,
 to the caller to record as failed.
+
+With slots a worker holds several items at once; when it dies, any of them may be what killed it.
+Each goes back marked `alone`: it runs only on a worker holding nothing else, and nothing joins it
+until it is done. The culprit then dies alone, spending only its own attempts, and its neighbours
+finish (otherwise the requeued group would be taken together again and exhaust their attempts with it).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from runner.plan import WorkItem
 class Assignment:
     item: WorkItem
     attempt: int
+    alone: bool = False  # held by a worker that died holding others too: run it by itself
 
 
 class Scheduler:
@@ -29,12 +35,24 @@ class Scheduler:
         self.completed: set[int] = set()
 
     def take(self, worker: int) -> list[Assignment]:
-        """Up to chunk_size pending items of one run (a harness call serves one run); [] when none."""
+        """Up to chunk_size pending items of one run (a harness call serves one run); [] when none.
+
+        An `alone` item goes only to a worker that holds nothing, as a chunk of its own; a worker that
+        holds one gets nothing more until it is done."""
         chunk: list[Assignment] = []
         skipped: list[Assignment] = []
+        held = self.holding.setdefault(worker, {})
+        if any(a.alone for a in held.values()):
+            return []
         while self.pending and len(chunk) < self.chunk_size:
             a = self.pending.popleft()
             if a.item.id in self.completed:
+                continue
+            if a.alone:
+                if not chunk and not held:
+                    chunk.append(a)
+                    break
+                skipped.append(a)
                 continue
             if chunk and a.item.run != chunk[0].item.run:
                 skipped.append(a)
@@ -43,7 +61,6 @@ class Scheduler:
                 continue
             chunk.append(a)
         self.pending.extendleft(reversed(skipped))
-        held = self.holding.setdefault(worker, {})
         for a in chunk:
             held[a.item.id] = a
         return chunk
@@ -61,10 +78,11 @@ class Scheduler:
         held = self.holding.pop(worker, {})
         exhausted: list[Assignment] = []
         retry: list[Assignment] = []
-        for a in held.values():
-            if a.item.id in self.completed:
-                continue
-            (exhausted if a.attempt >= self.max_attempts else retry).append(Assignment(a.item, a.attempt + 1))
+        unfinished = [a for a in held.values() if a.item.id not in self.completed]
+        alone = len(unfinished) > 1
+        for a in unfinished:
+            (exhausted if a.attempt >= self.max_attempts else retry).append(Assignment(a.item, a.attempt + 1,
+                                                                                       alone or a.alone))
         self.pending.extendleft(reversed(retry))
         return [Assignment(a.item, a.attempt - 1) for a in exhausted]
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import queue
 import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loguru import logger
@@ -19,14 +20,26 @@ from loguru import logger
 from runner.config import Config
 from runner.errors import OutputUnwritable
 from runner.inbox import Inbox
-from runner.messages import Assign, Heartbeat, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
-from runner.pool import WorkerHandle, WorkerPool
+from runner.messages import (
+    Assign,
+    Heartbeat,
+    ItemDone,
+    Job,
+    SandboxReplaced,
+    SlotReady,
+    Stop,
+    WorkerFailed,
+    WorkerReady,
+    WorkerRetiring,
+)
+from runner.pool import Chunk, WorkerHandle, WorkerPool
 from runner.progress import Progress
 from runner.result import Result, error_result
 from runner.scheduler import Scheduler
 from runner.services import Service, ServiceWatch
 from runner.sink import ResultSink
-from runner.worker import ALARM_SLACK_SECONDS, EXIT_BOOT_FAILED
+from runner.slot import ALARM_SLACK_SECONDS
+from runner.worker import EXIT_BOOT_FAILED, EXIT_RETIRED
 
 # A chunk is overdue (its worker stuck where its own alarm cannot reach) past its time limit plus this
 # margin: a few of that worker's own boot times (a database reset may be as slow as a boot) and never
@@ -47,9 +60,11 @@ def default_max_restarts(workers: int) -> int:
 
 class Supervisor:
     def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
-                 inbox: Inbox, *, workers: int, services: Sequence[Service] = ()) -> None:
+                 inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
+                 on_worker_lost: Callable[[int], None] | None = None) -> None:
         self.cfg, self.scheduler, self.pool, self.sink, self.progress = cfg, scheduler, pool, sink, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
+        self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
         self.max_restarts, self.restarts = (cfg.max_worker_restarts if cfg.max_worker_restarts is not None
                                             else default_max_restarts(workers)), 0
         self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -88,6 +103,7 @@ class Supervisor:
             if not self.stopping and (why := self.services.check()):
                 self.fail(why)
             self.reap()
+            self.progress.flying(self.scheduler.in_flight())
             self.progress.tick()
             if not self.pool.workers:
                 return
@@ -115,8 +131,17 @@ class Supervisor:
             case SandboxReplaced():
                 logger.warning("worker {}: sandbox {} died ({}); replaced by {}", msg.worker, msg.old_id, msg.reason,
                                msg.new_id)
-                if (h := self.pool.get(msg.worker)) is not None and h.busy_since is not None:
-                    h.busy_since = time.monotonic()  # the chunk's retry starts now, with its full time limit
+                if (h := self.pool.get(msg.worker)) is not None:
+                    for chunk in h.chunks.values():  # each chunk's retry starts now, with its full time limit
+                        chunk.since = time.monotonic()
+            case SlotReady():
+                if (h := self.pool.get(msg.worker)) is not None:
+                    h.ready_slots.add(msg.slot)
+                    self.assign(h)
+            case WorkerRetiring():
+                logger.warning("worker {} retires ({}): a new one takes its place", msg.worker, msg.reason)
+                if (h := self.pool.get(msg.worker)) is not None:
+                    h.stopping = True  # no more work for it; it exits once its other slots are done
             case WorkerFailed():
                 self.fail(f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: {msg.error}")
             case _:
@@ -151,27 +176,32 @@ class Supervisor:
         h = self.pool.get(m.worker)
         if h is not None:
             h.last_beat = time.monotonic()
-            if not self.scheduler.busy(h.id):
-                h.busy_since = None
-                self.progress.worker(h.id).item = "-"
+            if h.done(m.item_id):
+                if not h.chunks:
+                    self.progress.worker(h.id).item = "-"
                 self.assign(h)
 
     # ------------------------------------------------------------------ work
     def assign(self, h: WorkerHandle) -> None:
-        if self.stopping or not h.ready or self.scheduler.busy(h.id) or h.stopping:
+        """A chunk for each free slot of the worker; Stop once there is no work left and it holds none."""
+        if self.stopping or not h.ready or h.stopping:
             return
-        chunk = self.scheduler.take(h.id)
-        if not chunk:
+        for slot in h.free_slots():
+            chunk = self.scheduler.take(h.id)
+            if not chunk:
+                break
+            h.chunks[slot] = Chunk({a.item.id for a in chunk}, time.monotonic(),
+                                   self.cfg.conversation_timeout_seconds * len(chunk) + ALARM_SLACK_SECONDS
+                                   + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds))
+            h.send(Assign(tuple(Job(a.item.id, a.item.run, a.item.record_id, a.item.index, a.attempt)
+                                for a in chunk), slot))
+            first = chunk[0].item
+            self.progress.worker(h.id).item = f"{first.run}:{first.record_id}" + (
+                f" +{len(h.chunks) - 1} slots" if len(h.chunks) > 1 else f" +{len(chunk) - 1}" if len(chunk) > 1
+                else "")
+        if not h.chunks:
             h.send(Stop())
             h.stopping = True
-            return
-        h.busy_since = time.monotonic()
-        h.busy_limit = self.cfg.conversation_timeout_seconds * len(chunk) + ALARM_SLACK_SECONDS \
-            + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds)
-        h.send(Assign(tuple(Job(a.item.id, a.item.run, a.item.record_id, a.item.index, a.attempt) for a in chunk)))
-        first = chunk[0].item
-        self.progress.worker(h.id).item = f"{first.run}:{first.record_id}" + (f" +{len(chunk) - 1}" if len(chunk) > 1
-                                                                              else "")
 
     def record(self, worker: int, result: Result) -> None:
         if result.item_id is not None and not self.scheduler.complete(worker, result.item_id):
@@ -189,15 +219,26 @@ class Supervisor:
             self.drain()
             how = self.pool.remove(h)
             self.progress.workers.pop(h.id, None)
+            if h.exitcode == EXIT_RETIRED and not self.error:
+                self._requeue(h, f"retired ({how})")
+                if not self.stopping and self.scheduler.has_pending():
+                    self.spawn()  # not a death: its stuck record already has its result
+                continue
             if (h.stopping and h.exitcode == 0) or h.exitcode == EXIT_BOOT_FAILED or self.error:
                 self.scheduler.lose(h.id)
                 continue  # a clean exit, or WorkerFailed already said why
             logger.warning("worker {} died ({})", h.id, how)
-            for a in self.scheduler.lose(h.id):
-                self.record(h.id, error_result(a.item.run, a.item.record_id, a.item.index,
-                                               f"worker died ({how}) on each of {a.attempt} attempts",
-                                               kind="worker_died", item_id=a.item.id, attempt=a.attempt))
+            if self.on_worker_lost is not None:  # off the loop: a docker call takes a while
+                threading.Thread(target=self.on_worker_lost, args=(h.id,), daemon=True).start()
+            self._requeue(h, f"died ({how})")
             self.replace_worker()
+
+    def _requeue(self, h: WorkerHandle, how: str) -> None:
+        """What the worker held goes back in line; what ran out of attempts is recorded as failed."""
+        for a in self.scheduler.lose(h.id):
+            self.record(h.id, error_result(a.item.run, a.item.record_id, a.item.index,
+                                           f"worker {how} on each of {a.attempt} attempts",
+                                           kind="worker_died", item_id=a.item.id, attempt=a.attempt))
 
     def replace_worker(self) -> None:
         if self.stopping or not (self.scheduler.has_pending() or self.scheduler.in_flight()):

@@ -1,8 +1,10 @@
-"""A worker process: one sandbox, one harness, then chunk of jobs -> harness -> results, with a heartbeat.
+"""A worker process: one sandbox, K slots each running records through its own harness, a heartbeat.
 
-Receives job ids on its own queue, answers on the supervisor's inbox. A record over its time
-limit is cut by SIGALRM. A sandbox that dies is replaced and the record retried once; an error
-that stops the run (a fatal provider error) ends the worker with its reason.
+Receives job ids on its own queue (each Assign names its slot), answers on the supervisor's inbox.
+One slot runs in the main thread under SIGALRM; several run in threads (runner/slot.py), each on its
+own copies of the sandbox's databases, made at boot. A sandbox that dies is replaced once for all
+slots and what each held retried once; an error that stops the run (a fatal provider error) ends
+the worker with its reason.
 """
 
 from __future__ import annotations
@@ -10,37 +12,47 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import os
+import queue
 import signal
 import sys
+import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from loguru import logger
 
 from runner.config import Config
-from runner.errors import ErrorKind, RunStopped
-from runner.gateway.process import take_usage
-from runner.harness import build_result, harness_class, id_field, reading
-from runner.harness.base import Harness, SandboxInfo, Task, WorkerInfo, sandbox_info
+from runner.errors import RunStopped
+from runner.harness import harness_class, id_field, reading
+from runner.harness.base import SandboxInfo, WorkerInfo, sandbox_info, slot_database
 from runner.inbox import Connection, Outbox
-from runner.messages import Assign, ItemDone, Job, SandboxReplaced, Stop, WorkerFailed, WorkerReady
+from runner.messages import Assign, SandboxReplaced, Stop, WorkerFailed, WorkerReady, WorkerRetiring
 from runner.ratelimit import SharedLimiter
 from runner.records import Record, load_records
 from runner.resources import die_with_parent
-from runner.result import Result, Usage, error_result, now_iso
+from runner.result import now_iso
 from runner.sandbox import make_sandbox
-from runner.sandbox.base import Sandbox, recreate_database, snapshot_database
+from runner.sandbox.base import (
+    Sandbox,
+    cancel_queries,
+    copy_databases,
+    recreate_database,
+    snapshot_database,
+    template_name,
+)
 from runner.sandbox.schema import DatabaseSpec
+from runner.slot import AlarmClock, Slot, SlotThread
 from runner.vitals import Heart
 
 EXIT_BOOT_FAILED = 3
 EXIT_RUN_STOPPED = 4
-# A command harness enforces its own limit per chunk; the alarm is the backstop a little later.
-ALARM_SLACK_SECONDS = 5.0
+EXIT_RETIRED = 5  # a slot stuck beyond reach: the worker finished its other slots' records and left
+WATCH_SECONDS = 0.1  # how often the main thread looks at its slots' clocks (K > 1)
+# A slot's harness code that has not taken its Alarm this long after it was raised is stuck in a C
+# call (a sleep, a socket read without timeout): a thread cannot be killed, so the worker retires.
+STUCK_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -57,188 +69,195 @@ class WorkerSpec:
     scratch_dir: str
     gateway_url: str | None = None
     lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
-
-
-class _Alarm(BaseException):
-    """Raised by SIGALRM. A BaseException on purpose: SDKs and harnesses catch Exception and would
-    turn the time limit into a retried connection error or a harness error."""
-
-
-def _on_alarm(signum: int, frame: Any) -> None:
-    raise _Alarm()
+    slots: int = 1
 
 
 class Worker:
     def __init__(self, spec: WorkerSpec, inbox: Any, limiter: SharedLimiter | None) -> None:
         cfg = spec.cfg
         self.spec, self.cfg, self.inbox = spec, cfg, inbox
-        self.runs = {r.name: r for r in cfg.runs}
+        self.worker_id, self.gateway_url = spec.worker, spec.gateway_url
         # The supervisor already checked every line and reported the bad ones; valid ones suffice here.
         self.records: dict[str, Record] = load_records(cfg.dataset, id_field=id_field(cfg),
                                                         skip_invalid=cfg.skip_invalid, rejects=os.devnull)
         self.reading = reading(cfg)
-        scratch = Path(spec.scratch_dir) / f"worker-{spec.worker}"
-        scratch.mkdir(parents=True, exist_ok=True)
-        self.harness: Harness = harness_class(cfg.harness.kind)(WorkerInfo(
-            spec.worker, cfg, scratch, spec.run_id, sim_url=spec.sim_url, limiter=limiter,
-            gateway_url=spec.gateway_url))
+        kind = harness_class(cfg.harness.kind)
+        self.slots = [Slot(n, self, kind(WorkerInfo(
+            spec.worker, cfg, self._scratch(n), spec.run_id, sim_url=spec.sim_url, limiter=limiter,
+            gateway_url=spec.gateway_url, slot=n, slots=spec.slots))) for n in range(spec.slots)]
+        self.threads: list[SlotThread] = []
         self.sandbox: Sandbox | None = None
         self.generation = 0
+        self.lock = threading.Lock()  # one replacement of the sandbox at a time
+        self.copying = threading.Lock()
+
+    def _scratch(self, slot: int) -> Path:
+        d = Path(self.spec.scratch_dir) / f"worker-{self.spec.worker}" / (f"slot-{slot}" if slot else "")
+        d.mkdir(parents=True, exist_ok=True)
+        return d
 
     # ------------------------------------------------------------------ the sandbox
     def boot(self) -> None:
-        """A new sandbox, the harness attached to it (and a template for `reset: recreate`)."""
-        self.generation += 1
+        """A new sandbox with every slot's databases (and templates for `reset: recreate`)."""
         s = self.spec
         sb = make_sandbox(s.sandbox_kind, s.database, image=s.image, run_id=s.run_id, owner_pid=s.supervisor_pid,
-                          name_hint=f"w{s.worker}g{self.generation}", memory=s.cfg.container_memory,
-                          cpus=s.cfg.container_cpus, dsn=s.cfg.dsn, tmpfs=s.cfg.sandbox_tmpfs())
+                          name_hint=f"w{s.worker}g{self.generation + 1}", memory=s.cfg.sandbox_memory(s.slots),
+                          cpus=s.cfg.container_cpus, dsn=s.cfg.dsn, tmpfs=s.cfg.sandbox_tmpfs(),
+                          connections=connections_for(s.slots))
         try:
             sb.start()
             self.sandbox = sb
-            if self.cfg.harness.reset == "recreate":
-                assert sb.endpoint is not None
-                snapshot_database(sb.endpoint, self.main_db())
-            self.harness.attach(self.sandbox_info())
+            assert sb.endpoint is not None
+            # Templates while nobody is connected: each slot copies its databases from them when it attaches.
+            names = [d.name for d in self.slot_info(0).databases.values()] if s.slots > 1 else []
+            if self.cfg.harness.reset == "recreate" and self.main_db() not in names:
+                names.append(self.main_db())
+            for name in names:
+                snapshot_database(sb.endpoint, name)
         except BaseException:
-            self.teardown()
             sb.stop()
+            self.sandbox = None
             raise
+        self.generation += 1
+
+    def start_slots(self) -> None:
+        """Attach every slot's harness: in this thread for one slot, in each slot's thread for several.
+        Slot 0 attaches before the worker says it is ready (a harness that cannot load fails the boot);
+        the others copy their databases and attach meanwhile, each saying so when done (SlotReady)."""
+        if len(self.slots) == 1:
+            self.slots[0].attach()
+            return
+        self.threads = [SlotThread(slot, self.cancel_queries) for slot in self.slots]
+        for t in self.threads:
+            t.start()
+        first = self.threads[0]
+        first.attached.wait()
+        if first.failure is not None:
+            raise first.failure
+
+    def slot_databases(self, slot: int) -> None:
+        """Slot `slot`'s own copies of the sandbox's databases, from the templates made at boot."""
+        if slot == 0 or self.sandbox is None or self.sandbox.endpoint is None:
+            return
+        dbs = self.slot_info(0).databases.values()
+        with self.copying:  # one CREATE DATABASE at a time: K at once only time out each other's logins
+            copy_databases(self.sandbox.endpoint, [(template_name(d.name), slot_database(d.name, slot)) for d in dbs])
 
     def main_db(self) -> str:
         return getattr(self.sandbox, "dbname", None) or self.spec.database.name
 
-    def sandbox_info(self) -> SandboxInfo:
+    def slot_info(self, slot: int) -> SandboxInfo:
         assert self.sandbox is not None and self.sandbox.endpoint is not None
-        return sandbox_info(self.sandbox, self.spec.database, self.main_db())
+        return sandbox_info(self.sandbox, self.spec.database, self.main_db(), slot)
 
-    def teardown(self) -> None:
-        with contextlib.suppress(Exception):
-            self.harness.detach()
+    def sandbox_id(self) -> str | None:
+        return self.sandbox.id if self.sandbox else None
+
+    def stop_sandbox(self) -> None:
         if self.sandbox is not None:
             self.sandbox.stop()
             self.sandbox = None
 
-    def replace_sandbox(self, why: BaseException | str) -> None:
-        assert self.sandbox is not None
-        old = self.sandbox.id
-        logger.warning("sandbox {} is gone ({}); starting a new one", old, why)
-        self.teardown()
-        self.boot()
-        assert self.sandbox is not None
-        self.inbox.put(SandboxReplaced(self.spec.worker, old, self.sandbox.id, str(why)[:200]))
+    def replace_sandbox(self, why: str, seen: int) -> None:
+        """A new sandbox, unless another slot already replaced the one `seen` (a generation)."""
+        with self.lock:
+            if self.generation != seen:
+                return
+            old = self.sandbox.id if self.sandbox else "?"
+            logger.warning("sandbox {} is gone ({}); starting a new one", old, why)
+            self.stop_sandbox()
+            self.boot()
+            assert self.sandbox is not None
+            self.inbox.put(SandboxReplaced(self.spec.worker, old, self.sandbox.id, why[:200]))
 
     def sandbox_dead(self) -> bool:
-        return self.sandbox is None or not self.sandbox.alive()
+        sb = self.sandbox  # another slot may be replacing it right now
+        try:
+            return sb is None or not sb.alive()
+        except Exception:  # cannot tell: the caller's retry path finds out (replace_sandbox waits its turn)
+            return True
+
+    def reset_slot(self, slot: int) -> None:
+        if self.sandbox is not None and self.sandbox.endpoint is not None:
+            main = self.main_db()
+            recreate_database(self.sandbox.endpoint, slot_database(main, slot), template=main)
+
+    def cancel_queries(self, slot: int) -> None:
+        if self.sandbox is not None and self.sandbox.endpoint is not None:
+            cancel_queries(self.sandbox.endpoint, [d.name for d in self.slot_info(slot).databases.values()])
 
     # ------------------------------------------------------------------ jobs
-    def serve(self, tasks: Any, heart: Heart) -> None:
+    def serve(self, tasks: Any, heart: Heart) -> bool:
+        """Run what the supervisor assigns until told to stop; False if the worker had to retire."""
+        if not self.threads:
+            self._serve_inline(tasks, heart)
+            return True
+        return self._serve_threads(tasks, heart)
+
+    def _serve_inline(self, tasks: Any, heart: Heart) -> None:
+        clock = AlarmClock()
+        clock.install()
         while True:
             msg = tasks.get()
             if isinstance(msg, Stop):
                 return
             assert isinstance(msg, Assign)
             heart.item_id = msg.jobs[0].item_id
-            for job, result in self.handle(msg.jobs):
-                result = result.model_copy(update={
-                    "worker": self.spec.worker, "sandbox_id": self.sandbox.id if self.sandbox else None,
-                    "attempt": job.attempt, "item_id": job.item_id, "index": job.index})
-                self.inbox.put(ItemDone(self.spec.worker, job.item_id, result.to_json()))
+            self.slots[0].serve(msg, clock)
             heart.item_id = None
 
-    def handle(self, jobs: tuple[Job, ...]) -> Iterator[tuple[Job, Result]]:
-        """Each job's result; a lost sandbox is replaced and what it held retried once."""
-        left = list(jobs)
-        for tries in (1, 2):
-            lost: list[Job] = []
-            for job, res in self.attempt(left):
-                if res.error_kind in ("harness_error", "database") and tries == 1 and self.sandbox_dead():
-                    lost.append(job)
-                else:
-                    yield job, res
-            if not lost:
-                return
-            self.replace_sandbox(f"{len(lost)} record(s) failed and the database no longer answers")
-            left = lost
-        for job in left:
-            yield job, error_result(job.run, job.record_id, job.index, "sandbox lost twice", kind="sandbox_lost")
+    def _serve_threads(self, tasks: Any, heart: Heart) -> bool:
+        """Hand each chunk to its slot's thread; watch the slots' clocks; end when told, after the
+        chunks in hand (or at once when a slot failed in a way that ends the worker). A slot stuck
+        beyond reach: its records time out, the others finish theirs, and the worker retires."""
+        stopping = retired = False
+        while True:
+            msg = None
+            if not stopping:
+                with contextlib.suppress(queue.Empty):
+                    msg = tasks.get(timeout=WATCH_SECONDS)
+            else:
+                time.sleep(WATCH_SECONDS)
+            now = time.monotonic()
+            for t in self.threads:
+                t.clock.check(now)
+                if t.failure is not None:
+                    raise t.failure
+                if not t.slot.abandoned and t.current is not None and t.clock.stuck(now, STUCK_GRACE_SECONDS):
+                    logger.error("slot {} is stuck past its time limit where it cannot be cut (see the stack "
+                                 "below); its records time out and this worker retires after its other slots",
+                                 t.slot.n)
+                    with open(Path(self.spec.log_dir) / f"worker-{self.worker_id}.log", "a") as log:
+                        faulthandler.dump_traceback(file=log, all_threads=True)
+                    t.slot.abandon(t.current, t.clock.started or (now_iso(), now))
+                    self.inbox.put(WorkerRetiring(self.worker_id, f"slot {t.slot.n} stuck"))
+                    retired = True
+                    stopping = stopping or self._stop_threads()
+            if isinstance(msg, Stop):
+                stopping = stopping or self._stop_threads()
+            elif isinstance(msg, Assign):
+                heart.item_id = msg.jobs[0].item_id
+                self.threads[msg.slot].jobs.put(msg)
+            if stopping and not any(t.is_alive() and not t.slot.abandoned for t in self.threads):
+                return not retired
 
-    def attempt(self, jobs: list[Job]) -> Iterator[tuple[Job, Result]]:
-        """Run jobs through the harness under the time limit; every job comes back with a result."""
-        by_item = {j.item_id: j for j in jobs}
-        tasks = [self.task(j) for j in jobs]
-        left = dict(by_item)
-        limit = self.cfg.conversation_timeout_seconds * len(jobs)
-        started = (now_iso(), time.monotonic())  # a chunk's records run together
-        if self.cfg.harness.reset == "recreate" and self.sandbox is not None and self.sandbox.endpoint is not None:
-            recreate_database(self.sandbox.endpoint, self.main_db())
-        signal.setitimer(signal.ITIMER_REAL, limit + (ALARM_SLACK_SECONDS if len(jobs) > 1 else 0))
-        usage: list[Usage] = []
-        try:
-            for n, (task, outcome) in enumerate(self.harness.run(tasks)):
-                job = left.pop(task.item_id)
-                if self.spec.gateway_url is not None:
-                    usage = usage or self._gateway_usage(len(jobs))
-                    outcome.usage = usage[n] if n < len(usage) else outcome.usage
-                yield job, build_result(task, outcome, job.index, started, self.reading, share=len(jobs))
-        except _Alarm:
-            yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_timeout_seconds:g}s",
-                                      "timeout", started, self._spent(len(jobs), usage))
-            self._reconnect()  # the cut may have left a query half-done on a connection
-        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
-            yield from self._fail_all(left, str(e), "database", started, self._spent(len(jobs), usage))
-            if not self.sandbox_dead():
-                self._reconnect()
-        except RunStopped:
-            raise
-        except Exception as e:  # a bug or an unexpected answer: these records fail, the worker goes on
-            logger.exception("harness failed")
-            yield from self._fail_all(left, f"{type(e).__name__}: {e}", "harness_error", started,
-                                      self._spent(len(jobs), usage))
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-
-    def _spent(self, parts: int, taken: list[Usage]) -> list[Usage]:
-        """What the records cut short had cost, in chunk order: the gateway's count for a user harness's
-        SDK calls, else the harness's own count for the record it was running."""
-        if self.spec.gateway_url is None:
-            return [self.harness.spent()]
-        return taken or self._gateway_usage(parts)
-
-    def _gateway_usage(self, parts: int) -> list[Usage]:
-        """What this worker's SDK calls through the gateway cost since its last record."""
-        assert self.spec.gateway_url is not None
-        try:
-            return take_usage(self.spec.gateway_url, self.spec.worker, parts)
-        except OSError as e:  # the counts are a nicety: the record's result must not wait on them
-            logger.warning("could not read this record's model calls from the gateway: {}", e)
-            return []
-
-    def _fail_all(self, left: dict[int, Job], why: str, kind: ErrorKind, started: tuple[str, float],
-                  spent: list[Usage]) -> Iterator[tuple[Job, Result]]:
-        """Every job left fails with why; each keeps its time and what its calls cost."""
-        started_at, t0 = started
-        wall = round((time.monotonic() - t0) / max(1, len(left)), 4)
-        if len(spent) > 1:  # a share per record of the chunk: the ones already done took theirs
-            spent = spent[-len(left):]
-        shares = spent + [Usage()] * (len(left) - len(spent))
-        for job, usage in zip(list(left.values()), shares, strict=False):
-            yield job, error_result(job.run, job.record_id, job.index, why, kind=kind, started_at=started_at,
-                                    wall_seconds=wall, usage=usage)
-        left.clear()
-
-    def _reconnect(self) -> None:
-        with contextlib.suppress(Exception):
-            self.harness.detach()
-            self.harness.attach(self.sandbox_info())
-
-    def task(self, job: Job) -> Task:
-        return Task(job.item_id, self.runs[job.run], job.record_id, self.records[job.record_id].data, job.attempt)
+    def _stop_threads(self) -> bool:
+        for t in self.threads:
+            t.jobs.put(None)
+        return True
 
     def close(self) -> None:
-        self.teardown()
-        with contextlib.suppress(Exception):
-            self.harness.close()
+        for slot in self.slots:  # threads still running send nothing more: their clients are closing
+            slot.abandoned = True
+        for slot in self.slots:
+            slot.close()
+        self.stop_sandbox()
+
+
+def connections_for(slots: int) -> int:
+    """PostgreSQL's max_connections for K slots: a harness may hold a few per database (the CRM holds
+    two, one per database), plus the runner's own and headroom."""
+    return max(100, 4 * slots + 20)
 
 
 def _on_term(signum: int, frame: object) -> None:
@@ -253,7 +272,6 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
     # command harness's processes are removed on the way out.
     signal.signal(signal.SIGTERM, _on_term)
     die_with_parent(spec.supervisor_pid)
-    signal.signal(signal.SIGALRM, _on_alarm)
     logger.remove()
     log_path = Path(spec.log_dir) / f"worker-{spec.worker}.log"
     logger.add(log_path, level="DEBUG", enqueue=False)
@@ -261,14 +279,18 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
     faulthandler.enable(open(log_path, "a"))  # noqa: SIM115 - open for the life of the process
     logger.info("worker {} starting (pid {}, sandbox {}, harness {})", spec.worker, os.getpid(), spec.sandbox_kind,
                 spec.cfg.harness.kind)
+    if limiter is not None:
+        limiter.lane = spec.lane
+    worker: Worker | None = None
     try:
-        if limiter is not None:
-            limiter.lane = spec.lane
         worker = Worker(spec, inbox, limiter)
         worker.boot()
-    except SystemExit:  # told to stop while booting: not a boot failure
-        raise
+        worker.start_slots()
     except BaseException as e:
+        if worker is not None:
+            worker.close()
+        if isinstance(e, SystemExit):  # told to stop while booting: not a boot failure
+            raise
         logger.exception("boot failed")
         inbox.put(WorkerFailed(spec.worker, f"{type(e).__name__}: {e}", at_boot=True))
         sys.exit(EXIT_BOOT_FAILED)
@@ -278,7 +300,8 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
     heart.start()
     code = 0
     try:
-        worker.serve(tasks, heart)
+        if not worker.serve(tasks, heart):
+            code = EXIT_RETIRED
     except RunStopped as e:
         logger.error("stopping the run: {}", e)
         inbox.put(WorkerFailed(spec.worker, str(e), at_boot=False))

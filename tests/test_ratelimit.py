@@ -127,3 +127,24 @@ def test_a_dead_workers_reservations_are_reclaimed_by_its_lane() -> None:
     assert limiter.reclaim(1) == 3
     assert limiter.snapshot(0)["in_flight"] == 1  # only this process's own, still held
     assert mine is not None and isinstance(limiter.try_acquire(0, 10, 0), Reservation)
+
+
+def _die_holding_the_lock(limiter: SharedLimiter) -> None:
+    import os
+
+    limiter._lock.acquire()
+    os._exit(9)  # as a worker killed (or exiting) while one of its slot threads was inside the budget
+
+
+def test_a_process_that_died_holding_the_budgets_lock_does_not_hang_everyone(monkeypatch: Any) -> None:
+    import runner.ratelimit as rl
+
+    monkeypatch.setattr(rl, "LOCK_STALE_SECONDS", 0.5)
+    limiter = SharedLimiter({"p": Limits(rpm=10_000)}, {}, lanes=1)
+    p = mp.get_context("spawn").Process(target=_die_holding_the_lock, args=(limiter,))
+    p.start()
+    p.join(30)
+    assert p.exitcode == 9
+    t0 = time.monotonic()
+    assert limiter.try_acquire(limiter.slot("p"), 10) is not None  # broken after the stale wait, not forever
+    assert limiter.reclaim(0) >= 0 and time.monotonic() - t0 < 5

@@ -61,3 +61,32 @@ def test_a_result_that_arrives_after_its_item_was_requeued_still_counts_once() -
     s.lose(0)  # the supervisor thought worker 0 was dead...
     assert s.complete(0, a.item.id) is True  # ...but its result arrives
     assert s.take(1) == [] and not s.has_pending()  # the requeued copy is skipped
+
+
+def test_a_worker_with_slots_holds_several_and_its_death_requeues_each_to_run_alone() -> None:
+    s = Scheduler(_items(n=4), max_attempts=3)
+    held = [s.take(0)[0] for _ in range(3)]  # three slots of worker 0
+    assert s.in_flight() == 3 and len(s.held(0)) == 3
+    s.take(1)  # worker 1 is busy too
+    assert s.lose(0) == []
+    # a busy worker gets what is behind the suspects, not the suspects
+    behind = s.take(1)
+    assert behind and not behind[0].alone and behind[0].item.id not in {a.item.id for a in held}
+    # an idle worker gets one suspect, by itself, and nothing more until it is done
+    solo = s.take(2)
+    assert [a.item.id for a in solo] == [held[0].item.id] and solo[0].alone and solo[0].attempt == 2
+    assert s.take(2) == []
+    s.complete(2, held[0].item.id)
+    assert [a.item.id for a in s.take(2)] == [held[1].item.id]
+
+
+def test_the_culprit_among_slots_spends_its_own_attempts_and_its_neighbours_finish() -> None:
+    s = Scheduler(_items(n=2, runs="a"), max_attempts=2)
+    s.take(0)
+    s.take(0)  # both records in flight on worker 0; record 0 is what kills it
+    assert s.lose(0) == []
+    assert [a.item.id for a in s.take(1)] == [0]  # alone: worker 1 holds nothing else
+    assert [(a.item.id, a.attempt) for a in s.lose(1)] == [(0, 2)]  # died again, alone: exhausted
+    second = s.take(2)
+    assert [(a.item.id, a.attempt) for a in second] == [(1, 2)]  # its neighbour runs alone, and finishes
+    assert s.complete(2, 1) and not s.has_pending() and s.in_flight() == 0

@@ -34,7 +34,7 @@ class GatewayServer(ServerProcess):
             return dict(json.loads(r.read()))
 
 
-def take_usage(gateway_url: str, worker: int, parts: int = 1) -> list[Usage]:
+def take_usage(gateway_url: str, worker: int | str, parts: int = 1) -> list[Usage]:
     """The calls a worker made since it last asked, as result usage; split evenly over `parts` records
     that ran together (a command harness's chunk shares its calls as it shares its time)."""
     req = urllib.request.Request(f"{gateway_url}/workers/{worker}/take", method="POST", data=b"")

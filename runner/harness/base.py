@@ -56,12 +56,19 @@ class SandboxInfo:
         return self.databases[self.main]
 
 
-def sandbox_info(sb: Any, spec: Any, main: str | None = None) -> SandboxInfo:
-    """What a harness sees of a started sandbox: the spec's databases at its endpoint, `main` first."""
+def sandbox_info(sb: Any, spec: Any, main: str | None = None, slot: int = 0) -> SandboxInfo:
+    """What a harness sees of a started sandbox: the spec's databases at its endpoint, `main` first;
+    a worker's slot n > 0 has its own copy of each (slot_database)."""
     e = sb.endpoint
     main = main or spec.name
     names = (main, *(n for n in spec.databases if n != spec.name))
-    return SandboxInfo(sb.id, {n: Database(e.host, e.port, e.user, e.password, n) for n in names}, main)
+    return SandboxInfo(sb.id, {n: Database(e.host, e.port, e.user, e.password, slot_database(n, slot))
+                               for n in names}, main)
+
+
+def slot_database(name: str, slot: int) -> str:
+    """The database `name` as slot `slot` of a worker has it (slot 0: the sandbox's own)."""
+    return name if slot == 0 else f"{name}__s{slot}"
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,13 @@ class WorkerInfo:
     sim_url: str | None = None
     limiter: Any = None
     gateway_url: str | None = None  # a user harness's SDK calls go here (runner/gateway)
+    slot: int = 0  # one of the worker's K slots (runner/slot.py); slots > 0 run in threads
+    slots: int = 1
+
+    @property
+    def caller(self) -> str:
+        """Who the gateway counts this slot's calls to: the worker, and its slot when it has several."""
+        return str(self.worker) if self.slot == 0 else f"{self.worker}.{self.slot}"
 
 
 class Harness(ABC):
@@ -132,7 +146,7 @@ class Harness(ABC):
         info = self.info
         if info.gateway_url is None:
             return {}
-        return gateway_env(info.gateway_url, run, info.worker, simulated=info.sim_url is not None)
+        return gateway_env(info.gateway_url, run, info.caller, simulated=info.sim_url is not None)
 
     def attach(self, sandbox: SandboxInfo) -> None:
         """The worker's sandbox is (newly) up: connect, warm caches."""

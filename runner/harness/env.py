@@ -39,6 +39,15 @@ def connection_env(sb: SandboxInfo) -> dict[str, str]:
     return env
 
 
+def per_slot_keys(cfg: Config, sb: SandboxInfo) -> set[str]:
+    """Variables whose value depends on the slot (its databases) or the run (its env:): with slots in
+    threads, the process-wide value of these would be some other slot's (runner/harness/slot_env.py)."""
+    keys = {"DB_NAME", "POSTGRES_DB", "PGDATABASE"} | {k for k in connection_env(sb) if k.endswith("DATABASE_URL")}
+    for run in cfg.runs:
+        keys |= run.env.keys()
+    return keys | {"RUNNER_RUN"}
+
+
 def template_values(sb: SandboxInfo, run: RunSpec) -> dict[str, str]:
     db = sb.db
     vals = {"host": db.host, "port": str(db.port), "user": db.user, "password": db.password,
@@ -74,7 +83,7 @@ def dotenv_file(cfg: Config) -> dict[str, str]:
     return {k: v for k, v in dotenv_values(path).items() if v is not None and k not in os.environ}
 
 
-def gateway_env(gateway: str, run: str, worker: int, *, simulated: bool) -> dict[str, str]:
+def gateway_env(gateway: str, run: str, worker: int | str, *, simulated: bool) -> dict[str, str]:
     """The variables the official SDKs and LiteLLM read, pointed at the gateway with run and worker in
     the path; on the simulator, stand-in keys where none are set (the SDKs refuse to start without)."""
     base = f"{gateway}/run/{run}/worker/{worker}"

@@ -23,7 +23,8 @@ from loguru import logger
 
 from runner.config import resolve_path
 from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task
-from runner.harness.env import harness_env
+from runner.harness.env import harness_env, per_slot_keys
+from runner.harness.slot_env import install, set_slot_env
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,10 @@ class PythonHarness(Harness):
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
         cfg = self.info.cfg
+        if self.info.slots > 1:  # slots run in threads of one process: each reads its own variables
+            install(per_slot_keys(cfg, sandbox))
         # Environment first: a harness module may read its settings at import time.
-        os.environ.update(harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name)))
+        self._export(harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name)))
         for p in reversed(cfg.harness.pythonpath):
             path = str(resolve_path(cfg, p))
             if path not in sys.path:
@@ -99,11 +102,17 @@ class PythonHarness(Harness):
         assert self.sandbox is not None
         for task in tasks:
             env = harness_env(self.info.cfg, self.sandbox, task.run, gateway=self.gateway_env(task.run.name))
-            os.environ.update(env)
+            self._export(env)
             ctx = Context(run=task.run.name, params=task.run.params, worker=self.info.worker, attempt=task.attempt,
                           record_id=task.record_id, db=self.sandbox.db, databases=self.sandbox.databases, env=env,
                           scratch=self.info.scratch, logger=logger.bind(record=task.record_id, run=task.run.name))
             yield task, self._call(task, ctx)
+
+    def _export(self, env: dict[str, str]) -> None:
+        if self.info.slots > 1:
+            set_slot_env(env)
+        else:
+            os.environ.update(env)
 
     def _call(self, task: Task, ctx: Context) -> Outcome:
         try:

@@ -198,6 +198,12 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Prov
 def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: SharedLimiter | None,
                 cache: ResponseCache | None) -> ModelClient:
     provider, wire_model = make_provider(ref, cfg, sim_url)
+    return client_over(provider, wire_model, ref, cfg, limiter=limiter, cache=cache)
+
+
+def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config, *, limiter: SharedLimiter | None,
+                cache: ResponseCache | None) -> ModelClient:
+    """A client with its own counts over a provider (SDK client) that others may share."""
     slot = None
     if limiter is not None:
         k = limiter_key(cfg, ref.provider, ref.model)

@@ -95,18 +95,34 @@ class Sandbox(Resource):
 def snapshot_database(endpoint: Endpoint, name: str) -> None:
     """Keep `name` as it is now as a template, for `reset: recreate` (connections to it must be closed)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(_template(name))))
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(_template(name)),
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(template_name(name))))
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(template_name(name)),
                                                                       sql.Identifier(name)))
 
 
-def recreate_database(endpoint: Endpoint, name: str) -> None:
-    """`name` back to its snapshot: whatever the last record left behind is gone (sessions too)."""
+def recreate_database(endpoint: Endpoint, name: str, template: str | None = None) -> None:
+    """`name` back to the snapshot of `template` (itself by default): whatever the last record left
+    behind is gone (sessions too)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
-                                                                      sql.Identifier(_template(name))))
+                                                                      sql.Identifier(template_name(template or name))))
 
 
-def _template(name: str) -> str:
+def copy_databases(endpoint: Endpoint, copies: list[tuple[str, str]]) -> None:
+    """CREATE DATABASE new TEMPLATE old for each (old, new): a worker's slots get their own databases,
+    as they were at boot (nobody may be connected to `old` meanwhile)."""
+    with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
+        for old, new in copies:
+            conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(new), sql.Identifier(old)))
+
+
+def cancel_queries(endpoint: Endpoint, databases: list[str]) -> None:
+    """Cancel whatever runs on these databases (a slot over its time limit), leaving sessions open."""
+    with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=5) as conn:
+        conn.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = ANY(%s) "
+                     "AND pid <> pg_backend_pid()", (databases,))
+
+
+def template_name(name: str) -> str:
     return f"{name}__runner_template"

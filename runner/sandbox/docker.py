@@ -43,10 +43,12 @@ class DockerSandbox(Sandbox):
     kind = "docker"
 
     def __init__(self, image: str, user: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
-                 keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0, tmpfs: bool = False) -> None:
+                 keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0, tmpfs: bool = False,
+                 connections: int = 100) -> None:
         super().__init__()
         self.image, self.user, self.run_id, self.owner_pid = image, user, run_id, owner_pid
         self.memory, self.cpus, self.keep, self.boot_timeout, self.tmpfs = memory, cpus, keep, boot_timeout, tmpfs
+        self.connections = connections
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
         self._container: DockerContainer | None = None
 
@@ -55,6 +57,7 @@ class DockerSandbox(Sandbox):
         labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.owner-pid": str(self.owner_pid),
                   f"{LABEL}.owner": owner_identity(self.owner_pid), f"{LABEL}.keep": "1" if self.keep else "0"}
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
+        c.with_command(f"-c max_connections={self.connections}")  # the entrypoint hands these to postgres
         c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
         if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)
             c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(TMPFS_PATH)  # docker's default mode: 1777
@@ -83,10 +86,12 @@ class DockerSandbox(Sandbox):
         try:
             w = self._container.get_wrapped_container()
             w.reload()
+            if w.status in ("exited", "dead"):
+                return f"status {w.status}; logs: {w.logs(tail=20).decode(errors='replace')}"
         except NotFound:
             return "container was removed"
-        if w.status in ("exited", "dead"):
-            return f"status {w.status}; logs: {w.logs(tail=20).decode(errors='replace')}"
+        except DockerException as e:  # e.g. 409: being removed (another slot is replacing it) or dead
+            return f"container is going away: {e}"
         return None
 
     def alive(self) -> bool:
@@ -107,12 +112,14 @@ class DockerSandbox(Sandbox):
         self._container = None
 
 
-def remove_stale(*, run_id: str | None = None) -> int:
-    """Remove this project's containers: those of `run_id`, or (None) those whose owner run is gone
-    (judged by `owner.is_stale`, never by a bare pid another PID namespace may not see).
+def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int:
+    """Remove this project's containers: those of `run_id` (of its `worker` only, if given: one that
+    died), or (None) those whose owner run is gone (judged by `owner.is_stale`, never by a bare pid
+    another PID namespace may not see).
 
     Containers started by `runner debug` carry keep=1 and survive the sweep of other runs.
     """
+    mine = f"/pgsr-{(run_id or '')[:8]}-w{worker}g"  # DockerSandbox's name for the worker's sandboxes
     try:
         client = docker.from_env(timeout=30)
     except DockerException:
@@ -124,6 +131,8 @@ def remove_stale(*, run_id: str | None = None) -> int:
             labels = c.attrs.get("Labels") or {}
             if run_id is not None:
                 if labels.get(f"{LABEL}.run") != run_id:
+                    continue
+                if worker is not None and not any(n.startswith(mine) for n in c.attrs.get("Names") or ()):
                     continue
             else:
                 if labels.get(f"{LABEL}.keep") == "1" or not is_stale(labels.get(f"{LABEL}.owner"),

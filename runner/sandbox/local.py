@@ -207,9 +207,9 @@ class LocalSandbox(Sandbox):
     kind = "local"
 
     def __init__(self, spec: DatabaseSpec, *, name_hint: str = "w", boot_timeout: float = 30.0,
-                 keep: bool = False) -> None:
+                 keep: bool = False, connections: int = 100) -> None:
         super().__init__()
-        self.spec = spec
+        self.spec, self.connections = spec, connections
         self.id = f"local-{name_hint}-{uuid.uuid4().hex[:6]}"
         self.boot_timeout, self.keep = boot_timeout, keep
         self._proc: subprocess.Popen[bytes] | None = None
@@ -238,7 +238,8 @@ class LocalSandbox(Sandbox):
             port = _free_port()
             log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
             self._proc = subprocess.Popen(
-                [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock")],
+                [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock"),
+                 "-c", f"max_connections={self.connections}"],
                 stdout=log, stderr=subprocess.STDOUT, preexec_fn=None if self.keep else _die_with_parent,
                 start_new_session=True, **_as_user(user))  # type: ignore[call-overload]
             log.close()

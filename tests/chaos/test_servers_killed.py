@@ -64,7 +64,9 @@ def test_a_killed_simulator_is_restarted_and_no_record_fails(tmp_path: Path, loc
 
 def test_a_killed_gateway_is_restarted_on_its_port(tmp_path: Path, local_bindir: str) -> None:
     records = [{"id": f"r{i}"} for i in range(12)]
-    cfg = toy_config(tmp_path, TOY_PYTHON.replace(":play", ":ask"), records, extra="providers_mode: sim")
+    # a time limit that outlasts the restart on a loaded machine (toy_config's 4 s is for its hang test)
+    cfg = toy_config(tmp_path, TOY_PYTHON.replace(":play", ":ask"), records,
+                     extra="providers_mode: sim\nconversation_timeout_seconds: 60")
     cfg.write_text(cfg.read_text().replace("params: {greeting: hello}", "params: {model: claude-sonnet-5-5}")
                    + "simulator: {latency: {p50_ms: 150}}\n")
     out = tmp_path / "out"

@@ -108,3 +108,36 @@ def test_debug_runs_one_record_of_a_users_harness_and_leaves_its_database(tmp_pa
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(dsn, connect_timeout=3).close()
     assert shlex.split(stop)[0] == "kill"
+
+
+def test_slots_run_records_at_once_each_on_its_own_database(tmp_path: Path, local_bindir: str) -> None:
+    """One worker, four slots (threads): each record sees only its slot's database through the same DB_*
+    variables, a hung record is cut at its limit without stopping the others, a crash requeues."""
+    records = [{"id": f"r{i}", "nap": 0.4} for i in range(12)] + [{"id": "hang", "do": "hang"},
+                                                                  {"id": "boom", "do": "raise"}]
+    code, log, out = _run(tmp_path, TOY_PYTHON + "  reset: recreate\n", records, "-w", "1", "--slots", "4")
+    assert code == 0, log[-3000:]
+    res = _results(out)
+    assert set(res) == {r["id"] for r in records}
+    ok = [r for r in res.values() if r["status"] == "ok"]
+    assert len(ok) == 12 and {r["worker"] for r in ok} == {0}
+    # the env a thread reads is its slot's: the same database ctx names, and more than one of them in use
+    assert all(r["output"]["db"] == r["output"]["ctx_db"] for r in ok)
+    assert {r["output"]["db"] for r in ok} <= {"toy", "toy__s1", "toy__s2", "toy__s3"}
+    assert len({r["output"]["db"] for r in ok}) >= 3
+    # records ran side by side (each naps 0.4 s after its write), yet none saw another's row
+    assert [r["output"]["visits"] for r in ok] == [1] * 12
+    assert res["hang"]["error_kind"] == "timeout" and res["boom"]["error_kind"] == "harness_error"
+
+
+def test_command_harness_slots_run_chunks_side_by_side(tmp_path: Path, local_bindir: str) -> None:
+    harness = ("  kind: command\n  chunk_size: 2\n"
+               f"  command: ['{{python}}', '{TOY / 'toycli.py'}', '{{input}}', '{{output}}']\n")
+    records = [{"id": f"ok{i}", "nap": 0.3} for i in range(12)]
+    code, log, out = _run(tmp_path, harness, records, "-w", "1", "--slots", "3")
+    assert code == 0, log[-3000:]
+    res = _results(out)
+    assert set(res) == {r["id"] for r in records} and all(r["status"] == "ok" for r in res.values())
+    # each chunk's process got its slot's database in its environment
+    assert len({r["output"]["db"] for r in res.values()}) >= 2
+    assert {r["output"]["db"] for r in res.values()} <= {"toy", "toy__s1", "toy__s2"}

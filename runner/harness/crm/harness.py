@@ -14,13 +14,14 @@ from typing import Any
 
 import psycopg
 
+from runner.config import ModelRef
 from runner.errors import ConversationFailed, SandboxBootError
 from runner.harness.base import Defaults, Harness, Outcome, SandboxInfo, Task, WorkerInfo
 from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import Conversation, check
 from runner.harness.crm.episode import Expectations, run_episode, stats_delta, usage_of
-from runner.models.client import CallStats, ModelClient, make_client
+from runner.models.client import CallStats, ModelClient, client_over, make_provider
 from runner.records import Check
 from runner.result import Usage
 from runner.sandbox.schema import DatabaseSpec
@@ -36,25 +37,17 @@ class CrmHarness(Harness):
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
+        # What the slots of a worker share: the SDK clients (thread-safe HTTP pools), the cache's
+        # SQLite connection, the telemetry connection. Each slot keeps its own counts (ModelClient).
+        self.shared = _Shared.join(info)
         cfg = info.cfg
-        self.cache = None
-        if cfg.cache:
-            from runner.cache import DEFAULT_DIR, ResponseCache
-
-            self.cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
+        self.cache = self.shared.cache
         self.clients: dict[str, tuple[ModelClient, ModelClient | None]] = {}
         for run in cfg.model_runs():
-            agent = make_client(run.model_ref(), cfg, sim_url=info.sim_url, limiter=info.limiter, cache=self.cache)
-            teacher = make_client(run.teacher, cfg, sim_url=info.sim_url, limiter=info.limiter, cache=self.cache) \
-                if run.teacher else None
+            agent = self.shared.client(run.model_ref())
+            teacher = self.shared.client(run.teacher) if run.teacher else None
             self.clients[run.name] = (agent, teacher)
-        self.telemetry_sink: psycopg.Connection[Any] | None = None
-        if cfg.telemetry_dsn:
-            try:
-                self.telemetry_sink = db.connect(cfg.telemetry_dsn)
-                telemetry.ensure_schema(self.telemetry_sink)
-            except psycopg.Error as e:
-                raise SandboxBootError(f"cannot reach the telemetry database: {e}") from e
+        self.telemetry_sink = self.shared.telemetry_sink
         self.expectations = Expectations(self.cache)
         self.current: list[ModelClient] = []  # the clients of the record being run, and their counts before it
         self.before: list[CallStats] = []
@@ -102,11 +95,53 @@ class CrmHarness(Harness):
 
     def close(self) -> None:
         self.detach()
-        for agent, teacher in self.clients.values():
-            for client in (agent, teacher):
-                if client is not None:
-                    with contextlib.suppress(Exception):
-                        client.close()  # the SDKs' HTTP connection pools
+        self.shared.leave()
+
+
+class _Shared:
+    """One per worker process, joined by each slot's harness, closed when the last one leaves."""
+
+    joined: dict[int, _Shared] = {}  # by id of the worker's config: every slot of a worker has the same one
+
+    def __init__(self, info: WorkerInfo) -> None:
+        cfg = self.cfg = info.cfg
+        self.info, self.members = info, 0
+        self.cache = None
+        if cfg.cache:
+            from runner.cache import DEFAULT_DIR, ResponseCache
+
+            self.cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
+        self.providers: dict[tuple[str, str, str], tuple[Any, str]] = {}
+        self.telemetry_sink: psycopg.Connection[Any] | None = None
+        if cfg.telemetry_dsn:
+            try:
+                self.telemetry_sink = db.connect(cfg.telemetry_dsn)
+                telemetry.ensure_schema(self.telemetry_sink)
+            except psycopg.Error as e:
+                raise SandboxBootError(f"cannot reach the telemetry database: {e}") from e
+
+    @classmethod
+    def join(cls, info: WorkerInfo) -> _Shared:
+        shared = cls.joined.get(id(info.cfg)) or cls.joined.setdefault(id(info.cfg), cls(info))
+        shared.members += 1
+        return shared
+
+    def client(self, ref: ModelRef) -> ModelClient:
+        """A client of its own (its counts are one slot's), over the process's one SDK client for ref."""
+        key = (ref.provider, ref.model, ref.sim_model or "")
+        if key not in self.providers:
+            self.providers[key] = make_provider(ref, self.cfg, self.info.sim_url)
+        provider, wire_model = self.providers[key]
+        return client_over(provider, wire_model, ref, self.cfg, limiter=self.info.limiter, cache=self.cache)
+
+    def leave(self) -> None:
+        self.members -= 1
+        if self.members > 0:
+            return
+        _Shared.joined.pop(id(self.cfg), None)
+        for provider, _ in self.providers.values():
+            with contextlib.suppress(Exception):
+                provider.close()  # the SDKs' HTTP connection pools
         if self.telemetry_sink is not None:
             with contextlib.suppress(Exception):
                 self.telemetry_sink.close()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 
 
 def main() -> int:
@@ -18,7 +20,8 @@ def main() -> int:
             if r.get("do") == "garbage":
                 out.write("this is not json\n")
                 continue
-            out.write(json.dumps({"id": r["id"], "ok": True}) + "\n")
+            time.sleep(r.get("nap", 0))
+            out.write(json.dumps({"id": r["id"], "ok": True, "db": os.environ.get("DB_NAME")}) + "\n")
     print(f"{len(records)} records done")
     return 0
 

@@ -15,6 +15,8 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     with psycopg.connect(host=os.environ["DB_HOST"], port=os.environ["DB_PORT"], user=os.environ["DB_USER"],
                          password=os.environ["DB_PASSWORD"], dbname=os.environ["DB_NAME"]) as conn:
         conn.execute("INSERT INTO visits (record_id, run) VALUES (%s, %s)", [record["id"], ctx.run])
+        conn.commit()
+        time.sleep(record.get("nap", 0))  # long enough for records in other slots to write meanwhile
         n = conn.execute("SELECT count(*) FROM visits").fetchone()
     what = record.get("do")
     if what == "raise":
@@ -31,7 +33,8 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     if what == "not-a-dict":
         return "done"  # type: ignore[return-value]
     return {"id": record["id"], "ok": True, "visits": n[0] if n else None, "greeting": ctx.params.get("greeting"),
-            "env": os.environ.get("TOY_SETTING"), "scratch": str(ctx.scratch), "worker": ctx.worker}
+            "env": os.environ.get("TOY_SETTING"), "scratch": str(ctx.scratch), "worker": ctx.worker,
+            "db": os.environ["DB_NAME"], "ctx_db": ctx.db.name}
 
 
 def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:

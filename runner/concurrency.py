@@ -1,0 +1,84 @@
+"""How many records run at once, and where: workers (processes, one sandbox each) x slots (threads of a
+worker, one database each in its sandbox).
+
+A worker is a Python process: its harness code holds the GIL, so more workers than a couple per
+core buy nothing but memory (~110 MiB each with the SDKs loaded), while a slot costs a thread, a
+harness instance and a database copy (a few MiB). So a total concurrency C becomes few workers with
+many slots: W = min(C, 2 x cores, what memory allows), K = ceil(C / W).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from runner.config import Config
+
+DEFAULT_WORKERS = 4
+WORKERS_PER_CORE = 2
+WORKER_MIB = 160  # a worker with its SDKs, and its PostgreSQL's fixed part (docs/benchmarks.md)
+SLOT_MIB = 12  # a slot: its harness's clients, a thread, two database sessions, its database copies
+MEMORY_SHARE = 0.5  # of the machine's available memory, the most a run plans to use
+
+
+@dataclass(frozen=True)
+class Layout:
+    workers: int
+    slots: int
+    why: str
+
+    @property
+    def in_flight(self) -> int:
+        return self.workers * self.slots
+
+
+def available_mib() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: line.split()[1] for line in f}
+        return int(info["MemAvailable"]) / 1024
+    except (OSError, KeyError, ValueError, IndexError):
+        return 4096.0
+
+
+def split(concurrency: int, *, cores: int | None = None, memory_mib: float | None = None) -> Layout:
+    """Workers x slots for `concurrency` records in flight on this machine."""
+    cores = cores or os.cpu_count() or 1
+    memory_mib = available_mib() if memory_mib is None else memory_mib
+    budget = MEMORY_SHARE * memory_mib
+    why = f"concurrency {concurrency} on {cores} cores, {memory_mib / 1024:.0f} GiB free"
+    workers = max(1, min(concurrency, WORKERS_PER_CORE * cores))
+    slots = -(-concurrency // workers)
+    while workers > 1 and workers * WORKER_MIB + workers * slots * SLOT_MIB > budget:
+        workers -= 1
+        slots = -(-concurrency // workers)
+    if WORKER_MIB + slots * SLOT_MIB > budget:  # not even one worker holds them all: fewer in flight
+        slots = max(1, int((budget - WORKER_MIB) // SLOT_MIB))
+        return Layout(1, slots, why + f": memory allows {slots}")
+    workers = -(-concurrency // slots)  # no worker with idle slots: 10 = 4 x 3 would be 12
+    return Layout(workers, slots, why)
+
+
+def layout(cfg: Config, *, items: int, chunk: int = 1, kind: str = "docker") -> Layout:
+    """The run's workers x slots: `workers`/`slots` as given win over the split of `concurrency`; never
+    more than the work needs; one worker and one slot on an external database (it is one database)."""
+    if kind == "external":
+        return Layout(1, 1, "the external sandbox is one database")
+    if cfg.concurrency is not None:
+        base = split(cfg.concurrency)
+        workers, slots = cfg.workers, cfg.slots
+        if workers is None and slots is None:
+            workers, slots, why = base.workers, base.slots, base.why
+        elif workers is None:
+            assert slots is not None
+            workers, why = -(-cfg.concurrency // slots), f"concurrency {cfg.concurrency} / {slots} slots"
+        elif slots is None:
+            slots, why = -(-cfg.concurrency // workers), f"concurrency {cfg.concurrency} / {workers} workers"
+        else:
+            why = "workers and slots as given"
+    else:
+        workers, slots, why = cfg.workers or DEFAULT_WORKERS, cfg.slots or 1, "workers and slots as given"
+    chunks = max(1, -(-items // chunk))
+    slots = max(1, min(slots, chunks))
+    workers = max(1, min(workers, -(-chunks // slots)))
+    return Layout(workers, slots, why)

@@ -1,0 +1,50 @@
+"""Per-slot environment: each thread reads its own slot's variables through os.environ."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+from runner.harness.slot_env import UNSET, install, set_slot_env
+
+
+def test_each_thread_reads_its_own_values_and_the_c_level_ones_name_the_problem() -> None:
+    code = f"""
+import os, sys, threading
+sys.path.insert(0, {str(os.getcwd())!r})
+from runner.harness.slot_env import UNSET, install, set_slot_env
+install({{"DB_NAME"}})
+seen = {{}}
+def slot(n):
+    set_slot_env({{**os.environ, "DB_NAME": f"app__s{{n}}", "ONLY_HERE": str(n)}})
+    for _ in range(200):
+        assert os.environ["DB_NAME"] == f"app__s{{n}}" and os.getenv("DB_NAME") == f"app__s{{n}}"
+    seen[n] = (os.environ.get("ONLY_HERE"), "ONLY_HERE" in os.environ, dict(os.environ)["DB_NAME"])
+ts = [threading.Thread(target=slot, args=(n,)) for n in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
+assert seen == {{n: (str(n), True, f"app__s{{n}}") for n in range(4)}}, seen
+assert os.environ["DB_NAME"] == UNSET  # the main thread has no slot
+import subprocess
+out = subprocess.run(["sh", "-c", "echo $DB_NAME"], capture_output=True, text=True).stdout.strip()
+assert out == UNSET, out  # what reads the C environment is told, not sent to another slot's database
+print("ok")
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "ok", p.stdout + p.stderr
+
+
+def test_install_keeps_os_environ_a_working_mapping() -> None:
+    # in this process too: the class swap must leave every other use of os.environ intact
+    install(set())
+    os.environ["RUNNER_TEST_VAR"] = "x"
+    assert os.environ.get("RUNNER_TEST_VAR") == "x" and "RUNNER_TEST_VAR" in os.environ
+    del os.environ["RUNNER_TEST_VAR"]
+    results: list[str | None] = []
+    t = threading.Thread(target=lambda: (set_slot_env({"RUNNER_TEST_VAR": "slot"}),
+                                         results.append(os.environ.get("RUNNER_TEST_VAR"))))
+    t.start()
+    t.join()
+    assert results == ["slot"] and os.environ.get("RUNNER_TEST_VAR") == UNSET
+    del os.environ["RUNNER_TEST_VAR"]

@@ -1,0 +1,81 @@
+"""Slots: K records in flight per worker, each on its own database, through the faults of a real run.
+
+Each test runs the built-in job with 2 workers x 4 slots and checks that every record is recorded
+exactly once, all of them successful, whatever was in flight when the fault hit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.runs import (
+    assert_exactly_once,
+    children,
+    finish,
+    line_count,
+    rows_of,
+    run_config,
+    start_run,
+    wait_for_results,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+SLOTS = ("--sandbox", "docker", "-w", "2", "--slots", "4", "--limit", "16")
+
+
+def _all_ok(out: Path) -> None:
+    assert_exactly_once(out, ["strong", "atlas"], 16)
+    rows = rows_of(out, "strong") + rows_of(out, "atlas")
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows if r["status"] != "ok"]
+
+
+def _containers(pid: int) -> list[str]:
+    return subprocess.run(["docker", "ps", "-q", f"--filter=label=pgsandbox-runner.owner-pid={pid}"],
+                          capture_output=True, text=True).stdout.split()
+
+
+def test_kill_9_of_a_worker_and_docker_kill_of_a_sandbox_with_busy_slots(tmp_path: Path, sandbox_image: str
+                                                                          ) -> None:
+    """A sandbox holding all its worker's slots' databases is killed: one new sandbox for all of them,
+    and the records they held are retried there. Then a worker is killed with its slots busy: each
+    record it held goes back (to run alone, see the scheduler), none twice; its container goes at once."""
+    out = tmp_path / "out"
+    p = start_run(run_config(tmp_path, p50_ms=150), out, *SLOTS)
+    wait_for_results(out, 3, p)
+    assert "2 worker(s) x 4 slot(s) = 8 records in flight" in (out / "logs" / "supervisor.log").read_text()
+    subprocess.run(["docker", "kill", _containers(p.pid)[0]], check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    while "replaced by" not in (out / "logs" / "supervisor.log").read_text():
+        assert time.monotonic() < deadline and p.poll() is None, "the sandbox was not replaced"
+        time.sleep(0.2)
+    victim = next(pid for pid, args in children(p.pid) if "spawn_main" in args)
+    os.kill(victim, signal.SIGKILL)
+    code, log = finish(p)
+    assert code == 0, log[-3000:]
+    _all_ok(out)
+    rows = rows_of(out, "strong") + rows_of(out, "atlas")
+    assert len([r for r in rows if r["attempt"] == 2]) >= 2  # several slots were busy when it died
+    sup = (out / "logs" / "supervisor.log").read_text()
+    assert "died (SIGKILL)" in sup and sup.count("replaced by") == 1
+    assert "(of worker" in sup  # the dead worker's container removed when it died, not at the end
+    assert not _containers(p.pid)
+
+
+def test_sigint_with_busy_slots_then_the_same_command_completes(tmp_path: Path, sandbox_image: str) -> None:
+    out = tmp_path / "out"
+    cfg = run_config(tmp_path, p50_ms=150)
+    p = start_run(cfg, out, *SLOTS)
+    wait_for_results(out, 3, p)
+    p.send_signal(signal.SIGINT)
+    code, log = finish(p, timeout=120)
+    assert code == 130, log[-3000:]
+    assert 0 < line_count(out) < 32 and not _containers(p.pid)
+    code, log = finish(start_run(cfg, out, *SLOTS))
+    assert code == 0, log[-3000:]
+    _all_ok(out)
