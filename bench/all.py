@@ -18,7 +18,7 @@ from typing import Any
 
 from loguru import logger
 
-from bench import cached, gateway, harness, headline, memory, ratelimit, scaling, startup, targets
+from bench import cached, gateway, harness, headline, inflight, memory, ratelimit, scaling, startup, targets
 from bench.common import WORK, machine
 
 
@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="the smallest sizes: only that every benchmark's code runs "
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
-    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,ratelimit,cached,harness,"
+    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,inflight,ratelimit,cached,harness,"
                     "gateway,headline; with --out naming an existing document, only those sections of it are replaced")
     ap.add_argument("--headline-n", type=int, default=300,
                     help="conversations per run in the headline (1200 = the seeds' whole job)")
@@ -60,6 +60,7 @@ def main() -> None:
                                   scaling.overhead(size(2, 6, 100)), scaling.render))
     step("startup", lambda: _one(startup.startup(size([1], [1, 2], [1, 4, 8]), 1 if q else 3), startup.render))
     step("memory", lambda: _one(memory.memory(size(2, 2, 8), size(8, 8, 48)), memory.render))
+    step("inflight", lambda: _one(inflight.inflight(size(4, 32, 256), size(300, 2000, 4000)), inflight.render))
     # quick: 4 workers spend a 60-request burst well within the 4 s warm-up, so the window sees the limit
     step("ratelimit", lambda: _one(ratelimit.ratelimit(size(2, 4, 16), size(1, 4, 12), size(2, 8, 30),
                                                        60 if q else ratelimit.RPM),

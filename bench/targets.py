@@ -55,6 +55,10 @@ def summary(raw: dict[str, Any]) -> str:
         m = raw["memory"]
         rows.append(["≤ 150 MiB per worker incl. its PostgreSQL", f"{m['per_worker_total_max']:.0f} MiB",
                      _verdict(m["met"])])
+    if "inflight" in raw:
+        m = raw["inflight"]
+        rows.append([f"≤ 25 MiB per conversation in flight ({m['in_flight']} at once, all processes incl. "
+                     "PostgreSQL)", f"{m['per_conversation']:.1f} MiB", _verdict(m["met"])])
     if "ratelimit" in raw:
         r = raw["ratelimit"]
         s = r["rows"][0]
