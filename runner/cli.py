@@ -49,12 +49,28 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
     return cfg.model_copy(update={"runs": [r for r in cfg.runs if r.name in wanted]})
 
 
+class ConcurrencyType(click.ParamType):
+    name = "N|auto"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        if value == "auto":
+            return "auto"
+        try:
+            n = int(str(value))
+        except ValueError:
+            n = 0
+        if n < 1:
+            self.fail(f"{value!r} is neither a positive number nor auto", param, ctx)
+        return n
+
+
 @cli.command()
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.option("--workers", "-w", type=int, help="Worker processes, each with its own sandbox.")
 @click.option("--slots", type=int, help="Records each worker runs at once, each on its own database (default 1).")
-@click.option("--concurrency", "-c", type=int,
-              help="Records in flight in all, split into workers x slots from cores and memory.")
+@click.option("--concurrency", "-c", type=ConcurrencyType(),
+              help="Records in flight in all, split into workers x slots from cores and memory; 'auto': start "
+                   "small, grow while the slots are full and no 429s come, cut on 429s and rising latency.")
 @click.option("--runs", help="Only these runs (comma-separated names from the config).")
 @click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
               help="Where each worker's database runs (auto: docker if an engine answers, else local).")
@@ -78,7 +94,7 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
 @click.option("--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input).")
 @click.option("--fail-on-error/--no-fail-on-error", default=None,
               help="Exit 1 if a result failed because of the dataset or the harness (default: on where CI is set).")
-def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | None, runs: str | None,
+def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | str | None, runs: str | None,
         sandbox: str | None, dsn: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
         providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, skip_invalid: bool,

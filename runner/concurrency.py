@@ -19,6 +19,7 @@ WORKERS_PER_CORE = 2
 WORKER_MIB = 160  # a worker with its SDKs, and its PostgreSQL's fixed part (docs/benchmarks.md)
 SLOT_MIB = 12  # a slot: its harness's clients, a thread, two database sessions, its database copies
 MEMORY_SHARE = 0.5  # of the machine's available memory, the most a run plans to use
+AUTO_CEILING = 256  # --concurrency auto: the slots made ready; the throttle decides how many are used
 
 
 @dataclass(frozen=True)
@@ -65,15 +66,16 @@ def layout(cfg: Config, *, items: int, chunk: int = 1, kind: str = "docker") -> 
     if kind == "external":
         return Layout(1, 1, "the external sandbox is one database")
     if cfg.concurrency is not None:
-        base = split(cfg.concurrency)
+        total = min(AUTO_CEILING, max(1, -(-items // chunk))) if cfg.concurrency == "auto" else cfg.concurrency
+        base = split(total)
         workers, slots = cfg.workers, cfg.slots
         if workers is None and slots is None:
             workers, slots, why = base.workers, base.slots, base.why
         elif workers is None:
             assert slots is not None
-            workers, why = -(-cfg.concurrency // slots), f"concurrency {cfg.concurrency} / {slots} slots"
+            workers, why = -(-total // slots), f"concurrency {total} / {slots} slots"
         elif slots is None:
-            slots, why = -(-cfg.concurrency // workers), f"concurrency {cfg.concurrency} / {workers} workers"
+            slots, why = -(-total // workers), f"concurrency {total} / {workers} workers"
         else:
             why = "workers and slots as given"
     else:

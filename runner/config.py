@@ -209,7 +209,8 @@ class Config(_Frozen):
     workers: int | None = Field(None, ge=1, le=256, description="default: 4, or split from concurrency")
     slots: int | None = Field(None, ge=1, le=256, description="records in flight per worker, each on its own "
                                                                 "database; default: 1, or split from concurrency")
-    concurrency: int | None = Field(None, ge=1, le=4096, description="records in flight in all: split into "
+    concurrency: int | Literal["auto"] | None = Field(None, description="records in flight in all (or auto: found "
+                                                                     "by AIMD while the run goes), split into "
                                                                        "workers x slots from cores and memory")
     sandbox: Literal["auto", "docker", "local", "external"] = "auto"
     dsn: str | None = None
@@ -236,6 +237,8 @@ class Config(_Frozen):
                                                          "the harness; default: on where CI is set")
     rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
                                               description="key: provider or provider/model")
+    concurrency_window_seconds: float = Field(10.0, gt=0, description="concurrency auto: how long the throttle "
+                                                                        "watches before each decision")
     adaptive_concurrency: bool | None = Field(None, description="default: on where no limit is configured")
     retry: RetrySettings = RetrySettings()
     anthropic: ProviderSettings = ProviderSettings()

@@ -37,6 +37,7 @@ from runner.scheduler import Scheduler
 from runner.services import Service
 from runner.sink import OutputLock, ResultSink, base_manifest, check_manifest, write_manifest, writing
 from runner.supervisor import Supervisor
+from runner.throttle import Throttle
 from runner.worker import WorkerSpec
 
 
@@ -241,10 +242,15 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     pool = WorkerPool(ctx, make_spec, inbox, build_limiter(cfg, lanes=workers),
                       heartbeat_timeout=cfg.heartbeat_timeout_seconds)
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
-    progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console, capacity=lay.in_flight,
+    progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console, capacity=lay.in_flight * chunk,
                         status_path=out / "logs" / "status.json")
+    throttle = None
+    if cfg.concurrency == "auto":
+        throttle = Throttle(capacity=lay.in_flight * chunk, floor=lay.workers * chunk, step=lay.workers * chunk,
+                            window=cfg.concurrency_window_seconds)
+        progress.target, progress.target_why = throttle.target, "start"
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
-                      inbox, workers=workers, services=services,
+                      inbox, workers=workers, services=services, throttle=throttle,
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
 
 

@@ -57,6 +57,10 @@ class WorkerHandle:
     stopping: bool = False
     lane: int = -1
 
+    def holding(self) -> int:
+        """Records in flight on this worker."""
+        return sum(len(c.items) for c in self.chunks.values())
+
     def free_slots(self) -> list[int]:
         return [n for n in sorted(self.ready_slots) if n not in self.chunks]
 

@@ -55,7 +55,9 @@ class Progress:
     events: Counter[str] = field(default_factory=Counter)
     capacity: int = 0  # workers x slots
     in_flight: int = 0
-    flight: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, in flight), ~1/s
+    target: int | None = None  # --concurrency auto: the throttle's current target, and why it last changed
+    target_why: str = ""
+    flight: list[tuple[Any, ...]] = field(default_factory=list)  # (seconds, in flight[, target]), ~1/s
     status_path: Path | None = None  # where the state is written every second, for whoever watches the run
     _live: Live | None = None
     _last_line: float = 0.0
@@ -98,12 +100,13 @@ class Progress:
         self.in_flight = n
         t = round(time.monotonic() - self.started, 1)
         if not self.flight or t - self.flight[-1][0] >= 1.0:
-            self.flight.append((t, n))
+            self.flight.append((t, n, self.target) if self.target is not None else (t, n))
             if self.status_path is not None:
                 self._write_status(t)
 
     def _write_status(self, t: float) -> None:
-        state = {"elapsed_seconds": t, "in_flight": self.in_flight, "capacity": self.capacity,
+        state = {"elapsed_seconds": t, "in_flight": self.in_flight, "capacity": self.capacity, "target": self.target,
+                 "target_why": self.target_why,
                  "done": sum(p.done for p in self.runs.values()), "total": sum(p.total for p in self.runs.values())}
         try:
             assert self.status_path is not None
@@ -113,7 +116,7 @@ class Progress:
         except OSError:
             pass  # a nicety: the run does not depend on it
 
-    def timeline(self, points: int = 400) -> list[tuple[float, int]]:
+    def timeline(self, points: int = 400) -> list[tuple[Any, ...]]:
         """The in-flight samples, thinned evenly to at most `points` (a long run's chart stays small)."""
         step = max(1, -(-len(self.flight) // points))
         return self.flight[::step]
@@ -138,11 +141,14 @@ class Progress:
                         "{}", name, p.done, p.total, p.ok, p.success, p.errors, p.llm_calls, p.retries,
                         p.rate_limited, p.cache_hits, p.cost)
         if self.capacity > 1:
-            logger.info("in flight: {} of {}", self.in_flight, self.capacity)
+            logger.info("in flight: {} of {}{}", self.in_flight, self.capacity,
+                        f" (target {self.target}: {self.target_why})" if self.target is not None else "")
 
     def _render(self) -> Group:
         elapsed = time.monotonic() - self.started
         flying = f", {self.in_flight}/{self.capacity} in flight" if self.capacity > 1 else ""
+        if self.target is not None:
+            flying += f", target {self.target}: {self.target_why}"
         t = Table(title=f"runs ({elapsed:.0f}s{flying})", expand=False)
         for col in ("run", "done", "ok", "solved", "errors", "rate/s", "ETA", "retries", "429s", "cache hits", "cost"):
             t.add_column(col, justify="right" if col != "run" else "left")

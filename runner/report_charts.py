@@ -83,7 +83,7 @@ def in_flight(flight: dict[str, Any]) -> str:
     """Records in flight over the run's time (sampled each second by the supervisor), against its
     capacity (workers x slots): how full the slots were kept, and when they drained."""
     samples = flight.get("samples") or []
-    data = [{"t": t, "n": n} for t, n in samples]
+    data = [{"t": x[0], "n": x[1], "target": x[2] if len(x) > 2 else None} for x in samples]
     cap = flight.get("capacity") or max((n for _, n in samples), default=0)
     base = alt.Chart(alt.Data(values=data))
     line = base.mark_area(opacity=0.5, interpolate="step-after").encode(
@@ -91,8 +91,12 @@ def in_flight(flight: dict[str, Any]) -> str:
                                                               scale=alt.Scale(domain=[0, max(1, cap)])))
     ceiling = alt.Chart(alt.Data(values=[{"cap": cap}])).mark_rule(strokeDash=[4, 3], color="#e45756").encode(
         y="cap:Q")
-    chart = (line + ceiling).properties(width=WIDTH, height=160,
-                                        title=f"records in flight (dashed: capacity, {cap} = workers x slots)")
+    layers = line + ceiling
+    title = f"records in flight (dashed: capacity, {cap} = workers x slots)"
+    if any(d["target"] is not None for d in data):  # --concurrency auto: what the throttle allowed
+        layers += base.mark_line(interpolate="step-after", color="#333").encode(x="t:Q", y="target:Q")
+        title += "; line: the auto target"
+    chart = layers.properties(width=WIDTH, height=160, title=title)
     return _svg(chart, "records in flight over time")
 
 

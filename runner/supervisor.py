@@ -39,6 +39,7 @@ from runner.scheduler import Scheduler
 from runner.services import Service, ServiceWatch
 from runner.sink import ResultSink
 from runner.slot import ALARM_SLACK_SECONDS
+from runner.throttle import Throttle
 from runner.worker import EXIT_BOOT_FAILED, EXIT_RETIRED
 
 # A chunk is overdue (its worker stuck where its own alarm cannot reach) past its time limit plus this
@@ -61,10 +62,11 @@ def default_max_restarts(workers: int) -> int:
 class Supervisor:
     def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
                  inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
-                 on_worker_lost: Callable[[int], None] | None = None) -> None:
+                 on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None) -> None:
         self.cfg, self.scheduler, self.pool, self.sink, self.progress = cfg, scheduler, pool, sink, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
+        self.throttle = throttle  # --concurrency auto: how many of the slots to keep busy
         self.max_restarts, self.restarts = (cfg.max_worker_restarts if cfg.max_worker_restarts is not None
                                             else default_max_restarts(workers)), 0
         self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -103,6 +105,7 @@ class Supervisor:
             if not self.stopping and (why := self.services.check()):
                 self.fail(why)
             self.reap()
+            self.steer()
             self.progress.flying(self.scheduler.in_flight())
             self.progress.tick()
             if not self.pool.workers:
@@ -187,6 +190,9 @@ class Supervisor:
         if self.stopping or not h.ready or h.stopping:
             return
         for slot in h.free_slots():
+            if self.throttle is not None and (self.scheduler.in_flight() >= self.throttle.target or h.holding()
+                                              >= -(-self.throttle.target // max(1, len(self.pool.workers)))):
+                return  # held back (its share of the target in use), not out of work: no Stop
             chunk = self.scheduler.take(h.id)
             if not chunk:
                 break
@@ -203,6 +209,21 @@ class Supervisor:
             h.send(Stop())
             h.stopping = True
 
+    def steer(self) -> None:
+        """--concurrency auto: let the throttle judge the window; when it allows more, fill slots."""
+        t = self.throttle
+        if t is None or self.stopping:
+            return
+        before = t.target
+        if t.observe(time.monotonic(), self.scheduler.in_flight(), self.scheduler.has_pending()):
+            logger.info("concurrency target {} -> {}: {}", before, t.target, t.why)
+            self.progress.target, self.progress.target_why = t.target, t.why
+        # Room under the target (it grew, or records finished elsewhere), or the work ran out while a
+        # worker was held back: either way an idle slot gets work, or its worker gets Stop.
+        for h in list(self.pool.workers.values()):
+            if h.ready and not h.stopping and h.free_slots():
+                self.assign(h)
+
     def record(self, worker: int, result: Result) -> None:
         if result.item_id is not None and not self.scheduler.complete(worker, result.item_id):
             return  # exactly once: a late duplicate from a worker that was replaced
@@ -212,6 +233,8 @@ class Supervisor:
             self.fail(f"{e}; the results written so far are kept: make room and run the same command again")
             return
         self.progress.result(result)
+        if self.throttle is not None:
+            self.throttle.result(result.wall_seconds or 0.0, result.usage.rate_limited)
 
     def reap(self) -> None:
         """Notice workers that are gone; requeue what they held; replace them while work remains."""

@@ -1,11 +1,12 @@
 """Slots: K records in flight per worker, each on its own database, through the faults of a real run.
 
-Each test runs the built-in job with 2 workers x 4 slots and checks that every record is recorded
+Each test runs the built-in job with 1 worker x 6 slots and checks that every record is recorded
 exactly once, all of them successful, whatever was in flight when the fault hit.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from tests.runs import (
     children,
     finish,
     line_count,
+    ready_container,
     rows_of,
     run_config,
     start_run,
@@ -26,7 +28,7 @@ from tests.runs import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
-SLOTS = ("--sandbox", "docker", "-w", "2", "--slots", "4", "--limit", "16")
+SLOTS = ("--sandbox", "docker", "-w", "1", "--slots", "6", "--limit", "16")  # one worker to boot: CI time
 
 
 def _all_ok(out: Path) -> None:
@@ -48,8 +50,8 @@ def test_kill_9_of_a_worker_and_docker_kill_of_a_sandbox_with_busy_slots(tmp_pat
     out = tmp_path / "out"
     p = start_run(run_config(tmp_path, p50_ms=150), out, *SLOTS)
     wait_for_results(out, 3, p)
-    assert "2 worker(s) x 4 slot(s) = 8 records in flight" in (out / "logs" / "supervisor.log").read_text()
-    subprocess.run(["docker", "kill", _containers(p.pid)[0]], check=True, capture_output=True)
+    assert "1 worker(s) x 6 slot(s) = 6 records in flight" in (out / "logs" / "supervisor.log").read_text()
+    subprocess.run(["docker", "kill", ready_container(out, p)], check=True, capture_output=True)
     deadline = time.monotonic() + 60
     while "replaced by" not in (out / "logs" / "supervisor.log").read_text():
         assert time.monotonic() < deadline and p.poll() is None, "the sandbox was not replaced"
@@ -70,12 +72,31 @@ def test_kill_9_of_a_worker_and_docker_kill_of_a_sandbox_with_busy_slots(tmp_pat
 def test_sigint_with_busy_slots_then_the_same_command_completes(tmp_path: Path, sandbox_image: str) -> None:
     out = tmp_path / "out"
     cfg = run_config(tmp_path, p50_ms=150)
-    p = start_run(cfg, out, *SLOTS)
+    args = (*SLOTS[:-1], "10")
+    p = start_run(cfg, out, *args)
     wait_for_results(out, 3, p)
     p.send_signal(signal.SIGINT)
     code, log = finish(p, timeout=120)
     assert code == 130, log[-3000:]
-    assert 0 < line_count(out) < 32 and not _containers(p.pid)
-    code, log = finish(start_run(cfg, out, *SLOTS))
+    assert 0 < line_count(out) < 20 and not _containers(p.pid)
+    code, log = finish(start_run(cfg, out, *args))
     assert code == 0, log[-3000:]
-    _all_ok(out)
+    assert_exactly_once(out, ["strong", "atlas"], 10)
+    assert all(r["status"] == "ok" for r in rows_of(out, "strong") + rows_of(out, "atlas"))
+
+
+def test_concurrency_auto_starts_small_and_grows_while_the_slots_stay_full(tmp_path: Path, sandbox_image: str
+                                                                          ) -> None:
+    out = tmp_path / "out"
+    cfg = run_config(tmp_path, p50_ms=250, extra="concurrency_window_seconds: 3\n")
+    code, log = finish(start_run(cfg, out, "--sandbox", "docker", "--concurrency", "auto", "--limit", "30"))
+    assert code == 0, log[-3000:]
+    assert_exactly_once(out, ["strong", "atlas"], 30)
+    sup = (out / "logs" / "supervisor.log").read_text()
+    assert "records in flight at most" in sup and "concurrency target 8 -> 16: slots full" in sup
+    samples = json.loads((out / "manifest.json").read_text())["in_flight"]["samples"]
+    allowed = 0
+    for _, n, target in samples:  # never more in flight than the throttle had allowed (a cut lets the
+        allowed = max(allowed, target)  # records in flight finish, so the bound is the most allowed so far)
+        assert n <= allowed
+    assert max(n for _, n, _ in samples) > 8  # and it did allow more than it started with

@@ -12,7 +12,17 @@ from typing import Any
 
 import pytest
 
-from tests.runs import SAMPLE, children, finish, line_count, rows_of, run_config, start_run, wait_for_results
+from tests.runs import (
+    SAMPLE,
+    children,
+    finish,
+    line_count,
+    ready_container,
+    rows_of,
+    run_config,
+    start_run,
+    wait_for_results,
+)
 
 pytestmark = pytest.mark.slow
 VOLATILE = {"started_at", "finished_at", "wall_seconds", "timings", "worker", "sandbox_id", "model_calls",
@@ -81,7 +91,7 @@ def test_container_killed_is_replaced_and_the_conversation_retried(tmp_path: Pat
     out = tmp_path / "out"
     p = start_run(run_config(tmp_path, p50_ms=120), out, "--sandbox", "docker", "--limit", "12")
     wait_for_results(out, 2, p)
-    victim = _containers(**{"pgsandbox-runner.owner-pid": str(p.pid)})[0]
+    victim = ready_container(out, p)
     subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
     code, log = finish(p)
     assert code == 0, log[-3000:]

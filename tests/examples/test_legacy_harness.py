@@ -20,6 +20,7 @@ from runner.config import load_config
 from runner.harness import database_spec
 from runner.models.capabilities import Usage, cost, lookup
 from runner.sandbox.base import Sandbox
+from tests.runs import ready_container
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "legacy-harness"
 RUNS = {"oracle": "oracle", "sloppy": "sloppy", "forgetful": "forgetful"}
@@ -96,8 +97,7 @@ def test_command_kind_survives_a_killed_sandbox(tmp_path: Path, reference: dict[
     out = tmp_path / "out"
     p = _start("runner-command.yaml", out)
     _wait_for(out, 6, p)
-    victim = subprocess.run(["docker", "ps", "-q", f"--filter=label=pgsandbox-runner.owner-pid={p.pid}"],
-                            capture_output=True, text=True).stdout.split()[0]
+    victim = ready_container(out, p)
     subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
     log, _ = p.communicate(timeout=300)
     assert p.returncode == 0, log[-3000:]

@@ -1,0 +1,83 @@
+"""`--concurrency auto`: how many records to keep in flight, found while the run goes (AIMD).
+
+Pure (the supervisor feeds it and asks it; no clock of its own), like TCP's congestion window:
+start small and double every window in which the slots were full and nothing went wrong (slow
+start), after the first cut add a step per such window instead;
+a window with 429s (the provider says the budget is spent) cuts the target by a third; a window
+whose records took much longer than the best seen so far (the API, or this machine, is saturating)
+cuts it a little. Never above the capacity the workers' slots give (bounded by memory when the
+layout was chosen), never below one record per worker.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+WINDOW_SECONDS = 10.0
+CUT_ON_429 = 0.67
+CUT_ON_LATENCY = 0.85
+LATENCY_RISE = 1.5  # a window's median record time this many times the best window's is "rising"
+MIN_RECORDS = 4  # a window with fewer results says nothing about latency
+
+
+@dataclass
+class Throttle:
+    capacity: int
+    floor: int = 1
+    window: float = WINDOW_SECONDS
+    step: int = 1
+    target: int = 0
+    why: str = "start"
+    best_median: float | None = None
+    changes: list[tuple[float, int, str]] = field(default_factory=list)
+    slow_start: bool = True
+    _window_start: float | None = None
+    _walls: list[float] = field(default_factory=list)
+    _rate_limited: int = 0
+    _full: bool = True
+
+    def __post_init__(self) -> None:
+        self.floor = max(1, min(self.floor, self.capacity))
+        self.target = self.target or min(self.capacity, max(self.floor, 2 * self.step))
+
+    def result(self, wall_seconds: float, rate_limited: int) -> None:
+        """One record finished: its time and the 429s its calls met."""
+        self._walls.append(wall_seconds)
+        self._rate_limited += rate_limited
+
+    def observe(self, now: float, in_flight: int, pending: bool) -> bool:
+        """Called every supervisor turn; at each window's end decide. True if the target changed."""
+        if self._window_start is None:
+            self._window_start = now
+        self._full = self._full and (in_flight >= self.target or not pending)
+        if now - self._window_start < self.window:
+            return False
+        changed = self._decide(now, pending)
+        self._window_start, self._walls, self._rate_limited, self._full = now, [], 0, True
+        return changed
+
+    def _decide(self, now: float, pending: bool) -> bool:
+        median = statistics.median(self._walls) if len(self._walls) >= MIN_RECORDS else None
+        if self._rate_limited or (median is not None and self.best_median is not None
+                                  and median > LATENCY_RISE * self.best_median):
+            self.slow_start = False
+        if self._rate_limited:
+            return self._set(now, int(self.target * CUT_ON_429), f"{self._rate_limited} 429s in {self.window:g}s")
+        if median is not None and self.best_median is not None and median > LATENCY_RISE * self.best_median:
+            return self._set(now, int(self.target * CUT_ON_LATENCY),
+                             f"records took {median:.1f}s (best {self.best_median:.1f}s)")
+        if median is not None:
+            self.best_median = median if self.best_median is None else min(self.best_median, median)
+        if self._full and pending and self.target < self.capacity:
+            grown = 2 * self.target if self.slow_start else self.target + self.step
+            return self._set(now, grown, "slots full, no 429s, latency holding")
+        return False
+
+    def _set(self, now: float, target: int, why: str) -> bool:
+        target = max(self.floor, min(self.capacity, target))
+        if target == self.target:
+            return False
+        self.target, self.why = target, why
+        self.changes.append((now, target, why))
+        return True

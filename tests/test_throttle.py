@@ -1,0 +1,53 @@
+"""--concurrency auto: the throttle alone, fed windows of results as the supervisor would."""
+
+from __future__ import annotations
+
+from runner.throttle import WINDOW_SECONDS, Throttle
+
+
+def _window(t: Throttle, start: float, *, walls: list[float], rate_limited: int = 0, in_flight: int | None = None,
+            pending: bool = True) -> float:
+    t.observe(start, t.target if in_flight is None else in_flight, pending)
+    for w in walls:
+        t.result(w, 0)
+    if rate_limited:
+        t.result(walls[0] if walls else 1.0, rate_limited)
+    end = start + WINDOW_SECONDS + 0.1
+    t.observe(end, t.target if in_flight is None else in_flight, pending)
+    return end
+
+
+def test_it_doubles_then_adds_while_the_slots_are_full_and_nothing_goes_wrong_up_to_capacity() -> None:
+    t = Throttle(capacity=40, floor=2, step=2)
+    now, seen = 0.0, []
+    for _ in range(3):
+        now = _window(t, now, walls=[3.0] * 5)
+        seen.append(t.target)
+    assert seen == [8, 16, 32] and "no 429s" in t.why  # slow start: doubling
+    now = _window(t, now, walls=[3.0] * 5, rate_limited=1)
+    assert t.target == int(32 * 0.67) and not t.slow_start
+    for _ in range(20):
+        now = _window(t, now, walls=[3.0] * 5)
+    assert t.target == 40  # additive after the first cut, then the ceiling
+    assert [c[1] for c in t.changes][4:7] == [23, 25, 27]
+
+
+def test_429s_cut_by_a_third_and_rising_latency_a_little() -> None:
+    t = Throttle(capacity=100, floor=4, step=4, target=60, slow_start=False)
+    now = _window(t, 0.0, walls=[3.0] * 5)
+    assert t.target == 64 and t.best_median == 3.0
+    now = _window(t, now, walls=[3.0] * 5, rate_limited=3)
+    assert t.target == int(64 * 0.67) and "429s" in t.why
+    now = _window(t, now, walls=[5.0] * 5)
+    assert t.target == int(int(64 * 0.67) * 0.85) and "took 5.0s" in t.why
+    for _ in range(50):
+        now = _window(t, now, walls=[30.0] * 5, rate_limited=1)
+    assert t.target == 4  # never below the floor (one record per worker)
+
+
+def test_it_does_not_grow_when_the_slots_were_not_full_or_work_ran_out() -> None:
+    t = Throttle(capacity=50, step=5, target=20)
+    _window(t, 0.0, walls=[2.0] * 5, in_flight=11)  # the target was not the limit: nothing learned
+    assert t.target == 20
+    _window(t, 20.0, walls=[2.0] * 5, pending=False)
+    assert t.target == 20 and [c[1] for c in t.changes] == []
