@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install engine browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick clean
+.PHONY: install ray engine browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
@@ -29,6 +29,15 @@ $(LITELLM): pyproject.toml $(STAMP)
 	.venv-litellm/bin/pip install -q 'litellm>=1.70' 'mcp>=1.0'
 	@rm -f .venv-litellm/.installed-*
 	@touch $@
+
+# Ray for `--executor ray` and its tests (tests/ray/): an optional extra of ~80 MB, so only here.
+RAY := $(VENV)/.ray-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+$(RAY): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,ray]'
+	@rm -f $(VENV)/.ray-*
+	@touch $@
+
+ray: $(RAY)
 
 engine:
 	@scripts/docker-engine.sh up
@@ -55,7 +64,7 @@ runner-image: install engine
 
 # Two test processes, one file each at a time: most tests wait on sandboxes and simulated latency,
 # and a file's module-scoped sandboxes stay with one process.
-test: image browser $(LITELLM)
+test: image browser $(LITELLM) $(RAY)
 	$(BIN)/pytest -n 2 --dist loadfile --durations=15
 
 lint: install

@@ -75,6 +75,9 @@ class ConcurrencyType(click.ParamType):
 @click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
               help="Where each worker's database runs (auto: docker if an engine answers, else local).")
 @click.option("--dsn", help="Database for --sandbox external.")
+@click.option("--executor", type=click.Choice(["local", "ray"]),
+              help="Where workers run: local processes (default), or Ray actors over a cluster (extra: ray).")
+@click.option("--ray-address", help="The Ray cluster for --executor ray (default: RAY_ADDRESS, else a local Ray).")
 @click.option("--dataset", type=click.Path(dir_okay=False), help="Conversations JSONL.")
 @click.option("--limit", type=int, help="Only the first K conversations (after sharding).")
 @click.option("--shard", help="i/n: this shard of the conversations (stable by id).")
@@ -95,7 +98,7 @@ class ConcurrencyType(click.ParamType):
 @click.option("--fail-on-error/--no-fail-on-error", default=None,
               help="Exit 1 if a result failed because of the dataset or the harness (default: on where CI is set).")
 def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | str | None, runs: str | None,
-        sandbox: str | None, dsn: str | None,
+        sandbox: str | None, dsn: str | None, executor: str | None, ray_address: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
         providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, skip_invalid: bool,
         force: bool, conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
@@ -114,13 +117,16 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--shard") from None
     cfg = load_config(config, _overrides(
-        workers=workers, slots=slots, concurrency=concurrency, sandbox=sandbox, dsn=dsn, dataset=dataset, limit=limit,
+        workers=workers, slots=slots, concurrency=concurrency, sandbox=sandbox, dsn=dsn, executor=executor,
+        dataset=dataset, limit=limit,
         shard=shard_t,
         output_dir=output_dir, providers_mode=providers_mode, cache=False if no_cache else None, cache_dir=cache_dir,
         rerun_errors=rerun_errors or None, skip_invalid=skip_invalid or None, force=force or None,
         conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
         allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None,
         fail_on_error=fail_on_error))
+    if ray_address:
+        cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
     cfg = _select_runs(cfg, runs)
     summary = run_job(cfg)
     from runner.report import print_gateway, print_summary, write_reports

@@ -196,6 +196,16 @@ class ModelSpec(_Frozen):
     successor: str | None = None
 
 
+class RaySettings(_Frozen):
+    """executor: ray -- which cluster, and what each worker actor asks of it (docs/scale-out.md)."""
+
+    address: str | None = Field(None, description="host:port or ray://host:port; default: RAY_ADDRESS, else a "
+                                                  "Ray started on this machine for the run")
+    cpus_per_worker: float = Field(1.0, ge=0, description="Ray CPUs each worker actor reserves")
+    memory_per_worker_mb: int | None = Field(None, gt=0, description="Ray memory each worker actor reserves "
+                                                                     "(its sandbox included)")
+
+
 class Config(_Frozen):
     dataset: Path = Field(description="the records, one JSON object per line")
     harness: HarnessSettings = HarnessSettings()
@@ -213,6 +223,9 @@ class Config(_Frozen):
                                                                      "by AIMD while the run goes), split into "
                                                                        "workers x slots from cores and memory")
     sandbox: Literal["auto", "docker", "local", "external"] = "auto"
+    executor: Literal["local", "ray"] = Field("local", description="where workers run: local processes, or "
+                                                                     "Ray actors over a cluster (extra: ray)")
+    ray: RaySettings = RaySettings()
     dsn: str | None = None
     output_dir: Path = Path("out/default")  # YAML `out` (EXTERNAL_NAMES); output_dir still reads
     providers_mode: Literal["auto", "real", "sim"] = "auto"  # YAML `providers`, as the flag

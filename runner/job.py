@@ -20,15 +20,14 @@ from rich.console import Console
 
 from runner.concurrency import layout
 from runner.config import Config, resolve_mode
-from runner.errors import OWN_FAULT_KINDS, DatasetError, RunStopped
+from runner.errors import OWN_FAULT_KINDS, ConfigError, DatasetError, RunStopped
 from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
-from runner.inbox import Inbox
 from runner.models.preflight import check_keys, check_retirements, requests_sent, unpriced
 from runner.models.sim.process import SimServer
 from runner.plan import WorkItem, make_plan
-from runner.pool import WorkerPool
+from runner.pool import ProcessTransport, Transport, WorkerPool
 from runner.progress import Progress, RunProgress
 from runner.ratelimit import build_limiter
 from runner.records import file_hash, iter_records
@@ -114,7 +113,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Sum
             sim, gateway = model_servers(cfg, mode, out / "logs", stack)
             sim_url = sim.url if sim is not None else None
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
-                              gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None])
+                              gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None], stack)
             with sup.progress:
                 try:
                     sup.run()
@@ -219,14 +218,12 @@ def _added(now: dict[str, dict[str, float]], before: object) -> dict[str, dict[s
 
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
                 image: str | None, spec: DatabaseSpec, sim_url: str | None, out: Path,
-                gateway_url: str | None, services: list[Service]) -> Supervisor:
+                gateway_url: str | None, services: list[Service], stack: contextlib.ExitStack) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
         with writing(cfg.cache_dir or DEFAULT_DIR):  # created once, before workers race for it
             ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()
-    ctx = mp.get_context("spawn")
-    inbox = Inbox()
     pid = os.getpid()
 
     chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
@@ -235,12 +232,15 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     logger.info("{} worker(s) x {} slot(s) = {} records in flight at most ({})", lay.workers, lay.slots, lay.in_flight,
                 lay.why)
 
+    transport, limiter = _transport(cfg, workers, stack)
+    if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
+        cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
+
     def make_spec(wid: int) -> WorkerSpec:
         return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, sim_url, str(out / "logs"), str(out / "scratch"),
                           gateway_url, slots=lay.slots)
 
-    pool = WorkerPool(ctx, make_spec, inbox, build_limiter(cfg, lanes=workers),
-                      heartbeat_timeout=cfg.heartbeat_timeout_seconds)
+    pool = WorkerPool(transport, make_spec, limiter, heartbeat_timeout=cfg.heartbeat_timeout_seconds)
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
     progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console, capacity=lay.in_flight * chunk,
                         status_path=out / "logs" / "status.json")
@@ -250,8 +250,20 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
                             window=cfg.concurrency_window_seconds)
         progress.target, progress.target_why = throttle.target, "start"
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
-                      inbox, workers=workers, services=services, throttle=throttle,
+                      transport.inbox, workers=workers, services=services, throttle=throttle,
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
+
+
+def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[Transport, Any]:
+    """Where workers run, and the budget they draw from: shared memory locally, an actor on Ray."""
+    if cfg.executor == "ray":
+        try:
+            from runner.ray_executor import RayTransport
+        except ImportError as e:
+            raise ConfigError(f"executor: ray needs Ray installed (pip install 'pgsandbox-runner[ray]'): {e}") from None
+        ray_transport = stack.enter_context(RayTransport(cfg, lanes=workers))
+        return ray_transport, ray_transport.budget
+    return ProcessTransport(mp.get_context("spawn")), build_limiter(cfg, lanes=workers)
 
 
 def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> None:

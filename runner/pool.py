@@ -1,8 +1,10 @@
-"""The worker processes: spawn, watch, kill and reap them. Knows processes, not work.
+"""The workers: spawn, watch, kill and reap them. Knows workers, not work.
 
 Like gunicorn's arbiter: a worker whose heartbeat is older than the timeout, or that holds a
-chunk far past its time limit, is asked to dump its stack (SIGABRT) and then killed. Spawned,
-never forked: workers hold Docker and HTTP clients.
+chunk far past its time limit, is asked to dump its stack (SIGABRT) and then killed. Where a
+worker runs is its transport's business: a local process (here: spawned, never forked, since
+workers hold Docker and HTTP clients) or a Ray actor (runner/ray_executor.py). The pool and the
+supervisor see only a `Link` to each worker and one inbox for all of them.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from loguru import logger
 
 from runner.inbox import Inbox
-from runner.ratelimit import SharedLimiter
 from runner.worker import WorkerSpec, worker_main
 
 KILL_WAIT_SECONDS = 5.0  # after SIGABRT (time to write the stacks), and again after SIGKILL
@@ -28,6 +29,82 @@ KILL_WAIT_SECONDS = 5.0  # after SIGABRT (time to write the stacks), and again a
 STOP_WAIT_SECONDS = 10.0
 HARD_STOP_WAIT_SECONDS = 0.5
 TERMINATE_WAIT_SECONDS = 3.0  # SIGTERM unwinds a worker through its sandbox's removal
+
+
+class Link(Protocol):
+    """One worker, wherever it runs."""
+
+    @property
+    def exitcode(self) -> int | None: ...  # None while it runs; negative: killed by that signal
+
+    def send(self, msg: Any) -> None: ...
+
+    def abort(self) -> None: ...  # stuck: dump its stacks if it can, then kill it, and wait
+
+    def join(self, timeout: float) -> None: ...
+
+    def terminate(self) -> None: ...  # unwind (its sandbox removed on the way out)
+
+    def kill(self) -> None: ...
+
+
+class Transport(Protocol):
+    """Starts workers and carries their messages to the supervisor's one inbox."""
+
+    inbox: Any  # get(timeout) -> message or None; close()
+
+    def start(self, spec: WorkerSpec, limiter: Any) -> Link: ...
+
+
+class ProcessLink:
+    def __init__(self, proc: Any, tasks: Any) -> None:
+        self.proc, self.tasks = proc, tasks
+
+    @property
+    def exitcode(self) -> int | None:
+        code: int | None = self.proc.exitcode
+        return code
+
+    def send(self, msg: Any) -> None:
+        self.tasks.put(msg)
+
+    def abort(self) -> None:
+        """SIGABRT first (Python prints where it was stuck), then SIGKILL."""
+        with contextlib.suppress(ProcessLookupError, TypeError):
+            os.kill(self.proc.pid, signal.SIGABRT)
+        self.proc.join(KILL_WAIT_SECONDS)
+        if self.exitcode is None:
+            self.kill()
+
+    def join(self, timeout: float) -> None:
+        self.proc.join(timeout)
+
+    def terminate(self) -> None:
+        self.proc.terminate()
+        self.proc.join(TERMINATE_WAIT_SECONDS)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.join(KILL_WAIT_SECONDS)
+
+
+class ProcessTransport:
+    """Workers as local processes, each writing to its own pipe of the inbox (runner/inbox.py)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx, self.inbox = ctx, Inbox()
+
+    def start(self, spec: WorkerSpec, limiter: Any) -> ProcessLink:
+        tasks = self.ctx.Queue()
+        writer = self.inbox.open(self.ctx)
+        proc = self.ctx.Process(target=worker_main, args=(spec, writer, tasks, limiter), name=f"worker-{spec.worker}",
+                                daemon=False)
+        try:
+            proc.start()
+        finally:
+            writer.close()  # the worker holds its own copy: its death now reads as end-of-file
+        logger.debug("spawned worker {} (pid {})", spec.worker, proc.pid)
+        return ProcessLink(proc, tasks)
 
 
 @dataclass
@@ -45,8 +122,7 @@ class Chunk:
 @dataclass
 class WorkerHandle:
     id: int
-    proc: Any
-    tasks: Any
+    link: Link
     slots: int = 1
     started: float = field(default_factory=time.monotonic)
     ready: bool = False
@@ -77,18 +153,17 @@ class WorkerHandle:
 
     def send(self, msg: Any) -> None:
         with contextlib.suppress(Exception):  # a dead worker's queue: the reaper will notice
-            self.tasks.put(msg)
+            self.link.send(msg)
 
     @property
     def exitcode(self) -> int | None:
-        code: int | None = self.proc.exitcode
-        return code
+        return self.link.exitcode
 
 
 class WorkerPool:
-    def __init__(self, ctx: Any, make_spec: Callable[[int], WorkerSpec], inbox: Inbox, limiter: SharedLimiter | None,
+    def __init__(self, transport: Transport, make_spec: Callable[[int], WorkerSpec], limiter: Any,
                  *, heartbeat_timeout: float) -> None:
-        self.ctx, self.make_spec, self.inbox, self.limiter = ctx, make_spec, inbox, limiter
+        self.transport, self.make_spec, self.limiter = transport, make_spec, limiter
         self.heartbeat_timeout = heartbeat_timeout
         self.workers: dict[int, WorkerHandle] = {}
         self.next_id = 0
@@ -98,19 +173,11 @@ class WorkerPool:
         wid = self.next_id
         self.next_id += 1
         self.spawned += 1
-        tasks = self.ctx.Queue()
-        writer = self.inbox.open(self.ctx)
         taken = {h.lane for h in self.workers.values()}
         lane = next((n for n in range(self.limiter.lanes if self.limiter else 0) if n not in taken), -1)
         spec = dataclasses.replace(self.make_spec(wid), lane=lane)
-        proc = self.ctx.Process(target=worker_main, args=(spec, writer, tasks, self.limiter),
-                                name=f"worker-{wid}", daemon=False)
-        try:
-            proc.start()
-        finally:
-            writer.close()  # the worker holds its own copy: its death now reads as end-of-file
-        h = self.workers[wid] = WorkerHandle(wid, proc, tasks, slots=spec.slots, lane=lane)
-        logger.debug("spawned worker {} (pid {})", wid, proc.pid)
+        h = self.workers[wid] = WorkerHandle(wid, self.transport.start(spec, self.limiter), slots=spec.slots,
+                                             lane=lane)
         return h
 
     def get(self, wid: int) -> WorkerHandle | None:
@@ -130,17 +197,11 @@ class WorkerPool:
             yield h
 
     def kill(self, h: WorkerHandle) -> None:
-        """SIGABRT first (Python prints where it was stuck), then SIGKILL."""
-        with contextlib.suppress(ProcessLookupError, TypeError):
-            os.kill(h.proc.pid, signal.SIGABRT)
-        h.proc.join(KILL_WAIT_SECONDS)
-        if h.exitcode is None:
-            h.proc.kill()
-            h.proc.join(KILL_WAIT_SECONDS)
+        h.link.abort()
 
     def remove(self, h: WorkerHandle) -> str:
         """Forget a worker; say how it ended (signal name or exit code)."""
-        h.proc.join(1)
+        h.link.join(1)
         self.workers.pop(h.id, None)
         if self.limiter is not None and h.exitcode is not None and (freed := self.limiter.reclaim(h.lane)):
             logger.info("worker {} died holding {:g} model call(s) in the shared budget: given back", h.id, freed)
@@ -160,14 +221,12 @@ class WorkerPool:
         self.stop_all(msg)
         deadline = time.monotonic() + (HARD_STOP_WAIT_SECONDS if hard else STOP_WAIT_SECONDS)
         for h in self.workers.values():
-            h.proc.join(max(0.0, deadline - time.monotonic()))
+            h.link.join(max(0.0, deadline - time.monotonic()))
 
     def terminate_rest(self) -> None:
         for h in self.workers.values():
             if h.exitcode is None:
-                h.proc.terminate()
-                h.proc.join(TERMINATE_WAIT_SECONDS)
+                h.link.terminate()
             if h.exitcode is None:
-                h.proc.kill()
-                h.proc.join(KILL_WAIT_SECONDS)
+                h.link.kill()
         self.workers.clear()

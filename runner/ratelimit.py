@@ -43,7 +43,7 @@ class Reservation:
 class Held:
     """A reservation being used: `used(input, output)` settles it with the call's real usage."""
 
-    def __init__(self, limiter: SharedLimiter, res: Reservation) -> None:
+    def __init__(self, limiter: Budget, res: Reservation) -> None:
         self.limiter, self.res = limiter, res
         self.settled = False
 
@@ -55,7 +55,41 @@ class Held:
 LOCK_STALE_SECONDS = 5.0
 
 
-class SharedLimiter:
+class Budget:
+    """What callers do with a budget, wherever its counts live (shared memory here, a Ray actor in
+    runner/ray_executor.py): they need try_acquire and settle."""
+
+    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
+                    lane: int | None = None) -> Reservation | float:
+        raise NotImplementedError
+
+    def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
+        raise NotImplementedError
+
+    def acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
+                deadline: float | None = None) -> Reservation | None:
+        """Block until admitted (None if the deadline passes first)."""
+        while True:
+            r = self.try_acquire(slot, input_tokens, output_tokens)
+            if isinstance(r, Reservation):
+                return r
+            if deadline is not None and time.monotonic() + min(r, 0.5) > deadline:
+                return None
+            time.sleep(min(max(r, 0.005), 0.5))
+
+    @contextmanager
+    def held(self, res: Reservation) -> Iterator[Held]:
+        """Settle `res` on every way out: with `used(...)`, else as a failed call (output refunded, the
+        input estimate kept: the provider may have read it)."""
+        h = Held(self, res)
+        try:
+            yield h
+        finally:
+            if not h.settled:
+                self.settle(res, res.input_tokens, 0, ok=False)
+
+
+class SharedLimiter(Budget):
     """Created once by the supervisor, handed to workers at spawn (shared memory + one lock)."""
 
     def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], *, start_concurrency: float = 8,
@@ -112,10 +146,12 @@ class SharedLimiter:
             if cap != INF:
                 a[base + lvl_i] = min(cap, a[base + lvl_i] + dt * cap / 60.0)
 
-    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None
-                    ) -> Reservation | float:
-        """A reservation, or the seconds to wait before trying again."""
+    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
+                    lane: int | None = None) -> Reservation | float:
+        """A reservation, or the seconds to wait before trying again; in-flight counted on `lane` (the
+        caller's, default this process's)."""
         out = self.out_estimate if output_tokens is None else output_tokens
+        lane = self.lane if lane is None else lane
         a, base = self._arr, slot * _F
         with self._locked():
             now = time.monotonic()
@@ -138,20 +174,9 @@ class SharedLimiter:
             a[base + _ITPM] -= input_tokens
             a[base + _OTPM] -= out
             a[base + _INFLIGHT] += 1
-            if 0 <= self.lane < self.lanes:
-                self._lanes[self.lane * len(self.keys) + slot] += 1
-            return Reservation(slot, input_tokens, out, self.lane)
-
-    def acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                deadline: float | None = None) -> Reservation | None:
-        """Block until admitted (None if the deadline passes first)."""
-        while True:
-            r = self.try_acquire(slot, input_tokens, output_tokens)
-            if isinstance(r, Reservation):
-                return r
-            if deadline is not None and time.monotonic() + min(r, 0.5) > deadline:
-                return None
-            time.sleep(min(max(r, 0.005), 0.5))
+            if 0 <= lane < self.lanes:
+                self._lanes[lane * len(self.keys) + slot] += 1
+            return Reservation(slot, input_tokens, out, lane)
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
         """Charge real usage instead of the estimate; grow the window a little on success."""
@@ -166,17 +191,6 @@ class SharedLimiter:
             if ok and a[base + _ADAPTIVE]:
                 conc = a[base + _CONC]
                 a[base + _CONC] = min(a[base + _CONC_MAX], conc + 1.0 / max(conc, 1.0))
-
-    @contextmanager
-    def held(self, res: Reservation) -> Iterator[Held]:
-        """Settle `res` on every way out: with `used(...)`, else as a failed call (output refunded, the
-        input estimate kept: the provider may have read it)."""
-        h = Held(self, res)
-        try:
-            yield h
-        finally:
-            if not h.settled:
-                self.settle(res, res.input_tokens, 0, ok=False)
 
     def reclaim(self, lane: int) -> float:
         """A dead worker's reservations, given back; returns how many there were."""

@@ -86,6 +86,8 @@ class Worker:
             spec.worker, cfg, self._scratch(n), spec.run_id, sim_url=spec.sim_url, limiter=limiter,
             gateway_url=spec.gateway_url, slot=n, slots=spec.slots))) for n in range(spec.slots)]
         self.threads: list[SlotThread] = []
+        # SIGALRM reaches the main thread only: elsewhere (a Ray actor's thread) one slot runs in a thread too
+        self.inline = spec.slots == 1 and threading.current_thread() is threading.main_thread()
         self.sandbox: Sandbox | None = None
         self.generation = 0
         self.lock = threading.Lock()  # one replacement of the sandbox at a time
@@ -124,7 +126,7 @@ class Worker:
         """Attach every slot's harness: in this thread for one slot, in each slot's thread for several.
         Slot 0 attaches before the worker says it is ready (a harness that cannot load fails the boot);
         the others copy their databases and attach meanwhile, each saying so when done (SlotReady)."""
-        if len(self.slots) == 1:
+        if self.inline:
             self.slots[0].attach()
             return
         self.threads = [SlotThread(slot, self.cancel_queries) for slot in self.slots]
@@ -266,17 +268,29 @@ def _on_term(signum: int, frame: object) -> None:
 
 def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter: SharedLimiter | None) -> None:
     """Entry point of a worker process (spawned)."""
-    inbox = Outbox(to_supervisor)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     # SIGTERM (the supervisor's terminate, or its death: die_with_parent) unwinds, so the sandbox and a
     # command harness's processes are removed on the way out.
     signal.signal(signal.SIGTERM, _on_term)
     die_with_parent(spec.supervisor_pid)
-    logger.remove()
-    log_path = Path(spec.log_dir) / f"worker-{spec.worker}.log"
-    logger.add(log_path, level="DEBUG", enqueue=False)
+    log_path = log_to_file(spec)
     # A supervisor that finds this worker stuck sends SIGABRT first: the stacks land in its log.
     faulthandler.enable(open(log_path, "a"))  # noqa: SIM115 - open for the life of the process
+    sys.exit(run_worker(spec, Outbox(to_supervisor), tasks, limiter))
+
+
+def log_to_file(spec: WorkerSpec) -> Path:
+    """This process logs to the run's logs/worker-N.log only."""
+    logger.remove()
+    log_path = Path(spec.log_dir) / f"worker-{spec.worker}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    logger.add(log_path, level="DEBUG", enqueue=False)
+    return log_path
+
+
+def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
+    """A worker's life wherever it runs (its own process, or a Ray actor's thread): boot, serve, clean
+    up; returns its exit code. `inbox.put(msg)` reaches the supervisor, `tasks.get()` brings its work."""
     logger.info("worker {} starting (pid {}, sandbox {}, harness {})", spec.worker, os.getpid(), spec.sandbox_kind,
                 spec.cfg.harness.kind)
     if limiter is not None:
@@ -293,7 +307,7 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
             raise
         logger.exception("boot failed")
         inbox.put(WorkerFailed(spec.worker, f"{type(e).__name__}: {e}", at_boot=True))
-        sys.exit(EXIT_BOOT_FAILED)
+        return EXIT_BOOT_FAILED
     assert worker.sandbox is not None
     inbox.put(WorkerReady(spec.worker, worker.sandbox.id, worker.sandbox.kind, worker.sandbox.boot_seconds))
     heart = Heart(spec.worker, inbox)
@@ -310,4 +324,4 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
         heart.stop()
         worker.close()
         logger.info("worker {} exiting", spec.worker)
-    sys.exit(code)
+    return code

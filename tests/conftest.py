@@ -92,14 +92,15 @@ def any_sandbox(request: pytest.FixtureRequest) -> Sandbox:
     return request.getfixturevalue("shared_local_sandbox")  # type: ignore[no-any-return]
 
 
-REQUIRED_MARKS = ("docker", "chaos")
+REQUIRED_MARKS = ("docker", "chaos", "ray")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """tests/chaos/ is the chaos suite: marked as such (and required in CI) by where it lives."""
+    """tests/chaos/ and tests/ray/ are marked as such (and required in CI) by where they live."""
     for item in items:
-        if "chaos" in item.path.parts:
-            item.add_marker(pytest.mark.chaos)
+        for mark in ("chaos", "ray"):
+            if mark in item.path.parts:
+                item.add_marker(getattr(pytest.mark, mark))
 
 
 def _required_skips(stats: dict[str, list[object]]) -> int:
@@ -110,7 +111,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     if not REQUIRED:
         return
     if skipped := _required_skips(terminalreporter.stats):
-        terminalreporter.write_line(f"FAIL: {skipped} docker or chaos tests were skipped but are required here",
+        terminalreporter.write_line(f"FAIL: {skipped} docker, chaos or ray tests were skipped but are required here",
                                     red=True)
 
 
