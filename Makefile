@@ -89,7 +89,7 @@ run-example: install
 	$(BIN)/runner run examples/legacy-harness/runner-command.yaml $(ARGS)
 
 # Every benchmark (about 15 minutes on 2 cores); the headline on 300 conversations per run.
-bench: image
+bench: image $(RAY)
 	$(BIN)/python -m bench.all --out docs/benchmarks.md
 
 # The seeds' whole job (3 baselines + Atlas, 1,200 conversations each: ~12 minutes on 2 cores);
@@ -97,7 +97,7 @@ bench: image
 bench-headline: image
 	$(BIN)/python -m bench.all --only headline --headline-n 1200 --out docs/benchmarks.md
 
-bench-quick: image
+bench-quick: image $(RAY)
 	$(BIN)/python -m bench.all --quick
 
 clean:

@@ -18,7 +18,7 @@ from typing import Any
 
 from loguru import logger
 
-from bench import cached, gateway, harness, headline, inflight, memory, ratelimit, scaling, startup, targets
+from bench import cached, gateway, harness, headline, inflight, memory, ratelimit, ray_budget, scaling, startup, targets
 from bench.common import WORK, machine
 
 
@@ -28,8 +28,9 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="the smallest sizes: only that every benchmark's code runs "
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
-    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,inflight,ratelimit,cached,harness,"
-                    "gateway,headline; with --out naming an existing document, only those sections of it are replaced")
+    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,inflight,ratelimit,ray,cached,"
+                    "harness,gateway,headline; with --out naming an existing document, only those sections of it "
+                    "are replaced")
     ap.add_argument("--headline-n", type=int, default=300,
                     help="conversations per run in the headline (1200 = the seeds' whole job)")
     args = ap.parse_args()
@@ -65,6 +66,8 @@ def main() -> None:
     step("ratelimit", lambda: _one(ratelimit.ratelimit(size(2, 4, 16), size(1, 4, 12), size(2, 8, 30),
                                                        60 if q else ratelimit.RPM),
                                    ratelimit.render))
+    step("ray", lambda: _one(ray_budget.ray_budget(size(2, 3, 3), size(2, 2, 4), size(2, 4, 15), size(2, 8, 40),
+                                                  60 if q else ray_budget.RPM), ray_budget.render))
     step("cached", lambda: _one(cached.cached(workers=size(2, 4, 4), limit=size(4, 12, None)), cached.render))
     step("harness", lambda: _one(harness.harness(size([1], [1, 2], [1, 2, 4, 8, 16]), size(4, 12, 160),
                                                  20 if q else 100), harness.render))

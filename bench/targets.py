@@ -64,6 +64,10 @@ def summary(raw: dict[str, Any]) -> str:
         s = r["rows"][0]
         rows.append([f"shared limiter: 95-105 % of {r['rpm']:.0f} RPM, ≤ 1 % 429s ({r['workers']} workers)",
                      f"{s['share_of_limit']:.1%}, {s['share_429']:.2%} 429s", _verdict(r["met"])])
+    if "ray" in raw:
+        r = raw["ray"]
+        rows.append([f"one budget across {r['nodes']} Ray nodes x {r['per_node']} actors: ≥ 95 % of {r['rpm']:.0f} "
+                     "RPM, ≤ 1 % 429s", f"{r['share_of_limit']:.1%}, {r['share_429']:.2%} 429s", _verdict(r["met"])])
     if "cached" in raw:
         w = raw["cached"]["warm"]
         rows.append(["fully cached rerun: no API call, ≥ 100 conversations/s",

@@ -227,8 +227,9 @@ def limiter_key(cfg: Config, provider: str, model: str) -> str:
     return f"{provider}/{model}" if f"{provider}/{model}" in cfg.rate_limits else provider
 
 
-def build_limiter(cfg: Config, *, lanes: int = 0) -> SharedLimiter:
-    """One budget per key any run uses; unlimited keys still get adaptive concurrency by default."""
+def budget_spec(cfg: Config) -> tuple[dict[str, Limits], dict[str, bool]]:
+    """Limits and adaptive-concurrency switches per key any run uses; unlimited keys still get adaptive
+    concurrency by default."""
     keys: set[str] = set()
     for r in cfg.model_runs():
         ref = r.model_ref()
@@ -238,4 +239,8 @@ def build_limiter(cfg: Config, *, lanes: int = 0) -> SharedLimiter:
     limits = {k: cfg.rate_limits[k].resolved() if k in cfg.rate_limits else Limits() for k in keys}
     adaptive = {k: (cfg.adaptive_concurrency if cfg.adaptive_concurrency is not None
                     else k not in cfg.rate_limits) for k in keys}
-    return SharedLimiter(limits, adaptive, lanes=lanes)
+    return limits, adaptive
+
+
+def build_limiter(cfg: Config, *, lanes: int = 0) -> SharedLimiter:
+    return SharedLimiter(*budget_spec(cfg), lanes=lanes)

@@ -34,8 +34,8 @@ from loguru import logger
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from runner.config import Config
-from runner.ratelimit import Budget, Reservation, build_limiter
+from runner.config import Config, Limits
+from runner.ratelimit import Budget, Reservation, SharedLimiter, budget_spec
 from runner.worker import WorkerSpec, log_to_file, run_worker
 
 POLL_SECONDS = 1.0  # an actor answers a poll within this, messages or not
@@ -122,8 +122,8 @@ class WorkerActor:
 class BudgetActor:
     """The built-in agents' one budget for the whole cluster: a SharedLimiter in one process."""
 
-    def __init__(self, cfg: Config, lanes: int) -> None:
-        self.limiter = build_limiter(cfg, lanes=lanes)
+    def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], lanes: int) -> None:
+        self.limiter = SharedLimiter(limits, adaptive, lanes=lanes)
 
     def describe(self) -> tuple[list[str], int, float]:
         return self.limiter.keys, self.limiter.lanes, self.limiter.out_estimate
@@ -276,7 +276,8 @@ class RayTransport:
             if self.cfg.model_runs():
                 here = ray.get_runtime_context().get_node_id()
                 actor = ray.remote(num_cpus=0, max_restarts=0)(BudgetActor).options(
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(self.cfg, self.lanes)
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(*budget_spec(self.cfg),
+                                                                                  self.lanes)
                 self.budget = RemoteBudget(actor)
         except BaseException:
             self.close()

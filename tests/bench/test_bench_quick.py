@@ -24,7 +24,7 @@ def test_every_benchmark_runs(tmp_path: Path, sandbox_image: str) -> None:
     text = doc.read_text()
     for section in ("Targets at a glance", "Scaling against the seeds' design", "Harness overhead",
                     "Sandbox start-up", "Memory at W=", "Memory per conversation in flight",
-                    "Rate limits:", "Fully cached rerun", "A user's harness",
+                    "Rate limits:", "Rate limits across nodes", "Fully cached rerun", "A user's harness",
                     "Model gateway", "The headline"):
         assert section in text, section
     assert "Command: `make bench (tiny)`" in text and (tmp_path / "bench.json").exists()
