@@ -76,7 +76,8 @@ def ray_budget(nodes: int = 3, per_node: int = 4, warmup: float = 15, window: fl
             head = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             budget = ray.remote(num_cpus=0)(BudgetActor).options(scheduling_strategy=head).remote(
                 {"k": Limits(rpm=rpm)}, {}, 0)
-            callers = [ray.remote(num_cpus=1)(Caller).remote(sim.url, budget) for _ in range(nodes * per_node)]
+            caller = ray.remote(num_cpus=1)(Caller)
+            callers: list[Any] = [caller.remote(sim.url, budget) for _ in range(nodes * per_node)]
             placed = ray.get([c.node.remote() for c in callers])
             t0 = time.time() + 1
             refs = [c.call_until.remote(t0 + warmup + (window + 1 if i % 2 else 0)) for i, c in enumerate(callers)]
@@ -88,8 +89,8 @@ def ray_budget(nodes: int = 3, per_node: int = 4, warmup: float = 15, window: fl
     finally:
         ray.shutdown()
         cluster.shutdown()
-    ok = int(b.get("ok", 0)) - int(a.get("ok", 0))
-    limited = int(b.get("429", 0)) - int(a.get("429", 0))
+    ok = int(b.get("ok", 0)) - int(a.get("ok", 0))  # type: ignore[call-overload]
+    limited = int(b.get("429", 0)) - int(a.get("429", 0))  # type: ignore[call-overload]
     share = ok / window * 60 / rpm
     share_429 = limited / max(ok + limited, 1)
     return {"nodes": nodes, "per_node": per_node, "spread": len(set(placed)), "rpm": rpm, "warmup": warmup,

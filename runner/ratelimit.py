@@ -57,7 +57,24 @@ LOCK_STALE_SECONDS = 5.0
 
 class Budget:
     """What callers do with a budget, wherever its counts live (shared memory here, a Ray actor in
-    runner/ray_executor.py): they need try_acquire and settle."""
+    runner/ray_executor.py)."""
+
+    keys: list[str]
+    lanes: int
+    lane: int
+    out_estimate: float
+
+    def slot(self, key: str) -> int:
+        return self.keys.index(key)
+
+    def pause(self, slot: int, seconds: float) -> None:
+        raise NotImplementedError
+
+    def reclaim(self, lane: int) -> float:
+        raise NotImplementedError
+
+    def snapshot(self, slot: int) -> dict[str, float]:
+        raise NotImplementedError
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
                     lane: int | None = None) -> Reservation | float:
@@ -133,9 +150,6 @@ class SharedLimiter(Budget):
             yield
         finally:
             self._lock.release()
-
-    def slot(self, key: str) -> int:
-        return self.keys.index(key)
 
     def _refill(self, base: int, now: float) -> None:
         a = self._arr

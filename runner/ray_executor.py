@@ -154,9 +154,6 @@ class RemoteBudget(Budget):
         self.keys, self.lanes, self.out_estimate = ray.get(actor.describe.remote())
         self.lane = -1
 
-    def slot(self, key: str) -> int:
-        return self.keys.index(key)
-
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
                     lane: int | None = None) -> Reservation | float:
         r: Reservation | float = ray.get(self.actor.try_acquire.remote(

@@ -29,7 +29,7 @@ from runner.harness import harness_class, id_field, reading
 from runner.harness.base import SandboxInfo, WorkerInfo, sandbox_info, slot_database
 from runner.inbox import Connection, Outbox
 from runner.messages import Assign, SandboxReplaced, Stop, WorkerFailed, WorkerReady, WorkerRetiring
-from runner.ratelimit import SharedLimiter
+from runner.ratelimit import Budget
 from runner.records import Record, load_records
 from runner.resources import die_with_parent
 from runner.result import now_iso
@@ -73,7 +73,7 @@ class WorkerSpec:
 
 
 class Worker:
-    def __init__(self, spec: WorkerSpec, inbox: Any, limiter: SharedLimiter | None) -> None:
+    def __init__(self, spec: WorkerSpec, inbox: Any, limiter: Budget | None) -> None:
         cfg = spec.cfg
         self.spec, self.cfg, self.inbox = spec, cfg, inbox
         self.worker_id, self.gateway_url = spec.worker, spec.gateway_url
@@ -266,7 +266,7 @@ def _on_term(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter: SharedLimiter | None) -> None:
+def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter: Budget | None) -> None:
     """Entry point of a worker process (spawned)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     # SIGTERM (the supervisor's terminate, or its death: die_with_parent) unwinds, so the sandbox and a

@@ -30,7 +30,7 @@ from runner.gateway.replay import as_stream, final_message
 from runner.gateway.upstream import Answer, Call, Upstream
 from runner.gateway.usage import Tally
 from runner.models.capabilities import Prices, lookup
-from runner.ratelimit import SharedLimiter
+from runner.ratelimit import Budget
 
 DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -73,7 +73,7 @@ class Incoming:
 
 
 class Gateway:
-    def __init__(self, settings: GatewaySettings, *, limiter: SharedLimiter | None = None,
+    def __init__(self, settings: GatewaySettings, *, limiter: Budget | None = None,
                  cache: ResponseCache | None = None) -> None:
         self.settings, self.limiter, self.cache = settings, limiter, cache
         self.runs: dict[str, Tally] = {}

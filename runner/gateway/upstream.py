@@ -24,7 +24,7 @@ from runner.config import RetrySettings
 from runner.gateway.usage import CallUsage, StreamUsage, from_body
 from runner.models.base import classify_status
 from runner.models.capabilities import Usage, budget_input_tokens
-from runner.ratelimit import Held, Reservation, SharedLimiter
+from runner.ratelimit import Budget, Held, Reservation
 
 BROKEN_STREAM = 599  # status of a stream cut after its first bytes reached the caller
 # Response headers worth handing back to the caller (its SDK reads them); the rest describe the hop.
@@ -62,7 +62,7 @@ class Call:
 
 
 class Upstream:
-    def __init__(self, retry: RetrySettings, limiter: SharedLimiter | None, session: aiohttp.ClientSession) -> None:
+    def __init__(self, retry: RetrySettings, limiter: Budget | None, session: aiohttp.ClientSession) -> None:
         self.retry, self.limiter, self.session = retry, limiter, session
 
     async def send(self, request: web.Request, call: Call) -> Answer:

@@ -24,7 +24,7 @@ from runner.config import Config, ModelRef, RetrySettings, api_key, resolve_mode
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
 from runner.models.base import Completion, Provider, ProviderError, Request
 from runner.models.capabilities import Capabilities, Usage, budget_input_tokens, cost, lookup, split_sampling
-from runner.ratelimit import SharedLimiter, limiter_key
+from runner.ratelimit import Budget, limiter_key
 
 
 @dataclass
@@ -59,7 +59,7 @@ class CallStats:
 
 
 class ModelClient:
-    def __init__(self, provider: Provider, *, wire_model: str, logical_model: str, limiter: SharedLimiter | None,
+    def __init__(self, provider: Provider, *, wire_model: str, logical_model: str, limiter: Budget | None,
                  limiter_slot: int | None, cache: ResponseCache | None, retry: RetrySettings,
                  caps: Capabilities | None = None, prompt_cache: bool = True) -> None:
         self.provider, self.wire_model, self.logical_model = provider, wire_model, logical_model
@@ -195,13 +195,13 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Prov
     return cls(key, base_url=base, timeout=settings.timeout_seconds, headers=headers), model
 
 
-def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: SharedLimiter | None,
+def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Budget | None,
                 cache: ResponseCache | None) -> ModelClient:
     provider, wire_model = make_provider(ref, cfg, sim_url)
     return client_over(provider, wire_model, ref, cfg, limiter=limiter, cache=cache)
 
 
-def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config, *, limiter: SharedLimiter | None,
+def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config, *, limiter: Budget | None,
                 cache: ResponseCache | None) -> ModelClient:
     """A client with its own counts over a provider (SDK client) that others may share."""
     slot = None
