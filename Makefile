@@ -56,9 +56,10 @@ image: install engine
 
 # The runner in a container (deploy/k8s/): the package and its dependencies as wheels built here,
 # so the image build needs no index of its own.
+EXTRAS ?=
 runner-image: install engine
-	rm -rf build/wheels && $(BIN)/pip wheel -q . -w build/wheels
-	docker build -q -f images/runner/Dockerfile \
+	rm -rf build/wheels && $(BIN)/pip wheel -q ".$(if $(EXTRAS),[$(EXTRAS)])" -w build/wheels
+	docker build -q -f images/runner/Dockerfile --build-arg EXTRAS=$(EXTRAS) \
 	    --build-arg BASE=$$(docker image inspect -f '{{.Id}}' pgsandbox-runner/base:bookworm-pg15 2>/dev/null || echo debian:bookworm-slim) \
 	    -t pgsandbox-runner:latest .
 

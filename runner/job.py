@@ -18,7 +18,7 @@ import multiprocess as mp
 from loguru import logger
 from rich.console import Console
 
-from runner.concurrency import layout
+from runner.concurrency import Layout, layout
 from runner.config import Config, resolve_mode
 from runner.errors import OWN_FAULT_KINDS, ConfigError, DatasetError, RunStopped
 from runner.gateway.process import GatewayServer
@@ -110,10 +110,14 @@ def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Sum
     error = None
     with contextlib.ExitStack() as stack:
         if plan:
-            sim, gateway = model_servers(cfg, mode, out / "logs", stack)
+            chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
+            lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
+            transport, limiter, host = _transport(cfg, lay.workers, stack)
+            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host)
             sim_url = sim.url if sim is not None else None
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
-                              gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None], stack)
+                              gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None],
+                              transport, limiter, lay)
             with sup.progress:
                 try:
                     sup.run()
@@ -177,19 +181,20 @@ def _uses_gateway(cfg: Config) -> bool:
     return cfg.gateway and cfg.harness.kind != "crm"
 
 
-def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack
-                  ) -> tuple[SimServer | None, GatewayServer | None]:
+def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack, *,
+                  host: str = "127.0.0.1") -> tuple[SimServer | None, GatewayServer | None]:
     """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
-    calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack."""
+    calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack; both
+    listen on `host` (this machine only, unless workers on other nodes must reach them)."""
     def log(name: str) -> str | None:
         return str(log_dir / f"{name}.log") if log_dir else None
 
     sim = None
     if mode == "sim" and (cfg.model_runs() or _uses_gateway(cfg)):
-        sim = stack.enter_context(SimServer(cfg.simulator, log_path=log("simulator")))
+        sim = stack.enter_context(SimServer(cfg.simulator.model_copy(update={"host": host}), log_path=log("simulator")))
     if not _uses_gateway(cfg):
         return sim, None
-    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway")))
+    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway"), host=host))
     logger.info("model gateway at {} ({})", gw.url, "to the simulator" if sim else "to the real APIs")
     return sim, gw
 
@@ -218,7 +223,8 @@ def _added(now: dict[str, dict[str, float]], before: object) -> dict[str, dict[s
 
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
                 image: str | None, spec: DatabaseSpec, sim_url: str | None, out: Path,
-                gateway_url: str | None, services: list[Service], stack: contextlib.ExitStack) -> Supervisor:
+                gateway_url: str | None, services: list[Service], transport: Transport, limiter: Any, lay: Layout
+                ) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
@@ -227,12 +233,10 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     pid = os.getpid()
 
     chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
-    lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
     workers = lay.workers
     logger.info("{} worker(s) x {} slot(s) = {} records in flight at most ({})", lay.workers, lay.slots, lay.in_flight,
                 lay.why)
 
-    transport, limiter = _transport(cfg, workers, stack)
     if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
 
@@ -254,16 +258,18 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
 
 
-def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[Transport, Any]:
-    """Where workers run, and the budget they draw from: shared memory locally, an actor on Ray."""
+def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[Transport, Any, str]:
+    """Where workers run, the budget they draw from (shared memory locally, an actor on Ray), and the
+    address the simulator and gateway listen on (this machine's loopback, or this node's address on
+    a cluster, so that workers on other nodes reach them)."""
     if cfg.executor == "ray":
         try:
             from runner.ray_executor import RayTransport
         except ImportError as e:
             raise ConfigError(f"executor: ray needs Ray installed (pip install 'pgsandbox-runner[ray]'): {e}") from None
         ray_transport = stack.enter_context(RayTransport(cfg, lanes=workers))
-        return ray_transport, ray_transport.budget
-    return ProcessTransport(mp.get_context("spawn")), build_limiter(cfg, lanes=workers)
+        return ray_transport, ray_transport.budget, ray_transport.node_address()
+    return ProcessTransport(mp.get_context("spawn")), build_limiter(cfg, lanes=workers), "127.0.0.1"
 
 
 def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> None:

@@ -296,6 +296,11 @@ class RayTransport:
         logger.info("ray: {} node(s), {:g} CPUs ({})", len([n for n in ray.nodes() if n.get("Alive")]),
                     ray.cluster_resources().get("CPU", 0), address or "started here")
 
+    def node_address(self) -> str:
+        """Where workers on other nodes reach this one (127.0.0.1 on a cluster of one machine)."""
+        address: str = ray.util.get_node_ip_address()
+        return address
+
     def start(self, spec: WorkerSpec, limiter: Any) -> RayLink:
         r = self.cfg.ray
         opts: dict[str, Any] = {"num_cpus": r.cpus_per_worker, "max_restarts": 0, "max_task_retries": 0,

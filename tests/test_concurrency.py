@@ -47,7 +47,7 @@ def test_layout_lets_workers_or_slots_win_and_never_exceeds_the_work(tmp_path: P
 
 
 def test_a_worker_handle_frees_a_slot_when_its_whole_chunk_is_done() -> None:
-    h = WorkerHandle(0, proc=None, tasks=None, slots=3)
+    h = WorkerHandle(0, link=None, slots=3)  # type: ignore[arg-type]  # no worker behind it: bookkeeping only
     assert h.free_slots() == [0]  # slots > 0 are free once they said they are ready (SlotReady)
     h.ready_slots |= {1, 2}
     h.chunks[0] = Chunk({1, 2}, 0.0, 10.0)

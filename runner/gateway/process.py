@@ -16,12 +16,13 @@ class GatewayServer(ServerProcess):
 
     name = "gateway"
 
-    def __init__(self, cfg: Config, *, sim_url: str | None = None, log_path: str | None = None) -> None:
-        self.cfg, self.sim_url = cfg, sim_url
+    def __init__(self, cfg: Config, *, sim_url: str | None = None, log_path: str | None = None,
+                 host: str = "127.0.0.1") -> None:
+        self.cfg, self.sim_url, self.host = cfg, sim_url, host
         super().__init__(self.on_port(0), log_path=log_path)
 
     def on_port(self, port: int) -> list[str]:
-        args = ["gateway", "--port", str(port), "--config-json", self.cfg.model_dump_json()]
+        args = ["gateway", "--host", self.host, "--port", str(port), "--config-json", self.cfg.model_dump_json()]
         args += ["--upstream-sim", self.sim_url] if self.sim_url else []
         return args + ([] if self.cfg.cache else ["--no-cache"])
 
