@@ -36,6 +36,38 @@ MIX_RUNS = ("runs:\n"
             "     teacher: {provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-teacher}}\n")
 
 
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process under it."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
+    kids: dict[int, list[int]] = {}
+    for line in out.splitlines():
+        p, pp = (int(x) for x in line.split())
+        kids.setdefault(pp, []).append(p)
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(kids.get(p, []))
+    return found
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    """The processes `pid` started, with their command lines."""
+    out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [(int(x.split(None, 1)[0]), x.split(None, 1)[1]) for x in out.strip().splitlines()]
+
+
+def forkserver(pid: int) -> int | None:
+    """The process a supervisor (`runner run`, pid) forks its workers from (runner/job.py)."""
+    return next((c for c, args in children(pid) if "forkserver" in args), None)
+
+
+def worker_pids(pid: int) -> list[int]:
+    """A supervisor's worker processes: its forkserver's children."""
+    fs = forkserver(pid)
+    return [c for c, _ in children(fs)] if fs is not None else []
+
+
 def run_in_background(cfg: Path, out: Path) -> subprocess.Popen[bytes]:
     """`runner run cfg --out out` from scratch, on the simulator (no API key reaches it)."""
     subprocess.run(["rm", "-rf", str(out)])

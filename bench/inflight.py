@@ -14,24 +14,10 @@ import sys
 import time
 from typing import Any
 
-from bench.common import MIX_RUNS, WORK, dataset, run_in_background, table
+from bench.common import MIX_RUNS, WORK, dataset, descendants, run_in_background, table
 from bench.memory import _proc_mib
 
 TARGET_MIB = 25.0
-
-
-def _descendants(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
-    kids: dict[int, list[int]] = {}
-    for line in out.splitlines():
-        p, pp = (int(x) for x in line.split())
-        kids.setdefault(pp, []).append(p)
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(kids.get(p, []))
-    return found
 
 
 def _container_pids(owner: int) -> list[int]:
@@ -43,7 +29,7 @@ def _container_pids(owner: int) -> list[int]:
         root = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", cid], capture_output=True,
                               text=True).stdout.strip()
         if root.isdigit() and int(root) > 0:
-            pids += _descendants(int(root))
+            pids += descendants(int(root))
     return pids
 
 
@@ -72,7 +58,7 @@ def inflight(concurrency: int, p50_ms: float = 4000) -> dict[str, Any]:
             flying = _in_flight(out)
             if flying < concurrency:
                 continue
-            runner_pids = _descendants(p.pid)
+            runner_pids = descendants(p.pid)
             pg_pids = _container_pids(p.pid)
             runner_pss = sum(_proc_mib(x)[1] for x in runner_pids)
             pg_pss = sum(_proc_mib(x)[1] for x in pg_pids)

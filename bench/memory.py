@@ -8,7 +8,7 @@ import subprocess
 import time
 from typing import Any
 
-from bench.common import MIX_RUNS, WORK, dataset, mean, run_in_background, table
+from bench.common import MIX_RUNS, WORK, dataset, forkserver, mean, run_in_background, table, worker_pids
 
 UNITS = {"B": 1 / 2**20, "KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "kB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
@@ -26,11 +26,6 @@ def _proc_mib(pid: int) -> tuple[float, float]:
     except OSError:
         pass
     return rss, pss
-
-
-def _children(pid: int) -> list[tuple[int, str]]:
-    out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [(int(x.split(None, 1)[0]), x.split(None, 1)[1]) for x in out.strip().splitlines()]
 
 
 def _containers(owner: int) -> list[float]:
@@ -60,12 +55,15 @@ def memory(workers: int, n: int) -> dict[str, Any]:
         deadline = time.monotonic() + 600
         while p.poll() is None and time.monotonic() < deadline:
             time.sleep(3)
-            workers_now = [c for c, a in _children(p.pid) if "spawn_main" in a]
+            workers_now = worker_pids(p.pid)
             conts = _containers(p.pid)
             done = sum(len(x.read_text().splitlines()) for x in (out / "results").glob("*.jsonl")) \
                 if (out / "results").exists() else 0
             if len(workers_now) == workers and len(conts) == workers and done >= 4:
-                samples.append({"supervisor": _proc_mib(p.pid), "workers": [_proc_mib(w) for w in workers_now],
+                # the supervisor's side: itself and the forkserver its workers are forked from
+                sup = [_proc_mib(x) for x in (p.pid, forkserver(p.pid)) if x is not None]
+                samples.append({"supervisor": (sum(r for r, _ in sup), sum(s for _, s in sup)),
+                                "workers": [_proc_mib(w) for w in workers_now],
                                 "containers": conts})
             if len(samples) >= 5:
                 break

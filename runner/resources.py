@@ -40,17 +40,28 @@ PARENT_ENV = "RUNNER_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
+def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM, *, via_forkserver: bool = False) -> None:
     """Have the kernel send `sig` to this process when its parent dies, kill -9 included (Linux
     PR_SET_PDEATHSIG), so that no worker or server outlives a supervisor that could not clean up.
-    If the parent is already gone, the signal comes now."""
+    If the parent is already gone, the signal comes now. A process forked by a multiprocessing
+    forkserver has that server as its parent, which exits when the supervisor dies: the signal then
+    comes from the server's death, and here `parent_pid` must be the server's parent."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the supervisor's own clean-up is all there is
         return
-    if os.getppid() != parent_pid:
+    parent = os.getppid()
+    if parent != parent_pid and not (via_forkserver and _parent_of(parent) == parent_pid):
         os.kill(os.getpid(), sig)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def stop_process(proc: subprocess.Popen[Any] | None, *, sig: int = signal.SIGINT, timeout: float = 10.0) -> None:

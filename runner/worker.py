@@ -256,6 +256,12 @@ class Worker:
         self.stop_sandbox()
 
 
+def preload(cfg: Config) -> list[str]:
+    """What the process workers are forked from imports first: this module (the runner's side of a
+    worker) and what the harness names, so each worker starts with them in memory, shared."""
+    return [__name__, harness_class(cfg.harness.kind).__module__, *harness_class(cfg.harness.kind).preload]
+
+
 def connections_for(slots: int) -> int:
     """PostgreSQL's max_connections for K slots: a harness may hold a few per database (the CRM holds
     two, one per database), plus the runner's own and headroom."""
@@ -272,7 +278,7 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
     # SIGTERM (the supervisor's terminate, or its death: die_with_parent) unwinds, so the sandbox and a
     # command harness's processes are removed on the way out.
     signal.signal(signal.SIGTERM, _on_term)
-    die_with_parent(spec.supervisor_pid)
+    die_with_parent(spec.supervisor_pid, via_forkserver=True)
     log_path = log_to_file(spec)
     # A supervisor that finds this worker stuck sends SIGABRT first: the stacks land in its log.
     faulthandler.enable(open(log_path, "a"))  # noqa: SIM115 - open for the life of the process

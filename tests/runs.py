@@ -11,6 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import children, descendants, worker_pids
+
+__all__ = ["children", "descendants", "worker_pids"]  # the process tree of a run: shared with the benchmarks
+
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "crm-sample.jsonl"
 
 
@@ -83,11 +87,6 @@ def wait_for_results(out: Path, n: int, p: subprocess.Popen[str], timeout: float
         assert p.poll() is None, p.communicate()[0][-3000:]
         assert time.monotonic() < deadline, "no results in time"
         time.sleep(0.1)
-
-
-def children(pid: int) -> list[tuple[int, str]]:
-    out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [(int(line.split(None, 1)[0]), line.split(None, 1)[1]) for line in out.strip().splitlines()]
 
 
 def assert_exactly_once(out: Path, runs: list[str], n: int) -> None:

@@ -17,7 +17,6 @@ import pytest
 
 from tests.runs import (
     assert_exactly_once,
-    children,
     finish,
     line_count,
     ready_container,
@@ -25,6 +24,7 @@ from tests.runs import (
     run_config,
     start_run,
     wait_for_results,
+    worker_pids,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -56,7 +56,7 @@ def test_kill_9_of_a_worker_and_docker_kill_of_a_sandbox_with_busy_slots(tmp_pat
     while "replaced by" not in (out / "logs" / "supervisor.log").read_text():
         assert time.monotonic() < deadline and p.poll() is None, "the sandbox was not replaced"
         time.sleep(0.2)
-    victim = next(pid for pid, args in children(p.pid) if "spawn_main" in args)
+    victim = worker_pids(p.pid)[0]
     os.kill(victim, signal.SIGKILL)
     code, log = finish(p)
     assert code == 0, log[-3000:]

@@ -14,7 +14,6 @@ import pytest
 
 from tests.runs import (
     SAMPLE,
-    children,
     finish,
     line_count,
     ready_container,
@@ -22,6 +21,7 @@ from tests.runs import (
     run_config,
     start_run,
     wait_for_results,
+    worker_pids,
 )
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ VOLATILE = {"started_at", "finished_at", "wall_seconds", "timings", "worker", "s
 
 
 def _workers(pid: int) -> list[int]:
-    return [c for c, args in children(pid) if "spawn_main" in args]
+    return worker_pids(pid)
 
 
 def _containers(**labels: str) -> list[str]:

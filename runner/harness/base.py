@@ -129,6 +129,9 @@ class Harness(ABC):
 
     defaults = Defaults()
     chunk_size = 1
+    # Modules every worker of this harness imports anyway: imported once, in the process workers are
+    # forked from (runner/pool.py), instead of once per worker (the SDKs take seconds of CPU each).
+    preload: tuple[str, ...] = ()
 
     def __init__(self, info: WorkerInfo) -> None:
         self.info = info

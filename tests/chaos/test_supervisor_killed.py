@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs import assert_exactly_once, children, finish, run_config, start_run, wait_for_results
+from tests.runs import (
+    assert_exactly_once,
+    children,
+    descendants,
+    finish,
+    run_config,
+    start_run,
+    wait_for_results,
+    worker_pids,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -34,8 +43,9 @@ def test_nothing_outlives_a_killed_supervisor(tmp_path: Path, sandbox_image: str
     cfg, out = run_config(tmp_path, p50_ms=100), tmp_path / "out"
     p = start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "10")
     wait_for_results(out, 2, p)
-    kids = [pid for pid, _ in children(p.pid)]
-    assert len(kids) >= 3 and _containers(p.pid), children(p.pid)  # two workers, the simulator, the tracker
+    kids = [pid for pid in descendants(p.pid) if pid != p.pid]
+    # two workers (under the forkserver), the simulator, the tracker
+    assert len(worker_pids(p.pid)) == 2 and len(kids) >= 5 and _containers(p.pid), children(p.pid)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     deadline = time.monotonic() + 30

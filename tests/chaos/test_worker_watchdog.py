@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs import TOY_PYTHON, children, finish, results_by_id, start_run, toy_config, wait_for_results
+from tests.runs import TOY_PYTHON, descendants, finish, results_by_id, start_run, toy_config, wait_for_results
 
 pytestmark = [pytest.mark.slow]
+
+
+def _args(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "(gone)"
 
 
 def test_a_frozen_worker_and_one_deaf_to_its_alarm_are_killed_and_the_rest_runs(tmp_path: Path,
@@ -66,7 +73,7 @@ def test_a_second_ctrl_c_stops_at_once_and_the_rerun_completes(tmp_path: Path, l
     time.sleep(1.0)
     assert p.poll() is None  # the first Ctrl-C waits for running records (up to the grace)
     t0 = time.monotonic()
-    kids = children(p.pid)
+    kids = [(pid, _args(pid)) for pid in descendants(p.pid) if pid != p.pid]  # workers sit under the forkserver
     p.send_signal(signal.SIGINT)
     code, log = finish(p, timeout=60)
     assert code == 130 and time.monotonic() - t0 < 15, log[-3000:]

@@ -20,7 +20,7 @@ from runner.config import load_config
 from runner.harness import database_spec
 from runner.models.capabilities import Usage, cost, lookup
 from runner.sandbox.base import Sandbox
-from tests.runs import ready_container
+from tests.runs import ready_container, worker_pids
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "legacy-harness"
 RUNS = {"oracle": "oracle", "sloppy": "sloppy", "forgetful": "forgetful"}
@@ -85,8 +85,7 @@ def test_python_kind_survives_a_killed_worker(tmp_path: Path, reference: dict[st
     out = tmp_path / "out"
     p = _start("runner.yaml", out)
     _wait_for(out, 6, p)
-    workers = subprocess.run(["pgrep", "-P", str(p.pid), "-f", "spawn_main"], capture_output=True, text=True)
-    os.kill(int(workers.stdout.split()[0]), signal.SIGKILL)
+    os.kill(worker_pids(p.pid)[0], signal.SIGKILL)
     log, _ = p.communicate(timeout=300)
     assert p.returncode == 0, log[-3000:]
     _same_as_reference(out, reference)

@@ -34,6 +34,7 @@ SCORES = ("tool_selection", "args_exact", "args_normalized", "state_match")
 class CrmHarness(Harness):
     defaults = Defaults(success_field="success", metrics={k: f"scores.{k}" for k in SCORES},
                         group_by={"difficulty": "record.difficulty", "tag": "record.tags"})
+    preload = ("anthropic", "openai", "runner.cache")
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
