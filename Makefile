@@ -63,10 +63,11 @@ runner-image: install engine
 	    --build-arg BASE=$$(docker image inspect -f '{{.Id}}' pgsandbox-runner/base:bookworm-pg15 2>/dev/null || echo debian:bookworm-slim) \
 	    -t pgsandbox-runner:latest .
 
-# Two test processes, one file each at a time: most tests wait on sandboxes and simulated latency,
-# and a file's module-scoped sandboxes stay with one process.
+# Three test processes on two cores, one file each at a time: most tests wait on sandboxes, simulated
+# latency and Ray's start (the CPUs are half idle with two), and a file's module-scoped sandboxes and
+# cluster stay with one process.
 test: image browser $(LITELLM) $(RAY)
-	$(BIN)/pytest -n 2 --dist loadfile --durations=15
+	$(BIN)/pytest -n 3 --dist loadfile --durations=15
 
 lint: install
 	$(BIN)/ruff check runner tests bench examples

@@ -18,7 +18,20 @@ from typing import Any
 
 from loguru import logger
 
-from bench import cached, gateway, harness, headline, inflight, memory, ratelimit, ray_budget, scaling, startup, targets
+from bench import (
+    cached,
+    floor,
+    gateway,
+    harness,
+    headline,
+    inflight,
+    memory,
+    ratelimit,
+    ray_budget,
+    scaling,
+    startup,
+    targets,
+)
 from bench.common import WORK, machine
 
 
@@ -29,8 +42,11 @@ def main() -> None:
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
     ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,inflight,ratelimit,ray,cached,"
-                    "harness,gateway,headline; with --out naming an existing document, only those sections of it "
+                    "harness,gateway,headline,floor; with --out naming an existing document, only those sections of it "
                     "are replaced")
+    ap.add_argument("--floor-n", type=int, default=1200,
+                    help="conversations per run in the rate-limit-bound headline (1200 = the seeds' whole job)")
+    ap.add_argument("--floor-scale", type=float, default=1 / 4, help="time scale of the rate-limit-bound headline")
     ap.add_argument("--headline-n", type=int, default=300,
                     help="conversations per run in the headline (1200 = the seeds' whole job)")
     args = ap.parse_args()
@@ -75,6 +91,8 @@ def main() -> None:
     step("headline", lambda: _one(headline.headline(size(4, 20, args.headline_n), size(2, 4, 16),
                                                     size(1 / 100, 1 / 20, 1 / 20)),
                                   headline.render))
+    step("floor", lambda: _one(floor.headline_auto(size(3, 40, args.floor_n), size(1 / 20, 1 / 10, args.floor_scale)),
+                               floor.render))
     total = time.monotonic() - t_all
     raw = _merge_raw(raw, q, partial=bool(only))
     sections.insert(0, targets.summary(raw))

@@ -68,6 +68,10 @@ def summary(raw: dict[str, Any]) -> str:
         r = raw["ray"]
         rows.append([f"one budget across {r['nodes']} Ray nodes x {r['per_node']} actors: ≥ 95 % of {r['rpm']:.0f} "
                      "RPM, ≤ 1 % 429s", f"{r['share_of_limit']:.1%}, {r['share_429']:.2%} 429s", _verdict(r["met"])])
+    if "floor" in raw:
+        f = raw["floor"]
+        rows.append(["the seeds' job at real latency, `--concurrency auto`: wall ≤ 1.15 x the rate-limit floor, "
+                     "≤ 1 % 429s", f"{f['ratio']:.2f} x, {f['share_429']:.2%} 429s", _verdict(f["met"])])
     if "cached" in raw:
         w = raw["cached"]["warm"]
         rows.append(["fully cached rerun: no API call, ≥ 100 conversations/s",

@@ -85,7 +85,8 @@ class SimSettings(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(0, ge=0, le=65535)
     latency: Latency = Latency()
-    limits: dict[str, Limits] = Field(default_factory=dict, description="per simulator model")
+    limits: dict[str, Limits] = Field(default_factory=dict, description="per model: the simulator model, or the "
+                                      "real one a caller says it plays (x-sim-plays), as the real APIs limit per model")
     faults: Faults = Faults()
     seed: int = 0
     stream_interval_ms: float = Field(0.0, ge=0, description="pause between streamed events (a slow stream)")

@@ -25,6 +25,6 @@ def test_every_benchmark_runs(tmp_path: Path, sandbox_image: str) -> None:
     for section in ("Targets at a glance", "Scaling against the seeds' design", "Harness overhead",
                     "Sandbox start-up", "Memory at W=", "Memory per conversation in flight",
                     "Rate limits:", "Rate limits across nodes", "Fully cached rerun", "A user's harness",
-                    "Model gateway", "The headline"):
+                    "Model gateway", "The headline", "bound by rate limits"):
         assert section in text, section
     assert "Command: `make bench (tiny)`" in text and (tmp_path / "bench.json").exists()

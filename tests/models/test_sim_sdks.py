@@ -122,3 +122,25 @@ def test_stats_count_requests_and_429s(sim: SimServer) -> None:
     stats = sim.stats()
     assert int(stats["requests"]) > 0 and int(stats["429"]) > 0  # type: ignore[call-overload]
     assert "sim-strong" in stats["models"]  # type: ignore[operator]
+
+
+def test_limits_of_a_real_model_are_shared_by_the_simulator_models_that_play_it() -> None:
+    """As the APIs limit per model: Atlas's teacher (sim-teacher) and the baseline (sim-strong) both
+    playing claude-sonnet-5-5 draw from its one budget; a caller that plays nothing is not limited."""
+    with SimServer(SimSettings(limits={"claude-sonnet-5-5": Limits(rpm=2)})) as s:
+        plays = {"x-sim-plays": "claude-sonnet-5-5"}
+        _provider("anthropic", s.url, headers=plays).generate(_req("sim-strong"))
+        _provider("anthropic", s.url, headers=plays).generate(_req("sim-teacher"))
+        with pytest.raises(ProviderError) as info:
+            _provider("anthropic", s.url, headers=plays).generate(_req("sim-strong"))
+        assert info.value.kind == "rate_limited" and "claude-sonnet-5-5" in str(info.value)
+        _provider("anthropic", s.url).generate(_req("sim-strong"))
+
+
+def test_output_budget_is_charged_up_front_and_adjusted_to_what_was_written() -> None:
+    """Up to 256 output tokens are charged when a request is admitted (the estimate), the rest given
+    back when the answer is written: ten short answers fit a 600-token minute that three estimates fill."""
+    with SimServer(SimSettings(limits={"sim-strong": Limits(otpm=600)})) as s:
+        p = _provider("openai", s.url)
+        for _ in range(10):
+            assert p.generate(_req("sim-strong")).output_tokens < 60

@@ -89,11 +89,17 @@ class SimState:
         remaining = {d: self._bucket(model, d, cap).level for d, cap, _ in need if cap}
         return wait, remaining
 
-    def refund_input(self, model: str, amount: float) -> None:
-        """Give back input budget a request did not use after all (Anthropic: cache reads)."""
-        b = self.buckets.get((model, "input"))
-        if b is not None:
+    def refund(self, model: str, dim: str, amount: float) -> None:
+        """Give back budget a request did not use after all: input (Anthropic: cache reads), output (the
+        estimate charged up front, over what was written)."""
+        b = self.buckets.get((model, dim))
+        if b is not None and amount > 0:
             b.level = min(b.capacity, b.level + amount)
+
+    def limited_as(self, model: str, plays: str | None) -> str:
+        """The model whose limits a request draws from: the real model a caller plays, where limits
+        name it (real APIs limit per model; several simulator models may play one), else its own."""
+        return plays if plays and plays in self.settings.limits else model
 
     def latency(self, rid: str) -> float:
         lat = self.settings.latency
@@ -208,14 +214,15 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     rid = hashlib.sha256(api.encode() + b"\x1f" + raw).hexdigest()
     segs = segments(api, body)
     out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
-    wait, remaining = state.admit(model, sum(s.tokens for s in segs), out_estimate)
-    lim = state.settings.limits.get(model)
+    limited = state.limited_as(model, request.headers.get("x-sim-plays"))
+    wait, remaining = state.admit(limited, sum(s.tokens for s in segs), out_estimate)
+    lim = state.settings.limits.get(limited)
     if wait > 0:
         state.stats["429"] += 1
         state.per_model[model]["429"] += 1
         headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000)),
                    **_ratelimit_headers(api, remaining, wait, lim)}
-        return web.json_response(err(429, f"rate limit exceeded for {model}"), status=429, headers=headers)
+        return web.json_response(err(429, f"rate limit exceeded for {limited}"), status=429, headers=headers)
     # x-sim-fault forces one (tests); otherwise faults come at the configured rates.
     fault = request.headers.get("x-sim-fault") or state.fault()
     if fault:
@@ -227,7 +234,7 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
         await asyncio.sleep(state.settings.faults.slow_seconds)
     headers = {"request-id" if api == "anthropic" else "x-request-id": f"req_{rid[:20]}",
                **_ratelimit_headers(api, remaining, 0, lim)}
-    payload = await _answer(request, api, body, segs, rid)
+    payload = await _answer(request, api, body, segs, rid, limited, out_estimate)
     if fault == "malformed":
         return web.Response(text=json.dumps(payload)[:-7], content_type="application/json", headers=headers)
     state.stats["ok"] += 1
@@ -266,21 +273,24 @@ def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimStat
     return None
 
 
-async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: list[Any], rid: str
-                  ) -> dict[str, Any]:
+async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: list[Any], rid: str, limited: str,
+                  out_estimate: int) -> dict[str, Any]:
     """The model's move, after its latency, with usage as the provider would count it."""
     state: SimState = request.app["state"]
     model = str(body["model"])
     plays = request.headers.get("x-sim-plays")
     caps = lookup(plays, api) if plays else None
     usage = state.prompt_cache.account(api, segs, min_tokens=caps.min_cache_tokens if caps else 1024)
-    if api == "anthropic" and usage.cache_read:
-        state.refund_input(model, usage.cache_read)  # cache reads do not count against ITPM
+    if api == "anthropic":
+        state.refund(limited, "input", usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
     action = offered_only(respond(model, msgs), body)
     await asyncio.sleep(state.latency(rid))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
+    state.refund(limited, "output", out_estimate - out_tokens)  # charged up front, adjusted to what was written
     counters = [state.stats, state.per_model[model]] + ([state.played.setdefault(plays, Counter())] if plays else [])
+    if plays:
+        state.played[plays]["requests"] += 1
     for counter in counters:
         counter["input_tokens"] += usage.input_tokens - (usage.cache_read if api == "openai" else 0)
         counter["cache_read_tokens"] += usage.cache_read

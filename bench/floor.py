@@ -1,0 +1,104 @@
+"""The headline at real latency: the seeds' whole job bound by rate limits, with `--concurrency auto`.
+
+Latency lognormal with p50 3 s / p95 10 s per call, tier-4-like limits per model (Claude Sonnet: the
+baseline and Atlas's teacher share it; GPT-5.4; GPT-5.4-mini: the baseline and Atlas's student
+share it), enforced by the simulator as the APIs would (429s with their headers) and given to the
+runner as its budget. Time runs `scale` times real for both (latency x scale, limits / scale), so
+the work per unit of budget is the real job's. The runner starts small and finds its level itself.
+
+The floor is the time the budgets alone force: for each model, what it was asked for (requests,
+input and output tokens, counted as the simulator charges them) over its limit per minute, less the
+first minute's burst a full bucket allows; the job's floor is the slowest model's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import WORK, config, dataset, result_rows, seeds_runs, table
+from runner.config import Limits, LimitSpec
+
+P50_MS, P95_MS = 3000.0, 10000.0
+# Per model, as the providers limit them (tier 4; OpenAI's TPM counted as input tokens here).
+TIER4 = {"claude-sonnet-5-5": ("anthropic", Limits(rpm=4000, itpm=2_000_000, otpm=400_000)),
+         "gpt-5.4": ("openai", Limits(rpm=10_000, itpm=2_000_000, otpm=None)),
+         "gpt-5.4-mini": ("openai", Limits(rpm=10_000, itpm=10_000_000, otpm=None))}
+
+
+def headline_auto(n: int, scale: float) -> dict[str, Any]:
+    data = dataset(n, seed=7)
+    out = WORK / "floor-out"
+    shutil.rmtree(out, ignore_errors=True)
+    limits = {m: _scaled(lim, scale) for m, (_, lim) in TIER4.items()}
+    budget = {f"{provider}/{m}": LimitSpec(rpm=limits[m].rpm, itpm=limits[m].itpm, otpm=limits[m].otpm)
+              for m, (provider, _) in TIER4.items()}
+    cfg = config(data, out, workers=1, runs=seeds_runs(), p50_ms=P50_MS, p95_ms=P95_MS, scale=scale,
+                 limits=limits, rate_limits=budget)
+    cfg = cfg.model_copy(update={"workers": None, "concurrency": "auto", "concurrency_window_seconds": 5.0})
+    from runner.job import run_job
+
+    t0 = time.monotonic()
+    run_job(cfg)
+    wall = time.monotonic() - t0
+    return summarize(out, n, scale, wall, limits)
+
+
+def _scaled(lim: Limits, scale: float) -> Limits:
+    return Limits(**{k: (v / scale if v else None) for k, v in (("rpm", lim.rpm), ("itpm", lim.itpm),
+                                                                  ("otpm", lim.otpm))})
+
+
+def summarize(out: Path, n: int, scale: float, wall: float, limits: dict[str, Limits]) -> dict[str, Any]:
+    rows = result_rows(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    played: dict[str, dict[str, float]] = manifest.get("simulator", {})
+    floors: dict[str, dict[str, Any]] = {}
+    for model, lim in limits.items():
+        used = played.get(model, {})
+        provider = TIER4[model][0]
+        # what the simulator charges: Anthropic counts cache writes but not reads as input; OpenAI all input
+        inp = used.get("input_tokens", 0) + (used.get("cache_write_tokens", 0) if provider == "anthropic"
+                                              else used.get("cache_read_tokens", 0))
+        need = {"requests": (used.get("requests", 0), lim.rpm), "input tokens": (inp, lim.itpm),
+                "output tokens": (used.get("output_tokens", 0), lim.otpm)}
+        per = {dim: max(0.0, amount - cap) / cap * 60 for dim, (amount, cap) in need.items() if cap}
+        dim = max(per, key=lambda d: per[d])
+        floors[model] = {"seconds": per[dim], "bound_by": dim, "requests": used.get("requests", 0),
+                         "input_tokens": inp, "output_tokens": used.get("output_tokens", 0)}
+    floor = max(float(f["seconds"]) for f in floors.values())
+    calls = sum(r.usage.llm_calls for r in rows)
+    limited = sum(r.usage.rate_limited for r in rows)
+    samples = manifest.get("in_flight", {}).get("samples", [])
+    capacity = manifest.get("in_flight", {}).get("capacity", 0)
+    peak = max((s[1] for s in samples), default=0)
+    target_end = next((s[2] for s in reversed(samples) if len(s) > 2 and s[2]), None)
+    return {"n": n, "conversations": len(rows), "scale": scale, "wall_s": wall, "floor_s": floor,
+            "ratio": wall / floor if floor else float("inf"), "floors": floors, "model_calls": calls,
+            "rate_limited": limited, "share_429": limited / max(calls, 1),
+            "errors": sum(1 for r in rows if not r.ok), "peak_in_flight": peak, "last_target": target_end,
+            "capacity": capacity, "report": str(out / "report.html"),
+            "met": floor > 0 and wall <= 1.15 * floor and limited <= 0.01 * max(calls, 1)}
+
+
+def render(h: dict[str, Any]) -> str:
+    t = table(["conversations", "model calls", "latency scale", "wall s", "rate-limit floor s", "wall / floor",
+               "429s", "share of calls 429", "errors", "peak in flight"],
+              [[h["conversations"], h["model_calls"], f"1/{1 / h['scale']:g}", h["wall_s"], h["floor_s"],
+                f"{h['ratio']:.2f}", h["rate_limited"], f"{h['share_429']:.2%}", h["errors"], h["peak_in_flight"]]])
+    per = table(["model", "requests", "input tokens", "output tokens", "floor s", "bound by"],
+                [[m, f["requests"], f["input_tokens"], f["output_tokens"], f["seconds"], f["bound_by"]]
+                 for m, f in h["floors"].items()])
+    verdict = "met" if h["met"] else "**missed**"
+    return (f"### The headline at real latency, bound by rate limits (`--concurrency auto`)\n\n"
+            f"The seeds' job ({h['n']} conversations x 3 baselines + Atlas), simulator latency lognormal p50 "
+            f"{P50_MS / 1000:.0f} s / p95 {P95_MS / 1000:.0f} s per call, tier-4-like limits per model enforced "
+            f"by the simulator and given to the runner as its budget; time runs x{h['scale']:g} (latency x"
+            f"{h['scale']:g}, limits / {h['scale']:g}): {h['wall_s'] / h['scale'] / 60:.0f} minutes of real time. "
+            f"`--concurrency auto` from {h['capacity']} ready slots; the report of this run draws the in-flight "
+            f"count over time (`{h['report']}`).\n\n{t}\n\nPer model, what the simulator charged and the time "
+            f"its budget alone forces (less the first minute's burst):\n\n{per}\n\n"
+            f"Target: wall <= 1.15 x the floor, <= 1 % of calls answered 429: {verdict}.\n")
