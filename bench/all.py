@@ -46,7 +46,8 @@ def main() -> None:
                     "are replaced")
     ap.add_argument("--floor-n", type=int, default=1200,
                     help="conversations per run in the rate-limit-bound headline (1200 = the seeds' whole job)")
-    ap.add_argument("--floor-scale", type=float, default=1 / 4, help="time scale of the rate-limit-bound headline")
+    ap.add_argument("--floor-scale", type=float, default=1 / 2,
+                    help="time scale of the rate-limit-bound headline (1/2: ~11 minutes; faster, and 2 cores bind)")
     ap.add_argument("--headline-n", type=int, default=300,
                     help="conversations per run in the headline (1200 = the seeds' whole job)")
     args = ap.parse_args()

@@ -91,10 +91,15 @@ class Slot:
         for job, result in self.handle(msg.jobs, clock):
             if self.abandoned:
                 return
-            result = result.model_copy(update={
-                "worker": self.host.worker_id, "sandbox_id": self.host.sandbox_id(), "attempt": job.attempt,
-                "item_id": job.item_id, "index": job.index})
-            self.host.inbox.put(ItemDone(self.host.worker_id, job.item_id, result.to_json()))
+            self.send(job, result, sandbox_id=self.host.sandbox_id())
+
+    def send(self, job: Job, result: Result, *, sandbox_id: str | None = None) -> None:
+        """A job's result to the supervisor, stamped with where and as which attempt it ran."""
+        update: dict[str, object] = {"worker": self.host.worker_id, "attempt": job.attempt, "item_id": job.item_id,
+                                     "index": job.index}
+        if sandbox_id is not None:
+            update["sandbox_id"] = sandbox_id
+        self.host.inbox.put(ItemDone(self.host.worker_id, job.item_id, result.model_copy(update=update).to_json()))
 
     def handle(self, jobs: tuple[Job, ...], clock: Clock) -> Iterator[tuple[Job, Result]]:
         """Each job's result; a lost sandbox is replaced and what it held retried once."""
@@ -198,9 +203,7 @@ class Slot:
         for job, result in self._fail_all({j.item_id: j for j in msg.jobs},
                                           f"over the time limit of {limit:g}s (stuck where the limit could not "
                                           "cut it; its worker was retired)", "timeout", since, []):
-            result = result.model_copy(update={"worker": self.host.worker_id, "attempt": job.attempt,
-                                               "item_id": job.item_id, "index": job.index})
-            self.host.inbox.put(ItemDone(self.host.worker_id, job.item_id, result.to_json()))
+            self.send(job, result)
 
     def task(self, job: Job) -> Task:
         return Task(job.item_id, self.runs[job.run], job.record_id, self.host.records[job.record_id].data,
