@@ -38,7 +38,7 @@ def headline_auto(n: int, scale: float) -> dict[str, Any]:
               for m, (provider, _) in TIER4.items()}
     cfg = config(data, out, workers=1, runs=seeds_runs(), p50_ms=P50_MS, p95_ms=P95_MS, scale=scale,
                  limits=limits, rate_limits=budget)
-    cfg = cfg.model_copy(update={"workers": None, "concurrency": "auto", "concurrency_window_seconds": 5.0})
+    cfg = cfg.model_copy(update={"workers": None, "concurrency": "auto"})
     from runner.job import run_job
 
     t0 = time.monotonic()

@@ -234,7 +234,10 @@ class Supervisor:
             return
         self.progress.result(result)
         if self.throttle is not None:
-            self.throttle.result(result.wall_seconds or 0.0, result.usage.rate_limited)
+            u = result.usage
+            live = u.llm_calls - u.cache_hits
+            per_call = u.latency_seconds / live if live > 0 and u.latency_seconds else None
+            self.throttle.result(per_call or result.wall_seconds or 0.0, u.rate_limited)
 
     def reap(self) -> None:
         """Notice workers that are gone; requeue what they held; replace them while work remains."""

@@ -4,9 +4,11 @@ Pure (the supervisor feeds it and asks it; no clock of its own), like TCP's cong
 start small and double every window in which the slots were full and nothing went wrong (slow
 start), after the first cut add a step per such window instead;
 a window with 429s (the provider says the budget is spent) cuts the target by a third; a window
-whose records took much longer than the best seen so far (the API, or this machine, is saturating)
-cuts it a little. Never above the capacity the workers' slots give (bounded by memory when the
-layout was chosen), never below one record per worker.
+whose model calls took much longer than the best seen so far (the API, or this machine, is
+saturating) cuts it a little. Latency is per model call where a record made calls (records differ
+in length many times over: a long Atlas conversation is not a slower API), else the record's time.
+Never above the capacity the workers' slots give (bounded by memory when the layout was chosen),
+never below one record per worker.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 WINDOW_SECONDS = 10.0
 CUT_ON_429 = 0.67
 CUT_ON_LATENCY = 0.85
-LATENCY_RISE = 1.5  # a window's median record time this many times the best window's is "rising"
+LATENCY_RISE = 1.5  # a window's median latency this many times the best window's is "rising"
 MIN_RECORDS = 4  # a window with fewer results says nothing about latency
 
 
@@ -41,9 +43,9 @@ class Throttle:
         self.floor = max(1, min(self.floor, self.capacity))
         self.target = self.target or min(self.capacity, max(self.floor, 2 * self.step))
 
-    def result(self, wall_seconds: float, rate_limited: int) -> None:
-        """One record finished: its time and the 429s its calls met."""
-        self._walls.append(wall_seconds)
+    def result(self, latency: float, rate_limited: int) -> None:
+        """One record finished: its latency (per model call, else its time) and the 429s its calls met."""
+        self._walls.append(latency)
         self._rate_limited += rate_limited
 
     def observe(self, now: float, in_flight: int, pending: bool) -> bool:
@@ -66,7 +68,7 @@ class Throttle:
             return self._set(now, int(self.target * CUT_ON_429), f"{self._rate_limited} 429s in {self.window:g}s")
         if median is not None and self.best_median is not None and median > LATENCY_RISE * self.best_median:
             return self._set(now, int(self.target * CUT_ON_LATENCY),
-                             f"records took {median:.1f}s (best {self.best_median:.1f}s)")
+                             f"latency {median:.2f}s (best {self.best_median:.2f}s)")
         if median is not None:
             self.best_median = median if self.best_median is None else min(self.best_median, median)
         if self._full and pending and self.target < self.capacity:
