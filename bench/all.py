@@ -122,15 +122,34 @@ def _replace_sections(doc: Path, sections: list[str], cmd: str, total: float) ->
              f"{machine()}._\n")
     for new in sections:
         for part in new.split("### ")[1:]:
-            key = part.split("(")[0].split(":")[0].strip()
+            heading = part.split("\n", 1)[0]
+            key = heading.split("(")[0].split(":")[0].strip()
             start = text.find("### " + key)
             body = "### " + part.rstrip() + stamp + "\n"
+            if key == "Targets at a glance" and start >= 0:  # re-measured rows replace theirs, others stay
+                body = _merged_targets(text, start, part) + "\n"
             if start < 0:
                 text = text.rstrip() + "\n\n" + body
                 continue
             end = text.find("\n### ", start + 4)
             text = text[:start] + body + (text[end + 1:] if end >= 0 else "")
     doc.write_text(text)
+
+
+def _merged_targets(text: str, start: int, part: str) -> str:
+    """The document's targets table with the rows of `part` (re-measured) in place of their old ones."""
+    end = text.find("\n### ", start + 4)
+    old = text[start:end if end >= 0 else len(text)].splitlines()
+    new_rows = [line for line in part.splitlines() if line.startswith("| ") and not line.startswith("| target")]
+
+    def target(row: str) -> str:
+        return row.split("|")[1].strip()
+    replaced = {target(r): r for r in new_rows}
+    rows = [replaced.pop(target(line), line) if line.startswith("| ") and not line.startswith("| target") else line
+            for line in old if not line.startswith("_Re-measured")]
+    last = max(i for i, line in enumerate(rows) if line.startswith("|"))
+    rows[last + 1:last + 1] = list(replaced.values())
+    return "\n".join(rows).rstrip() + "\n"
 
 
 def _merge_raw(raw: dict[str, object], quick: bool, *, partial: bool) -> dict[str, object]:
