@@ -19,11 +19,14 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def test_a_second_run_on_a_busy_output_dir_is_refused_and_the_first_loses_nothing(
         tmp_path: Path, sandbox_image: str) -> None:
-    cfg, out = run_config(tmp_path, p50_ms=60), tmp_path / "out"
+    # slow enough (~30 s of work) that the first is still running when the second has started and
+    # stopped, however loaded the machine: with workers forked from a warm forkserver, 60 ms per call
+    # let the first finish before the second got going
+    cfg, out = run_config(tmp_path, p50_ms=400), tmp_path / "out"
     first = start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "8")
     wait_for_results(out, 1, first)
     code, log = finish(start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "16"), timeout=120)
-    assert code != 0
+    assert code != 0, log[-2000:]
     assert f"{out.resolve()} is in use by another run (pid {first.pid})" in log, log[-2000:]
     code, log = finish(first)
     assert code == 0, log[-3000:]
