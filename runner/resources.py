@@ -52,11 +52,12 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM, *, via_forkserve
     except (OSError, AttributeError):  # not Linux: the supervisor's own clean-up is all there is
         return
     parent = os.getppid()
-    if parent != parent_pid and not (via_forkserver and _parent_of(parent) == parent_pid):
+    if parent != parent_pid and not (via_forkserver and parent_of(parent) == parent_pid):
         os.kill(os.getpid(), sig)
 
 
-def _parent_of(pid: int) -> int | None:
+def parent_of(pid: int) -> int | None:
+    """A live process's parent pid, from /proc (None if it is gone)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return int(f.read().rsplit(")", 1)[1].split()[1])

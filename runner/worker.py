@@ -259,7 +259,8 @@ class Worker:
 def preload(cfg: Config) -> list[str]:
     """What the process workers are forked from imports first: this module (the runner's side of a
     worker) and what the harness names, so each worker starts with them in memory, shared."""
-    return [__name__, harness_class(cfg.harness.kind).__module__, *harness_class(cfg.harness.kind).preload]
+    harness = harness_class(cfg.harness.kind)
+    return [__name__, harness.__module__, *harness.preload]
 
 
 def connections_for(slots: int) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from runner.resources import parent_of
 from tests.runs import assert_exactly_once, finish, rows_of, start_run, wait_for_results
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(400)]
@@ -46,10 +47,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
 def test_the_default_job_through_a_killed_actor_a_lost_node_and_ctrl_c_gives_the_local_outcomes(
         tmp_path: Path, ray_cluster: Any, sandbox_image: str) -> None:
     """configs/default.yaml (its four runs) on the cluster, through what a cluster does to a job: one
@@ -68,8 +65,8 @@ def test_the_default_job_through_a_killed_actor_a_lost_node_and_ctrl_c_gives_the
         wait_for_results(out, 8, p, timeout=180)
         live = [pid for pid in _worker_pids(out).values() if _alive(pid)]
         raylets = {n.all_processes["raylet"][0].process.pid: n for n in ray_cluster.worker_nodes}
-        node = next(raylets[_parent(pid)] for pid in live if _parent(pid) in raylets)
-        lost = 1 + sum(1 for pid in live if raylets.get(_parent(pid)) is node)
+        node = next(raylets[parent_of(pid)] for pid in live if parent_of(pid) in raylets)
+        lost = 1 + sum(1 for pid in live if raylets.get(parent_of(pid)) is node)
         ray_cluster.remove_node(node)
         wait_for_results(out, 14, p, timeout=180)
         p.send_signal(signal.SIGINT)
