@@ -23,7 +23,7 @@ from runner.models.anthropic import AnthropicProvider
 from runner.models.base import Request
 from runner.models.client import ModelClient
 from runner.models.sim.process import SimServer
-from runner.ratelimit import SharedLimiter
+from runner.ratelimit import Budget, SharedLimiter
 
 RPM = 600.0
 REQ = Request("sim-strong", "You are a CRM agent.", [{"role": "user", "text": "What stage is the Cedar Pilot "
@@ -32,20 +32,33 @@ MODES = {"shared (this runner)": "shared", "per-process, RPM/N each (the seed's 
          "per-process, full RPM each": "full"}
 
 
+def load_client(url: str, limiter: Budget | None) -> ModelClient:
+    """One caller of the simulator's sim-strong, drawing from `limiter` (its key's slot 0)."""
+    return ModelClient(AnthropicProvider("k", base_url=url, timeout=30), wire_model="sim-strong",
+                       logical_model="sim", limiter=limiter, limiter_slot=0, cache=None,
+                       retry=RetrySettings(max_attempts=50, base_seconds=0.2, total_cap_seconds=300))
+
+
+def call_until(client: ModelClient, stop_at: float) -> int:
+    """Calls, one after another, until the time (a wall-clock time) is up; how many answered."""
+    n = 0
+    while time.time() < stop_at:
+        try:
+            client.complete(REQ)
+            n += 1
+        except ProviderGaveUp:
+            continue
+    return n
+
+
 def _load(url: str, shared: SharedLimiter | None, own_rpm: float | None, ready: Any, go: Any, stop_at: Any) -> None:
     logger.remove()
     logger.add(lambda m: None, level="WARNING")
     limiter = SharedLimiter({"k": Limits(rpm=own_rpm)}, {}) if own_rpm is not None else shared
-    client = ModelClient(AnthropicProvider("k", base_url=url, timeout=30), wire_model="sim-strong",
-                         logical_model="sim", limiter=limiter, limiter_slot=0, cache=None,
-                         retry=RetrySettings(max_attempts=50, base_seconds=0.2, total_cap_seconds=300))
+    client = load_client(url, limiter)
     ready.put(1)
     go.wait()
-    while time.time() < stop_at.value:
-        try:
-            client.complete(REQ)
-        except ProviderGaveUp:
-            continue
+    call_until(client, stop_at.value)  # set before `go`: half the processes stop when the window opens
 
 
 def scenario(mode: str, workers: int, warmup: float, window: float, rpm: float) -> dict[str, Any]:

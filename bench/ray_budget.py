@@ -17,8 +17,8 @@ from typing import Any
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only, before Ray is imported
 
 from bench.common import table
-from bench.ratelimit import REQ, RPM
-from runner.config import Latency, Limits, RetrySettings, SimSettings
+from bench.ratelimit import RPM, call_until, load_client
+from runner.config import Latency, Limits, SimSettings
 from runner.models.sim.process import SimServer
 
 
@@ -28,15 +28,10 @@ class Caller:
     def __init__(self, url: str, budget_actor: Any) -> None:
         from loguru import logger
 
-        from runner.models.anthropic import AnthropicProvider
-        from runner.models.client import ModelClient
         from runner.ray_executor import RemoteBudget
 
         logger.remove()
-        self.client = ModelClient(AnthropicProvider("k", base_url=url, timeout=30), wire_model="sim-strong",
-                                  logical_model="sim", limiter=RemoteBudget(budget_actor), limiter_slot=0,
-                                  cache=None, retry=RetrySettings(max_attempts=50, base_seconds=0.2,
-                                                                  total_cap_seconds=300))
+        self.client = load_client(url, RemoteBudget(budget_actor))
 
     def node(self) -> str:
         import ray
@@ -45,16 +40,7 @@ class Caller:
         return node
 
     def call_until(self, stop_at: float) -> int:
-        from runner.errors import ProviderGaveUp
-
-        n = 0
-        while time.time() < stop_at:
-            try:
-                self.client.complete(REQ)
-                n += 1
-            except ProviderGaveUp:
-                continue
-        return n
+        return call_until(self.client, stop_at)
 
 
 def ray_budget(nodes: int = 3, per_node: int = 4, warmup: float = 15, window: float = 40,
