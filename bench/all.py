@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="the smallest sizes: only that every benchmark's code runs "
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
-    ap.add_argument("--only", help="comma-separated subset: scaling,startup,memory,inflight,ratelimit,ray,cached,"
+    ap.add_argument("--only", help="comma-separated subset: scaling,slots,startup,memory,inflight,ratelimit,ray,cached,"
                     "harness,gateway,headline,floor; with --out naming an existing document, only those sections of it "
                     "are replaced")
     ap.add_argument("--floor-n", type=int, default=1200,
@@ -76,6 +76,8 @@ def main() -> None:
     step("scaling", lambda: _pair(scaling.scaling(size([1], [1, 2], [1, 2, 4, 8, 16, 32]), 50 if q else 200,
                                                   size(2, 2, 6), size(2, 4, 10)),
                                   scaling.overhead(size(2, 6, 100)), scaling.render))
+    step("slots", lambda: _one(scaling.slots(size([1, 2], [1, 4, 16], [1, 2, 4, 8, 16, 32, 64]), 50 if q else 200,
+                                             size(3, 6, 10), size(2, 4, 16)), scaling.render_slots))
     step("startup", lambda: _one(startup.startup(size([1], [1, 2], [1, 4, 8]), 1 if q else 3), startup.render))
     step("memory", lambda: _one(memory.memory(size(2, 2, 8), size(8, 8, 48)), memory.render))
     step("inflight", lambda: _one(inflight.inflight(size(4, 32, 256), size(300, 2000, 4000)), inflight.render))

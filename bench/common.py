@@ -176,6 +176,28 @@ def timing_of(rows: list[tuple[Any, float, float]]) -> Timing:
                   pct(durations, 0.95), steady, (t_a, t_b), inside)
 
 
+def full_timing(rows: list[tuple[Any, float, float]], level: int) -> Timing:
+    """From (worker, start, end) of each conversation, for workers running several at once (slots):
+    steady state is the window from the first to the last moment `level` conversations were in flight
+    (slots still copying their databases at start-up and the final stragglers fall outside)."""
+    t = timing_of(rows)
+    # (time, -1) sorts before (time, +1): at one instant an end before a start, a hand-off is no overlap
+    events = sorted([(s, 1) for _, s, _ in rows] + [(e, -1) for _, _, e in rows])
+    n, a, b = 0, None, None
+    for when, step in events:
+        n, before = n + step, n
+        if n >= level and a is None:
+            a = when
+        if before >= level > n:
+            b = when
+    if a is None or b is None:
+        return t
+    inside = sum(1 for _, _, e in rows if a <= e <= b)
+    t.steady = inside / (b - a) if b > a and inside >= 2 else 0.0
+    t.window, t.inside = (a, b), inside
+    return t
+
+
 def result_rows(out: Path) -> list[Result]:
     rows: list[Result] = []
     for p in sorted((out / "results").glob("*.jsonl")):
@@ -183,9 +205,10 @@ def result_rows(out: Path) -> list[Result]:
     return rows
 
 
-def result_timing(out: Path) -> Timing:
-    rows = [r for r in result_rows(out) if r.ok]
-    return timing_of([(r.worker, ts(r.started_at), ts(r.finished_at)) for r in rows])
+def result_timing(out: Path, level: int | None = None) -> Timing:
+    """Timing of a run's ok results: the all-busy window by worker, or by `level` in flight (slots)."""
+    rows = [(r.worker, ts(r.started_at), ts(r.finished_at)) for r in result_rows(out) if r.ok]
+    return full_timing(rows, level) if level else timing_of(rows)
 
 
 def machine() -> str:
@@ -206,31 +229,44 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-class CpuMeter:
-    """Machine-wide busy CPU seconds (every process: workers, simulator, PostgreSQL, the engine's
-    port proxy), sampled from /proc/stat in the background so any window inside the block can be
-    read afterwards -- e.g. the steady window, without the start-up of workers and sandboxes."""
+class Sampler:
+    """Takes `read()` every `every_s` seconds in the background (and once more at the end), so any
+    window inside the block can be read afterwards: the steady window, without start-up."""
 
-    def __init__(self, every_s: float = 0.2) -> None:
+    def __init__(self, every_s: float) -> None:
         self.every_s = every_s
-        self.samples: list[tuple[float, float]] = []  # (wall-clock time, busy CPU seconds so far)
+        self.samples: list[tuple[float, Any]] = []  # (wall-clock time, what read() returned)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
+    def read(self) -> Any:
+        raise NotImplementedError
+
     def _sample(self) -> None:
         while True:
-            self.samples.append((time.time(), _cpu_busy_s()))
+            self.samples.append((time.time(), self.read()))
             if self._stop.wait(self.every_s):
-                self.samples.append((time.time(), _cpu_busy_s()))
+                self.samples.append((time.time(), self.read()))
                 return
 
-    def __enter__(self) -> CpuMeter:
+    def __enter__(self) -> Any:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class CpuMeter(Sampler):
+    """Machine-wide busy CPU seconds (every process: workers, simulator, PostgreSQL, the engine's
+    port proxy), from /proc/stat."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        super().__init__(every_s)
+
+    def read(self) -> float:
+        return _cpu_busy_s()
 
     def busy_between(self, a: float, b: float) -> float:
         """Busy CPU seconds between wall-clock times a and b (linear between samples)."""
@@ -240,6 +276,57 @@ class CpuMeter:
                     return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
             return self.samples[0][1] if t < self.samples[0][0] else self.samples[-1][1]
         return at(b) - at(a)
+
+
+# Who a process is, for CPU per conversation by part: first match of its command line wins.
+PARTS = (("simulator", ("runner sim serve",)), ("postgres", ("postgres",)),
+         ("engine", ("docker-proxy", "dockerd", "containerd")), ("runner", ("python",)))
+
+
+class ProcessCpu(Sampler):
+    """CPU seconds per part (runner: supervisor and workers; simulator; postgres; engine: the Docker
+    engine and its port proxies; other: kernel threads and the rest), sampled from /proc/<pid>/stat
+    so any window inside the block can be read afterwards. Processes are keyed by (pid, start time):
+    pids wrap around during long runs."""
+
+    def __init__(self, every_s: float = 0.5) -> None:
+        super().__init__(every_s)
+        self._part: dict[tuple[int, int], str] = {}
+
+    def read(self) -> dict[tuple[int, int], float]:
+        out = {}
+        tick = os.sysconf("SC_CLK_TCK")
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                key = (int(name), int(fields[19]))  # start time: after "(comm)", field 22 of proc(5)
+                if key not in self._part:
+                    with open(f"/proc/{name}/cmdline", "rb") as f:
+                        self._part[key] = _part_of(f.read().replace(b"\0", b" ").decode(errors="replace"))
+            except (OSError, IndexError, ValueError):  # exited meanwhile
+                continue
+            out[key] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        return out
+
+    def between(self, a: float, b: float) -> dict[str, float]:
+        """CPU seconds per part between the samples nearest to wall-clock times a and b; a process that
+        exited in between counts up to its last sample (its CPU after that, < one interval, is lost)."""
+        times = [t for t, _ in self.samples]
+        i, j = (min(range(len(times)), key=lambda k: abs(times[k] - t)) for t in (a, b))
+        first, latest = self.samples[i][1], {}
+        for _, snap in self.samples[i:j + 1]:
+            latest.update(snap)
+        parts = dict.fromkeys([p for p, _ in PARTS] + ["other"], 0.0)
+        for key, used in latest.items():
+            parts[self._part.get(key, "other")] += used - first.get(key, 0.0)
+        return parts
+
+
+def _part_of(cmdline: str) -> str:
+    return next((part for part, marks in PARTS if any(m in cmdline for m in marks)), "other")
 
 
 def _cpu_busy_s() -> float:

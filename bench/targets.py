@@ -26,6 +26,22 @@ def _scaling(section: dict[str, Any]) -> list[list[str]]:
     return out
 
 
+def _slots(section: dict[str, Any]) -> list[list[str]]:
+    rows = section["rows"]
+    met, missed = [r for r in rows if r["met"]], [r for r in rows if not r["met"]]
+    out = []
+    if met:
+        out.append([f"with slots: throughput ≥ 0.9·C x the seeds' design, C = {', '.join(str(r['C']) for r in met)}",
+                    ", ".join(f"{r['speedup']:.2f}x" for r in met), _verdict(True)])
+    for r in missed:
+        out.append([f"same, C = {r['C']}", f"{r['speedup']:.1f}x (target {r['target']:.1f}x)", _verdict(False)])
+    best = min(rows, key=lambda r: r["cpu_ms"])
+    out.append(["CPU per conversation ≤ 15 ms, all processes (with slots, 200 ms per call)",
+                f"{best['cpu_ms']:.0f} ms at C={best['C']} (runner's own {best['cpu_parts_ms']['runner']:.0f} ms)",
+                _verdict(best["cpu_ms"] <= 15)])
+    return out
+
+
 def _gateway(g: dict[str, Any]) -> list[list[str]]:
     b, f, fb, tp = g["budget"], g["faults"], g["first_byte"], g["throughput"]
     return [
@@ -46,6 +62,8 @@ def summary(raw: dict[str, Any]) -> str:
         rows.append(["harness overhead ≤ 15 ms p50 (W=1)",
                      f"{o['harness_p50_ms']:.1f} ms ({o['overhead_p50_ms']:.1f} ms with the once-per-conversation "
                      "gold replay)", _verdict(o["met"])])
+    if "slots" in raw:
+        rows += _slots(raw["slots"])
     if "startup" in raw:
         for r in raw["startup"]["rows"]:
             if r["met"] is not None:

@@ -14,7 +14,8 @@ from tests.bench.runs import run_tiny
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_they_run_and_write_their_sections(tmp_path: Path, sandbox_image: str) -> None:
-    text = run_tiny(tmp_path, ["scaling", "startup", "memory", "inflight"])
-    for section in ["Scaling against the seeds' design", "Harness overhead", "Sandbox start-up", "Memory at W=",
+    text = run_tiny(tmp_path, ["scaling", "slots", "startup", "memory", "inflight"])
+    for section in ["Scaling against the seeds' design", "Scaling with slots", "Harness overhead", "Sandbox start-up",
+                    "Memory at W=",
                     "Memory per conversation in flight"]:
         assert section in text, section

@@ -1,0 +1,43 @@
+"""The benchmarks' own measuring: steady-state windows and CPU by part."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from bench.common import ProcessCpu, full_timing, timing_of
+
+
+def test_full_timing_takes_the_window_in_which_every_slot_was_busy() -> None:
+    # Two slots: the second starts late (its database was being copied) and finishes early.
+    rows = [(0, 0.0, 1.0), (0, 1.0, 2.0), (0, 2.0, 3.0), (0, 3.0, 4.0),
+            (0, 1.5, 2.5), (0, 2.5, 3.5)]
+    t = full_timing(rows, level=2)
+    assert t.window == (1.5, 3.5)  # a slot's hand-off at 1.0 (an end, then a start) is not two in flight
+    assert t.inside == 4  # finished at 2.0, 2.5, 3.0 and 3.5
+    assert t.steady == 2.0  # two slots, a conversation a second each
+    # One key for both slots: by worker the window would be the whole run.
+    assert timing_of(rows).window == (0.0, 4.0)
+
+
+def test_full_timing_never_full_falls_back_to_the_worker_window() -> None:
+    rows = [(0, 0.0, 1.0), (1, 0.5, 1.5)]
+    assert full_timing(rows, level=5).window == timing_of(rows).window
+
+
+def test_process_cpu_counts_a_busy_child_under_its_part() -> None:
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
+    with ProcessCpu(every_s=0.1) as cpu:
+        t0 = time.time()
+        child = subprocess.Popen([sys.executable, "-c", busy])
+        child.wait()
+        time.sleep(0.3)
+        t1 = time.time()
+    parts = cpu.between(t0, t1)
+    assert set(parts) == {"runner", "simulator", "postgres", "engine", "other"}
+    # the child is a python process: the runner's part; its 1 s of CPU is in it, up to
+    # its last sample before it exited
+    assert parts["runner"] >= 0.7, parts
+    assert parts["runner"] <= (t1 - t0) * (os.cpu_count() or 1)
