@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import select
@@ -44,8 +45,9 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM, *, via_forkserve
     """Have the kernel send `sig` to this process when its parent dies, kill -9 included (Linux
     PR_SET_PDEATHSIG), so that no worker or server outlives a supervisor that could not clean up.
     If the parent is already gone, the signal comes now. A process forked by a multiprocessing
-    forkserver has that server as its parent, which exits when the supervisor dies: the signal then
-    comes from the server's death, and here `parent_pid` must be the server's parent."""
+    forkserver has that server as its parent, which exits when the supervisor dies (once its children
+    let go of it: leave_forkserver): the signal then comes from the server's death, and here
+    `parent_pid` must be the server's parent."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
@@ -54,6 +56,23 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM, *, via_forkserve
     parent = os.getppid()
     if parent != parent_pid and not (via_forkserver and parent_of(parent) == parent_pid):
         os.kill(os.getpid(), sig)
+
+
+def leave_forkserver() -> None:
+    """In a process forked by a multiprocess forkserver: close our copy of the server's "alive" pipe.
+
+    Every child of a forkserver holds that pipe's write end (so that it could start processes through
+    the server too), and the server exits only once every holder has closed it. A worker starts none;
+    while it held the pipe, a supervisor's kill -9 left the server waiting for its workers and a worker
+    idle on its task queue waiting for the server's death (PR_SET_PDEATHSIG, see die_with_parent):
+    both lived on. Without our copy the server exits with the supervisor, and the signal comes."""
+    from multiprocess import forkserver
+
+    server = forkserver._forkserver  # private, but the one place multiprocess keeps that descriptor
+    fd, server._forkserver_alive_fd = server._forkserver_alive_fd, None
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def parent_of(pid: int) -> int | None:

@@ -31,7 +31,7 @@ from runner.inbox import Connection, Outbox
 from runner.messages import Assign, SandboxReplaced, Stop, WorkerFailed, WorkerReady, WorkerRetiring
 from runner.ratelimit import Budget
 from runner.records import Record, load_records
-from runner.resources import die_with_parent
+from runner.resources import die_with_parent, leave_forkserver
 from runner.result import now_iso
 from runner.sandbox import make_sandbox
 from runner.sandbox.base import (
@@ -279,6 +279,7 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
     # command harness's processes are removed on the way out.
     signal.signal(signal.SIGTERM, _on_term)
     die_with_parent(spec.supervisor_pid, via_forkserver=True)
+    leave_forkserver()
     log_path = log_to_file(spec)
     # A supervisor that finds this worker stuck sends SIGABRT first: the stacks land in its log.
     faulthandler.enable(open(log_path, "a"))  # noqa: SIM115 - open for the life of the process

@@ -1,5 +1,6 @@
 """Server children: a silent one fails its start at the boot timeout (it used to block in readline),
-and a child asked to die with its parent does, even when the parent is killed with SIGKILL."""
+and a child asked to die with its parent does, even when the parent is killed with SIGKILL (a
+forkserver's child too, idle on its queue)."""
 
 from __future__ import annotations
 
@@ -62,9 +63,48 @@ def test_a_child_that_asked_to_die_with_its_parent_dies_with_a_killed_parent() -
     child = int(parent.stdout.readline())
     time.sleep(1.0)  # the child has imported and called prctl
     assert _alive(child)
+    assert _gone_after_killing(parent, child)
+
+
+def test_a_forkserver_child_idle_on_its_queue_dies_with_a_killed_parent() -> None:
+    """A worker waiting for work when the supervisor was killed lived on (found in CI under load):
+    it held the forkserver's "alive" pipe, so the server, whose death would have signalled it, waited
+    for it."""
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, time
+        import multiprocess as mp
+
+        def child(supervisor, q):
+            from runner.resources import die_with_parent, leave_forkserver
+            die_with_parent(supervisor, via_forkserver=True)
+            leave_forkserver()
+            q.get()  # idle, as a worker between two assignments
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("forkserver")
+            q = ctx.Queue()
+            p = ctx.Process(target=child, args=(os.getpid(), q))
+            p.start()
+            print(p.pid, flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        time.sleep(1.5)  # the child has called prctl and let go of the server
+        assert _alive(child)
+        assert _gone_after_killing(parent, child)
+    finally:
+        parent.kill()
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _gone_after_killing(parent: subprocess.Popen[str], child: int) -> bool:
+    """kill -9 of `parent`; whether `child` is gone within 10 s."""
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 10
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child)
+    return not _alive(child)
