@@ -74,7 +74,11 @@ def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
 
 def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
     """Record id -> position, and warnings; raises on the first bad record (unless skip_invalid), on an
-    empty dataset, a bad template or a retired model."""
+    empty dataset, a bad template, a retired model or a docker sandbox without an engine."""
+    if cfg.sandbox == "docker":  # no engine: said at once, not after loading the SDKs' types (~4 s of CPU)
+        from runner.sandbox import resolve_kind
+
+        resolve_kind(cfg.sandbox)
     order = {r.id: i for i, r in enumerate(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
                                                          skip_invalid=cfg.skip_invalid))}
     if not order:
