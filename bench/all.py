@@ -80,7 +80,8 @@ def main() -> None:
                                              size(3, 6, 10), size(2, 4, 16)), scaling.render_slots))
     step("startup", lambda: _one(startup.startup(size([1], [1, 2], [1, 4, 8]), 1 if q else 3), startup.render))
     step("memory", lambda: _one(memory.memory(size(2, 2, 8), size(8, 8, 48)), memory.render))
-    step("inflight", lambda: _one(inflight.inflight(size(4, 32, 256), size(300, 2000, 4000)), inflight.render))
+    # tiny: conversations of ~10 s, so that a loaded CI machine still sees all 4 in flight at a sample
+    step("inflight", lambda: _one(inflight.inflight(size(4, 32, 256), size(1500, 2000, 4000)), inflight.render))
     # quick: 4 workers spend a 60-request burst well within the 4 s warm-up, so the window sees the limit
     step("ratelimit", lambda: _one(ratelimit.ratelimit(size(2, 4, 16), size(1, 4, 12), size(2, 8, 30),
                                                        60 if q else ratelimit.RPM),

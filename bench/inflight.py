@@ -54,7 +54,7 @@ def inflight(concurrency: int, p50_ms: float = 4000) -> dict[str, Any]:
     t0 = time.monotonic()
     try:
         while p.poll() is None and time.monotonic() - t0 < 900 and len(samples) < 3:
-            time.sleep(5)
+            time.sleep(2)
             flying = _in_flight(out)
             if flying < concurrency:
                 continue
