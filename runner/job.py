@@ -56,6 +56,9 @@ class Summary:
 
 
 def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
+    from runner.sandbox import resolve_kind
+
+    kind = resolve_kind(cfg.sandbox)  # first: no engine is said at once, not after the SDKs' types load (~4 s)
     order, warnings = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
     with writing(out):
@@ -67,18 +70,14 @@ def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, order, console or Console(stderr=True))
+            return _run(cfg, out, order, kind, console or Console(stderr=True))
         finally:
             logger.remove(log_id)
 
 
 def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
     """Record id -> position, and warnings; raises on the first bad record (unless skip_invalid), on an
-    empty dataset, a bad template, a retired model or a docker sandbox without an engine."""
-    if cfg.sandbox == "docker":  # no engine: said at once, not after loading the SDKs' types (~4 s of CPU)
-        from runner.sandbox import resolve_kind
-
-        resolve_kind(cfg.sandbox)
+    empty dataset, a bad template or a retired model."""
     order = {r.id: i for i, r in enumerate(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
                                                          skip_invalid=cfg.skip_invalid))}
     if not order:
@@ -91,11 +90,9 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
     return order, warnings
 
 
-def _run(cfg: Config, out: Path, order: dict[str, int], console: Console) -> Summary:
-    from runner.sandbox import resolve_kind
-
+def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console) -> Summary:
     run_id = uuid.uuid4().hex[:12]
-    mode, kind, spec = resolve_mode(cfg), resolve_kind(cfg.sandbox), database_spec(cfg)
+    mode, spec = resolve_mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
         logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
     sink = ResultSink(out, [r.name for r in cfg.runs])
