@@ -13,8 +13,10 @@ import uuid
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import docker
-from docker.errors import DockerException, ImageNotFound, NotFound
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.models.containers import Container
 from loguru import logger
+from requests.exceptions import ConnectionError, ReadTimeout
 from testcontainers.core.container import DockerContainer
 
 from runner.errors import SandboxBootError
@@ -143,6 +145,22 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
                 removed += 1
             except NotFound:
                 pass
+            except APIError as e:
+                if e.status_code != 409:  # 409: another run's sweep is removing it right now
+                    raise
+                removed += _gone_after(c)
     finally:
         client.close()
     return removed
+
+
+def _gone_after(container: Container, timeout: float = 30) -> int:
+    """1 once a container another sweep is removing is gone (so a caller may rely on it), else 0."""
+    try:
+        container.wait(condition="removed", timeout=timeout)
+    except NotFound:
+        return 1
+    except (DockerException, ReadTimeout, ConnectionError) as e:
+        logger.warning("container {} still being removed by another run: {}", container.short_id, e)
+        return 0
+    return 1

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import docker
 import psycopg
@@ -12,6 +13,7 @@ from runner.errors import SandboxBootError
 from runner.sandbox.base import LABEL, Sandbox
 from runner.sandbox.docker import DockerSandbox, remove_stale
 from runner.sandbox.external import ExternalSandbox
+from runner.sandbox.owner import owner_identity
 
 
 def _tables(sb: Sandbox) -> set[str]:
@@ -69,6 +71,23 @@ def test_stale_containers_of_dead_owners_are_removed(sandbox_image: str) -> None
     owner.wait()
     assert remove_stale() >= 1
     assert not client.containers.list(all=True, filters=mine)
+
+
+@pytest.mark.docker
+def test_sweeps_racing_on_the_same_stale_containers_all_end_without_error(sandbox_image: str) -> None:
+    """Parallel runs each sweep at start: one asked to remove a container another is removing got a
+    409 ("removal already in progress") that stopped its run (seen in CI under pytest-xdist)."""
+    client = docker.from_env()
+    owner = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = owner_identity(owner.pid)
+    owner.wait()
+    labels = {LABEL: "1", f"{LABEL}.run": "pytest-race", f"{LABEL}.owner": dead}
+    for _ in range(6):  # running, so a forced removal takes long enough to be caught midway
+        client.containers.run(sandbox_image, entrypoint=["sleep", "300"], labels=labels, detach=True)
+    with ThreadPoolExecutor(4) as pool:
+        removed = list(pool.map(lambda _: remove_stale(), range(4)))
+    assert not client.containers.list(all=True, filters={"label": f"{LABEL}.run=pytest-race"})
+    assert max(removed) >= 1
 
 
 @pytest.mark.docker
