@@ -26,9 +26,9 @@ from loguru import logger
 
 from runner.config import Config, Limits
 
-_F = 12  # floats per key
+_F = 14  # floats per key
 (_RPM_CAP, _RPM, _ITPM_CAP, _ITPM, _OTPM_CAP, _OTPM, _STAMP, _PAUSED, _CONC, _INFLIGHT, _ADAPTIVE,
- _CONC_MAX) = range(_F)
+ _CONC_MAX, _SSTHRESH, _FULL_AT) = range(_F)
 INF = float("inf")
 
 
@@ -38,6 +38,7 @@ class Reservation:
     input_tokens: float
     output_tokens: float
     lane: int = -1
+    at: float = 0.0  # when admitted (monotonic): did the window fill while this call was out?
 
 
 class Held:
@@ -134,6 +135,8 @@ class SharedLimiter(Budget):
             self._arr[base + _ADAPTIVE] = 1.0 if adaptive.get(k) else 0.0
             self._arr[base + _CONC] = start_concurrency if adaptive.get(k) else INF
             self._arr[base + _CONC_MAX] = max_concurrency
+            self._arr[base + _SSTHRESH] = max_concurrency
+            self._arr[base + _FULL_AT] = -INF
             self._arr[base + _INFLIGHT] = 0.0
 
     @contextlib.contextmanager
@@ -174,6 +177,7 @@ class SharedLimiter(Budget):
                 return a[base + _PAUSED] - now
             conc = a[base + _CONC]
             if conc != INF and a[base + _INFLIGHT] >= int(conc):
+                a[base + _FULL_AT] = now
                 return 0.02
             waits = []
             for cap_i, lvl_i, need in ((_RPM_CAP, _RPM, 1.0), (_ITPM_CAP, _ITPM, input_tokens),
@@ -188,23 +192,35 @@ class SharedLimiter(Budget):
             a[base + _ITPM] -= input_tokens
             a[base + _OTPM] -= out
             a[base + _INFLIGHT] += 1
+            if conc != INF and a[base + _INFLIGHT] >= int(conc):
+                a[base + _FULL_AT] = now
             if 0 <= lane < self.lanes:
                 self._lanes[lane * len(self.keys) + slot] += 1
-            return Reservation(slot, input_tokens, out, lane)
+            return Reservation(slot, input_tokens, out, lane, now)
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
-        """Charge real usage instead of the estimate; grow the window a little on success."""
+        """Charge real usage instead of the estimate; on success grow the window if it was what limited."""
         a, base = self._arr, res.slot * _F
         with self._locked():
+            if ok and a[base + _ADAPTIVE] and a[base + _FULL_AT] >= res.at:
+                self._grow(base)
             a[base + _INFLIGHT] = max(0.0, a[base + _INFLIGHT] - 1)
             if 0 <= res.lane < self.lanes:
                 i = res.lane * len(self.keys) + res.slot
                 self._lanes[i] = max(0.0, self._lanes[i] - 1)
             a[base + _ITPM] += res.input_tokens - input_tokens
             a[base + _OTPM] += res.output_tokens - output_tokens
-            if ok and a[base + _ADAPTIVE]:
-                conc = a[base + _CONC]
-                a[base + _CONC] = min(a[base + _CONC_MAX], conc + 1.0 / max(conc, 1.0))
+
+    def _grow(self, base: int) -> None:
+        """TCP's congestion control on calls in flight, for a call during which the window was full
+        (one idle at 5 of 64 would otherwise climb to its maximum and admit a burst the provider never
+        allowed): below the threshold (none until the first 429) one more per success, so a full
+        window doubles each round trip ("slow start": from 8 to 64 calls in flight took ~2,000 calls
+        of additive growth, and slots waited on the window); above it, one more per window's worth."""
+        a = self._arr
+        conc = a[base + _CONC]
+        step = 1.0 if conc < a[base + _SSTHRESH] else 1.0 / max(conc, 1.0)
+        a[base + _CONC] = min(a[base + _CONC_MAX], conc + step)
 
     def reclaim(self, lane: int) -> float:
         """A dead worker's reservations, given back; returns how many there were."""
@@ -225,8 +241,8 @@ class SharedLimiter(Budget):
         a, base = self._arr, slot * _F
         with self._locked():
             a[base + _PAUSED] = max(a[base + _PAUSED], time.monotonic() + seconds)
-            if a[base + _ADAPTIVE]:
-                a[base + _CONC] = max(1.0, a[base + _CONC] / 2)
+            if a[base + _ADAPTIVE]:  # and growth turns additive from here
+                a[base + _CONC] = a[base + _SSTHRESH] = max(1.0, a[base + _CONC] / 2)
 
     def snapshot(self, slot: int) -> dict[str, float]:
         a, base = self._arr, slot * _F

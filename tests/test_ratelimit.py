@@ -90,17 +90,40 @@ def test_a_pause_set_by_one_process_holds_every_process() -> None:
     assert all(1.0 - 1e-3 <= t - paused_at < 3.0 for t in through), [t - paused_at for t in through]
 
 
-def test_adaptive_window_halves_on_429_and_grows_on_success() -> None:
-    limiter = SharedLimiter({"p": Limits()}, {"p": True}, start_concurrency=8)
+def _round(limiter: SharedLimiter) -> int:
+    """One round trip: as many calls as the window admits, all in flight at once, then all answered."""
+    held = []
+    while isinstance(r := limiter.try_acquire(0, 1, 0), Reservation):
+        held.append(r)
+    for r in held:
+        limiter.settle(r, 1, 0)
+    return len(held)
+
+
+def test_adaptive_window_doubles_each_round_until_a_429_then_grows_by_one() -> None:
+    limiter = SharedLimiter({"p": Limits()}, {"p": True}, start_concurrency=8, max_concurrency=256)
+    assert [_round(limiter) for _ in range(4)] == [8, 16, 32, 64]  # slow start: 8 to 64 in three rounds
+    limiter.pause(0, 0.0)  # a 429
+    assert limiter.snapshot(0)["concurrency"] == 64  # 128 after the last round, halved
+    for _ in range(3):  # additive from here: about one more per full window
+        before = limiter.snapshot(0)["concurrency"]
+        assert _round(limiter) == int(before)
+        assert 0.95 < limiter.snapshot(0)["concurrency"] - before <= 1.0
     limiter.pause(0, 0.0)
-    assert limiter.snapshot(0)["concurrency"] == 4
-    for _ in range(8):
+    assert 33 < limiter.snapshot(0)["concurrency"] < 34
+
+
+def test_a_window_that_was_not_full_does_not_grow() -> None:
+    limiter = SharedLimiter({"p": Limits()}, {"p": True}, start_concurrency=8)
+    for _ in range(100):  # one call at a time: the window never limited anything
         r = limiter.try_acquire(0, 1, 0)
-        if isinstance(r, Reservation):
-            limiter.settle(r, 1, 0)
-    assert limiter.snapshot(0)["concurrency"] > 4
-    held = [limiter.try_acquire(0, 1, 0) for _ in range(10)]
-    assert sum(isinstance(h, Reservation) for h in held) == int(limiter.snapshot(0)["concurrency"])
+        assert isinstance(r, Reservation)
+        limiter.settle(r, 1, 0)
+    assert limiter.snapshot(0)["concurrency"] == 8
+    r = limiter.try_acquire(0, 1, 0)
+    assert isinstance(r, Reservation)
+    limiter.settle(r, 1, 0, ok=False)  # a failed call never grows it
+    assert limiter.snapshot(0)["concurrency"] == 8
 
 
 def _take_and_die(limiter: SharedLimiter, lane: int, ready: Any) -> None:
