@@ -54,7 +54,23 @@ class Request:
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def estimated_input_tokens(self) -> int:
-        return max(1, len(json.dumps([self.system, self.messages, self.tools], separators=(",", ":"))) // 4)
+        text = len(json.dumps([self.system, self.messages], separators=(",", ":")))
+        return max(1, (text + _json_length(self.tools)) // 4)
+
+
+_LENGTHS: dict[int, tuple[Any, int]] = {}
+
+
+def _json_length(value: Any) -> int:
+    """len(json.dumps(value)), once per object: a run's tool list, the same object for every call,
+    was half of what each call's estimate serialized."""
+    hit = _LENGTHS.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    n = len(json.dumps(value, separators=(",", ":")))
+    if len(_LENGTHS) < 64:
+        _LENGTHS[id(value)] = (value, n)
+    return n
 
 
 @dataclass
