@@ -237,7 +237,7 @@ class Supervisor:
             u = result.usage
             live = u.llm_calls - u.cache_hits
             per_call = u.latency_seconds / live if live > 0 and u.latency_seconds else None
-            self.throttle.result(per_call or result.wall_seconds or 0.0, u.rate_limited)
+            self.throttle.result(per_call or result.wall_seconds or 0.0, u.rate_limited, live)
 
     def reap(self) -> None:
         """Notice workers that are gone; requeue what they held; replace them while work remains."""

@@ -3,12 +3,15 @@
 Pure (the supervisor feeds it and asks it; no clock of its own), like TCP's congestion window:
 start small and double every window in which the slots were full and nothing went wrong (slow
 start), after the first cut add a step per such window instead;
-a window with 429s (the provider says the budget is spent) cuts the target by a third; a window
+a window in which more than 1 % of the calls were answered 429 (the provider says the budget is
+spent; a stray one the shared budget's own pause absorbs) cuts the target by a third; a window
 whose model calls took much longer than the best seen so far (the API, or this machine, is
 saturating) cuts it a little. Latency is per model call where a record made calls (records differ
 in length many times over: a long Atlas conversation is not a slower API), else the record's time.
 Never above the capacity the workers' slots give (bounded by memory when the layout was chosen),
-never below one record per worker.
+never below one record per worker. The first window starts once the slots are first full: until
+then the workers are booting, and windows spent on that only delayed the doubling (40 s of 4,800
+conversations' run at 8 records in flight).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ CUT_ON_429 = 0.67
 CUT_ON_LATENCY = 0.85
 LATENCY_RISE = 1.5  # a window's median latency this many times the best window's is "rising"
 MIN_RECORDS = 4  # a window with fewer results says nothing about latency
+RATE_LIMITED_SHARE = 0.01  # of a window's calls answered 429, above which the target is cut
 
 
 @dataclass
@@ -37,35 +41,42 @@ class Throttle:
     _window_start: float | None = None
     _walls: list[float] = field(default_factory=list)
     _rate_limited: int = 0
+    _calls: int = 0
     _full: bool = True
 
     def __post_init__(self) -> None:
         self.floor = max(1, min(self.floor, self.capacity))
         self.target = self.target or min(self.capacity, max(self.floor, 2 * self.step))
 
-    def result(self, latency: float, rate_limited: int) -> None:
-        """One record finished: its latency (per model call, else its time) and the 429s its calls met."""
+    def result(self, latency: float, rate_limited: int, calls: int = 1) -> None:
+        """One record finished: its latency (per model call, else its time), its calls to the APIs and
+        the 429s they met."""
         self._walls.append(latency)
         self._rate_limited += rate_limited
+        self._calls += max(calls, rate_limited, 1)
 
     def observe(self, now: float, in_flight: int, pending: bool) -> bool:
         """Called every supervisor turn; at each window's end decide. True if the target changed."""
         if self._window_start is None:
+            if in_flight < self.target and pending:
+                return False  # not yet full once: workers still booting
             self._window_start = now
         self._full = self._full and (in_flight >= self.target or not pending)
         if now - self._window_start < self.window:
             return False
         changed = self._decide(now, pending)
-        self._window_start, self._walls, self._rate_limited, self._full = now, [], 0, True
+        self._window_start, self._walls, self._rate_limited, self._calls, self._full = now, [], 0, 0, True
         return changed
 
     def _decide(self, now: float, pending: bool) -> bool:
         median = statistics.median(self._walls) if len(self._walls) >= MIN_RECORDS else None
-        if self._rate_limited or (median is not None and self.best_median is not None
-                                  and median > LATENCY_RISE * self.best_median):
+        limited = self._rate_limited > RATE_LIMITED_SHARE * self._calls
+        if limited or (median is not None and self.best_median is not None
+                       and median > LATENCY_RISE * self.best_median):
             self.slow_start = False
-        if self._rate_limited:
-            return self._set(now, int(self.target * CUT_ON_429), f"{self._rate_limited} 429s in {self.window:g}s")
+        if limited:
+            return self._set(now, int(self.target * CUT_ON_429),
+                             f"{self._rate_limited} 429s in {self._calls} calls in {self.window:g}s")
         if median is not None and self.best_median is not None and median > LATENCY_RISE * self.best_median:
             return self._set(now, int(self.target * CUT_ON_LATENCY),
                              f"latency {median:.2f}s (best {self.best_median:.2f}s)")

@@ -51,3 +51,30 @@ def test_it_does_not_grow_when_the_slots_were_not_full_or_work_ran_out() -> None
     assert t.target == 20
     _window(t, 20.0, walls=[2.0] * 5, pending=False)
     assert t.target == 20 and [c[1] for c in t.changes] == []
+
+
+def test_the_first_window_starts_once_the_slots_are_full() -> None:
+    t = Throttle(capacity=64, step=4)
+    for now in range(0, 60, 5):  # workers booting: a minute with nothing in flight, then 3 of 8
+        assert not t.observe(float(now), 0 if now < 50 else 3, True)
+    t.observe(60.0, 8, True)  # full: the first window starts here, not at the first observation
+    for _ in range(5):
+        t.result(2.0, 0, 6)
+    assert not t.observe(69.0, 8, True)
+    assert t.observe(70.5, 8, True) and t.target == 16
+
+
+def test_a_stray_429_among_many_calls_cuts_nothing_more_than_one_percent_does() -> None:
+    t = Throttle(capacity=256, step=4, target=128, slow_start=False)
+    now = 0.0
+    t.observe(now, 128, True)
+    for _ in range(100):  # 600 calls, 2 answered 429: the shared budget's pause absorbs them
+        t.result(2.0, 0, 6)
+    t.result(2.0, 2, 6)
+    now += WINDOW_SECONDS + 0.1
+    assert t.observe(now, 128, True) and t.target == 132
+    for _ in range(20):  # 120 calls, 3 of them 429: more than 1 %
+        t.result(2.0, 0, 6)
+    t.result(2.0, 3, 6)
+    assert t.observe(now + WINDOW_SECONDS + 0.1, 132, True)
+    assert t.target == int(132 * 0.67) and "3 429s in 126 calls" in t.why

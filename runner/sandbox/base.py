@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -92,31 +93,40 @@ class Sandbox(Resource):
         return f"{self.kind} sandbox {self.id or '?'} at {where}"
 
 
+def _create_from(conn: psycopg.Connection[Any], new: str, template: str, *, file_copy: bool = False) -> None:
+    """CREATE DATABASE new TEMPLATE template. `file_copy` (PostgreSQL 15+) copies files instead of
+    writing the copy to the WAL: much faster for many copies at once (slots at boot: 64 took ~50 s),
+    at the price of a checkpoint per copy, so not for one copy per record."""
+    strategy = " STRATEGY FILE_COPY" if file_copy and conn.info.server_version >= 150000 else ""
+    conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}" + strategy).format(sql.Identifier(new),
+                                                                               sql.Identifier(template)))
+
+
+def _drop(conn: psycopg.Connection[Any], name: str) -> None:
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
 def snapshot_database(endpoint: Endpoint, name: str) -> None:
     """Keep `name` as it is now as a template, for `reset: recreate` (connections to it must be closed)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(template_name(name))))
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(template_name(name)),
-                                                                      sql.Identifier(name)))
+        _drop(conn, template_name(name))
+        _create_from(conn, template_name(name), name)
 
 
 def recreate_database(endpoint: Endpoint, name: str, template: str | None = None) -> None:
     """`name` back to the snapshot of `template` (itself by default): whatever the last record left
     behind is gone (sessions too)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
-                                                                      sql.Identifier(template_name(template or name))))
+        _drop(conn, name)
+        _create_from(conn, name, template_name(template or name))
 
 
 def copy_databases(endpoint: Endpoint, copies: list[tuple[str, str]]) -> None:
     """CREATE DATABASE new TEMPLATE old for each (old, new): a worker's slots get their own databases,
     as they were at boot (nobody may be connected to `old` meanwhile)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        strategy = sql.SQL(" STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else "")
         for old, new in copies:
-            conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}{}").format(sql.Identifier(new), sql.Identifier(old),
-                                                                            strategy))
+            _create_from(conn, new, old, file_copy=True)
 
 
 def cancel_queries(endpoint: Endpoint, databases: list[str]) -> None:
