@@ -28,6 +28,7 @@ from runner.models.preflight import check_keys, check_retirements, requests_sent
 from runner.models.sim.process import SimServer
 from runner.plan import WorkItem, make_plan
 from runner.pool import ProcessTransport, Transport, WorkerPool
+from runner.priority import budget_preference
 from runner.progress import Progress, RunProgress
 from runner.ratelimit import build_limiter
 from runner.records import file_hash, iter_records
@@ -256,6 +257,7 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
         progress.target, progress.target_why = throttle.target, "start"
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
                       transport.inbox, workers=workers, services=services, throttle=throttle,
+                      prefer=budget_preference(cfg, limiter),
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
 
 

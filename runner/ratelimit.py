@@ -244,6 +244,20 @@ class SharedLimiter(Budget):
             if a[base + _ADAPTIVE]:  # and growth turns additive from here
                 a[base + _CONC] = a[base + _SSTHRESH] = max(1.0, a[base + _CONC] / 2)
 
+    def headroom(self, slot: int) -> float:
+        """How much of its tightest budget the key has unspent, 0..1 (1: unlimited or idle, 0: spent or
+        paused): a key well under its limits needs more calls in flight, one at 0 gains nothing."""
+        a, base = self._arr, slot * _F
+        with self._locked():
+            now = time.monotonic()
+            self._refill(base, now)
+            if a[base + _PAUSED] > now:
+                return 0.0
+            shares = [max(0.0, a[base + lvl_i]) / a[base + cap_i]
+                      for cap_i, lvl_i in ((_RPM_CAP, _RPM), (_ITPM_CAP, _ITPM), (_OTPM_CAP, _OTPM))
+                      if a[base + cap_i] != INF]
+            return min(shares, default=1.0)
+
     def snapshot(self, slot: int) -> dict[str, float]:
         a, base = self._arr, slot * _F
         with self._locked():

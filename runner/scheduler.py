@@ -13,10 +13,13 @@ finish (otherwise the requeued group would be taken together again and exhaust t
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
 
 from runner.plan import WorkItem
+
+PREFER_SCAN = 512  # how far ahead a preferred run's next item is looked for: a bounded lead, a cheap scan
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,9 @@ class Scheduler:
         self.holding: dict[int, dict[int, Assignment]] = {}
         self.completed: set[int] = set()
 
-    def take(self, worker: int) -> list[Assignment]:
+    def take(self, worker: int, prefer: str | None = None) -> list[Assignment]:
         """Up to chunk_size pending items of one run (a harness call serves one run); [] when none.
+        `prefer`: that run's next items if one is among the next PREFER_SCAN, else plan order.
 
         An `alone` item goes only to a worker that holds nothing, as a chunk of its own; a worker that
         holds one gets nothing more until it is done."""
@@ -44,6 +48,8 @@ class Scheduler:
         held = self.holding.setdefault(worker, {})
         if any(a.alone for a in held.values()):
             return []
+        if prefer is not None:
+            self._bring_forward(prefer)
         while self.pending and len(chunk) < self.chunk_size:
             a = self.pending.popleft()
             if a.item.id in self.completed:
@@ -64,6 +70,15 @@ class Scheduler:
         for a in chunk:
             held[a.item.id] = a
         return chunk
+
+    def _bring_forward(self, run: str) -> None:
+        """Move the first pending item of `run` (within PREFER_SCAN) to the front; the rest keep their order."""
+        for i, a in enumerate(itertools.islice(self.pending, PREFER_SCAN)):
+            if a.item.run == run and not a.alone and a.item.id not in self.completed:
+                if i:
+                    del self.pending[i]
+                    self.pending.appendleft(a)
+                return
 
     def complete(self, worker: int, item_id: int) -> bool:
         """True the first time an item finishes; False for a late duplicate (then nothing changes)."""

@@ -90,3 +90,23 @@ def test_the_culprit_among_slots_spends_its_own_attempts_and_its_neighbours_fini
     second = s.take(2)
     assert [(a.item.id, a.attempt) for a in second] == [(1, 2)]  # its neighbour runs alone, and finishes
     assert s.complete(2, 1) and not s.has_pending() and s.in_flight() == 0
+
+
+def test_a_preferred_run_goes_first_and_the_others_keep_their_order() -> None:
+    s = Scheduler(_items("abc", 4), max_attempts=3)
+    taken = [s.take(0, prefer="c")[0].item for _ in range(3)]
+    assert [(i.run, i.record_id) for i in taken] == [("c", "rec-0"), ("c", "rec-1"), ("c", "rec-2")]
+    rest = [s.take(0)[0].item for _ in range(4)]  # plan order again for the others
+    assert [(i.run, i.record_id) for i in rest] == [("a", "rec-0"), ("b", "rec-0"), ("a", "rec-1"), ("b", "rec-1")]
+    s.take(0, prefer="c")
+    assert s.take(0, prefer="c")[0].item.run == "a"  # none of c left: plan order
+    assert len(s.completed) == 0 and s.in_flight() == 9
+
+
+def test_preferring_never_hands_out_a_completed_or_alone_item() -> None:
+    s = Scheduler(_items("ab", 2), max_attempts=3)
+    held = [s.take(0)[0], s.take(0)[0]]  # a/rec-0 and b/rec-0 on worker 0's slots
+    s.lose(0)  # both back first in line, each to run alone
+    s.complete(9, held[1].item.id)  # b/rec-0 finished elsewhere meanwhile (a late result)
+    got = s.take(1, prefer="b")  # b's next is rec-1, not the completed or the alone copy
+    assert [(a.item.run, a.item.record_id, a.alone) for a in got] == [("b", "rec-1", False)]
