@@ -1,22 +1,23 @@
 """Which run's records to start first when the runs draw on different rate-limit budgets.
 
-The plan interleaves the runs so that all progress together. Under rate limits that wastes the job's
-slowest budget: in the seeds' job GPT-5.4's input tokens force the longest time, yet it got a fourth
-of the slots, sat under its limit mid-run while the other runs' budgets were spent, and had to catch
-up at the end (wall 1.28 x the floor). A record of a run whose budget is spent only waits in the
-limiter; one of a run with budget unspent uses it. So a free slot goes to the run whose tightest
-budget has the most left, read from the shared budget; with no limits configured, nothing changes.
+The plan interleaves the runs so that all progress together. Under rate limits the job's end is set
+by its tightest budget (in the seeds' job GPT-5.4's input tokens), and that run must keep its budget
+spent from start to end; with an even share of the slots it fell behind, sat under its limit mid-run
+and caught up alone at the end (wall 1.28 x the floor). So a free slot goes to the run with the most
+records left to finish, once it is more than 5 % behind, unless its budget is spent (a record of
+that run would only wait in the limiter): then to the next such run. Runs even, or no limits
+configured: plan order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from runner.config import Config
 from runner.ratelimit import SharedLimiter, limiter_key
 
-# Runs whose headroom differs by less than this are equal: plan order decides (no churn on noise).
-MARGIN = 0.05
+SPENT = 0.1  # a budget with less than this share of a minute's worth left is spent for now
+AHEAD = 1.05  # runs with records left within 5 % of the run furthest ahead are even (at the start, all)
 
 
 def run_keys(cfg: Config, limiter: SharedLimiter) -> dict[str, list[int]]:
@@ -29,17 +30,25 @@ def run_keys(cfg: Config, limiter: SharedLimiter) -> dict[str, list[int]]:
     return keys
 
 
-def budget_preference(cfg: Config, limiter: object) -> Callable[[], str | None] | None:
-    """The run to start next (None: plan order), or None when no budget has limits to weigh."""
+def budget_preference(cfg: Config, limiter: object) -> Callable[[Mapping[str, int]], str | None] | None:
+    """Given each run's records left to finish, the run to start next (None: plan order); None when no
+    budget has limits to weigh."""
     if not isinstance(limiter, SharedLimiter) or not cfg.rate_limits:
         return None
     keys = run_keys(cfg, limiter)
     if len(keys) < 2:
         return None
 
-    def prefer() -> str | None:
-        room = {run: min((limiter.headroom(k) for k in ks), default=1.0) for run, ks in keys.items()}
-        best = max(room, key=room.__getitem__)
-        return best if room[best] - min(room.values()) > MARGIN else None
+    def prefer(left: Mapping[str, int]) -> str | None:
+        counts = [left.get(r, 0) for r in keys if left.get(r, 0)]
+        if not counts:
+            return None
+        behind = min(counts) * AHEAD + 2  # within this of the leader: even, plan order decides
+        for run in sorted(keys, key=lambda r: -left.get(r, 0)):
+            if left.get(run, 0) <= behind:
+                return None
+            if min((limiter.headroom(k) for k in keys[run]), default=1.0) > SPENT:
+                return run
+        return None
 
     return prefer

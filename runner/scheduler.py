@@ -36,6 +36,10 @@ class Scheduler:
         self.chunk_size = chunk_size
         self.holding: dict[int, dict[int, Assignment]] = {}
         self.completed: set[int] = set()
+        self._run_of = {i.id: i.run for i in items}
+        self.left: dict[str, int] = {}  # per run, items not yet completed (pending or held)
+        for i in items:
+            self.left[i.run] = self.left.get(i.run, 0) + 1
 
     def take(self, worker: int, prefer: str | None = None) -> list[Assignment]:
         """Up to chunk_size pending items of one run (a harness call serves one run); [] when none.
@@ -86,6 +90,9 @@ class Scheduler:
         if item_id in self.completed:
             return False
         self.completed.add(item_id)
+        run = self._run_of.get(item_id)
+        if run is not None:
+            self.left[run] -= 1
         return True
 
     def lose(self, worker: int) -> list[Assignment]:

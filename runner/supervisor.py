@@ -12,7 +12,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loguru import logger
@@ -63,7 +63,7 @@ class Supervisor:
     def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
                  inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
                  on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None,
-                 prefer: Callable[[], str | None] | None = None) -> None:
+                 prefer: Callable[[Mapping[str, int]], str | None] | None = None) -> None:
         self.cfg, self.scheduler, self.pool, self.sink, self.progress = cfg, scheduler, pool, sink, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
@@ -195,7 +195,7 @@ class Supervisor:
             if self.throttle is not None and (self.scheduler.in_flight() >= self.throttle.target or h.holding()
                                               >= -(-self.throttle.target // max(1, len(self.pool.workers)))):
                 return  # held back (its share of the target in use), not out of work: no Stop
-            chunk = self.scheduler.take(h.id, self.prefer() if self.prefer is not None else None)
+            chunk = self.scheduler.take(h.id, self.prefer(self.scheduler.left) if self.prefer is not None else None)
             if not chunk:
                 break
             h.chunks[slot] = Chunk({a.item.id for a in chunk}, time.monotonic(),

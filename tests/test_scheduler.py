@@ -101,6 +101,9 @@ def test_a_preferred_run_goes_first_and_the_others_keep_their_order() -> None:
     s.take(0, prefer="c")
     assert s.take(0, prefer="c")[0].item.run == "a"  # none of c left: plan order
     assert len(s.completed) == 0 and s.in_flight() == 9
+    for a in taken[:2]:
+        s.complete(0, a.id)
+    assert s.left == {"a": 4, "b": 4, "c": 2}  # records left to finish, per run
 
 
 def test_preferring_never_hands_out_a_completed_or_alone_item() -> None:
