@@ -20,25 +20,28 @@ def _spend(limiter: object, key: str, tokens: float) -> None:
     assert isinstance(r, Reservation)
 
 
-def test_the_run_whose_budget_is_most_used_but_not_spent_goes_first() -> None:
+def test_the_run_furthest_behind_goes_first_unless_its_budget_is_spent() -> None:
     cfg = _cfg(rate_limits={"anthropic": {"rpm": 1000, "itpm": 100_000},
                             "openai/gpt-5.4": {"rpm": 1000, "itpm": 100_000},
                             "openai/gpt-5.4-mini": {"rpm": 1000, "itpm": 1_000_000}})
-    left = {"claude": 1200, "gpt": 1200, "atlas": 1200}
     limiter = build_limiter(cfg)
     prefer = budget_preference(cfg, limiter)
-    assert prefer is not None and prefer(left) is None  # every budget full (the start): plan order
-    _spend(limiter, "openai/gpt-5.4", 50_000)  # GPT-5.4's budget binds: feed it
-    assert prefer(left) == "gpt"
-    assert prefer({**left, "gpt": 0}) is None  # nothing of it left to start
-    _spend(limiter, "openai/gpt-5.4", 45_000)  # now spent: more of it would only wait in the limiter
+    assert prefer is not None
+    assert prefer({"claude": 10, "gpt": 30, "atlas": 20}) == "gpt"  # the most left to finish
+    _spend(limiter, "openai/gpt-5.4", 95_000)  # its budget spent: more of it would only wait
     assert limiter.headroom(limiter.slot("openai/gpt-5.4")) < 0.1
-    assert prefer(left) is None  # the others' budgets are even: plan order
-    _spend(limiter, "anthropic", 30_000)  # Claude's, drawn on by its run and by Atlas's teacher
-    assert prefer(left) is None  # both at Claude's 70 %: even
+    assert prefer({"claude": 10, "gpt": 30, "atlas": 20}) == "atlas"
+    _spend(limiter, "anthropic", 95_000)  # atlas's teacher draws on Claude's budget: spent too
+    assert prefer({"claude": 10, "gpt": 30, "atlas": 20}) is None  # every budget spent: plan order
+    assert prefer({"claude": 0, "gpt": 0, "atlas": 0}) is None
+    limiter = build_limiter(cfg)
+    prefer = budget_preference(cfg, limiter)
+    assert prefer is not None
+    assert prefer({"claude": 1200, "gpt": 1200, "atlas": 1200}) is None  # even (the start): plan order,
+    assert prefer({"claude": 1000, "gpt": 1040, "atlas": 1010}) is None  # not one run taking every slot
+    assert prefer({"claude": 1000, "gpt": 1060, "atlas": 1010}) == "gpt"
     limiter.pause(limiter.slot("openai/gpt-5.4-mini"), 30)  # a 429: nothing left for now
     assert limiter.headroom(limiter.slot("openai/gpt-5.4-mini")) == 0.0
-    assert prefer(left) == "claude"  # atlas's student is paused: the only run whose records would not wait
 
 
 def test_without_limits_the_plan_order_stands() -> None:
