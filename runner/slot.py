@@ -58,6 +58,7 @@ class Host(Protocol):
     def sandbox_dead(self) -> bool: ...
     def replace_sandbox(self, why: str, seen: int) -> None: ...
     def reset_slot(self, slot: int) -> None: ...
+    def wait_copied(self, slot: int) -> None: ...
 
 
 class Slot:
@@ -343,6 +344,7 @@ class SlotThread(threading.Thread):
 
     def run(self) -> None:
         try:
+            self.slot.host.wait_copied(self.slot.n)
             self._attach()
             if self.announce:
                 self.slot.host.inbox.put(SlotReady(self.slot.host.worker_id, self.slot.n))
