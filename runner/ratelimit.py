@@ -30,6 +30,7 @@ _F = 14  # floats per key
 (_RPM_CAP, _RPM, _ITPM_CAP, _ITPM, _OTPM_CAP, _OTPM, _STAMP, _PAUSED, _CONC, _INFLIGHT, _ADAPTIVE,
  _CONC_MAX, _SSTHRESH, _FULL_AT) = range(_F)
 INF = float("inf")
+_BUCKETS = ((_RPM_CAP, _RPM), (_ITPM_CAP, _ITPM), (_OTPM_CAP, _OTPM))  # (cap, level) per bucket
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class SharedLimiter(Budget):
         a = self._arr
         dt = now - a[base + _STAMP]
         a[base + _STAMP] = now
-        for cap_i, lvl_i in ((_RPM_CAP, _RPM), (_ITPM_CAP, _ITPM), (_OTPM_CAP, _OTPM)):
+        for cap_i, lvl_i in _BUCKETS:
             cap = a[base + cap_i]
             if cap != INF:
                 a[base + lvl_i] = min(cap, a[base + lvl_i] + dt * cap / 60.0)
@@ -254,7 +255,7 @@ class SharedLimiter(Budget):
             if a[base + _PAUSED] > now:
                 return 0.0
             shares = [max(0.0, a[base + lvl_i]) / a[base + cap_i]
-                      for cap_i, lvl_i in ((_RPM_CAP, _RPM), (_ITPM_CAP, _ITPM), (_OTPM_CAP, _OTPM))
+                      for cap_i, lvl_i in _BUCKETS
                       if a[base + cap_i] != INF]
             return min(shares, default=1.0)
 

@@ -14,7 +14,7 @@ finish (otherwise the requeued group would be taken together again and exhaust t
 from __future__ import annotations
 
 import itertools
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 
 from runner.plan import WorkItem
@@ -37,9 +37,7 @@ class Scheduler:
         self.holding: dict[int, dict[int, Assignment]] = {}
         self.completed: set[int] = set()
         self._run_of = {i.id: i.run for i in items}
-        self.left: dict[str, int] = {}  # per run, items not yet completed (pending or held)
-        for i in items:
-            self.left[i.run] = self.left.get(i.run, 0) + 1
+        self.left = Counter(i.run for i in items)  # per run, items not yet completed (pending or held)
 
     def take(self, worker: int, prefer: str | None = None) -> list[Assignment]:
         """Up to chunk_size pending items of one run (a harness call serves one run); [] when none.

@@ -10,21 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.models.base import Completion, Provider, Request, ToolCall, nonblank, sdk_errors
+from runner.models.base import Completion, PerObject, Provider, Request, ToolCall, nonblank, sdk_errors
 
 EPHEMERAL = {"type": "ephemeral"}
-_MARKED_TOOLS: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
-
-
-def _marked_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tool list with a breakpoint on its last tool; built once per list object."""
-    hit = _MARKED_TOOLS.get(id(tools))
-    if hit is not None and hit[0] is tools:
-        return hit[1]
-    marked = [*tools[:-1], {**tools[-1], "cache_control": EPHEMERAL}] if tools else []
-    if len(_MARKED_TOOLS) < 64:
-        _MARKED_TOOLS[id(tools)] = (tools, marked)
-    return marked
+# the tool list with a breakpoint on its last tool, built once per list object
+_marked_tools: PerObject[list[dict[str, Any]]] = PerObject(
+    lambda tools: [*tools[:-1], {**tools[-1], "cache_control": EPHEMERAL}] if tools else [])
 
 
 def to_anthropic(messages: list[dict[str, Any]], *, cache: bool = False) -> list[dict[str, Any]]:

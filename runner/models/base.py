@@ -15,22 +15,38 @@ import json
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
-_TOOL_DIGESTS: dict[int, tuple[list[dict[str, Any]], str]] = {}
+T = TypeVar("T")
 
 
-def _tools_digest(tools: list[dict[str, Any]]) -> str:
-    hit = _TOOL_DIGESTS.get(id(tools))
-    if hit is not None and hit[0] is tools:  # the same list object (kept alive here, so its id is not reused)
-        return hit[1]
-    digest = hashlib.sha256(json.dumps(tools, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    if len(_TOOL_DIGESTS) < 64:
-        _TOOL_DIGESTS[id(tools)] = (tools, digest)
-    return digest
+class PerObject(Generic[T]):
+    """f(value) computed once per object (a run's tool list: the same object for every call), for up
+    to `size` objects; held with the object, so a reused id() of a freed one never hits."""
+
+    def __init__(self, f: Callable[[Any], T], size: int = 64) -> None:
+        self.f, self.size = f, size
+        self.seen: dict[int, tuple[Any, T]] = {}
+
+    def __call__(self, value: Any) -> T:
+        hit = self.seen.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        out = self.f(value)
+        if len(self.seen) < self.size:
+            self.seen[id(value)] = (value, out)
+        return out
+
+
+_tools_digest: PerObject[str] = PerObject(
+    lambda tools: hashlib.sha256(json.dumps(tools, sort_keys=True, separators=(",", ":")).encode()).hexdigest())
+
+
+# the tool list was half of what each call's estimate serialized
+_json_length: PerObject[int] = PerObject(lambda v: len(json.dumps(v, separators=(",", ":"))))
 
 
 @dataclass(frozen=True)
@@ -56,21 +72,6 @@ class Request:
     def estimated_input_tokens(self) -> int:
         text = len(json.dumps([self.system, self.messages], separators=(",", ":")))
         return max(1, (text + _json_length(self.tools)) // 4)
-
-
-_LENGTHS: dict[int, tuple[Any, int]] = {}
-
-
-def _json_length(value: Any) -> int:
-    """len(json.dumps(value)), once per object: a run's tool list, the same object for every call,
-    was half of what each call's estimate serialized."""
-    hit = _LENGTHS.get(id(value))
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    n = len(json.dumps(value, separators=(",", ":")))
-    if len(_LENGTHS) < 64:
-        _LENGTHS[id(value)] = (value, n)
-    return n
 
 
 @dataclass
