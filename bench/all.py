@@ -140,19 +140,43 @@ def _replace_sections(doc: Path, sections: list[str], cmd: str, total: float) ->
 
 
 def _merged_targets(text: str, start: int, part: str) -> str:
-    """The document's targets table with the rows of `part` (re-measured) in place of their old ones."""
+    """The document's targets table with the rows of `part` (re-measured) in place of their old ones.
+    Rows go by family (a target's text before " = ", and "same, ..." rows with the row above them):
+    which values met changes between runs, and a row that moved from "same, C = 32" to the met row's
+    list must not also stay behind as a stale miss."""
     end = text.find("\n### ", start + 4)
-    old = text[start:end if end >= 0 else len(text)].splitlines()
-    new_rows = [line for line in part.splitlines() if line.startswith("| ") and not line.startswith("| target")]
-
-    def target(row: str) -> str:
-        return row.split("|")[1].strip()
-    replaced = {target(r): r for r in new_rows}
-    rows = [replaced.pop(target(line), line) if line.startswith("| ") and not line.startswith("| target") else line
-            for line in old if not line.startswith("_Re-measured")]
+    old = [line for line in text[start:end if end >= 0 else len(text)].splitlines()
+           if not line.startswith("_Re-measured")]
+    new_rows = [line for line in part.splitlines() if _is_row(line)]
+    fresh: dict[str, list[str]] = {}
+    for fam, row in zip(_families(new_rows), new_rows, strict=True):
+        fresh.setdefault(fam, []).append(row)
+    old_rows = [line for line in old if _is_row(line)]
+    old_fams = iter(_families(old_rows))
+    rows: list[str] = []
+    replaced: set[str] = set()
+    for line in old:
+        family = next(old_fams) if _is_row(line) else None
+        if family is not None and family in fresh:
+            rows += fresh.pop(family)  # the family's new rows where its first old one stood
+            replaced.add(family)
+        elif family is None or family not in replaced:
+            rows.append(line)
     last = max(i for i, line in enumerate(rows) if line.startswith("|"))
-    rows[last + 1:last + 1] = list(replaced.values())
+    rows[last + 1:last + 1] = [r for rs in fresh.values() for r in rs]
     return "\n".join(rows).rstrip() + "\n"
+
+
+def _is_row(line: str) -> bool:
+    return line.startswith("| ") and not line.startswith("| target")
+
+
+def _families(rows: list[str]) -> list[str]:
+    out: list[str] = []
+    for row in rows:
+        target = row.split("|")[1].strip()
+        out.append(out[-1] if target.startswith("same, ") and out else target.split(" = ")[0])
+    return out
 
 
 def _merge_raw(raw: dict[str, object], quick: bool, *, partial: bool) -> dict[str, object]:
