@@ -251,8 +251,9 @@ class Config(_Frozen):
                                                          "the harness; default: on where CI is set")
     rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
                                               description="key: provider or provider/model")
-    concurrency_window_seconds: float = Field(10.0, gt=0, description="concurrency auto: how long the throttle "
-                                                                        "watches before each decision")
+    concurrency_window_seconds: float | None = Field(
+        None, gt=0, description="concurrency auto: how long the throttle watches before each decision (default: "
+                                "3 round trips of a model call, as the shared budget times them; 10 s until one is)")
     adaptive_concurrency: bool | None = Field(None, description="default: on where no limit is configured")
     retry: RetrySettings = RetrySettings()
     anthropic: ProviderSettings = ProviderSettings()

@@ -253,7 +253,8 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     throttle = None
     if cfg.concurrency == "auto":
         throttle = Throttle(capacity=lay.in_flight * chunk, floor=lay.workers * chunk, step=lay.workers * chunk,
-                            window=cfg.concurrency_window_seconds)
+                            window=cfg.concurrency_window_seconds,
+                            round_trip=limiter.round_trip)
         progress.target, progress.target_why = throttle.target, "start"
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
                       transport.inbox, workers=workers, services=services, throttle=throttle,

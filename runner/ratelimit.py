@@ -1,8 +1,9 @@
 """Rate-limit budgets shared by every worker process.
 
 One shared-memory array holds, per key ("provider" or "provider/model"), token buckets for
-requests, input tokens and output tokens per minute, a pause-until time set by 429s, and an
-adaptive concurrency window. Every worker draws from the same buckets, so N workers together
+requests, input tokens and output tokens per minute, a pause-until time set by 429s, an
+adaptive concurrency window and the calls' smoothed round trip (what `--concurrency auto` paces
+its windows by). Every worker draws from the same buckets, so N workers together
 stay under the provider's limit and an idle worker leaves its share to the others -- the gap the
 per-process limiters of the seeds admit to.
 
@@ -26,11 +27,12 @@ from loguru import logger
 
 from runner.config import Config, Limits
 
-_F = 14  # floats per key
+_F = 15  # floats per key
 (_RPM_CAP, _RPM, _ITPM_CAP, _ITPM, _OTPM_CAP, _OTPM, _STAMP, _PAUSED, _CONC, _INFLIGHT, _ADAPTIVE,
- _CONC_MAX, _SSTHRESH, _FULL_AT) = range(_F)
+ _CONC_MAX, _SSTHRESH, _FULL_AT, _RTT) = range(_F)
 INF = float("inf")
 _BUCKETS = ((_RPM_CAP, _RPM), (_ITPM_CAP, _ITPM), (_OTPM_CAP, _OTPM))  # (cap, level) per bucket
+RTT_GAIN = 1 / 16  # each successful call's share of the smoothed round trip (TCP's SRTT uses 1/8)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,12 @@ class Budget:
 
     def snapshot(self, slot: int) -> dict[str, float]:
         raise NotImplementedError
+
+    def round_trip(self) -> float | None:
+        """The slowest key's smoothed call time in seconds, from admission to settle (None before any
+        call succeeded): how long the effect of more calls in flight takes to show."""
+        times = [t for t in (self.snapshot(s)["round_trip"] for s in range(len(self.keys))) if t > 0]
+        return max(times, default=None)
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
                     lane: int | None = None) -> Reservation | float:
@@ -139,6 +147,7 @@ class SharedLimiter(Budget):
             self._arr[base + _SSTHRESH] = max_concurrency
             self._arr[base + _FULL_AT] = -INF
             self._arr[base + _INFLIGHT] = 0.0
+            self._arr[base + _RTT] = 0.0
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -200,9 +209,14 @@ class SharedLimiter(Budget):
             return Reservation(slot, input_tokens, out, lane, now)
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
-        """Charge real usage instead of the estimate; on success grow the window if it was what limited."""
+        """Charge real usage instead of the estimate; on success time the call and grow the window if it
+        was what limited."""
         a, base = self._arr, res.slot * _F
         with self._locked():
+            if ok and res.at > 0:
+                took = time.monotonic() - res.at
+                rtt = a[base + _RTT]
+                a[base + _RTT] = took if rtt <= 0 else rtt + RTT_GAIN * (took - rtt)
             if ok and a[base + _ADAPTIVE] and a[base + _FULL_AT] >= res.at:
                 self._grow(base)
             a[base + _INFLIGHT] = max(0.0, a[base + _INFLIGHT] - 1)
@@ -263,7 +277,7 @@ class SharedLimiter(Budget):
         a, base = self._arr, slot * _F
         with self._locked():
             return {"requests": a[base + _RPM], "input_tokens": a[base + _ITPM], "output_tokens": a[base + _OTPM],
-                    "concurrency": a[base + _CONC], "in_flight": a[base + _INFLIGHT],
+                    "concurrency": a[base + _CONC], "in_flight": a[base + _INFLIGHT], "round_trip": a[base + _RTT],
                     "paused_for": max(0.0, a[base + _PAUSED] - time.monotonic())}
 
 

@@ -2,7 +2,10 @@
 
 Pure (the supervisor feeds it and asks it; no clock of its own), like TCP's congestion window:
 start small and double every window in which the slots were full and nothing went wrong (slow
-start), after the first cut add a step per such window instead;
+start), after the first cut add a step per such window instead. A window lasts ROUNDS round trips
+of a model call as the shared budget times them, as TCP paces itself by its RTT: a fixed 10 s is 3
+round trips at 3 s per call but 50 at 200 ms, and the ramp to 256 in flight took 50 s whatever the
+API's speed;
 a window in which more than 1 % of the calls were answered 429 (the provider says the budget is
 spent; a stray one the shared budget's own pause absorbs) cuts the target by a third; a window
 whose model calls took much longer than the best seen so far (the API, or this machine, is
@@ -17,9 +20,12 @@ conversations' run at 8 records in flight).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-WINDOW_SECONDS = 10.0
+WINDOW_SECONDS = 10.0  # until a call has been timed
+ROUNDS = 3  # a window's length in round trips: the new records' calls out, answered, and some margin
+MIN_WINDOW_SECONDS = 1.0
 CUT_ON_429 = 0.67
 CUT_ON_LATENCY = 0.85
 LATENCY_RISE = 1.5  # a window's median latency this many times the best window's is "rising"
@@ -31,7 +37,8 @@ RATE_LIMITED_SHARE = 0.01  # of a window's calls answered 429, above which the t
 class Throttle:
     capacity: int
     floor: int = 1
-    window: float = WINDOW_SECONDS
+    window: float | None = None  # seconds; None: ROUNDS round trips as `round_trip` measures them
+    round_trip: Callable[[], float | None] | None = None
     step: int = 1
     target: int = 0
     why: str = "start"
@@ -39,6 +46,8 @@ class Throttle:
     changes: list[tuple[float, int, str]] = field(default_factory=list)
     slow_start: bool = True
     _window_start: float | None = None
+    _length: float = WINDOW_SECONDS  # the current window's
+    _untimed: bool = False  # the current window opened before a call was timed
     _walls: list[float] = field(default_factory=list)
     _rate_limited: int = 0
     _calls: int = 0
@@ -60,13 +69,23 @@ class Throttle:
         if self._window_start is None:
             if in_flight < self.target and pending:
                 return False  # not yet full once: workers still booting
-            self._window_start = now
+            self._window_start, self._length = now, self._next_length()
         self._full = self._full and (in_flight >= self.target or not pending)
-        if now - self._window_start < self.window:
+        if self._untimed:  # opened before any call was timed: paced by the first timing that comes
+            self._length = self._next_length()
+        if now - self._window_start < self._length:
             return False
         changed = self._decide(now, pending)
         self._window_start, self._walls, self._rate_limited, self._calls, self._full = now, [], 0, 0, True
+        self._length = self._next_length()
         return changed
+
+    def _next_length(self) -> float:
+        if self.window is not None:
+            return self.window
+        rtt = self.round_trip() if self.round_trip is not None else None
+        self._untimed = rtt is None and self.round_trip is not None
+        return WINDOW_SECONDS if rtt is None else max(MIN_WINDOW_SECONDS, ROUNDS * rtt)
 
     def _decide(self, now: float, pending: bool) -> bool:
         median = statistics.median(self._walls) if len(self._walls) >= MIN_RECORDS else None
@@ -76,7 +95,7 @@ class Throttle:
             self.slow_start = False
         if limited:
             return self._set(now, int(self.target * CUT_ON_429),
-                             f"{self._rate_limited} 429s in {self._calls} calls in {self.window:g}s")
+                             f"{self._rate_limited} 429s in {self._calls} calls in {self._length:.3g}s")
         if median is not None and self.best_median is not None and median > LATENCY_RISE * self.best_median:
             return self._set(now, int(self.target * CUT_ON_LATENCY),
                              f"latency {median:.2f}s (best {self.best_median:.2f}s)")

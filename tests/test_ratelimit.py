@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import multiprocess as mp
+import pytest
 
 from runner.config import Limits
 from runner.ratelimit import Reservation, SharedLimiter
@@ -124,6 +125,27 @@ def test_a_window_that_was_not_full_does_not_grow() -> None:
     assert isinstance(r, Reservation)
     limiter.settle(r, 1, 0, ok=False)  # a failed call never grows it
     assert limiter.snapshot(0)["concurrency"] == 8
+
+
+def test_round_trip_is_the_slowest_keys_smoothed_call_time_from_admission_to_settle(monkeypatch: Any) -> None:
+    limiter = SharedLimiter({"fast": Limits(), "slow": Limits()}, {"fast": False, "slow": False})
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    assert limiter.round_trip() is None  # nothing timed yet
+
+    def call(key: str, seconds: float, ok: bool = True) -> None:
+        r = limiter.try_acquire(limiter.slot(key), 1, 0)
+        assert isinstance(r, Reservation)
+        clock[0] += seconds
+        limiter.settle(r, 1, 0, ok=ok)
+
+    call("fast", 0.2)
+    call("slow", 4.0)
+    assert limiter.round_trip() == 4.0  # the first call sets it
+    call("slow", 20.0)  # one outlier moves it by 1/16 of the difference
+    assert limiter.round_trip() == 5.0
+    call("slow", 60.0, ok=False)  # a failed call (a time limit, a 5xx) times nothing
+    assert limiter.round_trip() == 5.0 and limiter.snapshot(limiter.slot("fast"))["round_trip"] == pytest.approx(0.2)
 
 
 def _take_and_die(limiter: SharedLimiter, lane: int, ready: Any) -> None:

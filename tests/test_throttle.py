@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.throttle import WINDOW_SECONDS, Throttle
+from runner.throttle import MIN_WINDOW_SECONDS, ROUNDS, WINDOW_SECONDS, Throttle
 
 
 def _window(t: Throttle, start: float, *, walls: list[float], rate_limited: int = 0, in_flight: int | None = None,
@@ -78,3 +78,22 @@ def test_a_stray_429_among_many_calls_cuts_nothing_more_than_one_percent_does() 
     t.result(2.0, 3, 6)
     assert t.observe(now + WINDOW_SECONDS + 0.1, 132, True)
     assert t.target == int(132 * 0.67) and "3 429s in 126 calls" in t.why
+
+
+def test_a_window_lasts_a_few_round_trips_of_a_model_call_as_the_budget_times_them() -> None:
+    rtt: list[float | None] = [None]
+    t = Throttle(capacity=256, step=4, round_trip=lambda: rtt[0])
+    t.observe(0.0, 8, True)  # nothing timed yet: the default window...
+    assert not t.observe(1.0, 8, True)
+    rtt[0] = 0.5  # ...until the first call is timed (200 ms calls waited 10 s, 50 round trips, per doubling)
+    assert t.observe(ROUNDS * 0.5 + 0.05, 8, True) and t.target == 16
+    now = ROUNDS * 0.5 + 0.05
+    assert not t.observe(now + ROUNDS * 0.5 - 0.05, 16, True)
+    rtt[0] = 0.01  # a local model: never shorter than MIN_WINDOW_SECONDS (a window's length is set at its start)
+    assert t.observe(now + ROUNDS * 0.5 + 0.05, 16, True) and t.target == 32
+    now += ROUNDS * 0.5 + 0.05
+    assert not t.observe(now + MIN_WINDOW_SECONDS - 0.05, 32, True)
+    assert t.observe(now + MIN_WINDOW_SECONDS + 0.05, 32, True) and t.target == 64
+    fixed = Throttle(capacity=256, step=4, window=7.0, round_trip=lambda: 0.5)  # configured: as given
+    fixed.observe(0.0, 8, True)
+    assert not fixed.observe(6.9, 8, True) and fixed.observe(7.1, 8, True)
