@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.models.base import Completion, PerObject, Provider, Request, ToolCall, nonblank, sdk_errors
+from runner.models.base import Completion, PerObject, Provider, Request, ToolCall, json_body, nonblank, sdk_errors
 
 EPHEMERAL = {"type": "ephemeral"}
 # the tool list with a breakpoint on its last tool, built once per list object
@@ -68,12 +68,9 @@ class AnthropicProvider(Provider):
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
-        body = request_body(req)
-        sampling = {k: body.pop(k) for k in list(body) if k in (req.sampling or {})}
         with sdk_errors(self._sdk):
-            # Sampling keys the model accepts but the SDK's types lack would go through extra_body;
-            # under the installed SDK's API version the capability table leaves none.
-            resp = self.client.messages.create(**body, extra_body=sampling or None)
+            resp = self.client.post("/v1/messages", cast_to=self._sdk.types.Message,
+                                    content=json_body(request_body(req)))
         text = "".join(b.text for b in resp.content if b.type == "text")
         calls = [ToolCall(b.id, b.name, b.input) for b in resp.content if b.type == "tool_use"]
         u = resp.usage

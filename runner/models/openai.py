@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, nonblank, sdk_errors
+from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, json_body, nonblank, sdk_errors
 
 
 def to_openai(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -61,7 +61,8 @@ class OpenAIProvider(Provider):
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
         with sdk_errors(self._sdk):
-            resp = self.client.chat.completions.create(**request_body(req))
+            resp = self.client.post("/chat/completions", cast_to=self._sdk.types.chat.ChatCompletion,
+                                    content=json_body(request_body(req)), options={"security": {"bearer_auth": True}})
         if not resp.choices:
             raise ProviderError("transient", "response has no choices")
         choice = resp.choices[0]

@@ -118,6 +118,30 @@ def test_unknown_model_and_bad_key_are_fatal(sim: SimServer, kind: str) -> None:
     assert (info.value.kind, info.value.status) == ("fatal", 401)
 
 
+@pytest.mark.parametrize(("path", "header", "status"), [
+    ("/v1/chat/completions", {"x-api-key": "k"}, 401),  # OpenAI reads only Authorization: Bearer
+    ("/v1/chat/completions", {"Authorization": "Bearer k"}, 200),
+    ("/v1/messages", {"x-api-key": "k"}, 200),
+    ("/v1/messages", {}, 401)])
+def test_each_api_reads_its_own_key_header(sim: SimServer, path: str, header: dict[str, str], status: int) -> None:
+    import urllib.error
+    import urllib.request
+
+    body: dict[str, Any] = {"model": "sim-strong", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+    if path.endswith("completions"):
+        body = {"model": "sim-strong", "messages": [{"role": "user", "content": "hi"}]}
+    req = urllib.request.Request(sim.url + path, data=json.dumps(body).encode(), method="POST", headers={
+        "content-type": "application/json", "anthropic-version": "2023-06-01", **header})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            got, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        got, text = e.code, e.read().decode()
+    assert got == status, text
+    if status == 401:
+        assert "x-api-key header is required" in text or "Authorization: Bearer" in text
+
+
 def test_stats_count_requests_and_429s(sim: SimServer) -> None:
     stats = sim.stats()
     assert int(stats["requests"]) > 0 and int(stats["429"]) > 0  # type: ignore[call-overload]

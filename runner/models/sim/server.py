@@ -256,10 +256,17 @@ def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimStat
             err: Callable[..., dict[str, Any]]) -> web.Response | None:
     """401 without a key, 404 for a model nobody serves, 400 for what the real API would reject."""
     model = str(body.get("model", ""))
-    auth = request.headers.get("x-api-key") or request.headers.get("authorization", "")
+    # Each API reads its own header: OpenAI only `Authorization: Bearer`, Anthropic `x-api-key` (or a
+    # bearer token): a client that sent the other one would pass here and fail against the real API.
+    bearer = request.headers.get("authorization", "")
+    auth = (request.headers.get("x-api-key") or bearer) if api == "anthropic" else bearer
     if not auth or auth.strip() in ("Bearer", "Bearer invalid", "invalid"):
         state.stats["401"] += 1
-        return web.json_response(err(401, "invalid x-api-key"), status=401)
+        missing = ("x-api-key header is required" if api == "anthropic" else
+                   "You didn't provide an API key. You need to provide your API key in an Authorization header "
+                   "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+        wrong = "invalid x-api-key" if api == "anthropic" else "Incorrect API key provided."
+        return web.json_response(err(401, wrong if auth else missing), status=401)
     if model not in PROFILES:
         state.stats["404"] += 1
         return web.json_response(err(404, f"model: {model}"), status=404)
