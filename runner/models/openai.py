@@ -9,7 +9,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runner.models.base import Completion, Provider, ProviderError, Request, ToolCall, json_body, nonblank, sdk_errors
+from runner.models.base import (
+    Completion,
+    PerObject,
+    Provider,
+    ProviderError,
+    Request,
+    ToolCall,
+    json_body,
+    nonblank,
+    sdk_errors,
+)
 
 
 def to_openai(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -40,10 +50,14 @@ def _args(raw: str) -> Any:
         return raw  # the tool layer answers it with an invalid_arguments error
 
 
+# the run's tool list in OpenAI's shape, built once per list object (one object for every call)
+_function_tools: PerObject[list[dict[str, Any]]] = PerObject(lambda tools: [
+    {"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                      "parameters": t["input_schema"]}} for t in tools])
+
+
 def request_body(req: Request) -> dict[str, Any]:
-    tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                               "parameters": t["input_schema"]}} for t in req.tools]
-    return {"model": req.model, "messages": to_openai(req.system, req.messages), "tools": tools,
+    return {"model": req.model, "messages": to_openai(req.system, req.messages), "tools": _function_tools(req.tools),
             "max_completion_tokens": req.max_output_tokens, **(req.sampling or {})}
 
 
