@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from runner.config import Limits, SimSettings
@@ -200,8 +201,8 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     err = wire.anthropic_error if api == "anthropic" else wire.openai_error
     raw = await request.read()
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = orjson.loads(raw)  # half the stdlib's time, for every request's whole transcript
+    except orjson.JSONDecodeError:
         return web.json_response(err(400, "body is not JSON"), status=400)
     if not isinstance(body, dict):
         return web.json_response(err(400, "body must be a JSON object"), status=400)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import collections.abc as cabc
 import functools
-import json
 import threading
 import types
 import typing
 from typing import Any
 
+import orjson
 import typing_extensions as te
 
 from runner.models.capabilities import SAMPLING, lookup
@@ -296,10 +296,10 @@ def _check_openai(body: dict[str, Any], plays: str | None) -> None:
                        "in 'tools'.", param="tool_choice")
 
 
-_TOOLS_SEEN: dict[tuple[str, str], str | None] = {}
+_TOOLS_SEEN: dict[tuple[str, bytes], str | None] = {}
 
 
-def _tools_error(api: str, key: str, tools: Any) -> str | None:
+def _tools_error(api: str, key: bytes, tools: Any) -> str | None:
     """The tool list is the same on nearly every request of a run: check each distinct one once."""
     hit = _TOOLS_SEEN.get((api, key), False)
     if hit is not False:
@@ -308,6 +308,33 @@ def _tools_error(api: str, key: str, tools: Any) -> str | None:
     if len(_TOOLS_SEEN) < 256:
         _TOOLS_SEEN[(api, key)] = err
     return err
+
+
+_MESSAGES_SEEN: dict[tuple[str, bytes], None] = {}  # (api, a message's sorted JSON) that fit its type
+MESSAGES_SEEN_MAX = 20_000
+
+
+def _key(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _shape_error(api: str, td: Any, body: dict[str, Any]) -> str | None:
+    """`check` of the body, each message checked once: a conversation resends its whole transcript
+    with every call, and walking it against the SDK's types was the simulator's largest cost."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return check(body, td, "")
+    try:
+        keys = [(api, _key(m)) for m in messages]
+    except TypeError:  # not JSON data: the full check names it
+        return check(body, td, "")
+    new = [m for m, k in zip(messages, keys, strict=True) if k not in _MESSAGES_SEEN]
+    if check({**body, "messages": new}, td, "") is not None:
+        return check(body, td, "")  # again in full, for the path the real API names (messages.3...)
+    if len(_MESSAGES_SEEN) + len(keys) > MESSAGES_SEEN_MAX:
+        _MESSAGES_SEEN.clear()
+    _MESSAGES_SEEN.update(dict.fromkeys(keys))
+    return None
 
 
 _warmed = threading.Event()
@@ -349,16 +376,16 @@ def _warm_up() -> None:
 
 
 def validate(api: str, body: dict[str, Any], plays: str | None = None) -> None:
+    """Raise Rejected with the provider's wording if the real API would answer 400."""
     if _warming:
         _warmed.wait(60)
-    """Raise Rejected with the provider's wording if the real API would answer 400."""
     if api == "anthropic":
         for key in SAMPLING & set(body):
             raise Rejected(f"`{key}` is deprecated for this model.")
     td = _request_type(api, bool(body.get("stream")))
     tools = body.get("tools")
-    err = _tools_error(api, json.dumps(tools, sort_keys=True), tools) if tools is not None else None
-    err = err or check({k: v for k, v in body.items() if k != "tools"}, td, "")
+    err = _tools_error(api, _key(tools), tools) if tools is not None else None
+    err = err or _shape_error(api, td, {k: v for k, v in body.items() if k != "tools"})
     if err:
         param = err.split(":", 1)[0]
         raise Rejected(err if api == "anthropic" else f"Invalid request: {err}", param=param,
