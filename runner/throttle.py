@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 WINDOW_SECONDS = 10.0  # until a call has been timed
 ROUNDS = 3  # a window's length in round trips: the new records' calls out, answered, and some margin
 MIN_WINDOW_SECONDS = 1.0
+ASK_EVERY_SECONDS = 0.25
 CUT_ON_429 = 0.67
 CUT_ON_LATENCY = 0.85
 LATENCY_RISE = 1.5  # a window's median latency this many times the best window's is "rising"
@@ -48,6 +49,7 @@ class Throttle:
     _window_start: float | None = None
     _length: float = WINDOW_SECONDS  # the current window's
     _untimed: bool = False  # the current window opened before a call was timed
+    _asked: float = -1e9  # when the budget was last asked for a timing, while untimed
     _walls: list[float] = field(default_factory=list)
     _rate_limited: int = 0
     _calls: int = 0
@@ -71,7 +73,8 @@ class Throttle:
                 return False  # not yet full once: workers still booting
             self._window_start, self._length = now, self._next_length()
         self._full = self._full and (in_flight >= self.target or not pending)
-        if self._untimed:  # opened before any call was timed: paced by the first timing that comes
+        if self._untimed and now - self._asked >= ASK_EVERY_SECONDS:  # opened before any call was timed:
+            self._asked = now  # paced by the first timing that comes (asked now and then: on Ray a remote call)
             self._length = self._next_length()
         if now - self._window_start < self._length:
             return False
