@@ -77,7 +77,7 @@ def main() -> None:
                                                   size(2, 2, 6), size(2, 4, 10)),
                                   scaling.overhead(size(2, 6, 100)), scaling.render))
     step("slots", lambda: _one(scaling.slots(size([1, 2], [1, 4, 16], [1, 2, 4, 8, 16, 32, 64]), 50 if q else 200,
-                                             size(3, 6, 10), size(2, 4, 16)), scaling.render_slots))
+                                             size(3, 6, 10), size(2, 4, 16), size(1, 1, 3)), scaling.render_slots))
     step("startup", lambda: _one(startup.startup(size([1], [1, 2], [1, 4, 8]), 1 if q else 3), startup.render))
     step("memory", lambda: _one(memory.memory(size(2, 2, 8), size(8, 8, 48)), memory.render))
     # tiny: conversations of ~10 s, so that a loaded CI machine still sees all 4 in flight at a sample

@@ -65,7 +65,7 @@ def scaling(widths: list[int], p50_ms: float, per_worker: int, seeds_n: int) -> 
     return {"p50_ms": p50_ms, "rows": rows}
 
 
-def slots(levels: list[int], p50_ms: float, per_slot: int, seeds_n: int) -> dict[str, Any]:
+def slots(levels: list[int], p50_ms: float, per_slot: int, seeds_n: int, top_repeats: int = 1) -> dict[str, Any]:
     """Throughput against C records in flight (workers x slots split by the runner), with the CPU per
     conversation of every process by part, against the seeds' design measured once (its rate does not
     depend on its process count: the TRUNCATE lock runs one conversation at a time; the W table shows it)."""
@@ -77,26 +77,35 @@ def slots(levels: list[int], p50_ms: float, per_slot: int, seeds_n: int) -> dict
         seeds = serialized_timing(run_seeds_design(base, sim.url, shared.dsn("crm"), ids_of(data, seeds_n), 4))
     rows = []
     for c in levels:
-        sub = WORK / f"slots-c{c}.jsonl"
-        sub.write_text("".join(line + "\n" for line in lines[:max(c * per_slot, 10)]))
-        out = WORK / f"slots-out-c{c}"
-        _clean(out)
-        cfg = config(sub, out, workers=1, p50_ms=p50_ms).model_copy(update={"workers": None, "concurrency": c})
-        with ProcessCpu() as cpu:
-            run_job(cfg)
-        ours = result_timing(out, level=c)
-        (a, b), n = ours.window, max(ours.inside, 1)
-        parts = {k: v / n * 1000 for k, v in cpu.between(a, b).items()}
-        ratio = ours.steady / seeds.steady if seeds.steady else 0.0
-        ok = [r for r in result_rows(out) if r.ok and r.output]
-        rows.append({"C": c, "layout": _layout(out),
-                     "call_ms": pct([r.usage.latency_seconds / max(1, r.usage.llm_calls) for r in ok], 0.5) * 1000,
-                     "replay_ms": pct([r.output["timings"]["expected_state_ms"] for r in ok if r.output], 0.5),
-                     "runner_n": ours.n, "runner_conv_s": ours.steady,
-                     "runner_p50": ours.p50, "runner_p95": ours.p95, "speedup": ratio, "target": 0.9 * c,
-                     "met": ratio >= 0.9 * c, "cpu_ms": sum(parts.values()), "cpu_parts_ms": parts,
-                     "cpu_utilisation": sum(parts.values()) / 1000 * ours.steady / (os.cpu_count() or 1)})
+        # The top level sits at the edge of the machine and its steady window is short: single runs of
+        # C=64 varied 52-60x in a day; the median of `top_repeats` is reported, with the others.
+        runs = sorted((_slots_level(c, lines, per_slot, p50_ms, seeds)
+                       for _ in range(top_repeats if c == max(levels) else 1)), key=lambda r: r["speedup"])
+        row = runs[len(runs) // 2]
+        rows.append({**row, "speedups": [r["speedup"] for r in runs]})
     return {"p50_ms": p50_ms, "seeds_conv_s": seeds.steady, "seeds_n": seeds.n, "rows": rows}
+
+
+def _slots_level(c: int, lines: list[str], per_slot: int, p50_ms: float, seeds: Any) -> dict[str, Any]:
+    sub = WORK / f"slots-c{c}.jsonl"
+    sub.write_text("".join(line + "\n" for line in lines[:max(c * per_slot, 10)]))
+    out = WORK / f"slots-out-c{c}"
+    _clean(out)
+    cfg = config(sub, out, workers=1, p50_ms=p50_ms).model_copy(update={"workers": None, "concurrency": c})
+    with ProcessCpu() as cpu:
+        run_job(cfg)
+    ours = result_timing(out, level=c)
+    (a, b), n = ours.window, max(ours.inside, 1)
+    parts = {k: v / n * 1000 for k, v in cpu.between(a, b).items()}
+    ratio = ours.steady / seeds.steady if seeds.steady else 0.0
+    ok = [r for r in result_rows(out) if r.ok and r.output]
+    return {"C": c, "layout": _layout(out),
+            "call_ms": pct([r.usage.latency_seconds / max(1, r.usage.llm_calls) for r in ok], 0.5) * 1000,
+            "replay_ms": pct([r.output["timings"]["expected_state_ms"] for r in ok if r.output], 0.5),
+            "runner_n": ours.n, "runner_conv_s": ours.steady,
+            "runner_p50": ours.p50, "runner_p95": ours.p95, "speedup": ratio, "target": 0.9 * c,
+            "met": ratio >= 0.9 * c, "cpu_ms": sum(parts.values()), "cpu_parts_ms": parts,
+            "cpu_utilisation": sum(parts.values()) / 1000 * ours.steady / (os.cpu_count() or 1)}
 
 
 def _layout(out: Path) -> str:
@@ -123,7 +132,16 @@ def render_slots(s: dict[str, Any]) -> str:
             "PostgreSQL = every server process in the sandboxes; simulator = the stand-in for the providers "
             "(on a real run that CPU is theirs, not this machine's); engine + other = the Docker engine, its "
             "port proxies, kernel threads. Target for CPU per conversation: ≤ 15 ms.\n\n"
-            f"{t}\n\n{_why_slots_miss(s)}")
+            f"{t}\n\n{_spread(s)}{_why_slots_miss(s)}")
+
+
+def _spread(s: dict[str, Any]) -> str:
+    top = s["rows"][-1]
+    runs = top.get("speedups", [])
+    if len(runs) < 2:
+        return ""
+    return (f"C={top['C']} ran {len(runs)} times: {', '.join(f'{x:.1f}x' for x in runs)}; the table shows the "
+            f"median run ({sum(x >= top['target'] for x in runs)} of {len(runs)} at or above the target).\n\n")
 
 
 def _why_slots_miss(s: dict[str, Any]) -> str:
