@@ -1,6 +1,7 @@
 """`--concurrency auto`: how many records to keep in flight, found while the run goes (AIMD).
 
-Pure (the supervisor feeds it and asks it; no clock of its own), like TCP's congestion window:
+Fed by the supervisor (results, in flight, the time) and by the shared budget (how long a call
+takes); no clock of its own. Like TCP's congestion window:
 start small and double every window in which the slots were full and nothing went wrong (slow
 start), after the first cut add a step per such window instead. A window lasts ROUNDS round trips
 of a model call as the shared budget times them, as TCP paces itself by its RTT: a fixed 10 s is 3
