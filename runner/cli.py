@@ -129,11 +129,12 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
     cfg = _select_runs(cfg, runs)
     summary = run_job(cfg)
-    from runner.report import print_gateway, print_summary, write_reports
+    from runner.report import load_runs, print_gateway, print_summary, write_reports
 
-    print_summary(summary.out)
+    results = load_runs(summary.out)  # read once for the table and the reports
+    print_summary(summary.out, runs=results)
     print_gateway(summary.out)
-    write_reports(summary.out)
+    write_reports(summary.out, results)
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)
@@ -198,7 +199,7 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> N
     from pathlib import Path
 
     from runner.compare import compare
-    from runner.report import print_summary, write_reports
+    from runner.report import load_runs, print_summary, write_reports
 
     for d in (out_dir, other):
         if d and not any(p.stat().st_size for p in (Path(d) / "results").glob("*.jsonl")):
@@ -211,8 +212,9 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> N
         target.write_text(json.dumps(doc, indent=2))
         click.echo(f"wrote {target}")
         return
-    print_summary(Path(out_dir))
-    j, h = write_reports(Path(out_dir))
+    results = load_runs(Path(out_dir))
+    print_summary(Path(out_dir), runs=results)
+    j, h = write_reports(Path(out_dir), results)
     click.echo(f"wrote {j} and {h}")
 
 

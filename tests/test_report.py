@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from runner.compare import compare
-from runner.report import print_summary, run_metrics, write_reports
+from runner.report import load_runs, print_summary, run_metrics, write_reports
 from runner.result import Result, Usage
 
 
@@ -76,6 +76,16 @@ def test_html_and_json_reports(out: Path) -> None:
     # self-contained: nothing fetched (the inline script only filters the records)
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page) and "<script src" not in page
     assert "&lt;b&gt;Ava&lt;/b&gt;" in page and "search_accounts" in page  # escaped drill-down
+
+
+def test_results_read_once_serve_the_table_and_the_reports(out: Path) -> None:
+    runs = load_runs(out)
+    for f in (out / "results").glob("*.jsonl"):  # what is given is what is reported: nothing read again
+        f.write_text("")
+    console = Console(record=True, width=200)
+    assert print_summary(out, console, runs=runs)["r"]["records"] == 4 and "50.0%" in console.export_text()
+    j, _ = write_reports(out, runs)
+    assert json.loads(j.read_text())["runs"]["r"]["records"] == 4
 
 
 def test_terminal_table_and_compare(out: Path, tmp_path: Path) -> None:
