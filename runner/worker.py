@@ -126,7 +126,7 @@ class Worker:
                 self.deferred = copies
             else:
                 t0 = time.monotonic()
-                copy_databases(sb.endpoint, [c for pairs in copies for c in pairs])
+                copy_databases(sb.endpoint, copies)
                 if slot_dbs:
                     logger.debug("{} slot databases copied in {:.2f}s", len(slot_dbs) * (s.slots - 1),
                                  time.monotonic() - t0)
@@ -143,14 +143,15 @@ class Worker:
         """The first sandbox's slot databases, slot 1 first; stops at a replacement (which copies its own)."""
         self.copied[0].set()
         t0 = time.monotonic()
+
+        def done(i: int) -> bool:  # slot i + 1 has its databases; go on unless the sandbox was replaced
+            self.copied[i + 1].set()
+            return self.generation == 1
+
         try:
-            for k, pairs in enumerate(self.deferred, start=1):
-                sb = self.sandbox
-                if self.generation != 1 or sb is None or sb.endpoint is None:
-                    break
-                copy_databases(sb.endpoint, pairs)
-                self.copied[k].set()
-            else:
+            sb = self.sandbox
+            if self.generation == 1 and sb is not None and sb.endpoint is not None and \
+                    copy_databases(sb.endpoint, self.deferred, done):
                 logger.debug("{} slot databases copied in {:.2f}s (in the background)",
                              sum(map(len, self.deferred)), time.monotonic() - t0)
         except Exception as e:  # the sandbox died: the slot that finds it so replaces it, copies and all

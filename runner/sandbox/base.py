@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,12 +122,18 @@ def recreate_database(endpoint: Endpoint, name: str, template: str | None = None
         _create_from(conn, name, template_name(template or name))
 
 
-def copy_databases(endpoint: Endpoint, copies: list[tuple[str, str]]) -> None:
-    """CREATE DATABASE new TEMPLATE old for each (old, new): a worker's slots get their own databases,
-    as they were at boot (nobody may be connected to `old` meanwhile)."""
+def copy_databases(endpoint: Endpoint, groups: list[list[tuple[str, str]]],
+                   done: Callable[[int], bool] | None = None) -> bool:
+    """CREATE DATABASE new TEMPLATE old for each (old, new) of each group (a slot's), on one session: a
+    worker's slots get their own databases, as they were at boot (nobody may be connected to `old`
+    meanwhile). `done(i)` after group i says whether to go on; returns whether every group was copied."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        for old, new in copies:
-            _create_from(conn, new, old, file_copy=True)
+        for i, pairs in enumerate(groups):
+            for old, new in pairs:
+                _create_from(conn, new, old, file_copy=True)
+            if done is not None and not done(i) and i < len(groups) - 1:
+                return False
+    return True
 
 
 def cancel_queries(endpoint: Endpoint, databases: list[str]) -> None:
