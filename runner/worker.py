@@ -125,11 +125,7 @@ class Worker:
             if self.generation == 0 and not self.inline:
                 self.deferred = copies
             else:
-                t0 = time.monotonic()
                 copy_databases(sb.endpoint, copies)
-                if slot_dbs:
-                    logger.debug("{} slot databases copied in {:.2f}s", len(slot_dbs) * (s.slots - 1),
-                                 time.monotonic() - t0)
         except BaseException:
             sb.stop()
             self.sandbox = None
@@ -142,7 +138,6 @@ class Worker:
     def _copy_in_background(self) -> None:
         """The first sandbox's slot databases, slot 1 first; stops at a replacement (which copies its own)."""
         self.copied[0].set()
-        t0 = time.monotonic()
 
         def done(i: int) -> bool:  # slot i + 1 has its databases; go on unless the sandbox was replaced
             self.copied[i + 1].set()
@@ -150,10 +145,8 @@ class Worker:
 
         try:
             sb = self.sandbox
-            if self.generation == 1 and sb is not None and sb.endpoint is not None and \
-                    copy_databases(sb.endpoint, self.deferred, done):
-                logger.debug("{} slot databases copied in {:.2f}s (in the background)",
-                             sum(map(len, self.deferred)), time.monotonic() - t0)
+            if self.generation == 1 and sb is not None and sb.endpoint is not None:
+                copy_databases(sb.endpoint, self.deferred, done)
         except Exception as e:  # the sandbox died: the slot that finds it so replaces it, copies and all
             logger.warning("copying the slots' databases stopped: {}", e)
         finally:
