@@ -16,14 +16,18 @@ from typing import Any
 
 from bench.common import MIX_RUNS, WORK, dataset, descendants, run_in_background, table
 from bench.memory import _proc_mib
+from runner.sandbox.docker import TMPFS_PATH
 
 TARGET_MIB = 25.0
 
 
-def _container_pids(owner: int) -> list[int]:
+def _container_ids(owner: int) -> list[str]:
+    return subprocess.run(["docker", "ps", "-q", f"--filter=label=pgsandbox-runner.owner-pid={owner}"],
+                          capture_output=True, text=True).stdout.split()
+
+
+def _container_pids(ids: list[str]) -> list[int]:
     """Host pids of every process inside the run's containers (PostgreSQL and its backends)."""
-    ids = subprocess.run(["docker", "ps", "-q", f"--filter=label=pgsandbox-runner.owner-pid={owner}"],
-                         capture_output=True, text=True).stdout.split()
     pids: list[int] = []
     for cid in ids:
         root = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", cid], capture_output=True,
@@ -31,6 +35,16 @@ def _container_pids(owner: int) -> list[int]:
         if root.isdigit() and int(root) > 0:
             pids += descendants(int(root))
     return pids
+
+
+def _data_in_memory_mib(ids: list[str]) -> float:
+    """The containers' data directories held in memory (tmpfs): memory no process's PSS shows."""
+    used = 0
+    for cid in ids:
+        out = subprocess.run(["docker", "exec", cid, "df", "-k", "--output=used", TMPFS_PATH], capture_output=True,
+                             text=True).stdout.split()
+        used += int(out[-1]) if out and out[-1].isdigit() else 0
+    return used / 1024
 
 
 def _in_flight(out: Any) -> int:
@@ -59,10 +73,12 @@ def inflight(concurrency: int, p50_ms: float = 4000) -> dict[str, Any]:
             if flying < concurrency:
                 continue
             runner_pids = descendants(p.pid)
-            pg_pids = _container_pids(p.pid)
+            ids = _container_ids(p.pid)
+            pg_pids = _container_pids(ids)
             runner_pss = sum(_proc_mib(x)[1] for x in runner_pids)
             pg_pss = sum(_proc_mib(x)[1] for x in pg_pids)
             samples.append({"in_flight": flying, "runner_pss": runner_pss, "postgres_pss": pg_pss,
+                            "data_mib": _data_in_memory_mib(ids),
                             "runner_processes": len(runner_pids), "postgres_processes": len(pg_pids),
                             "workers": sum(1 for x in runner_pids if x != p.pid)})
     finally:
@@ -70,8 +86,8 @@ def inflight(concurrency: int, p50_ms: float = 4000) -> dict[str, Any]:
         p.wait(120)
     if not samples:
         raise RuntimeError(f"never {concurrency} in flight: see {out}/logs")
-    worst = max(samples, key=lambda s: s["runner_pss"] + s["postgres_pss"])
-    total = worst["runner_pss"] + worst["postgres_pss"]
+    worst = max(samples, key=lambda s: s["runner_pss"] + s["postgres_pss"] + s["data_mib"])
+    total = worst["runner_pss"] + worst["postgres_pss"] + worst["data_mib"]
     res = {"concurrency": concurrency, "p50_ms": p50_ms, **worst, "total_pss": total,
            "per_conversation": total / worst["in_flight"], "samples": len(samples),
            "layout": _layout(out), "met": total / worst["in_flight"] <= TARGET_MIB}
@@ -91,18 +107,25 @@ def _layout(out: Any) -> str:
 
 
 def render(m: dict[str, Any]) -> str:
-    t = table(["in flight", "runner processes PSS MiB", "PostgreSQL processes PSS MiB", "total MiB",
-               "MiB per conversation", "target", "met"],
-              [[m["in_flight"], m["runner_pss"], m["postgres_pss"], m["total_pss"], m["per_conversation"],
-                f"≤ {TARGET_MIB:g}", "yes" if m["met"] else "**no**"]])
+    t = table(["in flight", "runner processes PSS MiB", "PostgreSQL processes PSS MiB", "databases in memory MiB",
+               "total MiB", "MiB per conversation", "target", "met"],
+              [[m["in_flight"], m["runner_pss"], m["postgres_pss"], m["data_mib"], m["total_pss"],
+                m["per_conversation"], f"≤ {TARGET_MIB:g}", "yes" if m["met"] else "**no**"]])
     return (f"### Memory per conversation in flight: {m['concurrency']} at once\n\n"
             f"`concurrency: {m['concurrency']}` ({m['layout']}), baseline + Atlas, simulator p50 "
             f"{m['p50_ms']:g} ms per call so every slot stays busy; the worst of {m['samples']} samples taken "
             f"with all {m['in_flight']} in flight. PSS (shared pages split between the processes that map "
             f"them) summed over the runner's {m['runner_processes']} processes (supervisor, workers, "
             f"simulator) and the {m['postgres_processes']} PostgreSQL processes inside the containers "
-            "(postmaster, a backend per session, helpers). Not counted: the Docker engine's own processes.\n\n"
-            f"{t}\n")
+            "(postmaster, a backend per session, helpers), plus the containers' data directories, which live in "
+            "memory (tmpfs: the databases of every slot). Not counted: the Docker engine's own processes.\n\n"
+            f"{t}\n\nBefore slots, a conversation in flight cost a worker process and a PostgreSQL container: "
+            "139 MiB (the section above). Now the slots' databases, in memory, are "
+            f"{m['data_mib'] / m['in_flight']:.1f} MiB of each conversation's share (each slot has its own copy of "
+            "the CRM and Atlas databases, ~7.5 MiB each, mostly PostgreSQL's own catalogs); the PostgreSQL "
+            f"backends (a session per database per slot) {m['postgres_pss'] / m['in_flight']:.1f} MiB; the runner's "
+            "processes, which share one SDK client per model and one cache connection per worker between their "
+            f"slots, {m['runner_pss'] / m['in_flight']:.1f} MiB.\n")
 
 
 if __name__ == "__main__":

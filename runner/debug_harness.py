@@ -49,7 +49,7 @@ def debug_record(cfg: Config, record_id: str, run_name: str | None, console: Con
                   f"{kind} sandbox")
     sb = make_sandbox(kind, spec, image=image, run_id="debug", owner_pid=os.getpid(), name_hint="debug",
                       memory=cfg.sandbox_memory(), cpus=cfg.container_cpus, dsn=cfg.dsn, keep=True,
-                      tmpfs=cfg.sandbox_tmpfs())
+                      tmpfs=cfg.container_tmpfs)
     sb.start()
     with contextlib.ExitStack() as stack:
         sim, gateway = model_servers(cfg, resolve_mode(cfg), None, stack)
