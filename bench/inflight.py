@@ -122,10 +122,12 @@ def render(m: dict[str, Any]) -> str:
             f"{t}\n\nBefore slots, a conversation in flight cost a worker process and a PostgreSQL container: "
             "139 MiB (the section above). Now the slots' databases, in memory, are "
             f"{m['data_mib'] / m['in_flight']:.1f} MiB of each conversation's share (each slot has its own copy of "
-            "the CRM and Atlas databases, ~7.5 MiB each, mostly PostgreSQL's own catalogs); the PostgreSQL "
-            f"backends (a session per database per slot) {m['postgres_pss'] / m['in_flight']:.1f} MiB; the runner's "
-            "processes, which share one SDK client per model and one cache connection per worker between their "
-            f"slots, {m['runner_pss'] / m['in_flight']:.1f} MiB.\n")
+            "the CRM database, ~7.5 MiB, mostly PostgreSQL's own catalogues; the Atlas telemetry database is one "
+            "per worker, shared by its slots: a copy each was another 7.5 MiB, 24.9 MiB per conversation in all); "
+            "the PostgreSQL backends (a session per database per slot) "
+            f"{m['postgres_pss'] / m['in_flight']:.1f} MiB; the runner's processes, which share one SDK client "
+            "per model and one cache connection per worker between their slots, "
+            f"{m['runner_pss'] / m['in_flight']:.1f} MiB.\n")
 
 
 if __name__ == "__main__":

@@ -173,6 +173,9 @@ class DatabaseSettings(_Frozen):
     name: str = "postgres"
     user: str = "postgres"
     extra_databases: dict[str, list[Path] | None] = Field(default_factory=dict)
+    shared_databases: list[str] = Field(default_factory=list,
+                                        description="extra databases a worker's slots share instead of each having"
+                                                    " its own copy (telemetry, logs: written at once, never reset)")
     postgres: Literal["15", "16", "17"] = "15"
 
 

@@ -82,7 +82,11 @@ class Slot:
     def reconnect(self) -> None:
         with contextlib.suppress(Exception):
             self.harness.detach()
+        try:
             self.harness.attach(self.host.slot_info(self.n))
+        except Exception as e:  # detached: the next chunk attaches before it runs (handle)
+            logger.warning("slot {} could not reconnect ({}); it attaches again before its next record", self.n, e)
+            self.generation = 0
 
     # ------------------------------------------------------------------ a chunk
     def serve(self, msg: Assign, clock: Clock) -> None:

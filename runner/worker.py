@@ -110,15 +110,15 @@ class Worker:
                           connections=connections_for(s.slots))
         try:
             sb.start()
-            self.sandbox = sb
             assert sb.endpoint is not None
             # Templates while nobody is connected, then every slot's copies of them, by FILE_COPY (a
             # pair took 2-7 s by WAL once other slots ran). The first sandbox's copies are made in the
             # background, slot after slot, each slot ready when its own are (4 workers x 63 slots took
-            # 18 s at boot, 4 % of the headline's wall); a replacement's are made here, all at once.
-            slot_dbs = [d.name for d in self.slot_info(0).databases.values()] if s.slots > 1 else []
-            names = slot_dbs + ([self.main_db()] if self.cfg.harness.reset == "recreate"
-                                and self.main_db() not in slot_dbs else [])
+            # 18 s at boot, 4 % of the headline's wall); a replacement's are made here, all at once, and
+            # it is published only then: a slot that looked at it earlier would find no database of its own.
+            slot_dbs = self.own_databases(0, sb) if s.slots > 1 else []
+            main = self.main_db(sb)
+            names = slot_dbs + ([main] if self.cfg.harness.reset == "recreate" and main not in slot_dbs else [])
             for name in names:
                 snapshot_database(sb.endpoint, name)
             copies = [[(template_name(d), slot_database(d, k)) for d in slot_dbs] for k in range(1, s.slots)]
@@ -128,8 +128,8 @@ class Worker:
                 copy_databases(sb.endpoint, copies)
         except BaseException:
             sb.stop()
-            self.sandbox = None
             raise
+        self.sandbox = sb
         self.generation += 1
         if self.generation > 1:
             for e in self.copied:  # a replacement has them all (and the background copier stops)
@@ -172,12 +172,17 @@ class Worker:
         if first.failure is not None:
             raise first.failure
 
-    def main_db(self) -> str:
-        return getattr(self.sandbox, "dbname", None) or self.spec.database.name
+    def main_db(self, sb: Sandbox | None = None) -> str:
+        return getattr(sb or self.sandbox, "dbname", None) or self.spec.database.name
 
-    def slot_info(self, slot: int) -> SandboxInfo:
-        assert self.sandbox is not None and self.sandbox.endpoint is not None
-        return sandbox_info(self.sandbox, self.spec.database, self.main_db(), slot)
+    def slot_info(self, slot: int, sb: Sandbox | None = None) -> SandboxInfo:
+        sb = sb or self.sandbox
+        assert sb is not None and sb.endpoint is not None
+        return sandbox_info(sb, self.spec.database, self.main_db(sb), slot)
+
+    def own_databases(self, slot: int, sb: Sandbox | None = None) -> list[str]:
+        """The slot's databases but those every slot shares (which no slot resets nor cancels)."""
+        return [d.name for n, d in self.slot_info(slot, sb).databases.items() if n not in self.spec.database.shared]
 
     def sandbox_id(self) -> str | None:
         return self.sandbox.id if self.sandbox else None
@@ -206,14 +211,15 @@ class Worker:
         except Exception:  # cannot tell: the caller's retry path finds out (replace_sandbox waits its turn)
             return True
 
+    # another slot may be replacing the sandbox meanwhile: read it once
     def reset_slot(self, slot: int) -> None:
-        if self.sandbox is not None and self.sandbox.endpoint is not None:
-            main = self.main_db()
-            recreate_database(self.sandbox.endpoint, slot_database(main, slot), template=main)
+        if (sb := self.sandbox) is not None and sb.endpoint is not None:
+            main = self.main_db(sb)
+            recreate_database(sb.endpoint, slot_database(main, slot), template=main)
 
     def cancel_queries(self, slot: int) -> None:
-        if self.sandbox is not None and self.sandbox.endpoint is not None:
-            cancel_queries(self.sandbox.endpoint, [d.name for d in self.slot_info(slot).databases.values()])
+        if (sb := self.sandbox) is not None and sb.endpoint is not None:
+            cancel_queries(sb.endpoint, self.own_databases(slot, sb))
 
     # ------------------------------------------------------------------ jobs
     def serve(self, tasks: Any, heart: Heart) -> bool:

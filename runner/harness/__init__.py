@@ -46,7 +46,7 @@ def database_spec(cfg: Config) -> DatabaseSpec:
     extra = tuple((name, init_files([resolve_path(cfg, p) for p in files or []]))
                   for name, files in d.extra_databases.items())
     return DatabaseSpec(files=init_files([resolve_path(cfg, p) for p in d.schema_files]), name=d.name, user=d.user,
-                        extra=extra, postgres=d.postgres)
+                        extra=extra, postgres=d.postgres, shared=tuple(d.shared_databases))
 
 
 @dataclass(frozen=True)

@@ -58,11 +58,12 @@ class SandboxInfo:
 
 def sandbox_info(sb: Any, spec: Any, main: str | None = None, slot: int = 0) -> SandboxInfo:
     """What a harness sees of a started sandbox: the spec's databases at its endpoint, `main` first;
-    a worker's slot n > 0 has its own copy of each (slot_database)."""
+    a worker's slot n > 0 has its own copy of each (slot_database) but the shared ones."""
     e = sb.endpoint
     main = main or spec.name
     names = (main, *(n for n in spec.databases if n != spec.name))
-    return SandboxInfo(sb.id, {n: Database(e.host, e.port, e.user, e.password, slot_database(n, slot))
+    return SandboxInfo(sb.id, {n: Database(e.host, e.port, e.user, e.password,
+                                           n if n in spec.shared else slot_database(n, slot))
                                for n in names}, main)
 
 

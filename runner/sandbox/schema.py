@@ -42,18 +42,24 @@ def init_files(paths: list[Path] | tuple[Path, ...]) -> tuple[Path, ...]:
 
 @dataclass(frozen=True)
 class DatabaseSpec:
-    """What the harness expects to find: `name` owned by `user`, built from `files`; plus extras."""
+    """What the harness expects to find: `name` owned by `user`, built from `files`; plus extras.
+    `shared` names extras that a worker's slots share instead of each having its own copy."""
 
     files: tuple[Path, ...] = ()
     name: str = "postgres"
     user: str = "postgres"
     extra: tuple[tuple[str, tuple[Path, ...]], ...] = field(default_factory=tuple)
     postgres: str = "15"
+    shared: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for n in (self.name, self.user, *(e for e, _ in self.extra)):
             if not _NAME.match(n):
                 raise ConfigError(f"database and role names are lower-case identifiers (got {n!r})")
+        for n in self.shared:
+            if n not in (e for e, _ in self.extra):
+                raise ConfigError(f"shared database {n!r} is not one of the extra databases"
+                                  f" ({', '.join(e for e, _ in self.extra) or 'none'})")
         if self.postgres not in POSTGRES_MAJORS:
             raise ConfigError(f"postgres: {self.postgres} is not one of {', '.join(POSTGRES_MAJORS)}")
 

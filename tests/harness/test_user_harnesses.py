@@ -130,6 +130,25 @@ def test_slots_run_records_at_once_each_on_its_own_database(tmp_path: Path, loca
     assert res["hang"]["error_kind"] == "timeout" and res["boom"]["error_kind"] == "harness_error"
 
 
+def test_a_shared_database_is_one_for_all_slots(tmp_path: Path, local_bindir: str) -> None:
+    """`shared_databases`: every slot of a worker reaches the same journal (not a copy of its own), while
+    each keeps its own copy of the main database."""
+    records = [{"id": f"r{i}", "nap": 0.2} for i in range(8)]
+    cfg = toy_config(tmp_path, TOY_PYTHON, records)
+    cfg.write_text(cfg.read_text().replace("name: toy, user: toy}",
+                                           "name: toy, user: toy, extra_databases: {journal: null},"
+                                           " shared_databases: [journal]}"))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), "--sandbox", "local",
+                        "-w", "1", "--slots", "4"], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    res = [r["output"] for r in _results(out).values()]
+    assert len(res) == 8 and len({r["db"] for r in res}) >= 3  # several slots, each on its own toy copy
+    assert {r["journal"][0] for r in res} == {"journal"}
+    # the last to count saw every slot's row (copies per slot would hold at most 6 of the 8)
+    assert max(r["journal"][1] for r in res) == 8
+
+
 def test_command_harness_slots_run_chunks_side_by_side(tmp_path: Path, local_bindir: str) -> None:
     harness = ("  kind: command\n  chunk_size: 2\n"
                f"  command: ['{{python}}', '{TOY / 'toycli.py'}', '{{input}}', '{{output}}']\n")

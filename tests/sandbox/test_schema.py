@@ -111,3 +111,10 @@ def test_a_syntax_error_fails_the_image_build_naming_file_and_line(tmp_path: Pat
     while (left := step_containers() - before) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left
+
+
+def test_a_shared_database_must_be_an_extra_one() -> None:
+    DatabaseSpec(name="app", extra=(("log", ()),), shared=("log",))
+    with pytest.raises(ConfigError, match="shared database 'app' is not one of the extra databases"):
+        DatabaseSpec(name="app", extra=(("log", ()),), shared=("app",))
+

@@ -18,6 +18,13 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
         conn.commit()
         time.sleep(record.get("nap", 0))  # long enough for records in other slots to write meanwhile
         n = conn.execute("SELECT count(*) FROM visits").fetchone()
+    journal = None
+    if "journal" in ctx.databases:  # a database every slot shares: the records of all slots meet there
+        with psycopg.connect(ctx.dsn("journal")) as jc:
+            jc.execute("CREATE TABLE IF NOT EXISTS seen (record_id text PRIMARY KEY)")
+            jc.execute("INSERT INTO seen VALUES (%s) ON CONFLICT DO NOTHING", [record["id"]])
+            jc.commit()
+            journal = (ctx.databases["journal"].name, jc.execute("SELECT count(*) FROM seen").fetchone()[0])
     what = record.get("do")
     if what == "raise":
         raise ValueError(f"bad record {record['id']}")
@@ -34,7 +41,7 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
         return "done"  # type: ignore[return-value]
     return {"id": record["id"], "ok": True, "visits": n[0] if n else None, "greeting": ctx.params.get("greeting"),
             "env": os.environ.get("TOY_SETTING"), "scratch": str(ctx.scratch), "worker": ctx.worker,
-            "db": os.environ["DB_NAME"], "ctx_db": ctx.db.name}
+            "db": os.environ["DB_NAME"], "ctx_db": ctx.db.name, "journal": journal}
 
 
 def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
