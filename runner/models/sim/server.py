@@ -197,6 +197,9 @@ async def _stream(request: web.Request, api: str, payload: dict[str, Any], heade
 async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     """One API request: refuse it as the API would, throttle it, fail it on purpose, or answer it."""
     state: SimState = request.app["state"]
+    # A provider's latency runs from the request's arrival, its own work included: the answer is due
+    # then (this server shares the machine with the runner, and its work must not add to a call's time)
+    arrived = time.monotonic()
     state.stats["requests"] += 1
     err = wire.anthropic_error if api == "anthropic" else wire.openai_error
     raw = await request.read()
@@ -233,9 +236,10 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
             return failed
     if fault == "slow":
         await asyncio.sleep(state.settings.faults.slow_seconds)
+        arrived += state.settings.faults.slow_seconds
     headers = {"request-id" if api == "anthropic" else "x-request-id": f"req_{rid[:20]}",
                **_ratelimit_headers(api, remaining, 0, lim)}
-    payload = await _answer(request, api, body, segs, rid, limited, out_estimate)
+    payload = await _answer(request, api, body, segs, rid, limited, out_estimate, arrived)
     if fault == "malformed":
         return web.Response(text=json.dumps(payload)[:-7], content_type="application/json", headers=headers)
     state.stats["ok"] += 1
@@ -282,7 +286,7 @@ def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimStat
 
 
 async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: list[Any], rid: str, limited: str,
-                  out_estimate: int) -> dict[str, Any]:
+                  out_estimate: int, arrived: float) -> dict[str, Any]:
     """The model's move, after its latency, with usage as the provider would count it."""
     state: SimState = request.app["state"]
     model = str(body["model"])
@@ -293,7 +297,7 @@ async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: li
         state.refund(limited, "input", usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
     action = offered_only(respond(model, msgs), body)
-    await asyncio.sleep(state.latency(rid))
+    await asyncio.sleep(max(0.0, arrived + state.latency(rid) - time.monotonic()))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
     state.refund(limited, "output", out_estimate - out_tokens)  # charged up front, adjusted to what was written
     counters = [state.stats, state.per_model[model]] + ([state.played.setdefault(plays, Counter())] if plays else [])
