@@ -8,7 +8,8 @@ records left to finish, once it is more than 5 % behind, unless its budget is sp
 that run would only wait in the limiter): then to the next such run. Runs even, or no limits
 configured: plan order. (Tried and measured worse: the run whose budget has the most left, 1.21 x,
 which favours runs whose budgets never bind; the run whose budget is most used but not spent, 1.27 x,
-which fed GPT-5.4's burst and left Atlas's long conversations for the end. This rule: 1.18 x.)
+which fed GPT-5.4's burst and left Atlas's long conversations for the end. This rule: 1.18 x with
+the fixed 10 s concurrency windows of then; 1.11 x with today's round-trip windows, docs/benchmarks.md.)
 """
 
 from __future__ import annotations
