@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.common import MIX_RUNS, WORK, dataset, descendants, run_in_background, table
 from bench.memory import _proc_mib
-from runner.sandbox.docker import TMPFS_PATH
+from runner.sandbox.base import TMPFS_PATH
 
 TARGET_MIB = 25.0
 

@@ -11,6 +11,7 @@ from loguru import logger
 
 from runner import __version__
 from runner.errors import RunnerError
+from runner.logfiles import add_console
 from runner.resources import PARENT_ENV, die_with_parent
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 def _setup_console_logging(verbose: bool) -> None:
     logger.remove()
-    logger.add(sys.stderr, level="DEBUG" if verbose else "INFO", format="<level>{level: <7}</level> {message}")
+    add_console(verbose)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -164,6 +164,10 @@ class HarnessSettings(_Frozen):
         return self
 
 
+SLOT_SESSIONS_MIB = 8  # a slot's PostgreSQL sessions, in the default container memory
+SLOT_DATA_MIB = 16  # a slot's database copies in memory (tmpfs): two almost empty databases
+
+
 class DatabaseSettings(_Frozen):
     """The sandbox's database: the harness's own schema files, names and PostgreSQL version."""
 
@@ -289,9 +293,9 @@ class Config(_Frozen):
         return self
 
     def sandbox_memory(self, slots: int = 1) -> str:
-        """A slot adds its sessions (~8m), and with the data directory in memory its database copies
-        (an almost empty PostgreSQL database is ~8m on disk; two per slot is common)."""
-        per_slot = 24 if self.container_tmpfs else 8
+        """A slot adds its sessions, and with the data directory in memory its database copies (an
+        almost empty PostgreSQL database is ~8m; the worker raises the limit for larger ones)."""
+        per_slot = SLOT_SESSIONS_MIB + (SLOT_DATA_MIB if self.container_tmpfs else 0)
         return self.container_memory or f"{256 + per_slot * (slots - 1)}m"
 
     def model_runs(self) -> list[RunSpec]:

@@ -24,6 +24,7 @@ from runner.errors import OWN_FAULT_KINDS, ConfigError, DatasetError, RunStopped
 from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
+from runner.logfiles import add_log_file
 from runner.models.preflight import check_keys, check_retirements, requests_sent, unpriced
 from runner.models.sim.process import SimServer
 from runner.plan import WorkItem, make_plan
@@ -67,7 +68,7 @@ def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
     with OutputLock(out):
         with writing(out / "logs"):
             (out / "logs").mkdir(exist_ok=True)
-            log_id = logger.add(out / "logs" / "supervisor.log", level="DEBUG")
+            log_id = add_log_file(out / "logs" / "supervisor.log")
         try:
             for warning in warnings:
                 logger.warning("{}", warning)

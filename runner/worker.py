@@ -23,11 +23,12 @@ from typing import Any
 
 from loguru import logger
 
-from runner.config import Config
+from runner.config import SLOT_DATA_MIB, Config
 from runner.errors import RunStopped
 from runner.harness import harness_class, id_field, reading
 from runner.harness.base import SandboxInfo, WorkerInfo, sandbox_info, slot_database
 from runner.inbox import Connection, Outbox
+from runner.logfiles import add_log_file
 from runner.messages import Assign, SandboxReplaced, Stop, WorkerFailed, WorkerReady, WorkerRetiring
 from runner.ratelimit import Budget
 from runner.records import Record, load_records
@@ -38,6 +39,7 @@ from runner.sandbox.base import (
     Sandbox,
     cancel_queries,
     copy_databases,
+    databases_bytes,
     recreate_database,
     snapshot_database,
     template_name,
@@ -117,6 +119,8 @@ class Worker:
             # 18 s at boot, 4 % of the headline's wall); a replacement's are made here, all at once, and
             # it is published only then: a slot that looked at it earlier would find no database of its own.
             slot_dbs = self.own_databases(0, sb) if s.slots > 1 else []
+            if slot_dbs and s.cfg.container_memory is None:
+                self._make_room(sb, slot_dbs)
             main = self.main_db(sb)
             names = slot_dbs + ([main] if self.cfg.harness.reset == "recreate" and main not in slot_dbs else [])
             for name in names:
@@ -134,6 +138,19 @@ class Worker:
         if self.generation > 1:
             for e in self.copied:  # a replacement has them all (and the background copier stops)
                 e.set()
+
+    def _make_room(self, sb: Sandbox, names: list[str]) -> None:
+        """Databases larger than the default limit allows for, in memory, K - 1 copies and templates
+        each: raise the container's limit before copying (the server killed for memory mid-run would
+        take every slot's record with it)."""
+        assert sb.endpoint is not None
+        if not sb.data_in_memory():
+            return
+        size, k = databases_bytes(sb.endpoint, names), self.spec.slots
+        extra = int(size * k * 1.25) - SLOT_DATA_MIB * 2**20 * (k - 1)  # a quarter more for what records write
+        if extra > 0 and sb.raise_memory(extra):
+            logger.info("sandbox memory limit raised by {} MiB: {} slots' copies of {} MiB of databases in memory",
+                        extra // 2**20, k, size // 2**20)
 
     def _copy_in_background(self) -> None:
         """The first sandbox's slot databases, slot 1 first; stops at a replacement (which copies its own)."""
@@ -325,7 +342,7 @@ def log_to_file(spec: WorkerSpec) -> Path:
     logger.remove()
     log_path = Path(spec.log_dir) / f"worker-{spec.worker}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    logger.add(log_path, level="DEBUG", enqueue=False)
+    add_log_file(log_path)
     return log_path
 
 

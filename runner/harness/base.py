@@ -31,7 +31,7 @@ class Database:
     host: str
     port: int
     user: str
-    password: str
+    password: str = field(repr=False)
     name: str
 
     def dsn(self) -> str:

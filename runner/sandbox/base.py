@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -23,7 +23,7 @@ class Endpoint:
     host: str
     port: int
     user: str
-    password: str
+    password: str = field(repr=False)
 
     def dsn(self, dbname: str = "postgres") -> str:
         return psycopg.conninfo.make_conninfo(
@@ -64,6 +64,9 @@ def wait_connectable(endpoint: Endpoint, *, timeout: float, is_dead: object = No
     raise SandboxBootError(f"sandbox not connectable after {timeout:.0f}s: {last}")
 
 
+TMPFS_PATH = "/run/sandbox"  # where a container's data directory lives in memory
+
+
 class Sandbox(Resource):
     """One PostgreSQL server owned by one worker. `with` starts it; leaving removes it."""
 
@@ -93,6 +96,20 @@ class Sandbox(Resource):
     def describe(self) -> str:
         where = self.endpoint.redacted() if self.endpoint else "not started"
         return f"{self.kind} sandbox {self.id or '?'} at {where}"
+
+    def data_in_memory(self) -> bool:
+        """Whether the data directory is in memory, counted against a limit (raise_memory)."""
+        return False
+
+    def raise_memory(self, extra_bytes: int) -> bool:
+        """Raise the server's memory limit by this much, if it has one that can be raised."""
+        return False
+
+
+def databases_bytes(endpoint: Endpoint, names: list[str]) -> int:
+    with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
+        row = conn.execute("SELECT sum(pg_database_size(d))::bigint FROM unnest(%s::text[]) AS d", (names,)).fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 def _create_from(conn: psycopg.Connection[Any], new: str, template: str, *, file_copy: bool = False) -> None:

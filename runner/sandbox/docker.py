@@ -20,10 +20,8 @@ from requests.exceptions import ConnectionError, ReadTimeout
 from testcontainers.core.container import DockerContainer
 
 from runner.errors import SandboxBootError
-from runner.sandbox.base import LABEL, Endpoint, Sandbox, new_password, wait_connectable
+from runner.sandbox.base import LABEL, TMPFS_PATH, Endpoint, Sandbox, new_password, wait_connectable
 from runner.sandbox.owner import is_stale, owner_identity
-
-TMPFS_PATH = "/run/sandbox"
 
 
 def engine_address() -> str:
@@ -81,6 +79,22 @@ class DockerSandbox(Sandbox):
         wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
         self.boot_seconds = time.monotonic() - t0
         logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)
+
+    def data_in_memory(self) -> bool:
+        # the entrypoint keeps a data directory too large for the limit on disk
+        if not self.tmpfs or self._container is None:
+            return False
+        return self._container.get_wrapped_container().exec_run(["test", "-d", f"{TMPFS_PATH}/data"]).exit_code == 0
+
+    def raise_memory(self, extra_bytes: int) -> bool:
+        if self._container is None:
+            return False
+        w = self._container.get_wrapped_container()
+        w.reload()
+        new = int(w.attrs["HostConfig"]["Memory"]) + extra_bytes
+        w.update(mem_limit=new, memswap_limit=2 * new)  # swap as docker's default: as much as the memory
+        self.memory = f"{new // 2**20}m"
+        return True
 
     def _exit_reason(self) -> str | None:
         if self._container is None:

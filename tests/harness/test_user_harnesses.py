@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,24 @@ def test_a_shared_database_is_one_for_all_slots(tmp_path: Path, local_bindir: st
     assert {r["journal"][0] for r in res} == {"journal"}
     # the last to count saw every slot's row (copies per slot would hold at most 6 of the 8)
     assert max(r["journal"][1] for r in res) == 8
+
+
+@pytest.mark.docker
+def test_slots_of_a_large_database_in_memory_get_the_room_for_their_copies(tmp_path: Path, sandbox_image: str) -> None:
+    """Four slots' copies of ~75 MiB in memory are more than the default limit allows for: the worker
+    raises it before copying, and every record runs (the server is not killed for memory)."""
+    big = tmp_path / "big.sql"
+    big.write_text("CREATE TABLE big AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 300000) AS g;\n")
+    records = [{"id": f"r{i}"} for i in range(8)]
+    cfg = toy_config(tmp_path, TOY_PYTHON, records)
+    cfg.write_text(cfg.read_text().replace(f"schema: [{TOY / 'schema'}]", f"schema: [{TOY / 'schema'}, {big}]"))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), "--sandbox", "docker",
+                        "-w", "1", "--slots", "4"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert all(r["status"] == "ok" for r in _results(out).values()) and len(_results(out)) == 8
+    log = (out / "logs" / "worker-0.log").read_text()
+    assert re.search(r"sandbox memory limit raised by \d+ MiB: 4 slots' copies of [78]\d MiB", log), log[-2000:]
 
 
 def test_command_harness_slots_run_chunks_side_by_side(tmp_path: Path, local_bindir: str) -> None:

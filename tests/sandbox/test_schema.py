@@ -118,3 +118,32 @@ def test_a_shared_database_must_be_an_extra_one() -> None:
     with pytest.raises(ConfigError, match="shared database 'app' is not one of the extra databases"):
         DatabaseSpec(name="app", extra=(("log", ()),), shared=("app",))
 
+
+
+@pytest.mark.docker
+def test_databases_in_memory_get_room_for_their_copies_or_stay_on_disk(tmp_path: Path, sandbox_image: str) -> None:
+    """A data directory in memory counts against the container's limit: one over half of it stays on
+    disk (said in the log), and one in memory can have its limit raised for the slots' copies."""
+    from runner.sandbox.base import databases_bytes
+    from runner.sandbox.docker import DockerSandbox
+    from runner.sandbox.image import ensure_image
+
+    d = tmp_path / "schema"
+    d.mkdir()
+    (d / "01-big.sql").write_text("CREATE TABLE big AS SELECT g, repeat('x', 200) AS pad "
+                                  "FROM generate_series(1, 150000) AS g;\n")  # ~37 MiB
+    image = ensure_image(DatabaseSpec(files=init_files([d]), name="app", user="app"))
+    with DockerSandbox(image, "app", run_id="pytest-schema", owner_pid=os.getpid(), tmpfs=True) as sb:
+        assert sb.endpoint is not None
+        assert sb.data_in_memory() and 30 * 2**20 < databases_bytes(sb.endpoint, ["app"]) < 60 * 2**20
+        w = sb._container.get_wrapped_container()  # type: ignore[union-attr]
+        assert sb.raise_memory(100 * 2**20)
+        w.reload()
+        assert w.attrs["HostConfig"]["Memory"] == (256 + 100) * 2**20
+        with psycopg.connect(sb.dsn("app")) as conn:  # still serving, in memory
+            assert conn.execute("SELECT count(*) FROM big").fetchone() == (150000,)
+    with DockerSandbox(image, "app", run_id="pytest-schema", owner_pid=os.getpid(), tmpfs=True, memory="96m") as sb:
+        assert sb.endpoint is not None
+        assert not sb.data_in_memory()
+        logs = sb._container.get_wrapped_container().logs().decode()  # type: ignore[union-attr]
+        assert "MiB kept on disk (memory limit 96 MiB; raise container_memory" in logs, logs
