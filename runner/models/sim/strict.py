@@ -353,6 +353,10 @@ def start_warm_up() -> None:
         threading.Thread(target=warm_up, name="strict-warm-up", daemon=True).start()
 
 
+def wait_warm(timeout: float = 60) -> bool:
+    return _warmed.wait(timeout)
+
+
 def warm_up() -> None:
     """Resolve the SDKs' type hints once (about 2 s) before the first request needs them."""
     try:
