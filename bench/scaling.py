@@ -132,7 +132,29 @@ def render_slots(s: dict[str, Any]) -> str:
             "PostgreSQL = every server process in the sandboxes; simulator = the stand-in for the providers "
             "(on a real run that CPU is theirs, not this machine's); engine + other = the Docker engine, its "
             "port proxies, kernel threads. Target for CPU per conversation: ≤ 15 ms.\n\n"
-            f"{t}\n\n{_spread(s)}{_why_slots_miss(s)}")
+            f"{t}\n\n{_spread(s)}{_why_slots_miss(s)}{_pauses()}{_why_cpu(s)}")
+
+
+def _pauses() -> str:
+    return ("**Pauses that stopped everything.** C=64 missed (55-58x) while every call in flight now and then "
+            "took 100-170 ms more than its 200 ms: the simulator's full garbage collections, ~140 ms every "
+            "~1.4 s at C=64, walked the ~220,000 objects of the SDK types it loads to check requests (a worker "
+            "holds ~230,000 of the same kind, ~120 ms a collection). Both processes now freeze that heap "
+            "once loaded (gc.freeze), so a collection sees only what requests create: C=64 61-63x.\n\n")
+
+
+def _why_cpu(s: dict[str, Any]) -> str:
+    r = s["rows"][-1]
+    if r["cpu_ms"] <= 15:
+        return ""
+    p = r["cpu_parts_ms"]
+    return (f"**Why CPU per conversation misses.** At C={r['C']}, {r['cpu_ms']:.0f} ms: the runner's own "
+            f"processes {p['runner']:.1f} ms, the simulator {p['simulator']:.1f} ms, PostgreSQL {p['postgres']:.1f} "
+            f"ms, the engine's port proxies and the kernel {p['engine'] + p['other']:.1f} ms. Without the runner "
+            f"at all, the other parts are {r['cpu_ms'] - p['runner']:.0f} ms. Of the runner's, about half is "
+            "inside the official SDKs (building each request, httpx, parsing the typed response: py-spy of a "
+            "worker), the rest the CRM demo's tool queries, the gold replay and scoring, and the results' "
+            "way to the supervisor.\n\n")
 
 
 def _spread(s: dict[str, Any]) -> str:
