@@ -121,7 +121,8 @@ def main() -> None:
 def _replace_sections(doc: Path, sections: list[str], cmd: str, total: float) -> None:
     """Swap in re-measured sections (by their ### heading's first words), saying when and how."""
     text = doc.read_text()
-    stamp = (f"\n_Re-measured {dt.date.today().isoformat()} with `{cmd}` ({total / 60:.1f} minutes) on "
+    # a blank line first: a line right under a table would be read as one more row of it (GFM)
+    stamp = (f"\n\n_Re-measured {dt.date.today().isoformat()} with `{cmd}` ({total / 60:.1f} minutes) on "
              f"{machine()}._\n")
     for new in sections:
         for part in new.split("### ")[1:]:
