@@ -6,11 +6,10 @@ import datetime as dt
 import hashlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
-from runner.cache import ResponseCache
 from runner.config import RunSpec
 from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
@@ -19,7 +18,7 @@ from runner.harness.crm.agents.base import Episode, EventSink, no_events
 from runner.harness.crm.agents.baseline import run_baseline
 from runner.harness.crm.anatomy import anatomy
 from runner.harness.crm.dataset import Conversation
-from runner.harness.crm.scoring import expected_state, score
+from runner.harness.crm.scoring import CallRecord, expected_state, made_gold_writes, score
 from runner.models.client import CallStats, ModelClient
 from runner.result import Usage
 
@@ -27,27 +26,55 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schema.sql"
 _SCHEMA_DIGEST = hashlib.sha256(SCHEMA_PATH.read_bytes()).hexdigest()
 
 
-class Expectations:
-    """Expected final states by replaying the gold calls: once per conversation and schema, kept in
-    memory and, when a response cache is in use, in it (so other workers and reruns skip the replay)."""
+class StateStore(Protocol):
+    """Where expected states outlive a worker: the response cache (runner/cache.py)."""
 
-    def __init__(self, store: ResponseCache | None = None) -> None:
+    def get_state(self, key: str) -> dict[str, Any] | None: ...
+
+    def put_state(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+class Expectations:
+    """Expected final states, once per conversation and schema: kept in memory and, when a response
+    cache is in use, in it (so other workers and reruns skip the work).
+
+    Reached after the agent has run, without a replay when the agent's writes were the gold's: the
+    same writes with the same arguments and outcomes, in the same order, from the same seed leave
+    the state the gold replay would (the replay rests on that determinism too). Otherwise the gold
+    calls are replayed inside a transaction that is rolled back, so the agent's state stays for the
+    failure's anatomy."""
+
+    def __init__(self, store: StateStore | None = None) -> None:
         self._memo: dict[str, dict[str, Any]] = {}
         self._store = store
 
-    def get(self, conn: psycopg.Connection[Any], conv: Conversation) -> dict[str, Any]:
-        # In memory by id (one dataset per worker); the content hash only keys the shared store.
-        state = self._memo.get(conv.id)
-        if state is not None:
-            return state
-        key = hashlib.sha256((_SCHEMA_DIGEST + conv.model_dump_json()).encode()).hexdigest()
-        state = self._store.get_state(key) if self._store is not None else None
-        if state is None:
-            state = expected_state(conn, conv)
-            if self._store is not None:
-                self._store.put_state(key, state)
-        self._memo[conv.id] = state
+    def known(self, conv: Conversation) -> dict[str, Any] | None:
+        """Without touching the database: from the record itself, memory or the shared store."""
+        if conv.expected_state is not None:
+            return conv.expected_state
+        state = self._memo.get(conv.id)  # by id in memory (one dataset per worker) ...
+        if state is None and self._store is not None:  # ... by content hash in the shared store
+            state = self._store.get_state(self._key(conv))
+            if state is not None:
+                self._memo[conv.id] = state
         return state
+
+    def after(self, conn: psycopg.Connection[Any], conv: Conversation, calls_per_turn: list[list[CallRecord]],
+              final: dict[str, Any]) -> dict[str, Any]:
+        """The expected state once the agent has run in `conn` and left `final` (its digest)."""
+        if made_gold_writes(conv, calls_per_turn):
+            state = final
+        else:
+            with conn.transaction(force_rollback=True):
+                state = expected_state(conn, conv)
+        self._memo[conv.id] = state
+        if self._store is not None:
+            self._store.put_state(self._key(conv), state)
+        return state
+
+    @staticmethod
+    def _key(conv: Conversation) -> str:
+        return hashlib.sha256((_SCHEMA_DIGEST + conv.model_dump_json()).encode()).hexdigest()
 
 
 def stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStats:
@@ -68,9 +95,6 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     t0 = time.monotonic()
     clients = [agent] + ([teacher] if teacher else [])
     before = [c.stats.snapshot() for c in clients]
-    t_expected = time.monotonic()
-    expected = expectations.get(crm, conv)
-    expected_ms = (time.monotonic() - t_expected) * 1000
     t_reset = time.monotonic()
     db.reset(crm, conv.seed)
     reset_ms = (time.monotonic() - t_reset) * 1000
@@ -82,6 +106,9 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
         ep = run_baseline(conv, crm, agent, spec, emit)
     agent_s = time.monotonic() - t_agent
     final = db.digest(crm)
+    t_expected = time.monotonic()
+    expected = expectations.known(conv) or expectations.after(crm, conv, ep.calls_per_turn, final)
+    expected_ms = (time.monotonic() - t_expected) * 1000
     scores = score(conv, ep.calls_per_turn, final, expected, completed=not ep.step_limit_hit).to_dict()
     why = None if scores["success"] else anatomy(crm, conv, ep.calls_per_turn, scores["state_match"])
     atlas_export = None

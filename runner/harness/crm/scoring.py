@@ -7,6 +7,7 @@ fresh seed in the same sandbox (as tau-bench does), so it always matches the sch
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -61,6 +62,18 @@ def replay_gold(conn: psycopg.Connection[Any], conv: Conversation) -> None:
             if out.ok == call.expect_error:
                 raise BadRecord(f"{conv.id}: gold call {call.tool}({call.args}) "
                                 f"{'succeeded' if out.ok else 'failed'} unexpectedly: {out.error}")
+
+
+def made_gold_writes(conv: Conversation, calls_per_turn: list[list[CallRecord]]) -> bool:
+    """The agent made the gold calls that write, in order, with the same arguments and outcomes (a
+    failed write may still take identity values). Reads change nothing, so any number of them, gold
+    or not, may come between."""
+    def writes(calls: list[tuple[str, Any, bool]]) -> list[tuple[str, str, bool]]:
+        # arguments as canonical JSON: 1 and 1.0 compare equal in Python but may not store alike
+        return [(t, json.dumps(a, sort_keys=True), ok) for t, a, ok in calls if t in TOOLS and TOOLS[t].writes]
+    gold = writes([(g.tool, g.args, not g.expect_error) for t in conv.turns for g in t.gold_calls])
+    made = writes([(c.tool, c.args, c.ok) for turn in calls_per_turn for c in turn])
+    return made == gold
 
 
 def _f1(gold: Counter[str], got: Counter[str]) -> float:
