@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import psycopg
+from pydantic import ValidationError
 
 from runner.errors import BadRecord
 from runner.harness.crm import db
@@ -67,13 +68,21 @@ def replay_gold(conn: psycopg.Connection[Any], conv: Conversation) -> None:
 def made_gold_writes(conv: Conversation, calls_per_turn: list[list[CallRecord]]) -> bool:
     """The agent made the gold calls that write, in order, with the same arguments and outcomes (a
     failed write may still take identity values). Reads change nothing, so any number of them, gold
-    or not, may come between."""
-    def writes(calls: list[tuple[str, Any, bool]]) -> list[tuple[str, str, bool]]:
-        # arguments as canonical JSON: 1 and 1.0 compare equal in Python but may not store alike
-        return [(t, json.dumps(a, sort_keys=True), ok) for t, a, ok in calls if t in TOOLS and TOOLS[t].writes]
+    or not, may come between. Arguments compare as the tool validated them, which is what reaches
+    SQL: 29100000.0 and 29100000 are one amount (every numeric column has a fixed scale, so equal
+    decimals store alike: tests/harness/crm/test_expectations.py holds the schema to that)."""
+    def writes(calls: list[tuple[str, Any, bool]]) -> list[tuple[str, Any, bool]]:
+        return [(t, _as_validated(t, a), ok) for t, a, ok in calls if t in TOOLS and TOOLS[t].writes]
     gold = writes([(g.tool, g.args, not g.expect_error) for t in conv.turns for g in t.gold_calls])
     made = writes([(c.tool, c.args, c.ok) for turn in calls_per_turn for c in turn])
     return made == gold
+
+
+def _as_validated(tool: str, args: Any) -> Any:
+    try:
+        return TOOLS[tool].args.model_validate(json.loads(args) if isinstance(args, str) else args)
+    except (ValidationError, ValueError):  # refused before SQL: compare what was sent, as JSON
+        return json.dumps(args, sort_keys=True, default=str)
 
 
 def _f1(gold: Counter[str], got: Counter[str]) -> float:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +40,32 @@ def test_the_gold_writes_in_order_with_any_reads_between() -> None:
     assert not made_gold_writes(conv, [[failed, *writes[1:]]])  # same call, other outcome
 
 
-def test_arguments_compare_by_their_json_not_python_equality() -> None:
+def _as_floats(calls: list[list[CallRecord]]) -> list[list[CallRecord]]:
+    """Every whole number written as a float, as some models send them (29100000.0)."""
+    def f(v: Any) -> Any:
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+    return [[CallRecord(c.tool, {k: f(v) for k, v in c.args.items()}, c.ok) for c in turn] for turn in calls]
+
+
+def test_arguments_compare_as_the_tool_validated_them() -> None:
     conv = _writing(load_conversations(SAMPLE))
-    gold = [c for turn in _gold(conv) for c in turn if TOOLS[c.tool].writes]
-    number = next(((i, k) for i, c in enumerate(gold) for k, v in c.args.items()
-                   if isinstance(v, int) and not isinstance(v, bool)), None)
-    assert number is not None, "the sample's writes carry an integer argument"
-    i, k = number
-    as_float = [*gold[:i], CallRecord(gold[i].tool, {**gold[i].args, k: float(gold[i].args[k])}, gold[i].ok),
-                *gold[i + 1:]]
-    assert not made_gold_writes(conv, [as_float])  # 2 == 2.0, but NUMERIC keeps "2.0"
+    gold = _gold(conv)
+    assert made_gold_writes(conv, _as_floats(gold))  # 2.0 is the id 2; 5000.0 the amount 5000
+    writes = [c for turn in gold for c in turn if TOOLS[c.tool].writes]
+    i, k = next((i, k) for i, c in enumerate(writes) for k, v in c.args.items()
+                if isinstance(v, int) and not isinstance(v, bool))
+    nudged = CallRecord(writes[i].tool, {**writes[i].args, k: writes[i].args[k] + 0.5}, writes[i].ok)
+    assert not made_gold_writes(conv, [[*writes[:i], nudged, *writes[i + 1:]]])
+    unparsable = CallRecord(writes[0].tool, "{not json", False)
+    assert not made_gold_writes(conv, [[unparsable, *writes[1:]]])
+
+
+def test_every_numeric_column_has_a_fixed_scale() -> None:
+    """What lets equal decimals (5000 and 5000.0) count as the same write: both store as 5000.00."""
+    schema = (Path(__file__).resolve().parents[3] / "runner" / "harness" / "crm" / "schema.sql").read_text()
+    numerics = re.findall(r"\bnumeric\b(\s*\([^)]*\))?", schema, flags=re.IGNORECASE)
+    assert numerics, "the CRM schema has numeric columns"
+    assert all(re.fullmatch(r"\s*\(\s*\d+\s*,\s*\d+\s*\)", n) for n in numerics), numerics
 
 
 def _run_as_agent(conn: Any, conv: Conversation, calls: list[list[CallRecord]]) -> dict[str, Any]:
@@ -66,8 +83,10 @@ def test_both_ways_reach_the_replayed_state_and_keep_the_agents(any_sandbox: San
     shortcut, wrong = Expectations(), Expectations()
     for conv in convs:
         gold = _gold(conv)
-        final = _run_as_agent(conn, conv, gold)
-        assert shortcut.after(conn, conv, gold, final) == replayed[conv.id], conv.id
+        as_floats = _as_floats(gold)  # no replay for these either: the state must still be the replayed one
+        assert made_gold_writes(conv, as_floats), conv.id
+        final = _run_as_agent(conn, conv, as_floats)
+        assert shortcut.after(conn, conv, as_floats, final) == replayed[conv.id], conv.id
         writes = [c for turn in gold for c in turn if TOOLS[c.tool].writes]
         if not writes:
             continue
