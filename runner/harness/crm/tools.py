@@ -8,6 +8,7 @@ leaves the connection and the conversation usable.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections.abc import Callable
@@ -362,8 +363,12 @@ def execute(conn: psycopg.Connection[Any], name: str, raw_args: Any) -> ToolOutc
                                          "details": sorted(({"field": ".".join(map(str, d["loc"])),
                                                              "problem": d["msg"]} for d in e.errors()),
                                                            key=lambda x: (x["field"], x["problem"]))})
+    # Reads run without BEGIN/COMMIT (two of a lookup's three round trips): nothing else writes to a
+    # sandbox's database while its conversation runs, so a snapshot per statement sees what one per
+    # call would. Writes keep their transaction: all of a call's statements or none.
+    scope = conn.transaction() if tool.writes else contextlib.nullcontext()
     try:
-        with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        with scope, conn.cursor(row_factory=dict_row) as cur:
             return ToolOutcome(True, result=tool.run(cur, args))
     except ToolFailure as e:
         return ToolOutcome(False, error={"type": e.kind, "message": str(e)})
