@@ -150,11 +150,13 @@ def _why_cpu(s: dict[str, Any]) -> str:
     p = r["cpu_parts_ms"]
     return (f"**Why CPU per conversation misses.** At C={r['C']}, {r['cpu_ms']:.0f} ms: the runner's own "
             f"processes {p['runner']:.1f} ms, the simulator {p['simulator']:.1f} ms, PostgreSQL {p['postgres']:.1f} "
-            f"ms, the engine's port proxies and the kernel {p['engine'] + p['other']:.1f} ms. Without the runner "
-            f"at all, the other parts are {r['cpu_ms'] - p['runner']:.0f} ms. Of the runner's, about half is "
-            "inside the official SDKs (building each request, httpx, parsing the typed response: py-spy of a "
-            "worker), the rest the CRM demo's tool queries, the gold replay and scoring, and the results' "
-            "way to the supervisor.\n\n")
+            f"ms, the engine and the kernel {p['engine'] + p['other']:.1f} ms. The simulator stands in for the "
+            f"providers: on a real run its CPU is theirs, and this machine's share is "
+            f"{r['cpu_ms'] - p['simulator']:.1f} ms. Of the runner's, about half is inside the official SDKs "
+            "(building each request, httpx, parsing the typed response: py-spy of a worker), the rest the CRM "
+            "demo's tool queries, scoring, and the results' way to the supervisor. Cut so far, each measured in "
+            "docs/architecture.md: the gold replay when the agent made the gold writes, BEGIN/COMMIT around "
+            "lookups, the engine's port proxy (the runner's queries go through a Unix socket).\n\n")
 
 
 def _spread(s: dict[str, Any]) -> str:

@@ -27,6 +27,17 @@ if [ -n "${SANDBOX_TMPFS:-}" ]; then
              "raise container_memory to have it in memory)" >&2
     fi
 fi
+# SANDBOX_SOCKET_DIR: a directory the host bind-mounts, where the server adds a Unix socket; the
+# runner on the same machine connects there with no port proxy in between (~2 ms of CPU per
+# conversation at 64 in flight). Not writable (an engine that made the mount point itself, e.g.
+# for a runner inside a container): TCP only, rather than a server that refuses to start.
+if [ -n "${SANDBOX_SOCKET_DIR:-}" ]; then
+    if [ -d "$SANDBOX_SOCKET_DIR" ] && [ -w "$SANDBOX_SOCKET_DIR" ]; then
+        set -- -c "unix_socket_directories=/var/run/postgresql,$SANDBOX_SOCKET_DIR" "$@"
+    else
+        echo "sandbox: $SANDBOX_SOCKET_DIR is not writable: TCP only" >&2
+    fi
+fi
 escaped=$(printf "%s" "$POSTGRES_PASSWORD" | sed "s/'/''/g")
 role=$(printf "%s" "${SANDBOX_USER:-sandbox}" | sed 's/"/""/g')
 printf "ALTER ROLE \"%s\" PASSWORD '%s';\n" "$role" "$escaped" \

@@ -22,6 +22,7 @@ from runner.config import Config, RunSpec
 from runner.errors import ErrorKind
 from runner.records import Check
 from runner.result import Usage
+from runner.sandbox.base import socket_dsn
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,16 @@ class Database:
     user: str
     password: str = field(repr=False)
     name: str
+    socket_dir: str | None = None  # the sandbox's Unix socket on this machine, if it has one
 
     def dsn(self) -> str:
+        """Over TCP (what a user's harness is given: host and port work from anywhere)."""
         return psycopg.conninfo.make_conninfo(host=self.host, port=self.port, user=self.user,
                                               password=self.password, dbname=self.name)
+
+    def local_dsn(self) -> str:
+        """Over the Unix socket when there is one, else dsn(): no port proxy on every query."""
+        return socket_dsn(self.socket_dir, self.user, self.password, self.name) if self.socket_dir else self.dsn()
 
     def url(self) -> str:
         return (f"postgresql://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{self.host}:{self.port}"
@@ -63,7 +70,7 @@ def sandbox_info(sb: Any, spec: Any, main: str | None = None, slot: int = 0) -> 
     main = main or spec.name
     names = (main, *(n for n in spec.databases if n != spec.name))
     return SandboxInfo(sb.id, {n: Database(e.host, e.port, e.user, e.password,
-                                           n if n in spec.shared else slot_database(n, slot))
+                                           n if n in spec.shared else slot_database(n, slot), e.socket_dir)
                                for n in names}, main)
 
 

@@ -24,15 +24,42 @@ class Endpoint:
     port: int
     user: str
     password: str = field(repr=False)
+    socket_dir: str | None = None  # the server's Unix socket as this machine sees it, if it has one
 
     def dsn(self, dbname: str = "postgres") -> str:
+        """Over TCP: what users, debug prints and other machines' processes get."""
         return psycopg.conninfo.make_conninfo(
             host=self.host, port=self.port, user=self.user, password=self.password, dbname=dbname
         )
 
+    def local_dsn(self, dbname: str = "postgres") -> str:
+        """Over the Unix socket when there is one (no port proxy between, same password), else dsn()."""
+        return socket_dsn(self.socket_dir, self.user, self.password, dbname) if self.socket_dir else self.dsn(dbname)
+
     def redacted(self, dbname: str = "postgres") -> str:
         """The same DSN for logs and results: the password never leaves the process."""
         return f"postgresql://{self.user}:***@{self.host}:{self.port}/{dbname}"
+
+
+SOCKET_PORT = 5432  # the server's own port inside its container: it names the socket file
+
+
+def socket_dsn(socket_dir: str, user: str, password: str, dbname: str) -> str:
+    return psycopg.conninfo.make_conninfo(host=socket_dir, port=SOCKET_PORT, user=user, password=password,
+                                          dbname=dbname)
+
+
+def socket_answers(endpoint: Endpoint) -> bool:
+    """Whether a login through the endpoint's socket works (a mount this process cannot see fails)."""
+    if endpoint.socket_dir is None:
+        return False
+    try:
+        with psycopg.connect(endpoint.local_dsn(), connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError as e:
+        logger.debug("no socket login at {}: {}", endpoint.socket_dir, e)
+        return False
 
 
 def new_password() -> str:

@@ -7,8 +7,11 @@ instead and `remove_stale` clears those of crashed runs. Ports bind to 127.0.0.1
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import uuid
+from dataclasses import replace
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
@@ -20,12 +23,35 @@ from requests.exceptions import ConnectionError, ReadTimeout
 from testcontainers.core.container import DockerContainer
 
 from runner.errors import SandboxBootError
-from runner.sandbox.base import LABEL, TMPFS_PATH, Endpoint, Sandbox, new_password, wait_connectable
+from runner.sandbox.base import (
+    LABEL,
+    TMPFS_PATH,
+    Endpoint,
+    Sandbox,
+    new_password,
+    socket_answers,
+    wait_connectable,
+)
 from runner.sandbox.owner import is_stale, owner_identity
 
 
 def engine_address() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def engine_is_local() -> bool:
+    """Whether the engine runs on this machine, so a directory it bind-mounts is one this process sees."""
+    return engine_address().startswith("unix://")
+
+
+SOCKET_MOUNT = "/run/sandbox-socket"  # where a container's extra Unix socket directory is mounted
+SOCKET_PREFIX = "pgsr-socket-"  # the host directories holding them, under the temporary directory
+
+
+def remove_socket_dir(path: str | None) -> None:
+    """Remove a host socket directory this project made (by its name under the temporary directory)."""
+    if path and os.path.dirname(path) == tempfile.gettempdir() and os.path.basename(path).startswith(SOCKET_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def engine_answers() -> bool:
@@ -44,13 +70,15 @@ class DockerSandbox(Sandbox):
 
     def __init__(self, image: str, user: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
                  keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0, tmpfs: bool = False,
-                 connections: int = 100) -> None:
+                 connections: int = 100, socket: bool = True) -> None:
         super().__init__()
         self.image, self.user, self.run_id, self.owner_pid = image, user, run_id, owner_pid
         self.memory, self.cpus, self.keep, self.boot_timeout, self.tmpfs = memory, cpus, keep, boot_timeout, tmpfs
         self.connections = connections
+        self.socket = socket and engine_is_local()
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
         self._container: DockerContainer | None = None
+        self._socket_home: str | None = None
 
     def start(self) -> None:
         password = new_password()
@@ -61,6 +89,17 @@ class DockerSandbox(Sandbox):
         c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
         if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)
             c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(TMPFS_PATH)  # docker's default mode: 1777
+        socket_dir = None
+        if self.socket:
+            # The server adds a Unix socket in a directory mounted from here: the runner's queries then
+            # skip the engine's port proxy. Its home is this user's alone (0700); the directory itself is
+            # open (0777) because the server inside runs as another user. A login there needs the password.
+            self._socket_home = tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{self.id}-")
+            socket_dir = os.path.join(self._socket_home, "run")
+            os.mkdir(socket_dir)
+            os.chmod(socket_dir, 0o777)
+            c.with_volume_mapping(socket_dir, SOCKET_MOUNT, "rw").with_env("SANDBOX_SOCKET_DIR", SOCKET_MOUNT)
+            labels[f"{LABEL}.socket-home"] = self._socket_home  # a sweep of a crashed run removes it too
         c.with_kwargs(labels=labels, mem_limit=self.memory, nano_cpus=int(self.cpus * 1e9), shm_size="64m")
         self._container = c
         t0 = time.monotonic()
@@ -77,6 +116,10 @@ class DockerSandbox(Sandbox):
         binding = wrapped.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
         self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user, password)
         wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+        if socket_dir is not None:  # ready over TCP (what users get); the socket only where it answers
+            local = replace(self.endpoint, socket_dir=socket_dir)
+            if socket_answers(local):
+                self.endpoint = local
         self.boot_seconds = time.monotonic() - t0
         logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)
 
@@ -117,15 +160,18 @@ class DockerSandbox(Sandbox):
         return self._container.get_wrapped_container().id if self._container else None
 
     def stop(self) -> None:
-        if self._container is None or self.keep:
+        if self.keep:
             return
-        try:
-            self._container.stop(force=True, delete_volume=True)
-        except NotFound:
-            pass
-        except DockerException as e:
-            logger.warning("could not remove container of {}: {}", self.id, e)
-        self._container = None
+        if self._container is not None:
+            try:
+                self._container.stop(force=True, delete_volume=True)
+            except NotFound:
+                pass
+            except DockerException as e:
+                logger.warning("could not remove container of {}: {}", self.id, e)
+            self._container = None
+        remove_socket_dir(self._socket_home)
+        self._socket_home = None
 
 
 def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int:
@@ -163,6 +209,7 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
                 if e.status_code != 409:  # 409: another run's sweep is removing it right now
                     raise
                 removed += _gone_after(c)
+            remove_socket_dir(labels.get(f"{LABEL}.socket-home"))
     finally:
         client.close()
     return removed

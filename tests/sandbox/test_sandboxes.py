@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +11,7 @@ import psycopg
 import pytest
 
 from runner.errors import SandboxBootError
-from runner.sandbox.base import LABEL, Sandbox
+from runner.sandbox.base import LABEL, Sandbox, socket_dsn
 from runner.sandbox.docker import DockerSandbox, remove_stale
 from runner.sandbox.external import ExternalSandbox
 from runner.sandbox.owner import owner_identity
@@ -64,13 +65,47 @@ def test_stale_containers_of_dead_owners_are_removed(sandbox_image: str) -> None
     client = docker.from_env()
     mine = {"label": f"{LABEL}.run=pytest-stale"}
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    DockerSandbox(sandbox_image, "sandbox", run_id="pytest-stale", owner_pid=owner.pid).start()
+    orphan = DockerSandbox(sandbox_image, "sandbox", run_id="pytest-stale", owner_pid=owner.pid)
+    orphan.start()
+    assert orphan.endpoint is not None and orphan.endpoint.socket_dir is not None
     remove_stale()
     assert client.containers.list(all=True, filters=mine)  # its owner lives: kept
     owner.kill()
     owner.wait()
     assert remove_stale() >= 1
     assert not client.containers.list(all=True, filters=mine)
+    assert not os.path.exists(os.path.dirname(orphan.endpoint.socket_dir))  # its socket's directory too
+
+
+@pytest.mark.docker
+def test_the_runner_reaches_a_container_through_its_socket_with_the_password(sandbox_image: str) -> None:
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-socket", owner_pid=os.getpid()) as sb:
+        e = sb.endpoint
+        assert e is not None and e.socket_dir is not None
+        home = os.path.dirname(e.socket_dir)
+        assert stat.S_IMODE(os.stat(home).st_mode) == 0o700  # only this user reaches the socket
+        assert os.path.exists(os.path.join(e.socket_dir, ".s.PGSQL.5432"))
+        with psycopg.connect(e.local_dsn("crm"), connect_timeout=5) as conn:
+            assert conn.execute("SELECT inet_server_addr()").fetchone() == (None,)  # a Unix socket: no TCP
+        with psycopg.connect(e.dsn("crm"), connect_timeout=5) as conn:  # users still get host and port
+            assert conn.execute("SELECT inet_server_addr()").fetchone() != (None,)
+        for user, password in (("sandbox", "not-the-password"), ("postgres", "")):
+            with pytest.raises(psycopg.OperationalError):  # the socket asks for the password, as TCP does
+                psycopg.connect(socket_dsn(e.socket_dir, user, password, "crm"), connect_timeout=5)
+    assert not os.path.exists(home)
+
+
+@pytest.mark.docker
+def test_a_socket_directory_the_server_cannot_write_leaves_tcp(sandbox_image: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner inside a container mounts a path the engine creates itself, root's: the server must
+    still start (PostgreSQL stops on a socket directory it cannot write), and the runner use TCP."""
+    monkeypatch.setattr(os, "chmod", lambda *a, **k: None)  # the directory stays 0755, root's
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-socket", owner_pid=os.getpid()) as sb:
+        assert sb.endpoint is not None and sb.endpoint.socket_dir is None
+        assert sb.endpoint.local_dsn("crm") == sb.endpoint.dsn("crm")
+        with psycopg.connect(sb.endpoint.local_dsn("crm"), connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
 @pytest.mark.docker

@@ -63,8 +63,8 @@ class CrmHarness(Harness):
 
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
-        self.crm = db.connect(sandbox.databases["crm"].dsn())
-        self.atlas = db.connect(sandbox.databases["atlas"].dsn())
+        self.crm = db.connect(sandbox.databases["crm"].local_dsn())
+        self.atlas = db.connect(sandbox.databases["atlas"].local_dsn())
         telemetry.ensure_schema(self.atlas)
         self.expectations = Expectations(self.cache)  # a new sandbox: replay expectations there
 
