@@ -42,6 +42,10 @@ POLL_SECONDS = 1.0  # an actor answers a poll within this, messages or not
 POLL_BATCH = 1000
 DRAIN_SECONDS = 5.0  # a worker's last messages wait this long for the supervisor's poll before it ends
 KILL_WAIT_SECONDS = 5.0
+# How often the supervisor asks Ray whether a worker's actor has ended: it asks on every loop turn
+# for every worker, and a turn can come every few milliseconds when results flow (a ray.wait is a
+# round trip to the core worker). A death is still seen within this, and by the heartbeat anyway.
+EXIT_CHECK_SECONDS = 0.5
 
 
 class _Ordered:
@@ -182,14 +186,19 @@ class RayLink:
         self.actor, self.run_ref = actor, run_ref
         self.seq = 0
         self.code: int | None = None
+        self._next_check = 0.0
 
     @property
     def exitcode(self) -> int | None:
-        if self.code is None:
-            done, _ = ray.wait([self.run_ref], timeout=0)
-            if done:
-                self._ended()
+        if self.code is None and (now := time.monotonic()) >= self._next_check:
+            self._next_check = now + EXIT_CHECK_SECONDS
+            self._wait(0)
         return self.code
+
+    def _wait(self, timeout: float) -> None:
+        done, _ = ray.wait([self.run_ref], timeout=max(0.0, timeout))
+        if done and self.code is None:
+            self._ended()
 
     def _ended(self) -> None:
         try:
@@ -209,7 +218,7 @@ class RayLink:
         self.kill()
 
     def join(self, timeout: float) -> None:
-        ray.wait([self.run_ref], timeout=max(0.0, timeout))
+        self._wait(timeout)  # an ended actor's code is known at once, whenever exitcode last asked
 
     def terminate(self) -> None:
         self.kill()  # a thread cannot be unwound from outside; the run's end removes its containers
