@@ -116,3 +116,12 @@ def ready_container(out: Path, p: subprocess.Popen[str], timeout: float = 60) ->
                 return line.split()[0]
         assert p.poll() is None and time.monotonic() < deadline, "no ready worker's container"
         time.sleep(0.2)
+
+
+def containers(*, owner_pid: int | None = None, run_id: str | None = None, stopped_too: bool = True) -> list[str]:
+    """Ids of this project's containers: those the run of `owner_pid` (the supervisor's pid) or of
+    `run_id` started (docker ps; stopped ones too unless told otherwise)."""
+    filters = [f"--filter=label=pgsandbox-runner.{k}={v}" for k, v in (("owner-pid", owner_pid), ("run", run_id))
+               if v is not None]
+    return subprocess.run(["docker", "ps", "-q", *(["-a"] if stopped_too else []), *filters],
+                          capture_output=True, text=True).stdout.split()

@@ -17,6 +17,7 @@ import pytest
 
 from tests.runs import (
     assert_exactly_once,
+    containers,
     finish,
     line_count,
     ready_container,
@@ -35,11 +36,6 @@ def _all_ok(out: Path) -> None:
     assert_exactly_once(out, ["strong", "atlas"], 16)
     rows = rows_of(out, "strong") + rows_of(out, "atlas")
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows if r["status"] != "ok"]
-
-
-def _containers(pid: int) -> list[str]:
-    return subprocess.run(["docker", "ps", "-q", f"--filter=label=pgsandbox-runner.owner-pid={pid}"],
-                          capture_output=True, text=True).stdout.split()
 
 
 def test_kill_9_of_a_worker_and_docker_kill_of_a_sandbox_with_busy_slots(tmp_path: Path, sandbox_image: str
@@ -66,7 +62,7 @@ def test_kill_9_of_a_worker_and_docker_kill_of_a_sandbox_with_busy_slots(tmp_pat
     sup = (out / "logs" / "supervisor.log").read_text()
     assert "died (SIGKILL)" in sup and sup.count("replaced by") == 1
     assert "(of worker" in sup  # the dead worker's container removed when it died, not at the end
-    assert not _containers(p.pid)
+    assert not containers(owner_pid=p.pid, stopped_too=False)
 
 
 def test_sigint_with_busy_slots_then_the_same_command_completes(tmp_path: Path, sandbox_image: str) -> None:
@@ -78,7 +74,7 @@ def test_sigint_with_busy_slots_then_the_same_command_completes(tmp_path: Path, 
     p.send_signal(signal.SIGINT)
     code, log = finish(p, timeout=120)
     assert code == 130, log[-3000:]
-    assert 0 < line_count(out) < 20 and not _containers(p.pid)
+    assert 0 < line_count(out) < 20 and not containers(owner_pid=p.pid, stopped_too=False)
     code, log = finish(start_run(cfg, out, *args))
     assert code == 0, log[-3000:]
     assert_exactly_once(out, ["strong", "atlas"], 10)

@@ -14,6 +14,7 @@ import pytest
 
 from tests.runs import (
     SAMPLE,
+    containers,
     finish,
     line_count,
     ready_container,
@@ -33,11 +34,6 @@ VOLATILE = {"started_at", "finished_at", "wall_seconds", "timings", "worker", "s
 
 def _workers(pid: int) -> list[int]:
     return worker_pids(pid)
-
-
-def _containers(**labels: str) -> list[str]:
-    filters = [f"--filter=label={k}={v}" for k, v in labels.items()]
-    return subprocess.run(["docker", "ps", "-aq", *filters], capture_output=True, text=True).stdout.split()
 
 
 def _exactly_once_all_ok(out: Path, runs: list[str], n: int) -> None:
@@ -68,7 +64,7 @@ def test_four_workers_baseline_and_atlas_together(tmp_path: Path, backend: str, 
     assert manifest["sandbox"] == backend and manifest["counts"] == {"strong": 16, "atlas": 16}
     assert (out / "report.html").exists() and (out / "logs" / "supervisor.log").exists()
     if backend == "docker":
-        assert manifest["run_id"] and not _containers(**{"pgsandbox-runner.run": manifest["run_id"]})
+        assert manifest["run_id"] and not containers(run_id=manifest["run_id"])
 
 
 @pytest.mark.docker
@@ -97,7 +93,7 @@ def test_container_killed_is_replaced_and_the_conversation_retried(tmp_path: Pat
     assert code == 0, log[-3000:]
     _exactly_once_all_ok(out, ["strong", "atlas"], 12)
     assert "replaced by" in (out / "logs" / "supervisor.log").read_text()
-    assert not _containers(**{"pgsandbox-runner.owner-pid": str(p.pid)})
+    assert not containers(owner_pid=p.pid)
 
 
 @pytest.mark.docker
@@ -109,7 +105,7 @@ def test_sigint_removes_every_container_and_the_same_command_completes(tmp_path:
     p.send_signal(signal.SIGINT)
     code, log = finish(p, timeout=120)
     assert code == 130, log[-3000:]
-    assert not _containers(**{"pgsandbox-runner.owner-pid": str(p.pid)})
+    assert not containers(owner_pid=p.pid)
     first = line_count(out)
     assert 0 < first < 24
     before = {(run, r["record_id"]): r["started_at"] for run in ("strong", "atlas") for r in rows_of(out, run)}

@@ -9,21 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs import assert_exactly_once, finish, rows_of, run_config, start_run, wait_for_results
+from tests.runs import assert_exactly_once, containers, finish, rows_of, run_config, start_run, wait_for_results
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-def _containers(owner_pid: int) -> list[str]:
-    return subprocess.run(["docker", "ps", "-q", f"--filter=label=pgsandbox-runner.owner-pid={owner_pid}"],
-                          capture_output=True, text=True).stdout.split()
 
 
 def test_a_paused_database_is_a_timeout_and_the_worker_carries_on(tmp_path: Path, sandbox_image: str) -> None:
     cfg, out = run_config(tmp_path, p50_ms=100, runs="one"), tmp_path / "out"
     p = start_run(cfg, out, "--sandbox", "docker", "-w", "1", "--limit", "8", "--timeout", "4")
     wait_for_results(out, 2, p)
-    (paused,) = _containers(p.pid)
+    (paused,) = containers(owner_pid=p.pid, stopped_too=False)
     subprocess.run(["docker", "pause", paused], check=True, capture_output=True)
     code, log = finish(p, timeout=240)
     assert code == 0, log[-3000:]

@@ -15,6 +15,7 @@ import pytest
 from tests.runs import (
     assert_exactly_once,
     children,
+    containers,
     descendants,
     finish,
     run_config,
@@ -34,26 +35,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _containers(owner_pid: int) -> list[str]:
-    return subprocess.run(["docker", "ps", "-aq", f"--filter=label=pgsandbox-runner.owner-pid={owner_pid}"],
-                          capture_output=True, text=True).stdout.split()
-
-
 def test_nothing_outlives_a_killed_supervisor(tmp_path: Path, sandbox_image: str) -> None:
     cfg, out = run_config(tmp_path, p50_ms=100), tmp_path / "out"
     p = start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "10")
     wait_for_results(out, 2, p)
     kids = [pid for pid in descendants(p.pid) if pid != p.pid]
     # two workers (under the forkserver), the simulator, the tracker
-    assert len(worker_pids(p.pid)) == 2 and len(kids) >= 5 and _containers(p.pid), children(p.pid)
+    assert len(worker_pids(p.pid)) == 2 and len(kids) >= 5 and containers(owner_pid=p.pid), children(p.pid)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     deadline = time.monotonic() + 30
-    while (any(map(_alive, kids)) or _containers(p.pid)) and time.monotonic() < deadline:
+    while (any(map(_alive, kids)) or containers(owner_pid=p.pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [k for k in kids if _alive(k)], subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, kids))],
                                                               capture_output=True, text=True).stdout
-    assert not _containers(p.pid), (out / "logs").glob("worker-*.log") and "\n".join(
+    assert not containers(owner_pid=p.pid), (out / "logs").glob("worker-*.log") and "\n".join(
         f.read_text()[-1500:] for f in sorted((out / "logs").glob("worker-*.log")))
     code, log = finish(start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "10"))
     assert code == 0, log[-3000:]
