@@ -75,7 +75,9 @@ class DockerSandbox(Sandbox):
         self.image, self.user, self.run_id, self.owner_pid = image, user, run_id, owner_pid
         self.memory, self.cpus, self.keep, self.boot_timeout, self.tmpfs = memory, cpus, keep, boot_timeout, tmpfs
         self.connections = connections
-        self.socket = socket and engine_is_local()
+        # A kept container (`runner debug`) outlives the run and its directory would be left behind:
+        # one conversation does not need the speed.
+        self.socket = socket and engine_is_local() and not keep
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
         self._container: DockerContainer | None = None
         self._socket_home: str | None = None

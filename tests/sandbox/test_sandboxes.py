@@ -95,6 +95,16 @@ def test_the_runner_reaches_a_container_through_its_socket_with_the_password(san
     assert not os.path.exists(home)
 
 
+def test_kept_containers_and_remote_engines_get_no_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept container (`runner debug`) outlives the run, and would leave its socket's directory behind;
+    a remote engine would mount a directory of its own machine."""
+    assert not DockerSandbox("img", "sandbox", run_id="pytest-socket", owner_pid=os.getpid(), keep=True).socket
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.9:2376")
+    assert not DockerSandbox("img", "sandbox", run_id="pytest-socket", owner_pid=os.getpid()).socket
+    monkeypatch.delenv("DOCKER_HOST")
+    assert DockerSandbox("img", "sandbox", run_id="pytest-socket", owner_pid=os.getpid()).socket
+
+
 @pytest.mark.docker
 def test_a_socket_directory_the_server_cannot_write_leaves_tcp(sandbox_image: str,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
