@@ -28,8 +28,8 @@ from runner.sandbox.base import (
     TMPFS_PATH,
     Endpoint,
     Sandbox,
+    logs_in,
     new_password,
-    socket_answers,
     wait_connectable,
 )
 from runner.sandbox.owner import is_stale, owner_identity
@@ -70,14 +70,14 @@ class DockerSandbox(Sandbox):
 
     def __init__(self, image: str, user: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
                  keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0, tmpfs: bool = False,
-                 connections: int = 100, socket: bool = True) -> None:
+                 connections: int = 100) -> None:
         super().__init__()
         self.image, self.user, self.run_id, self.owner_pid = image, user, run_id, owner_pid
         self.memory, self.cpus, self.keep, self.boot_timeout, self.tmpfs = memory, cpus, keep, boot_timeout, tmpfs
         self.connections = connections
         # A kept container (`runner debug`) outlives the run and its directory would be left behind:
         # one conversation does not need the speed.
-        self.socket = socket and engine_is_local() and not keep
+        self.socket = engine_is_local() and not keep
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
         self._container: DockerContainer | None = None
         self._socket_home: str | None = None
@@ -120,8 +120,10 @@ class DockerSandbox(Sandbox):
         wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
         if socket_dir is not None:  # ready over TCP (what users get); the socket only where it answers
             local = replace(self.endpoint, socket_dir=socket_dir)
-            if socket_answers(local):
+            if logs_in(local.local_dsn()):  # a mount this process cannot see does not answer
                 self.endpoint = local
+            else:
+                logger.debug("{}: no login through the socket in {}; TCP only", self.id, socket_dir)
         self.boot_seconds = time.monotonic() - t0
         logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)
 
