@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import gc
 import os
 import queue
 import signal
@@ -24,6 +23,7 @@ from typing import Any
 
 from loguru import logger
 
+from runner import heap
 from runner.config import SLOT_DATA_MIB, Config
 from runner.errors import RunStopped
 from runner.harness import harness_class, id_field, reading
@@ -368,9 +368,8 @@ def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
         inbox.put(WorkerFailed(spec.worker, f"{type(e).__name__}: {e}", at_boot=True))
         return EXIT_BOOT_FAILED
     assert worker.sandbox is not None
-    # The SDKs and the harness loaded, ~230,000 objects that live as long as the worker: a full
-    # collection of them takes ~120 ms with every slot stopped; frozen, the collector skips them.
-    gc.freeze()
+    # the SDKs and the harness are loaded (~230,000 objects): out of the collector's way (runner/heap.py)
+    heap.settle()
     inbox.put(WorkerReady(spec.worker, worker.sandbox.id, worker.sandbox.kind, worker.sandbox.boot_seconds))
     heart = Heart(spec.worker, inbox)
     heart.start()
