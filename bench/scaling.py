@@ -153,10 +153,11 @@ def _why_cpu(s: dict[str, Any]) -> str:
             f"ms, the engine and the kernel {p['engine'] + p['other']:.1f} ms. The simulator stands in for the "
             f"providers: on a real run its CPU is theirs, and this machine's share is "
             f"{r['cpu_ms'] - p['simulator']:.1f} ms. Of the runner's, about half is inside the official SDKs "
-            "(building each request, httpx, parsing the typed response: py-spy of a worker), the rest the CRM "
-            "demo's tool queries, scoring, and the results' way to the supervisor. Cut so far, each measured in "
-            "docs/architecture.md: the gold replay when the agent made the gold writes, BEGIN/COMMIT around "
-            "lookups, the engine's port proxy (the runner's queries go through a Unix socket).\n\n")
+            "(building each request, httpx and h11: py-spy of a worker), the rest the CRM demo's tool queries, "
+            "scoring, and the results' way to the supervisor. Cut so far, each measured in docs/architecture.md: "
+            "the gold replay when the agent made the gold writes, BEGIN/COMMIT around lookups, the engine's port "
+            "proxy (the runner's queries go through a Unix socket), the SDKs' typed parse of each response, the "
+            "collector's walks of per-request objects.\n\n")
 
 
 def _spread(s: dict[str, Any]) -> str:

@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.models.base import Completion, PerObject, Provider, Request, ToolCall, json_body, nonblank, sdk_errors
+import httpx2
+
+from runner.models.base import (
+    Completion,
+    PerObject,
+    Provider,
+    Request,
+    ToolCall,
+    json_body,
+    nonblank,
+    read_response,
+    sdk_errors,
+)
 
 EPHEMERAL = {"type": "ephemeral"}
 # the tool list with a breakpoint on its last tool, built once per list object
@@ -69,16 +81,18 @@ class AnthropicProvider(Provider):
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
         with sdk_errors(self._sdk):
-            resp = self.client.post("/v1/messages", cast_to=self._sdk.types.Message,
-                                    content=json_body(request_body(req)))
-        text = "".join(b.text for b in resp.content if b.type == "text")
-        calls = [ToolCall(b.id, b.name, b.input) for b in resp.content if b.type == "tool_use"]
-        u = resp.usage
-        return Completion(text=text, tool_calls=calls, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                          cache_read_tokens=u.cache_read_input_tokens or 0,
-                          cache_write_tokens=u.cache_creation_input_tokens or 0,
-                          latency_seconds=self._timer() - t0, stop_reason=str(resp.stop_reason),
-                          request_id=getattr(resp, "_request_id", None), model=req.model)
+            resp = self.client.post("/v1/messages", cast_to=httpx2.Response, content=json_body(request_body(req)))
+        with read_response(resp) as msg:
+            blocks = msg["content"]
+            text = "".join(b["text"] for b in blocks if b["type"] == "text")
+            calls = [ToolCall(b["id"], b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
+            u = msg["usage"]
+            return Completion(text=text, tool_calls=calls, input_tokens=u["input_tokens"],
+                              output_tokens=u["output_tokens"],
+                              cache_read_tokens=u.get("cache_read_input_tokens") or 0,
+                              cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
+                              latency_seconds=self._timer() - t0, stop_reason=str(msg.get("stop_reason")),
+                              request_id=resp.headers.get("request-id"), model=req.model)
 
     def close(self) -> None:
         self.client.close()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx2
+
 from runner.models.base import (
     Completion,
     PerObject,
@@ -18,6 +20,7 @@ from runner.models.base import (
     ToolCall,
     json_body,
     nonblank,
+    read_response,
     sdk_errors,
 )
 
@@ -75,21 +78,22 @@ class OpenAIProvider(Provider):
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
         with sdk_errors(self._sdk):
-            resp = self.client.post("/chat/completions", cast_to=self._sdk.types.chat.ChatCompletion,
-                                    content=json_body(request_body(req)), options={"security": {"bearer_auth": True}})
-        if not resp.choices:
-            raise ProviderError("transient", "response has no choices")
-        choice = resp.choices[0]
-        calls = [ToolCall(tc.id, tc.function.name, _args(tc.function.arguments))
-                 for tc in (choice.message.tool_calls or []) if tc.type == "function"]
-        usage = resp.usage
-        prompt = usage.prompt_tokens if usage else 0
-        details = getattr(usage, "prompt_tokens_details", None) if usage else None
-        cached = int(getattr(details, "cached_tokens", 0) or 0)
-        return Completion(text=choice.message.content or "", tool_calls=calls, input_tokens=prompt - cached,
-                          cache_read_tokens=cached, output_tokens=usage.completion_tokens if usage else 0,
-                          latency_seconds=self._timer() - t0, stop_reason=str(choice.finish_reason),
-                          request_id=getattr(resp, "_request_id", None), model=req.model)
+            resp = self.client.post("/chat/completions", cast_to=httpx2.Response, content=json_body(request_body(req)),
+                                    options={"security": {"bearer_auth": True}})
+        with read_response(resp) as body:
+            if not body.get("choices"):
+                raise ProviderError("transient", "response has no choices")
+            choice = body["choices"][0]
+            message = choice["message"]
+            calls = [ToolCall(tc["id"], tc["function"]["name"], _args(tc["function"]["arguments"]))
+                     for tc in (message.get("tool_calls") or []) if tc.get("type") == "function"]
+            usage = body.get("usage") or {}
+            prompt = usage.get("prompt_tokens") or 0
+            cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+            return Completion(text=message.get("content") or "", tool_calls=calls, input_tokens=prompt - cached,
+                              cache_read_tokens=cached, output_tokens=usage.get("completion_tokens") or 0,
+                              latency_seconds=self._timer() - t0, stop_reason=str(choice.get("finish_reason")),
+                              request_id=resp.headers.get("x-request-id"), model=req.model)
 
     def close(self) -> None:
         self.client.close()

@@ -11,15 +11,22 @@ import anthropic
 import openai
 import pytest
 
-from runner.models.base import ProviderError, sdk_errors
+from runner.models.anthropic import AnthropicProvider
+from runner.models.base import ProviderError, Request, sdk_errors
+from runner.models.openai import OpenAIProvider
+
+
+# what the server answers 200 with, by the path's first part (a broken proxy, a wrong-shaped body)
+BODIES = {"garbled": b'{"id": "msg_1", "content": [tru', "list": b"[1, 2]",
+          "shapeless": b'{"id": "msg_1", "content": [{"type": "tool_use"}], "choices": [{"message": 3}]}'}
 
 
 class _Garbled(BaseHTTPRequestHandler):
-    """Answers 200 with a body that says it is JSON and is not, as a broken proxy would."""
+    """Answers 200 with a body that says it is JSON and is not, or is not the documented shape."""
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
-        body = b'{"id": "msg_1", "content": [tru'
+        body = BODIES.get(self.path.strip("/").split("/")[0], BODIES["garbled"])
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -50,6 +57,20 @@ def test_a_malformed_response_body_is_a_transient_provider_error(garbled_url: st
     with pytest.raises(ProviderError) as e, sdk_errors(openai):
         o.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "hi"}])
     assert e.value.kind == "transient"
+
+
+@pytest.mark.parametrize("body", sorted(BODIES))
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_our_providers_call_a_body_not_of_the_documented_shape_malformed(garbled_url: str, kind: str,
+                                                                          body: str) -> None:
+    # The agents read the fields they keep from the SDKs' raw response: a body the typed parse would
+    # have choked on, or one missing what they read, is the provider's transient fault, never a crash.
+    url = f"{garbled_url}/{body}"
+    p = AnthropicProvider("k", base_url=url, timeout=5) if kind == "anthropic" else \
+        OpenAIProvider("k", base_url=f"{url}/v1", timeout=5)
+    with pytest.raises(ProviderError) as e:
+        p.generate(Request("test-model", "s", [{"role": "user", "text": "hi"}], []))
+    assert e.value.kind == "transient" and "malformed response" in str(e.value)
 
 
 @pytest.mark.parametrize("sdk", [anthropic, openai])
