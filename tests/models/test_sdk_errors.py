@@ -15,7 +15,6 @@ from runner.models.anthropic import AnthropicProvider
 from runner.models.base import ProviderError, Request, sdk_errors
 from runner.models.openai import OpenAIProvider
 
-
 # what the server answers 200 with, by the path's first part (a broken proxy, a wrong-shaped body)
 BODIES = {"garbled": b'{"id": "msg_1", "content": [tru', "list": b"[1, 2]",
           "shapeless": b'{"id": "msg_1", "content": [{"type": "tool_use"}], "choices": [{"message": 3}]}'}
