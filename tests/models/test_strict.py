@@ -39,3 +39,24 @@ def test_messages_seen_fit_are_skipped_and_a_new_bad_one_is_named_by_its_place(m
         strict.validate("anthropic", _body(USER, CALL, RESULT, bad))
     with pytest.raises(strict.Rejected):  # a message seen fit does not excuse the rest of the body
         strict.validate("anthropic", {**_body(USER), "max_tokens": "many"})
+
+
+def test_a_tool_list_and_system_prompt_seen_fit_are_not_walked_again_and_a_changed_one_is(monkeypatch: Any) -> None:
+    system = [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
+    strict.validate("anthropic", {**_body(USER), "system": system})
+    walked: list[set[str]] = []
+    real = strict.check
+
+    def counting(value: Any, tp: Any, path: str) -> str | None:
+        if path == "" and isinstance(value, dict):
+            walked.append(set(value))
+        return real(value, tp, path)
+
+    monkeypatch.setattr(strict, "check", counting)
+    strict.validate("anthropic", {**_body(USER, CALL, RESULT), "system": system})
+    assert walked[0] >= {"model", "max_tokens", "messages"} and not walked[0] & {"tools", "system"}
+    bad_system = [{**system[0], "cache_control": {"type": "ephemeral", "ttl": "1d"}}]
+    with pytest.raises(strict.Rejected, match=r"^system"):
+        strict.validate("anthropic", {**_body(USER), "system": bad_system})
+    with pytest.raises(strict.Rejected, match=r"^tools\.1"):
+        strict.validate("anthropic", {**_body(USER), "tools": [TOOL, {**TOOL, "name": "other", "colour": "red"}]})

@@ -169,10 +169,14 @@ def _check_typeddict(value: Any, td: type, path: str) -> str | None:
         err = check(v, hints[key], f"{path}.{key}".lstrip("."))
         if err:
             return err
-    for key, tp in hints.items():
-        if _strip(tp)[1] and key not in value:
+    for key in _required(td):
+        if key not in value:
             return f"{path}.{key}: Field required".lstrip(".")
     return None
+
+
+def _required(td: type) -> tuple[str, ...]:
+    return _memo("required", td, lambda t: tuple(k for k, tp in _hints(t).items() if _strip(tp)[1]))
 
 
 def _check_model(value: Any, model: Any, path: str) -> str | None:
@@ -296,22 +300,8 @@ def _check_openai(body: dict[str, Any], plays: str | None) -> None:
                        "in 'tools'.", param="tool_choice")
 
 
-_TOOLS_SEEN: dict[tuple[str, bytes], str | None] = {}
-
-
-def _tools_error(api: str, key: bytes, tools: Any) -> str | None:
-    """The tool list is the same on nearly every request of a run: check each distinct one once."""
-    hit = _TOOLS_SEEN.get((api, key), False)
-    if hit is not False:
-        return hit  # type: ignore[return-value]
-    err = check(tools, _hints(_request_type(api, False))["tools"], "tools")
-    if len(_TOOLS_SEEN) < 256:
-        _TOOLS_SEEN[(api, key)] = err
-    return err
-
-
-_MESSAGES_SEEN: dict[tuple[str, bytes], None] = {}  # (api, a message's sorted JSON) that fit its type
-MESSAGES_SEEN_MAX = 20_000
+_SEEN: dict[tuple[str, str, bytes], None] = {}  # (api, field, a value's sorted JSON) that fit its type
+SEEN_MAX = 20_000
 
 
 def _key(value: Any) -> bytes:
@@ -319,21 +309,31 @@ def _key(value: Any) -> bytes:
 
 
 def _shape_error(api: str, td: Any, body: dict[str, Any]) -> str | None:
-    """`check` of the body, each message checked once: a conversation resends its whole transcript
-    with every call, and walking it against the SDK's types was the simulator's largest cost."""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return check(body, td, "")
+    """`check` of the body, each distinct value checked once: a run sends the same tool list and
+    system prompt with every call, and a conversation resends its whole transcript (each message
+    is a value of its own); walking them against the SDK's types was the simulator's largest cost.
+    A check is context-free per value, so a value that fit once fits in any body."""
+    required = _required(td)
     try:
-        keys = [(api, _key(m)) for m in messages]
+        keys = {field: [(api, field, _key(m)) for m in v] if field == "messages" and isinstance(v, list)
+                else [(api, field, _key(v))] for field, v in body.items() if isinstance(v, list | dict)}
     except TypeError:  # not JSON data: the full check names it
         return check(body, td, "")
-    new = [m for m, k in zip(messages, keys, strict=True) if k not in _MESSAGES_SEEN]
-    if check({**body, "messages": new}, td, "") is not None:
+    trimmed: dict[str, Any] = {}
+    for field, v in body.items():
+        ks = keys.get(field)
+        if ks is None:
+            trimmed[field] = v
+        elif field == "messages" and len(ks) == len(v):
+            trimmed[field] = [m for m, k in zip(v, ks, strict=True) if k not in _SEEN]
+        elif ks[0] not in _SEEN or field in required:
+            trimmed[field] = v
+    if check(trimmed, td, "") is not None:
         return check(body, td, "")  # again in full, for the path the real API names (messages.3...)
-    if len(_MESSAGES_SEEN) + len(keys) > MESSAGES_SEEN_MAX:
-        _MESSAGES_SEEN.clear()
-    _MESSAGES_SEEN.update(dict.fromkeys(keys))
+    if len(_SEEN) + sum(map(len, keys.values())) > SEEN_MAX:
+        _SEEN.clear()
+    for ks in keys.values():
+        _SEEN.update(dict.fromkeys(ks))
     return None
 
 
@@ -386,10 +386,7 @@ def validate(api: str, body: dict[str, Any], plays: str | None = None) -> None:
     if api == "anthropic":
         for key in SAMPLING & set(body):
             raise Rejected(f"`{key}` is deprecated for this model.")
-    td = _request_type(api, bool(body.get("stream")))
-    tools = body.get("tools")
-    err = _tools_error(api, _key(tools), tools) if tools is not None else None
-    err = err or _shape_error(api, td, {k: v for k, v in body.items() if k != "tools"})
+    err = _shape_error(api, _request_type(api, bool(body.get("stream"))), body)
     if err:
         param = err.split(":", 1)[0]
         raise Rejected(err if api == "anthropic" else f"Invalid request: {err}", param=param,
