@@ -41,3 +41,15 @@ def test_process_cpu_counts_a_busy_child_under_its_part() -> None:
     # its last sample before it exited
     assert parts["runner"] >= 0.7, parts
     assert parts["runner"] <= (t1 - t0) * (os.cpu_count() or 1)
+
+
+def test_process_cpu_leaves_its_own_reading_out_of_the_runners_part() -> None:
+    # Sampling every 10 ms, the sampler itself is this (python) process's main CPU use: its reads are
+    # timed and taken off the runner's part, so an idle run measures next to nothing for the runner.
+    with ProcessCpu(every_s=0.01) as cpu:
+        t0 = time.time()
+        time.sleep(1.5)
+        t1 = time.time()
+    parts = cpu.between(t0, t1)
+    assert cpu._own > 0.05, cpu._own  # it did read a lot
+    assert parts["runner"] < cpu._own / 2, (parts, cpu._own)
