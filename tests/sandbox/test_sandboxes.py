@@ -95,6 +95,24 @@ def test_the_runner_reaches_a_container_through_its_socket_with_the_password(san
     assert not os.path.exists(home)
 
 
+@pytest.mark.docker
+def test_a_runs_sandboxes_run_no_healthcheck_and_a_kept_one_keeps_the_images(sandbox_image: str) -> None:
+    """The image's HEALTHCHECK execs pg_isready through runc every 2 s in every container: CPU the
+    runner, which probes its sandboxes itself, has no use for. `runner debug` keeps it for `docker ps`."""
+    client = docker.from_env()
+    image_check = client.images.get(sandbox_image).attrs["Config"]["Healthcheck"]["Test"]
+    assert image_check[0] == "CMD-SHELL" and "pg_isready" in image_check[1]
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-health", owner_pid=os.getpid()) as sb:
+        config = client.containers.get(f"pgsr-{sb.id}").attrs["Config"]
+        assert config["Healthcheck"]["Test"] == ["NONE"]
+    kept = DockerSandbox(sandbox_image, "sandbox", run_id="pytest-health", owner_pid=os.getpid(), keep=True)
+    try:
+        with kept:
+            assert client.containers.get(f"pgsr-{kept.id}").attrs["Config"]["Healthcheck"]["Test"] == image_check
+    finally:
+        client.containers.get(f"pgsr-{kept.id}").remove(force=True)
+
+
 def test_kept_containers_and_remote_engines_get_no_socket(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kept container (`runner debug`) outlives the run, and would leave its socket's directory behind;
     a remote engine would mount a directory of its own machine."""
