@@ -157,7 +157,8 @@ def _why_cpu(s: dict[str, Any]) -> str:
             "scoring, and the results' way to the supervisor. Cut so far, each measured in docs/architecture.md: "
             "the gold replay when the agent made the gold writes, BEGIN/COMMIT around lookups, the engine's port "
             "proxy (the runner's queries go through a Unix socket), the SDKs' typed parse of each response, the "
-            "collector's walks of per-request objects.\n\n")
+            "collector's walks of per-request objects, the image's healthcheck (a runc exec every 2 s a "
+            "container).\n\n")
 
 
 def _spread(s: dict[str, Any]) -> str:
