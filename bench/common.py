@@ -314,7 +314,11 @@ class ProcessCpu(Sampler):
                 key = (int(name), int(fields[19]))  # start time: after "(comm)", field 22 of proc(5)
                 if key not in self._part:
                     with open(f"/proc/{name}/cmdline", "rb") as f:
-                        self._part[key] = _part_of(f.read().replace(b"\0", b" ").decode(errors="replace"))
+                        cmdline = f.read()
+                    # empty for kernel threads (children of kthreadd, pid 2), and for a moment while a
+                    # new process execs: that one is asked again at the next read
+                    if cmdline or fields[1] in ("0", "2"):
+                        self._part[key] = _part_of(cmdline.replace(b"\0", b" ").decode(errors="replace"))
             except (OSError, IndexError, ValueError):  # exited meanwhile
                 continue
             out[key] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
