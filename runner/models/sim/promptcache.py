@@ -52,7 +52,7 @@ class Segment:
 
 
 def segments(api: str, body: dict[str, Any]) -> list[Segment]:
-    raw: list[Any] = list(body.get("tools") or [])
+    raw: list[Any] = []
     if api == "anthropic":
         system = body.get("system")
         raw += [{"type": "text", "text": system}] if isinstance(system, str) else list(system or [])
@@ -60,17 +60,46 @@ def segments(api: str, body: dict[str, Any]) -> list[Segment]:
             content = m.get("content")
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
             raw += [{"role": m.get("role"), **b} for b in blocks]
-        if body.get("cache_control") and raw:  # top level: a breakpoint on the last cacheable block
-            raw[-1] = {**raw[-1], "cache_control": body["cache_control"]}
     else:
         raw += list(body.get("messages", []))
-    h = hashlib.sha256(body.get("model", "").encode())
-    out = []
+    tools = body.get("tools") or []
+    if api == "anthropic" and body.get("cache_control"):  # top level: a breakpoint on the last cacheable block
+        if raw:
+            raw[-1] = {**raw[-1], "cache_control": body["cache_control"]}
+        elif tools:
+            tools = [*tools[:-1], {**tools[-1], "cache_control": body["cache_control"]}]
+    out, h = _tool_segments(str(body.get("model", "")), tools)
+    h = h.copy()
     for seg in raw:
         text = _canonical(_unmarked(seg))  # once per segment: it is most of the simulator's CPU per request
         h.update(text)
         out.append(Segment(_tokens_of(text), isinstance(seg, dict) and "cache_control" in seg, h.copy().digest()))
     return out
+
+
+# A run sends the same tool list, in the same order, with every call: its segments (a third of a
+# request's segments, most of its bytes) are computed once per (model, list). Keyed by the list's
+# bytes as sent (markers included), in insertion order: no sort, a few microseconds.
+_TOOLS_MAX = 256
+_tools_seen: dict[tuple[str, bytes], tuple[list[Segment], Any]] = {}
+
+
+def _tool_segments(model: str, tools: list[Any]) -> tuple[list[Segment], Any]:
+    """The segments of the tool list and the running hash after it (a new list: the caller appends)."""
+    key = (model, orjson.dumps(tools))
+    hit = _tools_seen.get(key)
+    if hit is None:
+        h = hashlib.sha256(model.encode())
+        segs = []
+        for seg in tools:
+            text = _canonical(_unmarked(seg))
+            h.update(text)
+            segs.append(Segment(_tokens_of(text), isinstance(seg, dict) and "cache_control" in seg,
+                                h.copy().digest()))
+        if len(_tools_seen) >= _TOOLS_MAX:
+            _tools_seen.clear()
+        hit = _tools_seen[key] = (segs, h)
+    return list(hit[0]), hit[1]
 
 
 @dataclass
