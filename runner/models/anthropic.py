@@ -1,4 +1,5 @@
-"""Anthropic Messages API with tools, on the official SDK (its own retries off).
+"""Anthropic Messages API with tools: requests as the official SDK makes them (its own retries off),
+sent by runner/models/wire.py.
 
 Requests carry only what the API accepts: sampling parameters the model takes (none, under the
 API version of the installed SDK), no empty or whitespace-only text (a 400), and, with prompt
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
-
 from runner.models.base import (
     Completion,
     PerObject,
@@ -21,8 +20,8 @@ from runner.models.base import (
     json_body,
     nonblank,
     read_response,
-    sdk_errors,
 )
+from runner.models.wire import Wire
 
 EPHEMERAL = {"type": "ephemeral"}
 # the tool list with a breakpoint on its last tool, built once per list object
@@ -74,14 +73,13 @@ class AnthropicProvider(Provider):
                  headers: dict[str, str] | None = None) -> None:
         import anthropic
 
-        self._sdk = anthropic
         self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
                                           default_headers=headers)
+        self.wire = Wire(self.client, anthropic, "/v1/messages", timeout=timeout)
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
-        with sdk_errors(self._sdk):
-            resp = self.client.post("/v1/messages", cast_to=httpx2.Response, content=json_body(request_body(req)))
+        resp = self.wire.post(json_body(request_body(req)))
         with read_response(resp) as msg:
             blocks = msg["content"]
             text = "".join(b["text"] for b in blocks if b["type"] == "text")
@@ -95,4 +93,5 @@ class AnthropicProvider(Provider):
                               request_id=resp.headers.get("request-id"), model=req.model)
 
     def close(self) -> None:
+        self.wire.close()
         self.client.close()

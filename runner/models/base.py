@@ -249,10 +249,9 @@ def read_response(response: Any) -> Iterator[dict[str, Any]]:
     """A success response's JSON body, for the fields a completion keeps.
 
     The SDKs' typed parse builds a model of the whole message (construct_type: ~120 us a response,
-    a conversation makes six and keeps a handful of fields); the agents ask the SDK for its
-    httpx Response instead (its documented `cast_to` for custom requests: same auth, headers and
-    error classes) and read those fields here. A body that is not the shape the API documents is the
-    provider's fault, worth a retry, as a malformed body is under the SDKs' own parse."""
+    a conversation makes six and keeps a handful of fields); the agents read those fields here from
+    the body as it came (runner/models/wire.py). A body that is not the shape the API documents is
+    the provider's fault, worth a retry, as a malformed body is under the SDKs' own parse."""
     try:
         data = orjson.loads(response.content)
         if not isinstance(data, dict):

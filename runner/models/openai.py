@@ -1,4 +1,5 @@
-"""OpenAI Chat Completions with tools, on the official SDK (its own retries off).
+"""OpenAI Chat Completions with tools: requests as the official SDK makes them (its own retries off),
+sent by runner/models/wire.py.
 
 OpenAI caches prompt prefixes by itself; usage reports the cached part (priced apart). An assistant
 turn never goes out with null content unless it carries tool calls (a 400 otherwise).
@@ -8,8 +9,6 @@ from __future__ import annotations
 
 import json
 from typing import Any
-
-import httpx2
 
 from runner.models.base import (
     Completion,
@@ -21,8 +20,8 @@ from runner.models.base import (
     json_body,
     nonblank,
     read_response,
-    sdk_errors,
 )
+from runner.models.wire import Wire
 
 
 def to_openai(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -71,15 +70,14 @@ class OpenAIProvider(Provider):
                  headers: dict[str, str] | None = None) -> None:
         import openai
 
-        self._sdk = openai
         self.client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
                                     default_headers=headers)
+        self.wire = Wire(self.client, openai, "/chat/completions", timeout=timeout,
+                         options={"security": {"bearer_auth": True}})
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
-        with sdk_errors(self._sdk):
-            resp = self.client.post("/chat/completions", cast_to=httpx2.Response, content=json_body(request_body(req)),
-                                    options={"security": {"bearer_auth": True}})
+        resp = self.wire.post(json_body(request_body(req)))
         with read_response(resp) as body:
             if not body.get("choices"):
                 raise ProviderError("transient", "response has no choices")
@@ -96,4 +94,5 @@ class OpenAIProvider(Provider):
                               request_id=resp.headers.get("x-request-id"), model=req.model)
 
     def close(self) -> None:
+        self.wire.close()
         self.client.close()

@@ -26,10 +26,8 @@ def sim() -> Iterator[SimServer]:
 
 def _provider(kind: str, url: str, *, timeout: float = 10, headers: dict[str, str] | None = None,
               key: str = "test-key") -> Provider:
-    p: Any = AnthropicProvider(key, base_url=url, timeout=timeout) if kind == "anthropic" else \
-        OpenAIProvider(key, base_url=f"{url}/v1", timeout=timeout)
-    if headers:
-        p.client = p.client.with_options(default_headers=headers)
+    p: Any = AnthropicProvider(key, base_url=url, timeout=timeout, headers=headers) if kind == "anthropic" else \
+        OpenAIProvider(key, base_url=f"{url}/v1", timeout=timeout, headers=headers)
     return p  # type: ignore[no-any-return]
 
 

@@ -1,0 +1,219 @@
+"""The built-in agents' HTTP: the official SDK says once what a request is; each call sends it lean.
+
+Why: with dozens of conversations in flight on two cores, the SDKs' per-call machinery (request
+options through pydantic, httpx's URL and header models and client layers, httpcore and h11) was
+half of a worker's CPU, ~370 us a call, to put on the wire bytes that differ from call to call only
+in their body. So each provider asks its SDK client once, through httpx's own MockTransport (no
+network), for the request it would send -- method, URL, headers: auth, API version, user agent and
+the SDK's telemetry, none of them per call -- and then sends those headers with each new body over
+keep-alive HTTP/1.1 connections (http.client; TLS with the context httpx itself would build, so the
+same trust store and SSL_CERT_FILE), ~40 us a call. Errors keep the SDKs' wording and are
+classified as before (models/base.py).
+
+Where a proxy is configured for the API's host, every call goes through the SDK as it is: httpx's
+proxy handling is not copied here.
+"""
+
+from __future__ import annotations
+
+import http.client
+import select
+import socket
+import threading
+import urllib.request
+import zlib
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any
+
+import httpx2
+import orjson
+
+from runner.models.base import ProviderError, classify_status, sdk_errors
+
+# Set by the connection per call, not taken from the SDK's request.
+_OWN = frozenset({"host", "content-length", "connection", "transfer-encoding"})
+# Sending on a keep-alive connection the server closed meanwhile: the request did not get through
+# whole, so it goes again on a new connection. A connection lost after the request went out is not
+# retried here (a POST may have been acted on): the client's retries decide (models/client.py).
+_LOST_SENDING = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A success response: what the providers read of it."""
+
+    status: int
+    headers: Any  # case-insensitive .get(name)
+    content: bytes
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The request the SDK would send, less its body."""
+
+    scheme: str
+    host: str
+    port: int
+    target: str  # path and query
+    headers: dict[str, str]
+
+
+def learn(client: Any, path: str, options: dict[str, Any] | None = None) -> Shape:
+    """What `client.post(path)` sends, asked of the SDK itself (a copy of the client on httpx's
+    MockTransport: nothing leaves the process)."""
+    seen: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, content=b"{}")
+
+    with httpx2.Client(transport=httpx2.MockTransport(answer)) as mock:
+        probe = client.with_options(http_client=mock)
+        probe.post(path, cast_to=httpx2.Response, content=b"{}", options=options or {})
+    req = seen[0]
+    url = req.url
+    target = url.raw_path.decode("ascii")
+    return Shape(url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80), target,
+                 {k: v for k, v in req.headers.items() if k.lower() not in _OWN})
+
+
+def proxied(shape: Shape) -> bool:
+    """Whether the environment sends this host's traffic through a proxy (as httpx's trust_env reads it)."""
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(shape.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(shape.host)
+
+
+class Wire:
+    """POST bodies as one SDK client would, over keep-alive connections shared by the calling threads."""
+
+    def __init__(self, client: Any, sdk: Any, path: str, *, timeout: float,
+                 options: dict[str, Any] | None = None) -> None:
+        self.client, self.sdk, self.path, self.options, self.timeout = client, sdk, path, options or {}, timeout
+        self.shape = learn(client, path, options)
+        self.direct = not proxied(self.shape)
+        self._tls = httpx2.create_ssl_context() if self.shape.scheme == "https" else None
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def post(self, body: bytes) -> Reply:
+        """A 2xx reply, or ProviderError (classified) for an error status, a timeout or a lost connection."""
+        if not self.direct:
+            with sdk_errors(self.sdk):
+                resp = self.client.post(self.path, cast_to=httpx2.Response, content=body, options=self.options)
+            return Reply(resp.status_code, resp.headers, resp.content)
+        status, headers, content = self._exchange(body)
+        if status >= 400:
+            raise _status_error(status, headers, content)
+        return Reply(status, headers, content)
+
+    def _exchange(self, body: bytes) -> tuple[int, Message, bytes]:
+        conn, reused = self._take()
+        try:
+            try:
+                conn.request("POST", self.shape.target, body=body, headers=self.shape.headers)
+            except _LOST_SENDING:
+                if not reused:
+                    raise
+                conn.close()
+                conn = self._connect()
+                conn.request("POST", self.shape.target, body=body, headers=self.shape.headers)
+            return self._answer(conn)
+        except TimeoutError as e:
+            conn.close()
+            raise ProviderError("transient", f"timeout: {e or 'no answer in time'}") from e
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise ProviderError("transient", f"connection: {type(e).__name__}: {e}") from e
+
+    def _answer(self, conn: http.client.HTTPConnection) -> tuple[int, Message, bytes]:
+        resp = conn.getresponse()
+        content = _decoded(resp.read(), resp.headers.get("content-encoding"))
+        if resp.will_close:
+            conn.close()
+        else:
+            self._give(conn)
+        return resp.status, resp.headers, content
+
+    def _take(self) -> tuple[http.client.HTTPConnection, bool]:
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return self._connect(), False
+            if conn.sock is not None and not _readable(conn.sock):
+                return conn, True
+            conn.close()  # an idle connection with something to read has been closed by the server
+
+    def _give(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _connect(self) -> http.client.HTTPConnection:
+        s = self.shape
+        if self._tls is not None:
+            return http.client.HTTPSConnection(s.host, s.port, timeout=self.timeout, context=self._tls)
+        return _NoDelay(s.host, s.port, timeout=self.timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with suppress(OSError):
+                conn.close()
+
+
+def _readable(sock: socket.socket) -> bool:
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+class _NoDelay(http.client.HTTPConnection):
+    """Plain HTTP as httpcore does it: headers and body go out without waiting for Nagle's timer."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+_DECODERS: dict[str, Callable[[bytes], bytes]] = {
+    "gzip": lambda b: zlib.decompress(b, 16 + zlib.MAX_WBITS),
+    "deflate": lambda b: zlib.decompress(b) if b[:1] == b"\x78" else zlib.decompress(b, -zlib.MAX_WBITS),
+    "identity": lambda b: b,
+}
+
+
+def _decoded(content: bytes, encoding: str | None) -> bytes:
+    """The body as httpx would hand it over: the SDK's accept-encoding asks for gzip or deflate."""
+    if not encoding:
+        return content
+    for name in reversed([e.strip().lower() for e in encoding.split(",") if e.strip()]):
+        decode = _DECODERS.get(name)
+        if decode is None:
+            raise ProviderError("transient", f"malformed response: content-encoding {name!r} was not asked for")
+        try:
+            content = decode(content)
+        except zlib.error as e:
+            raise ProviderError("transient", f"malformed response: bad {name} body: {e}") from e
+    return content
+
+
+def _status_error(status: int, headers: Message, content: bytes) -> ProviderError:
+    """The SDKs' own wording (`Error code: 429 - {...}`) and the body they would keep, classified."""
+    text = content.decode("utf-8", "replace").strip()
+    body: Any = text
+    try:
+        body = orjson.loads(text)
+        message = f"Error code: {status} - {body}"
+    except orjson.JSONDecodeError:
+        message = text or f"Error code: {status}"
+    return classify_status(status, message, headers, body)
+
