@@ -37,7 +37,7 @@ def _slots(section: dict[str, Any]) -> list[list[str]]:
         out.append([f"same, C = {r['C']}", f"{r['speedup']:.1f}x (target {r['target']:.1f}x)", _verdict(False)])
     best = min(rows, key=lambda r: r["cpu_ms"])
     out.append(["CPU per conversation ≤ 15 ms, all processes (with slots, 200 ms per call)",
-                f"{best['cpu_ms']:.0f} ms at C={best['C']} (runner's own {best['cpu_parts_ms']['runner']:.0f} ms)",
+                f"{best['cpu_ms']:.1f} ms at C={best['C']} (runner's own {best['cpu_parts_ms']['runner']:.1f} ms)",
                 _verdict(best["cpu_ms"] <= 15)])
     return out
 

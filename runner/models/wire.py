@@ -103,14 +103,16 @@ class Wire:
 
     def post(self, body: bytes) -> Reply:
         """A 2xx reply, or ProviderError (classified) for an error status, a timeout or a lost connection."""
-        if not self.direct:
-            with sdk_errors(self.sdk):
-                resp = self.client.post(self.path, cast_to=httpx2.Response, content=body, options=self.options)
-            return Reply(resp.status_code, resp.headers, resp.content)
-        status, headers, content = self._exchange(body)
-        if status >= 400:
-            raise _status_error(status, headers, content)
-        return Reply(status, headers, content)
+        if self.direct:
+            status, headers, content = self._exchange(body)
+            if 200 <= status < 300:
+                return Reply(status, headers, content)
+            if not 300 <= status < 400:
+                raise _status_error(status, headers, content)
+            # A redirect: rare, and the SDK's client follows it (the request was not acted on)
+        with sdk_errors(self.sdk):
+            resp = self.client.post(self.path, cast_to=httpx2.Response, content=body, options=self.options)
+        return Reply(resp.status_code, resp.headers, resp.content)
 
     def _exchange(self, body: bytes) -> tuple[int, Message, bytes]:
         conn, reused = self._take()
@@ -160,8 +162,8 @@ class Wire:
     def _connect(self) -> http.client.HTTPConnection:
         s = self.shape
         if self._tls is not None:
-            return http.client.HTTPSConnection(s.host, s.port, timeout=self.timeout, context=self._tls)
-        return _NoDelay(s.host, s.port, timeout=self.timeout)
+            return _HTTPS(s.host, s.port, timeout=self.timeout, context=self._tls)
+        return _HTTP(s.host, s.port, timeout=self.timeout)
 
     def close(self) -> None:
         with self._lock:
@@ -176,12 +178,21 @@ def _readable(sock: socket.socket) -> bool:
     return bool(select.select([sock], [], [], 0)[0])
 
 
-class _NoDelay(http.client.HTTPConnection):
-    """Plain HTTP as httpcore does it: headers and body go out without waiting for Nagle's timer."""
+def _no_delay(sock: socket.socket) -> None:
+    # As httpcore does: a body of several segments goes out without waiting on Nagle's timer.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+
+class _HTTP(http.client.HTTPConnection):
     def connect(self) -> None:
         super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _no_delay(self.sock)
+
+
+class _HTTPS(http.client.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        _no_delay(self.sock)
 
 
 _DECODERS: dict[str, Callable[[bytes], bytes]] = {

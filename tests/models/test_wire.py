@@ -50,6 +50,7 @@ class Recorder:
     headers: dict[str, str] = field(default_factory=dict)
     gzip: bool = False
     close: bool = False
+    moved: dict[str, str] = field(default_factory=dict)  # path -> where a 307 sends it
 
 
 def _handler(rec: Recorder) -> type[http.server.BaseHTTPRequestHandler]:
@@ -61,8 +62,10 @@ def _handler(rec: Recorder) -> type[http.server.BaseHTTPRequestHandler]:
             rec.seen.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body,
                                  id(self.connection)))
             out = gzip.compress(rec.body) if rec.gzip else rec.body
-            self.send_response(rec.status)
-            for k, v in {"content-type": "application/json", "request-id": "req_1", **rec.headers}.items():
+            moved = rec.moved.get(self.path)
+            self.send_response(307 if moved else rec.status)
+            headers = {"location": moved} if moved else rec.headers
+            for k, v in {"content-type": "application/json", "request-id": "req_1", **headers}.items():
                 self.send_header(k, v)
             if rec.gzip:
                 self.send_header("content-encoding", "gzip")
@@ -237,3 +240,11 @@ def test_a_closed_wire_keeps_no_connection(server: tuple[str, Recorder]) -> None
     assert not w._idle
     w.post(b"{}")  # still usable; what it opens is not kept
     assert not w._idle
+
+
+
+def test_a_redirect_is_followed_as_the_sdk_follows_it(server: tuple[str, Recorder]) -> None:
+    url, rec = server
+    rec.moved = {"/v1/messages": "/v2/messages"}
+    assert _provider("anthropic", url).generate(_req()).text == "hello"
+    assert [s.target for s in rec.seen] == ["/v1/messages", "/v1/messages", "/v2/messages"]  # lean, SDK, moved
