@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from loguru import logger
 
-from runner.inbox import Inbox
+from runner.inbox import Inbox, Tasks
 from runner.worker import WorkerSpec, worker_main
 
 KILL_WAIT_SECONDS = 5.0  # after SIGABRT (time to write the stacks), and again after SIGKILL
@@ -95,7 +95,7 @@ class ProcessTransport:
         self.ctx, self.inbox = ctx, Inbox()
 
     def start(self, spec: WorkerSpec, limiter: Any) -> ProcessLink:
-        tasks = self.ctx.Queue()
+        tasks = Tasks(self.ctx)
         writer = self.inbox.open(self.ctx)
         proc = self.ctx.Process(target=worker_main, args=(spec, writer, tasks, limiter), name=f"worker-{spec.worker}",
                                 daemon=False)

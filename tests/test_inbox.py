@@ -1,15 +1,19 @@
-"""The inbox survives a worker killed in the middle of sending: the others' messages still arrive."""
+"""The inbox survives a worker killed in the middle of sending: the others' messages still arrive; the
+tasks queue carries the supervisor's messages to a spawned worker as they were sent."""
 
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import time
 from typing import Any
 
 import multiprocess as mp
+import pytest
 
-from runner.inbox import Inbox, Outbox
+from runner.inbox import Inbox, Outbox, Tasks
+from runner.messages import Assign, Job, Stop
 
 
 def _send(conn: Any, msg: Any) -> None:
@@ -56,3 +60,27 @@ def test_messages_from_one_worker_arrive_in_order_and_get_times_out() -> None:
     reader_writer.close()
     assert inbox.get(0.1) is None  # end-of-file: the pipe is dropped, nothing raised
     inbox.close()
+
+
+def _echo(tasks: Tasks, conn: Any) -> None:
+    out = Outbox(conn)
+    while not isinstance(msg := tasks.get(timeout=10), Stop):
+        out.put(msg)
+
+
+def test_tasks_reach_a_spawned_worker_as_sent_and_time_out_when_empty() -> None:
+    ctx = mp.get_context("spawn")
+    inbox, tasks = Inbox(), Tasks(ctx)
+    writer = inbox.open(ctx)
+    p = ctx.Process(target=_echo, args=(tasks, writer), daemon=True)
+    p.start()
+    writer.close()
+    sent = [Assign((Job(1, "run", "r1", 0, 1),), slot=3), Assign((Job(2, "run", "r2", 1, 2),))]
+    for m in sent:
+        tasks.put(m)
+    assert [inbox.get(10.0) for _ in sent] == sent
+    tasks.put(Stop())
+    p.join(10)
+    assert p.exitcode == 0
+    with pytest.raises(queue.Empty):
+        tasks.get(timeout=0.05)
