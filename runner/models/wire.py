@@ -24,7 +24,7 @@ import urllib.request
 import zlib
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import Message
 from typing import Any
 
@@ -58,7 +58,7 @@ class Shape:
     host: str
     port: int
     target: str  # path and query
-    headers: dict[str, str]
+    headers: dict[str, str] = field(repr=False)  # the API key is among them
 
 
 def learn(client: Any, path: str, options: dict[str, Any] | None = None) -> Shape:
@@ -135,12 +135,12 @@ class Wire:
 
     def _answer(self, conn: http.client.HTTPConnection) -> tuple[int, Message, bytes]:
         resp = conn.getresponse()
-        content = _decoded(resp.read(), resp.headers.get("content-encoding"))
+        raw = resp.read()
         if resp.will_close:
             conn.close()
         else:
             self._give(conn)
-        return resp.status, resp.headers, content
+        return resp.status, resp.headers, _decoded(raw, resp.headers.get("content-encoding"))
 
     def _take(self) -> tuple[http.client.HTTPConnection, bool]:
         while True:

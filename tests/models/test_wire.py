@@ -138,6 +138,7 @@ def test_each_call_sends_the_headers_the_sdk_sends_and_reuses_one_connection(
     assert {k: v for k, v in lean.headers.items() if k not in skip} == \
         {k: v for k, v in expected.items() if k not in skip}
     assert "sk-test" in (lean.headers.get("authorization", "") + lean.headers.get("x-api-key", ""))
+    assert "sk-test" not in repr(p.wire.shape)  # the learned headers carry the key: never in a repr
     assert json.loads(lean.body)["messages"]  # the body is the provider's, not the probe's
     assert len({s.connection for s in rec.seen[:5]}) == 1
     p.close()
