@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from psycopg import sql
 
 from runner.harness.crm import db
 from runner.harness.crm.dataset import load_conversations
@@ -51,3 +52,23 @@ def test_same_conversation_same_ids_and_digest_on_two_sandboxes(docker_sandbox: 
         ids = [execute(conn, g.tool, g.args).result for t in conv.turns for g in t.gold_calls if not g.expect_error]
         outs.append(([r.get("id") for r in ids if isinstance(r, dict)], db.digest(conn)))
     assert outs[0] == outs[1]
+
+
+# The digest as it was written first: one dynamic query per table. The function is one static
+# query now (its plan kept by the session); it must say the same of every state.
+_PER_TABLE = ("SELECT count(*), coalesce(md5(string_agg(h, ',' ORDER BY h)), '') FROM "
+              "(SELECT md5((to_jsonb(r) - 'id' - 'created_at')::text) AS h FROM {} r) x")
+
+
+def test_the_digest_equals_the_per_table_reference_on_every_gold_state(any_sandbox: Sandbox) -> None:
+    conn = db.connect(any_sandbox.dsn("crm"))
+    for conv in load_conversations(SAMPLE):
+        db.reset(conn, conv.seed)
+        for turn in conv.turns:
+            for call in turn.gold_calls:
+                execute(conn, call.tool, call.args)
+        reference = {}
+        for table in ("accounts", "contacts", "opportunities", "quotes", "quote_lines", "cases", "activities"):
+            n, h = conn.execute(sql.SQL(_PER_TABLE).format(sql.Identifier(table))).fetchone()  # type: ignore[misc]
+            reference[table] = {"rows": n, "hash": h}
+        assert db.digest(conn) == reference, conv.id
