@@ -82,10 +82,14 @@ def segments(api: str, body: dict[str, Any]) -> list[Segment]:
 # bytes as sent (markers included), in insertion order: no sort, a few microseconds.
 _TOOLS_MAX = 256
 _tools_seen: dict[tuple[str, bytes], tuple[list[Segment], Any]] = {}
+_last: dict[str, tuple[list[Any], tuple[list[Segment], Any]]] = {}  # model -> (the list object, its entry)
 
 
 def _tool_segments(model: str, tools: list[Any]) -> tuple[list[Segment], Any]:
     """The segments of the tool list and the running hash after it (a new list: the caller appends)."""
+    same = _last.get(model)
+    if same is not None and same[0] is tools:  # the very list of the last request (models/sim/body.py)
+        return list(same[1][0]), same[1][1]
     key = (model, orjson.dumps(tools))
     hit = _tools_seen.get(key)
     if hit is None:
@@ -99,6 +103,7 @@ def _tool_segments(model: str, tools: list[Any]) -> tuple[list[Segment], Any]:
         if len(_tools_seen) >= _TOOLS_MAX:
             _tools_seen.clear()
         hit = _tools_seen[key] = (segs, h)
+    _last[model] = (tools, hit)
     return list(hit[0]), hit[1]
 
 

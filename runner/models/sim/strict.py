@@ -323,8 +323,17 @@ _SEEN: dict[tuple[str, str, bytes], None] = {}  # (api, field, a value's sorted 
 SEEN_MAX = 20_000
 
 
+# the last large list keyed, and its key: a run's tool list is one object (models/sim/body.py)
+_last_key: list[Any] = [None, b""]
+
+
 def _key(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    if value is _last_key[0]:
+        return _last_key[1]
+    key = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    if isinstance(value, list) and len(key) > 4096:
+        _last_key[:] = [value, key]
+    return key
 
 
 def _shape_error(api: str, td: Any, body: dict[str, Any]) -> str | None:
