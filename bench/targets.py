@@ -35,10 +35,10 @@ def _slots(section: dict[str, Any]) -> list[list[str]]:
                     ", ".join(f"{r['speedup']:.2f}x" for r in met), _verdict(True)])
     for r in missed:
         out.append([f"same, C = {r['C']}", f"{r['speedup']:.1f}x (target {r['target']:.1f}x)", _verdict(False)])
-    best = min(rows, key=lambda r: r["cpu_ms"])
+    top = rows[-1]  # the most in flight: where the machine is busiest (fewer in flight cost more each)
     out.append(["CPU per conversation ≤ 15 ms, all processes (with slots, 200 ms per call)",
-                f"{best['cpu_ms']:.1f} ms at C={best['C']} (runner's own {best['cpu_parts_ms']['runner']:.1f} ms)",
-                _verdict(best["cpu_ms"] <= 15)])
+                f"{top['cpu_ms']:.1f} ms at C={top['C']} (runner's own {top['cpu_parts_ms']['runner']:.1f} ms)",
+                _verdict(top["cpu_ms"] <= 15)])
     return out
 
 
