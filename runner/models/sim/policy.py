@@ -43,7 +43,11 @@ class Call:
     args: dict[str, Any]
 
     def key(self) -> str:
-        return json.dumps([self.name, self.args], sort_keys=True)
+        """The call as canonical JSON, once per object (a plan asks for it again and again)."""
+        key = self.__dict__.get("_key")
+        if key is None:  # a frozen dataclass: its __dict__ is the one place to keep it
+            key = self.__dict__["_key"] = json.dumps([self.name, self.args], sort_keys=True)
+        return key
 
 
 @dataclass

@@ -247,7 +247,11 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     state.stats["ok"] += 1
     if body.get("stream"):
         return await _stream(request, api, payload, headers, body)
-    return web.json_response(payload, headers=headers)
+    return web.json_response(payload, headers=headers, dumps=_dumps)
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()  # the stdlib's encoder was 3 % of this process at 64 in flight
 
 
 def offered_only(action: Action, body: dict[str, Any]) -> Action:
