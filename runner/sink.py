@@ -206,4 +206,8 @@ _LINE = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLI
 
 
 def _line(r: Result) -> str:
-    return orjson.dumps(r.to_json(), option=_LINE, default=str).decode()
+    data = r.to_json()
+    try:
+        return orjson.dumps(data, option=_LINE, default=str).decode()
+    except TypeError:  # what orjson refuses and the stdlib takes: an integer past 64 bits from a model's args
+        return json.dumps(data, sort_keys=True, default=str) + "\n"

@@ -74,3 +74,17 @@ def test_the_output_lock_refuses_a_second_holder_and_dies_with_its_holder(tmp_pa
     holder.wait()
     with OutputLock(tmp_path):
         assert (tmp_path / ".lock").read_text().strip() == str(os.getpid())
+
+
+def test_every_result_is_written_and_read_back_whole_even_what_orjson_refuses(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, ["r"])
+    odd = _r("big", "ok").model_copy(update={"output": {"args": {"n": 10**30}, "ratio": float("nan")},
+                                             "metrics": {"m": float("inf")}})
+    sink.write(_r("a", "ok"))
+    sink.write(odd)
+    sink.close()
+    back = {r.record_id: r for r in read_results(results_path(tmp_path, "r"))}
+    assert set(back) == {"a", "big"}
+    assert back["big"].output is not None and back["big"].output["args"]["n"] == 10**30
+    lines = results_path(tmp_path, "r").read_text().splitlines()
+    assert all(json.loads(line)["record_id"] in back for line in lines)
