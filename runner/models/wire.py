@@ -43,9 +43,8 @@ _LOST_SENDING = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 @dataclass(frozen=True)
 class Reply:
-    """A success response: what the providers read of it."""
+    """A success (2xx) response: what the providers read of it."""
 
-    status: int
     headers: Any  # case-insensitive .get(name)
     content: bytes
 
@@ -106,13 +105,13 @@ class Wire:
         if self.direct:
             status, headers, content = self._exchange(body)
             if 200 <= status < 300:
-                return Reply(status, headers, content)
+                return Reply(headers, content)
             if not 300 <= status < 400:
                 raise _status_error(status, headers, content)
             # A redirect: rare, and the SDK's client follows it (the request was not acted on)
         with sdk_errors(self.sdk):
             resp = self.client.post(self.path, cast_to=httpx2.Response, content=body, options=self.options)
-        return Reply(resp.status_code, resp.headers, resp.content)
+        return Reply(resp.headers, resp.content)
 
     def _exchange(self, body: bytes) -> tuple[int, Message, bytes]:
         conn, reused = self._take()
