@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install ray engine browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick clean
+.PHONY: install ray engine helpdesk-venv browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
@@ -29,6 +29,17 @@ $(LITELLM): pyproject.toml $(STAMP)
 	.venv-litellm/bin/pip install -q 'litellm>=1.70' 'mcp>=1.0'
 	@rm -f .venv-litellm/.installed-*
 	@touch $@
+
+# The helpdesk example's own virtualenv (examples/helpdesk): its pins (openai<2, psycopg2) conflict with
+# the runner's, so it runs through `harness.python`, as a team's harness would.
+HELPDESK := .venv-helpdesk/.installed-$(shell cat examples/helpdesk/requirements.txt | sha256sum | cut -c1-12)
+$(HELPDESK): examples/helpdesk/requirements.txt
+	@$(PY) -m venv .venv-helpdesk
+	.venv-helpdesk/bin/pip install -q -r examples/helpdesk/requirements.txt
+	@rm -f .venv-helpdesk/.installed-*
+	@touch $@
+
+helpdesk-venv: $(HELPDESK)
 
 # Ray for `--executor ray` and its tests (tests/ray/): an optional extra of ~80 MB, so only here.
 RAY := $(VENV)/.ray-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
@@ -66,7 +77,7 @@ runner-image: install engine
 # Three test processes on two cores, one file each at a time: most tests wait on sandboxes, simulated
 # latency and Ray's start (the CPUs are half idle with two), and a file's module-scoped sandboxes and
 # cluster stay with one process.
-test: image browser $(LITELLM) $(RAY)
+test: image browser $(LITELLM) $(RAY) $(HELPDESK)
 	$(BIN)/pytest -n 3 --dist loadfile --durations=15
 
 lint: install
@@ -85,10 +96,11 @@ run-all-parallel: install
 
 # A team's own harness (examples/legacy-harness), unmodified: once through its Python function,
 # once through its own CLI; every worker with a private PostgreSQL built from its schema/.
-run-example: install
+run-example: install $(HELPDESK)
 	@scripts/docker-engine.sh up || echo "(no Docker engine: falling back to private PostgreSQL servers on this machine)"
 	$(BIN)/runner run examples/legacy-harness/runner.yaml $(ARGS)
 	$(BIN)/runner run examples/legacy-harness/runner-command.yaml $(ARGS)
+	$(BIN)/runner run examples/helpdesk/runner.yaml $(ARGS)
 
 # Every benchmark (about 15 minutes on 2 cores); the headline on 300 conversations per run.
 bench: image $(RAY)
@@ -103,4 +115,4 @@ bench-quick: image $(RAY)
 	$(BIN)/python -m bench.all --quick
 
 clean:
-	rm -rf $(VENV) .venv-litellm out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-litellm .venv-helpdesk out .pytest_cache .mypy_cache .ruff_cache

@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -143,6 +144,9 @@ class HarnessSettings(_Frozen):
     entrypoint: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
                                    description="python: package.module:function")
     pythonpath: list[Path] = Field(default_factory=list, description="python: put on sys.path first")
+    python: Path | None = Field(None, description="python: run the function in this interpreter (a virtualenv's "
+                                "bin/python, or the virtualenv's directory) instead of the runner's; command: what "
+                                "{python} means")
     command: list[str] | None = Field(None, min_length=1, description="command: argv template")
     chunk_size: int = Field(4, ge=1, le=10_000, description="command: records per invocation")
     cwd: Path | None = Field(None, description="where the harness runs (default: the config's directory)")
@@ -152,6 +156,8 @@ class HarnessSettings(_Frozen):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> HarnessSettings:
+        if self.python is not None and self.kind == "crm":
+            raise ValueError("python: is for the python and command harnesses")
         if self.kind == "python" and not self.entrypoint:
             raise ValueError("a python harness needs entrypoint: package.module:function")
         if self.kind == "command" and not self.command:
@@ -271,8 +277,10 @@ class Config(_Frozen):
     original_models: bool = Field(False, description="run each model's original_model (the seeds' ids)")
     simulator: SimSettings = SimSettings()
     telemetry_dsn: str | None = None
-    gateway: bool = Field(True, description="python/command harnesses: their SDK calls go through the runner's "
-                                            "gateway (one budget, retries, cache)")
+    gateway: bool | Literal["auto"] = Field(
+        "auto", description="python/command harnesses: their SDK calls go through the runner's gateway (one budget, "
+                            "retries, cache). auto: when a model call can happen (an API key in the environment, or "
+                            "providers: sim); true: always; false: never")
 
     @model_validator(mode="after")
     def _checks(self) -> Config:
@@ -308,9 +316,6 @@ class Config(_Frozen):
                                                      "id_field"})
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
-    def uses_simulator(self) -> bool:
-        return resolve_mode(self) == "sim"
-
     def model_overrides(self) -> dict[str, dict[str, Any]]:
         return {k: v.model_dump(exclude_none=True) for k, v in self.models.items()}
 
@@ -326,6 +331,36 @@ class Config(_Frozen):
 def resolve_path(cfg: Config, p: Path) -> Path:
     """A path from the config file, relative to the file's directory."""
     return p if p.is_absolute() else (cfg.config_dir / p).resolve()
+
+
+def harness_python(cfg: Config) -> Path | None:
+    """harness.python as an interpreter's path (a virtualenv's directory means its bin/python)."""
+    p = cfg.harness.python
+    if p is None:
+        return None
+    p = resolve_path(cfg, p)
+    return p / "bin" / "python" if p.is_dir() else p
+
+
+def check_harness_python(cfg: Config) -> None:
+    """Fail at start, naming the key, on an interpreter that is not there."""
+    p = harness_python(cfg)
+    if p is not None and not (p.is_file() and os.access(p, os.X_OK)):
+        raise ConfigError(f"harness.python: {p} is not an executable Python interpreter (give a virtualenv's "
+                          "bin/python or its directory)")
+
+
+def gateway_use(cfg: Config) -> str | None:
+    """Why a user's harness gets the gateway's variables, or None: it gets none of ours (no base URL, no key
+    it did not have), so a harness that turns a judge on when a key is set behaves as it would alone."""
+    if cfg.harness.kind == "crm" or cfg.gateway is False:
+        return None
+    if cfg.gateway is True:
+        return "gateway: true"
+    keys = [k for k in API_KEY_ENV.values() if os.environ.get(k)]
+    if keys:
+        return f"{' and '.join(keys)} set: its calls go through the gateway"
+    return "providers: sim" if cfg.providers_mode == "sim" else None
 
 
 def resolve_mode(cfg: Config) -> Literal["real", "sim"]:
@@ -363,8 +398,49 @@ def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
 EXTERNAL_NAMES = {"providers_mode": "providers", "force": "force_resume", "output_dir": "out"}
 
 
+# ${VAR} or ${VAR:-default}; $${ is a literal ${. Distinct from the harness's {placeholders}, which are
+# filled per record: these are filled once, when the config is read.
+_VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _variables(config_dir: Path) -> dict[str, str]:
+    """The environment, over the .env beside the config (python-dotenv's rule: it never overrides)."""
+    from dotenv import dotenv_values
+
+    dotenv = config_dir / ".env"
+    found = {k: v for k, v in dotenv_values(dotenv).items() if v is not None} if dotenv.is_file() else {}
+    return {**found, **os.environ}
+
+
+def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) -> None:
+    """Fill ${VAR} in every string of the document, in place; an unset one without a default names file:line."""
+    if isinstance(node, yaml.ScalarNode) and "$" in node.value:
+        def fill(m: re.Match[str]) -> str:
+            if m.group(0) == "$${":
+                return "${"
+            name, default = m.group(1), m.group(2)
+            if name in variables:
+                return variables[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"${{{name}}} is not set (export it, put it in the .env beside the config, or write "
+                              f"${{{name}:-default}})", where=f"{path}:{node.start_mark.line + 1}")
+
+        value = _VAR.sub(fill, node.value)
+        if value != node.value:
+            node.value = value
+            if node.style is None:  # a plain scalar is typed by what it now says (a number, true, ...)
+                node.tag = yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False))
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _interpolate(item, variables, path)
+    elif isinstance(node, yaml.MappingNode):
+        for _, value_node in node.value:
+            _interpolate(value_node, variables, path)
+
+
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
-    """Read, merge flags, validate. Relative paths in the file are relative to the file."""
+    """Read, fill ${VAR}s, merge flags, validate. Relative paths in the file are relative to the file."""
     path = Path(path) if path else DEFAULT_CONFIG
     try:
         text = path.read_text()
@@ -372,7 +448,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         raise ConfigError(f"cannot read config: {e.strerror}", where=str(path)) from None
     try:
         node = yaml.compose(text)
-        data = yaml.safe_load(text) or {}
+        if "$" in text:
+            _interpolate(node, _variables(path.parent), path)
+        data = (yaml.safe_load(yaml.serialize(node)) if node is not None else None) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

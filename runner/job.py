@@ -10,6 +10,7 @@ import contextlib
 import os
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from loguru import logger
 from rich.console import Console
 
 from runner.concurrency import Layout, layout
-from runner.config import Config, resolve_mode
+from runner.config import API_KEY_ENV, Config, check_harness_python, gateway_use, resolve_mode
 from runner.errors import OWN_FAULT_KINDS, ConfigError, DatasetError, RunStopped
 from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
@@ -85,6 +86,7 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
     if not order:
         raise DatasetError("no records: nothing to run", path=str(cfg.dataset))
     check_templates(cfg)
+    check_harness_python(cfg)
     check_keys(cfg)
     warnings = check_retirements(cfg)
     warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
@@ -94,7 +96,7 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
 
 def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console) -> Summary:
     run_id = uuid.uuid4().hex[:12]
-    mode, spec = resolve_mode(cfg), database_spec(cfg)
+    mode, spec = _mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
         logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
     sink = ResultSink(out, [r.name for r in cfg.runs])
@@ -129,6 +131,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             error, interrupted = sup.error, sup.interrupted
             # this invocation's records in flight over time: the report draws it
             manifest["in_flight"] = {"capacity": sup.progress.capacity, "samples": sup.progress.timeline()}
+            # results thrown away because their sandbox did not serve the whole record (all invocations)
+            manifest["discarded"] = dict(Counter(manifest.get("discarded") or {}) + sup.discarded)
             if gateway is not None:
                 manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
             if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
@@ -161,6 +165,8 @@ def _reported(error: str) -> RunStopped:
 
 
 def _providers(cfg: Config, mode: str) -> str:
+    if mode == "none":
+        return "none (the runner calls no model and sets no API variables: gateway: true routes the harness's)"
     if mode == "real":
         return "REAL APIs"
     return "simulator (providers: sim)" if cfg.providers_mode == "sim" else "simulator (no API keys set)"
@@ -181,7 +187,12 @@ def _image(spec: DatabaseSpec, kind: str, manifest: dict[str, object]) -> str | 
 
 
 def _uses_gateway(cfg: Config) -> bool:
-    return cfg.gateway and cfg.harness.kind != "crm"
+    return gateway_use(cfg) is not None
+
+
+def _mode(cfg: Config) -> str:
+    """real or sim for a run that calls models through the runner; none for a harness that does not."""
+    return resolve_mode(cfg) if cfg.model_runs() or _uses_gateway(cfg) else "none"
 
 
 def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack, *,
@@ -198,7 +209,10 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
     if not _uses_gateway(cfg):
         return sim, None
     gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway"), host=host))
-    logger.info("model gateway at {} ({})", gw.url, "to the simulator" if sim else "to the real APIs")
+    stand_in = f" and {'/'.join(k for k in API_KEY_ENV.values() if not os.environ.get(k))}=sim-key" \
+        if sim and not all(os.environ.get(k) for k in API_KEY_ENV.values()) else ""
+    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE)"
+                "{}", gw.url, "to the simulator" if sim else "to the real APIs", gateway_use(cfg), stand_in)
     return sim, gw
 
 

@@ -81,6 +81,17 @@ class SandboxReplaced:
 
 
 @dataclass(frozen=True)
+class ResultDiscarded:
+    """Emitted when a record's result is thrown away because its sandbox did not serve the whole record
+    (died, froze, was replaced, lost the slot's database): the record runs again as its next attempt."""
+
+    worker: int
+    item_id: int
+    attempt: int  # the attempt whose result was discarded
+    reason: str
+
+
+@dataclass(frozen=True)
 class WorkerFailed:
     """Emitted before a worker exits on an error that stops the run (boot failure, fatal provider error)."""
 

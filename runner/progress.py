@@ -58,6 +58,7 @@ class Progress:
     target: int | None = None  # --concurrency auto: the throttle's current target, and why it last changed
     target_why: str = ""
     flight: list[tuple[Any, ...]] = field(default_factory=list)  # (seconds, in flight[, target]), ~1/s
+    discarded: int = 0  # results thrown away (their sandbox did not serve the whole record) and run again
     status_path: Path | None = None  # where the state is written every second, for whoever watches the run
     _live: Live | None = None
     _last_line: float = 0.0
@@ -132,7 +133,7 @@ class Progress:
         if not force and now - self._last_line < 10:
             return
         self._last_line = now
-        state = tuple((p.done, p.errors, p.retries, p.rate_limited) for p in self.runs.values())
+        state = (self.discarded, *((p.done, p.errors, p.retries, p.rate_limited) for p in self.runs.values()))
         if state == self._last_state:
             return  # the closing line repeats nothing the log doesn't already say
         self._last_state = state
@@ -140,6 +141,8 @@ class Progress:
             logger.info("{}: {}/{} done, {} ok ({} solved), {} errors, {} calls, {} retries, {} 429s, {} cache hits, "
                         "{}", name, p.done, p.total, p.ok, p.success, p.errors, p.llm_calls, p.retries,
                         p.rate_limited, p.cache_hits, p.cost)
+        if self.discarded:
+            logger.info("{} result(s) discarded (sandbox lost mid-record) and run again", self.discarded)
         if self.capacity > 1:
             logger.info("in flight: {} of {}{}", self.in_flight, self.capacity,
                         f" (target {self.target}: {self.target_why})" if self.target is not None else "")
@@ -149,6 +152,8 @@ class Progress:
         flying = f", {self.in_flight}/{self.capacity} in flight" if self.capacity > 1 else ""
         if self.target is not None:
             flying += f", target {self.target}: {self.target_why}"
+        if self.discarded:
+            flying += f", {self.discarded} discarded (sandbox lost) and rerun"
         t = Table(title=f"runs ({elapsed:.0f}s{flying})", expand=False)
         for col in ("run", "done", "ok", "solved", "errors", "rate/s", "ETA", "retries", "429s", "cache hits", "cost"):
             t.add_column(col, justify="right" if col != "run" else "left")

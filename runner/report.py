@@ -53,6 +53,11 @@ def run_metrics(rows: list[Result]) -> dict[str, Any]:
 
     return {
         "records": len(rows), "ok": len(ok), "errors": len(rows) - len(ok),
+        # earlier attempts' results thrown away: their sandbox did not serve the whole record
+        "discarded": sum(len(r.discarded) for r in rows),
+        # fields the harness wrote that are not numbers at all (their mean leaves those records out)
+        "unreadable": dict(Counter(f for r in rows for f, note in r.read_notes.items()
+                                   if note.startswith("not a number"))),
         "errors_by_kind": dict(Counter(str(r.error_kind) for r in rows if not r.ok)),
         "success_rate": sum(1 for r in ok if r.success) / len(rows) if rows else 0.0,
         "success_ci95": wilson(sum(1 for r in ok if r.success), len(rows)),
@@ -137,6 +142,13 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     for name, row in cells.items():
         t.add_row(name, *row[:shown])
     console.print(t)
+    if lost := sum(m["discarded"] for m in metrics.values()):
+        console.print(f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
+                      "whole record (it died, froze or was replaced); only the complete attempts count")
+    for name, m in metrics.items():
+        for field, n in m["unreadable"].items():
+            console.print(f"[yellow]{name}: {field} is not a number in {n} of {m['records']} results: those are "
+                          "left out of its column[/yellow]")
     if shown < len(cols):
         console.print(f"[dim]not shown at this width ({', '.join(c[0] for c in cols[shown:])}): see report.html[/dim]")
     return metrics
@@ -177,7 +189,11 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None) -> tup
            "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
                         "gateway": through.get(n)} for n, m in metrics.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+    lost = sum(m["discarded"] for m in metrics.values())
+    notes = [SIMULATED if simulated(manifest) else "",
+             f"{lost} result(s) discarded and their records run again: the sandbox did not serve the whole record"
+             if lost else ""]
     (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent,
-                                            note=SIMULATED if simulated(manifest) else None,
+                                            note="; ".join(n for n in notes if n) or None,
                                             flight=manifest.get("in_flight")), encoding="utf-8")
     return out / "report.json", out / "report.html"

@@ -58,6 +58,10 @@ class Result(BaseModel):
     metrics: dict[str, float | None] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     output: dict[str, Any] | None = None
+    read_notes: dict[str, str] = Field(default_factory=dict, description="success or metric fields not written as "
+                                       "plain numbers: how each was read, or why it could not be")
+    discarded: list[str] = Field(default_factory=list, description="earlier attempts' results thrown away, "
+                                 "and why (a sandbox that did not serve the whole record)")
 
     @property
     def ok(self) -> bool:
@@ -92,12 +96,34 @@ def dig(data: Any, path: str) -> Any:
     return data
 
 
-def as_metric(v: Any) -> float | None:
+_TRUE, _FALSE = {"true", "yes", "pass", "passed", "y", "t"}, {"false", "no", "fail", "failed", "n", "f"}
+
+
+def read_score(v: Any) -> tuple[float | None, str | None]:
+    """A score as harnesses write them: a number, a boolean, or either as a string ("1.0", "true").
+    Returns the number and, when it was not a plain number, a note saying how it was read (or why not)."""
+    if v is None:
+        return None, None
     if isinstance(v, bool):
-        return float(v)
+        return float(v), None
     if isinstance(v, int | float):
-        return float(v)
-    return None
+        return float(v), None
+    if isinstance(v, str):
+        text = v.strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return float(text in _TRUE), "read from a string"
+        try:
+            return float(text), "read from a string"
+        except ValueError:
+            pass
+    shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+    return None, f"not a number: {shown}"
+
+
+def as_success(v: Any) -> tuple[bool | None, str | None]:
+    """success_field's value as a verdict: truthy strings like "0.0" or "false" are failures, not successes."""
+    number, note = read_score(v)
+    return (None if number is None else number > 0), note
 
 
 def as_group(v: Any) -> list[str]:

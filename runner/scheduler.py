@@ -93,6 +93,12 @@ class Scheduler:
             self.left[run] -= 1
         return True
 
+    def again(self, worker: int, item_id: int) -> None:
+        """The worker runs an item it holds once more (its result was discarded): one more attempt spent."""
+        held = self.holding.get(worker, {})
+        if (a := held.get(item_id)) is not None:
+            held[item_id] = Assignment(a.item, a.attempt + 1, a.alone)
+
     def lose(self, worker: int) -> list[Assignment]:
         """The worker is gone: requeue its unfinished items first in line; return the exhausted ones."""
         held = self.holding.pop(worker, {})

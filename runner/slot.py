@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import itertools
 import queue
 import signal
@@ -32,7 +33,10 @@ from runner.harness.base import Harness, SandboxInfo, Task
 from runner.messages import Assign, ItemDone, Job, SlotReady
 from runner.records import Record
 from runner.result import Result, Usage, error_result, now_iso
+from runner.sandbox.witness import Incarnation
 
+# Which record each slot of this process runs now: marks what the harness prints in the worker's log.
+running: dict[int, str] = {}
 # A command harness enforces its own limit per chunk; the alarm is the backstop a little later.
 ALARM_SLACK_SECONDS = 5.0
 
@@ -56,6 +60,8 @@ class Host(Protocol):
     def slot_info(self, slot: int) -> SandboxInfo: ...
     def sandbox_id(self) -> str | None: ...
     def sandbox_dead(self) -> bool: ...
+    def incarnation(self, slot: int) -> tuple[int, Incarnation] | None: ...
+    def discard(self, job: Job, reason: str) -> None: ...
     def replace_sandbox(self, why: str, seen: int) -> None: ...
     def reset_slot(self, slot: int) -> None: ...
     def wait_copied(self, slot: int) -> None: ...
@@ -105,25 +111,52 @@ class Slot:
         self.host.inbox.put(ItemDone(self.host.worker_id, job.item_id, result.model_copy(update=update).to_json()))
 
     def handle(self, jobs: tuple[Job, ...], clock: Clock) -> Iterator[tuple[Job, Result]]:
-        """Each job's result; a lost sandbox is replaced and what it held retried once."""
+        """Each job's result, kept only if one live sandbox served the whole record.
+
+        The harness's word is not enough: most harnesses catch every exception and report a failed
+        record when their database dies under them. So the worker's witness session (sandbox/witness.py)
+        is asked before and after: a result whose sandbox died, froze, was replaced or lost the slot's
+        databases meanwhile is discarded, the sandbox replaced (once for all slots), and the record run
+        again as its next attempt, until max_attempts."""
         left = list(jobs)
-        for tries in (1, 2):
+        discarded: dict[int, list[str]] = {j.item_id: [] for j in jobs}
+        while left:
             if self.generation != self.host.generation:
                 self.attach()
             seen = self.generation
+            before = self._before_records()
             lost: list[Job] = []
             for job, res in self.attempt(left, clock):
-                if res.error_kind in ("harness_error", "database", "timeout") and tries == 1 and (
-                        self.host.generation != seen or self.host.sandbox_dead()):
-                    lost.append(job)  # the sandbox went away under it (perhaps replaced by another slot)
+                if before is not None and self.host.incarnation(self.n) == before:
+                    yield job, res.model_copy(update={"discarded": discarded[job.item_id]}) \
+                        if discarded[job.item_id] else res
                 else:
-                    yield job, res
+                    lost.append(job)
             if not lost:
                 return
-            self.host.replace_sandbox(f"{len(lost)} record(s) failed and the database no longer answers", seen)
-            left = lost
-        for job in left:
-            yield job, error_result(job.run, job.record_id, job.index, "sandbox lost twice", kind="sandbox_lost")
+            why = "the sandbox did not serve the whole record (it died, froze or was replaced meanwhile)"
+            self.host.replace_sandbox(f"{len(lost)} record(s) ran while the database stopped answering", seen)
+            left = []
+            for job in lost:
+                self.host.discard(job, why)
+                discarded[job.item_id].append(f"sandbox_lost: attempt {job.attempt}")
+                if job.attempt < self.cfg.max_attempts:
+                    left.append(dataclasses.replace(job, attempt=job.attempt + 1))
+                else:
+                    yield job, error_result(job.run, job.record_id, job.index,
+                                            f"{why}, on each of {job.attempt} attempts", kind="sandbox_lost",
+                                            discarded=discarded[job.item_id])
+
+    def _before_records(self) -> tuple[int, Incarnation] | None:
+        """Reset the slot's databases if the harness asks for it, then which sandbox serves them (None:
+        none does, so whatever runs now is lost)."""
+        if self.cfg.harness.reset == "recreate":
+            try:
+                self.host.reset_slot(self.n)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                logger.warning("slot {}: resetting its databases failed: {}", self.n, e)
+                return None
+        return self.host.incarnation(self.n)
 
     def attempt(self, jobs: list[Job], clock: Clock) -> Iterator[tuple[Job, Result]]:
         """Run jobs through the harness under the time limit; every job comes back with a result.
@@ -135,9 +168,8 @@ class Slot:
         tasks = [self.task(j) for j in jobs]
         limit = self.cfg.conversation_timeout_seconds * len(jobs)
         started = (now_iso(), time.monotonic())  # a chunk's records run together
-        if self.cfg.harness.reset == "recreate":
-            self.host.reset_slot(self.n)
         usage: list[Usage] = []
+        running[self.n] = f"{jobs[0].run}:{jobs[0].record_id}" + (f" +{len(jobs) - 1}" if len(jobs) > 1 else "")
         clock.start(limit + (ALARM_SLACK_SECONDS if len(jobs) > 1 else 0))
         try:
             outcomes = self.harness.run(tasks)
@@ -168,6 +200,7 @@ class Slot:
                                       self._spent(len(jobs), usage))
         finally:
             clock.stop()
+            running.pop(self.n, None)
 
     def _spent(self, parts: int, taken: list[Usage]) -> list[Usage]:
         """What the records cut short had cost, in chunk order: the gateway's count for a user harness's

@@ -12,6 +12,7 @@ import queue
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from runner.messages import (
     Heartbeat,
     ItemDone,
     Job,
+    ResultDiscarded,
     SandboxReplaced,
     SlotReady,
     Stop,
@@ -76,6 +78,8 @@ class Supervisor:
         self.grace_deadline: float | None = None
         self.error: str | None = None
         self.last_turn = time.monotonic()
+        self.read_warned: set[tuple[str, str]] = set()  # result fields already warned about (read_notes)
+        self.discarded: Counter[str] = Counter()  # results thrown away, by why (the manifest counts them)
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -139,6 +143,8 @@ class Supervisor:
                 if (h := self.pool.get(msg.worker)) is not None:
                     for chunk in h.chunks.values():  # each chunk's retry starts now, with its full time limit
                         chunk.since = time.monotonic()
+            case ResultDiscarded():
+                self.on_discarded(msg)
             case SlotReady():
                 if (h := self.pool.get(msg.worker)) is not None:
                     h.ready_slots.add(msg.slot)
@@ -185,6 +191,17 @@ class Supervisor:
                 if not h.chunks:
                     self.progress.worker(h.id).item = "-"
                 self.assign(h)
+
+    def on_discarded(self, m: ResultDiscarded) -> None:
+        """Emitted when a worker threw a result away (its sandbox did not serve the whole record) and runs
+        the record again: that is the record's next attempt."""
+        self.scheduler.again(m.worker, m.item_id)
+        if (h := self.pool.get(m.worker)) is not None:
+            for chunk in h.chunks.values():  # its rerun starts now, with its full time limit
+                if m.item_id in chunk.items:
+                    chunk.since = time.monotonic()
+        self.discarded[m.reason.partition(":")[0] if ":" in m.reason else "sandbox_lost"] += 1
+        self.progress.discarded += 1
 
     # ------------------------------------------------------------------ work
     def assign(self, h: WorkerHandle) -> None:
@@ -235,6 +252,12 @@ class Supervisor:
             self.fail(f"{e}; the results written so far are kept: make room and run the same command again")
             return
         self.progress.result(result)
+        for field, note in result.read_notes.items():
+            kind = note.partition(":")[0]
+            if (field, kind) not in self.read_warned:  # once per field and way of reading: not per record
+                self.read_warned.add((field, kind))
+                logger.warning("{}: {} in {}:{} (and perhaps others){}", field, note, result.run, result.record_id,
+                               "" if kind == "read from a string" else ": the report leaves it out")
         if self.throttle is not None:
             u = result.usage
             live = u.llm_calls - u.cache_hits

@@ -29,8 +29,17 @@ from runner.errors import RunStopped
 from runner.harness import harness_class, id_field, reading
 from runner.harness.base import SandboxInfo, WorkerInfo, sandbox_info, slot_database
 from runner.inbox import Connection, Outbox
-from runner.logfiles import add_log_file
-from runner.messages import Assign, SandboxReplaced, Stop, WorkerFailed, WorkerReady, WorkerRetiring
+from runner.logfiles import add_log_file, capture_output
+from runner.messages import (
+    Assign,
+    Job,
+    ResultDiscarded,
+    SandboxReplaced,
+    Stop,
+    WorkerFailed,
+    WorkerReady,
+    WorkerRetiring,
+)
 from runner.ratelimit import Budget
 from runner.records import Record, load_records
 from runner.resources import die_with_parent, leave_forkserver
@@ -46,7 +55,8 @@ from runner.sandbox.base import (
     template_name,
 )
 from runner.sandbox.schema import DatabaseSpec
-from runner.slot import AlarmClock, Slot, SlotThread
+from runner.sandbox.witness import Incarnation, SandboxGone, Witness
+from runner.slot import AlarmClock, Slot, SlotThread, running
 from runner.vitals import Heart
 
 EXIT_BOOT_FAILED = 3
@@ -92,6 +102,7 @@ class Worker:
         # SIGALRM reaches the main thread only: elsewhere (a Ray actor's thread) one slot runs in a thread too
         self.inline = spec.slots == 1 and threading.current_thread() is threading.main_thread()
         self.sandbox: Sandbox | None = None
+        self.witness: Witness | None = None  # the worker's own session: did the sandbox serve a whole record?
         self.generation = 0
         self.lock = threading.Lock()  # one replacement of the sandbox at a time
         # slot k's databases exist in the first sandbox once copied[k] is set (copied in the background)
@@ -131,10 +142,12 @@ class Worker:
                 self.deferred = copies
             else:
                 copy_databases(sb.endpoint, copies)
+            witness = Witness(sb.endpoint.local_dsn())
+            witness.start()
         except BaseException:
             sb.stop()
             raise
-        self.sandbox = sb
+        self.sandbox, self.witness = sb, witness
         self.generation += 1
         if self.generation > 1:
             for e in self.copied:  # a replacement has them all (and the background copier stops)
@@ -206,6 +219,9 @@ class Worker:
         return self.sandbox.id if self.sandbox else None
 
     def stop_sandbox(self) -> None:
+        if self.witness is not None:
+            self.witness.stop()
+            self.witness = None
         if self.sandbox is not None:
             self.sandbox.stop()
             self.sandbox = None
@@ -221,6 +237,24 @@ class Worker:
             self.boot()
             assert self.sandbox is not None
             self.inbox.put(SandboxReplaced(self.spec.worker, old, self.sandbox.id, why[:200]))
+
+    def incarnation(self, slot: int) -> tuple[int, Incarnation] | None:
+        """Which sandbox (generation) and which server incarnation serves this slot's databases now; None
+        when it does not answer. Equal before and after a record exactly when one live server served it."""
+        generation, witness, sb = self.generation, self.witness, self.sandbox  # a slot may be replacing them
+        if witness is None or sb is None:
+            return None
+        try:
+            names = [d.name for d in self.slot_info(slot, sb).databases.values()]
+            return generation, witness.observe(names)
+        except SandboxGone as e:
+            logger.warning("slot {}: sandbox {} did not pass the witness check: {}", slot, sb.id, e)
+            return None
+
+    def discard(self, job: Job, reason: str) -> None:
+        """Tell the supervisor a result was thrown away and the record goes again (it counts an attempt)."""
+        logger.warning("{}:{} attempt {}: result discarded: {}", job.run, job.record_id, job.attempt, reason)
+        self.inbox.put(ResultDiscarded(self.worker_id, job.item_id, job.attempt, reason))
 
     def sandbox_dead(self) -> bool:
         sb = self.sandbox  # another slot may be replacing it right now
@@ -333,6 +367,7 @@ def worker_main(spec: WorkerSpec, to_supervisor: Connection, tasks: Any, limiter
     die_with_parent(spec.supervisor_pid, via_forkserver=True)
     leave_forkserver()
     log_path = log_to_file(spec)
+    capture_output(lambda: ", ".join(running.values()) or "-")
     # A supervisor that finds this worker stuck sends SIGABRT first: the stacks land in its log.
     faulthandler.enable(open(log_path, "a"))  # noqa: SIM115 - open for the life of the process
     sys.exit(run_worker(spec, Outbox(to_supervisor), tasks, limiter))

@@ -100,3 +100,66 @@ def test_one_name_per_concept_in_yaml_and_flags(tmp_path: Path) -> None:
     assert flagged.providers_mode == "real"  # the flag wins over the file
     with pytest.raises(ConfigError, match=r"c\.yaml:\d+: providers: Input should be"):
         load_config(_write(tmp_path, GOOD + "providers: simulated\n"))
+
+
+USER_HARNESS = "dataset: {data}\nharness: {{kind: command, command: ['{cmd}', '{{input}}', '{{output}}']}}\n" \
+               "runs:\n  - {{name: a}}\n"
+
+
+def test_variables_fill_every_string_with_defaults_and_the_dotenv(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "d.jsonl").write_text('{"id": "x"}\n')
+    (tmp_path / ".env").write_text("TOOL=from-dotenv\nWORKERS=2\n")
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(USER_HARNESS.format(data="${DATA_DIR}/d.jsonl", cmd="${TOOL}")
+                        + "workers: ${WORKERS}\nslots: ${SLOTS:-3}\nout: $${kept}\n")
+    monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    cfg = load_config(cfg_path)
+    assert cfg.dataset == tmp_path / "d.jsonl"
+    assert cfg.harness.command == ["from-dotenv", "{input}", "{output}"]  # .env beside the config
+    assert (cfg.workers, cfg.slots) == (2, 3)  # a plain scalar is typed by what it says; a default
+    assert str(cfg.output_dir) == "${kept}"  # $${ stays a literal ${
+    monkeypatch.setenv("TOOL", "from-env")  # the environment wins over the .env (python-dotenv's rule)
+    assert load_config(cfg_path).harness.command[0] == "from-env"
+
+
+def test_an_unset_variable_names_file_and_line(tmp_path: Path) -> None:
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(USER_HARNESS.format(data="d.jsonl", cmd="${SURELY_UNSET_RUNNER_VAR}"))
+    with pytest.raises(ConfigError, match=r"c\.yaml:2: \$\{SURELY_UNSET_RUNNER_VAR\} is not set"):
+        load_config(cfg_path)
+
+
+def test_harness_python_is_an_interpreter_or_a_venv(tmp_path: Path) -> None:
+    import sys
+
+    from runner.config import check_harness_python, harness_python
+
+    (tmp_path / "d.jsonl").write_text('{"id": "x"}\n')
+    venv = Path(sys.executable).parent.parent
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(USER_HARNESS.format(data="d.jsonl", cmd="{python}").replace(
+        "kind: command,", f"kind: command, python: {venv},"))
+    cfg = load_config(cfg_path)
+    assert harness_python(cfg) == venv / "bin" / "python"
+    check_harness_python(cfg)
+    cfg_path.write_text(cfg_path.read_text().replace(str(venv), str(tmp_path / "no-venv")))
+    with pytest.raises(ConfigError, match="harness.python: .*no-venv is not an executable Python interpreter"):
+        check_harness_python(load_config(cfg_path))
+
+
+def test_a_user_harness_gets_model_variables_only_when_a_call_can_happen(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.config import gateway_use
+
+    (tmp_path / "d.jsonl").write_text('{"id": "x"}\n')
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(USER_HARNESS.format(data="d.jsonl", cmd="tool"))
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    assert gateway_use(load_config(cfg_path)) is None  # no key, no simulator asked for: nothing of ours
+    assert gateway_use(load_config(cfg_path, {"providers_mode": "sim"})) == "providers: sim"
+    assert gateway_use(load_config(cfg_path, {"gateway": True})) == "gateway: true"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    assert "OPENAI_API_KEY set" in (gateway_use(load_config(cfg_path)) or "")
+    assert gateway_use(load_config(cfg_path, {"gateway": False})) is None

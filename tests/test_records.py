@@ -52,3 +52,25 @@ def test_a_harness_check_runs_on_every_line_and_skip_invalid_puts_bad_ones_aside
 def test_records_keep_their_line_and_data(tmp_path: Path) -> None:
     rec = next(iter_records(_file(tmp_path, "", '{"id": "a", "x": {"y": 1}}')))
     assert rec.line == 2 and rec.data == {"id": "a", "x": {"y": 1}}
+
+
+@pytest.mark.parametrize(("value", "number", "note"), [
+    (1, 1.0, None), (0.5, 0.5, None), (True, 1.0, None), (None, None, None),
+    ("1.0", 1.0, "read from a string"), ("0.75", 0.75, "read from a string"), (" 0 ", 0.0, "read from a string"),
+    ("true", 1.0, "read from a string"), ("False", 0.0, "read from a string"), ("pass", 1.0, "read from a string"),
+    ("n/a", None, "not a number: 'n/a'"), ([1], None, "not a number: [1]"),
+])
+def test_scores_are_read_as_harnesses_write_them(value: object, number: float | None, note: str | None) -> None:
+    from runner.result import read_score
+
+    assert read_score(value) == (number, note)
+
+
+def test_a_string_that_says_failure_is_a_failure() -> None:
+    """bool("0.0") and bool("false") are True in Python: a success field written as a string must not be."""
+    from runner.result import as_success
+
+    assert as_success("0.0") == (False, "read from a string")
+    assert as_success("false") == (False, "read from a string")
+    assert as_success("1") == (True, "read from a string")
+    assert as_success(0) == (False, None)

@@ -58,7 +58,8 @@ def test_kill_9_of_a_worker_and_docker_kill_of_a_sandbox_with_busy_slots(tmp_pat
     assert code == 0, log[-3000:]
     _all_ok(out)
     rows = rows_of(out, "strong") + rows_of(out, "atlas")
-    assert len([r for r in rows if r["attempt"] == 2]) >= 2  # several slots were busy when it died
+    # several slots were busy when it died (those the dead sandbox had held count that attempt too)
+    assert len([r for r in rows if r["attempt"] >= 2]) >= 2
     sup = (out / "logs" / "supervisor.log").read_text()
     assert "died (SIGKILL)" in sup and sup.count("replaced by") == 1
     assert "(of worker" in sup  # the dead worker's container removed when it died, not at the end

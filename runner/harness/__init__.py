@@ -14,7 +14,7 @@ from typing import Any
 from runner.config import Config, resolve_path
 from runner.harness.base import Defaults, Harness, Outcome, Task
 from runner.records import Check
-from runner.result import Result, as_group, as_metric, dig, error_result, now_iso
+from runner.result import Result, as_group, as_success, dig, error_result, now_iso, read_score
 from runner.sandbox.schema import DatabaseSpec, init_files
 
 
@@ -92,9 +92,18 @@ def build_result(task: Task, outcome: Outcome, index: int, started: tuple[str, f
         head, _, rest = path.partition(".")
         return dig(sources[head], rest) if head in sources and rest else dig(out, path)
 
-    success = find(how.success_field) if how.success_field else None
-    return Result(run=task.run.name, record_id=task.record_id, index=index, status="ok",
-                  success=None if success is None else bool(success), started_at=started_at, finished_at=now_iso(),
-                  wall_seconds=wall, usage=outcome.usage,
-                  metrics={k: as_metric(find(p)) for k, p in how.metrics.items()},
-                  groups={k: as_group(find(p)) for k, p in how.group_by.items()}, output=out)
+    notes: dict[str, str] = {}
+    success = None
+    if how.success_field:
+        success, note = as_success(find(how.success_field))
+        if note:
+            notes[f"success_field ({how.success_field})"] = note
+    metrics = {}
+    for k, p in how.metrics.items():
+        metrics[k], note = read_score(find(p))
+        if note:
+            notes[f"metrics.{k} ({p})"] = note
+    return Result(run=task.run.name, record_id=task.record_id, index=index, status="ok", success=success,
+                  started_at=started_at, finished_at=now_iso(), wall_seconds=wall, usage=outcome.usage,
+                  metrics=metrics, groups={k: as_group(find(p)) for k, p in how.group_by.items()}, output=out,
+                  read_notes=notes)

@@ -42,7 +42,7 @@ class CommandHarness(Harness):
         inp, outp = stem.with_suffix(".in.jsonl"), stem.with_suffix(".out.jsonl")
         inp.write_text("".join(json.dumps(t.record) + "\n" for t in tasks), encoding="utf-8")
         outp.unlink(missing_ok=True)
-        vals = {**template_values(self.sandbox, run), "input": str(inp), "output": str(outp)}
+        vals = {**template_values(cfg, self.sandbox, run), "input": str(inp), "output": str(outp)}
         argv = [render(a, vals, where="harness.command") for a in cfg.harness.command or []]
         env = harness_env(cfg, self.sandbox, run, {"input": str(inp), "output": str(outp)},
                           gateway=self.gateway_env(run.name))

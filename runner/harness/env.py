@@ -4,7 +4,7 @@ Layers, later wins: the runner's environment, the `.env` file (python-dotenv rul
 overrides a variable already set), the harness's `env:`, the run's `env:`, and last the
 connection variables, in every spelling harnesses read, so the sandbox always wins.
 Templates: {host} {port} {user} {password} {database} {dsn} {url}, {dsn:NAME} {url:NAME} for any
-database, {run} and each run parameter ({model}, ...), {python} (the runner's interpreter).
+database, {run} and each run parameter ({model}, ...), {python} (harness.python if set, else the runner's interpreter).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from runner.config import Config, RunSpec, resolve_path
+from runner.config import Config, RunSpec, harness_python, resolve_path
 from runner.errors import ConfigError
 from runner.harness.base import Database, SandboxInfo
 
@@ -48,10 +48,10 @@ def per_slot_keys(cfg: Config, sb: SandboxInfo) -> set[str]:
     return keys | {"RUNNER_RUN"}
 
 
-def template_values(sb: SandboxInfo, run: RunSpec) -> dict[str, str]:
+def template_values(cfg: Config, sb: SandboxInfo, run: RunSpec) -> dict[str, str]:
     db = sb.db
     vals = {"host": db.host, "port": str(db.port), "user": db.user, "password": db.password,
-            "database": db.name, "dsn": db.dsn(), "url": db.url(), "python": sys.executable}
+            "database": db.name, "dsn": db.dsn(), "url": db.url(), "python": str(harness_python(cfg) or sys.executable)}
     for name, other in sb.databases.items():
         vals[f"dsn:{name}"] = other.dsn()
         vals[f"url:{name}"] = other.url()
@@ -97,7 +97,7 @@ def gateway_env(gateway: str, run: str, worker: int | str, *, simulated: bool) -
 def harness_env(cfg: Config, sb: SandboxInfo, run: RunSpec, extra: Mapping[str, str] = {}, *,
                 gateway: Mapping[str, str] = {}) -> dict[str, str]:
     """The whole environment for one record of `run` (a full copy: subprocesses get exactly this)."""
-    vals = {**template_values(sb, run), **extra}
+    vals = {**template_values(cfg, sb, run), **extra}
     env = {**os.environ, **dotenv_file(cfg)}
     for k, v in cfg.harness.env.items():
         env[k] = render(v, vals, where=f"harness.env.{k}")
@@ -115,7 +115,7 @@ def check_templates(cfg: Config) -> None:
                                                                  if cfg.database else ()))}
     fake = SandboxInfo("check", dbs, "main")
     for run in cfg.runs:
-        vals = {**template_values(fake, run), "input": "", "output": ""}
+        vals = {**template_values(cfg, fake, run), "input": "", "output": ""}
         for k, v in cfg.harness.env.items():
             render(v, vals, where=f"harness.env.{k}")
         for k, v in run.env.items():

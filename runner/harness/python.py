@@ -9,21 +9,21 @@ with its traceback; a function that kills its process is a worker death (requeue
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
-from runner.config import resolve_path
+from runner.config import harness_python, resolve_path
 from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task
 from runner.harness.env import harness_env, per_slot_keys
+from runner.harness.interpreter import Interpreter, InterpreterExited
+from runner.harness.shim import calling, load_entrypoint
 from runner.harness.slot_env import install, set_slot_env
 
 
@@ -46,45 +46,19 @@ class Context:
         return (self.databases[database] if database else self.db).dsn()
 
 
-def calling(fn: Callable[..., Any]) -> Callable[[dict[str, Any], Context], Any]:
-    """Call fn the way it is written: fn(record, ctx), fn(record, **params), or fn(record).
-
-    A harness's existing function (e.g. `run_conversation(conv, *, model, provider)`) runs as it
-    is: run parameters fill the keyword parameters they name, `ctx` goes to a parameter of that name
-    or to a second positional one.
-    """
-    params = inspect.signature(fn).parameters
-    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    ctx_positional = len(positional) >= 2 and positional[1].name not in ("ctx", "context") and \
-        positional[1].default is inspect.Parameter.empty
-    ctx_name = next((n for n in ("ctx", "context") if n in params), None)
-
-    def call(record: dict[str, Any], ctx: Context) -> Any:
-        kwargs = {k: v for k, v in ctx.params.items() if takes_all or (k in params and k != ctx_name)}
-        if ctx_name:
-            kwargs[ctx_name] = ctx
-        elif ctx_positional:
-            return fn(record, ctx, **kwargs)
-        return fn(record, **kwargs)
-
-    return call
-
-
-def load_entrypoint(spec: str) -> Callable[..., Any]:
-    module, _, name = spec.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise RuntimeError(f"cannot load harness entrypoint {spec}: {type(e).__name__}: {e}") from e
-    if not callable(fn):
-        raise RuntimeError(f"harness entrypoint {spec} is not callable")
-    return fn
-
-
 class PythonHarness(Harness):
+    interpreter: Interpreter | None = None  # harness.python: the slot's process in the user's interpreter
+    current = "-"  # the record running, for the lines its interpreter prints
+
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
+        if self.info.cfg.harness.python is not None:
+            self._stop_interpreter()  # a new sandbox: a fresh import sees its variables
+            self._interpreter()
+            return
+        self._import(sandbox)
+
+    def _import(self, sandbox: SandboxInfo) -> None:
         cfg = self.info.cfg
         if self.info.slots > 1:  # slots run in threads of one process: each reads its own variables
             install(per_slot_keys(cfg, sandbox))
@@ -102,11 +76,78 @@ class PythonHarness(Harness):
         assert self.sandbox is not None
         for task in tasks:
             env = harness_env(self.info.cfg, self.sandbox, task.run, gateway=self.gateway_env(task.run.name))
+            if self.info.cfg.harness.python is not None:
+                yield task, self._call_there(task, env)
+                continue
             self._export(env)
             ctx = Context(run=task.run.name, params=task.run.params, worker=self.info.worker, attempt=task.attempt,
                           record_id=task.record_id, db=self.sandbox.db, databases=self.sandbox.databases, env=env,
                           scratch=self.info.scratch, logger=logger.bind(record=task.record_id, run=task.run.name))
             yield task, self._call(task, ctx)
+
+    # ------------------------------------------------------------------ harness.python: its own interpreter
+    def _interpreter(self) -> Interpreter:
+        """The slot's shim process, started and loaded (again after one was cut short)."""
+        if self.interpreter is not None:
+            return self.interpreter
+        cfg, sb = self.info.cfg, self.sandbox
+        assert sb is not None
+        python = harness_python(cfg)
+        assert python is not None
+        env = harness_env(cfg, sb, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
+        cwd = resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
+        interp = Interpreter(str(python), env, cwd, self._log_line)
+        interp.start()
+        try:
+            reply = interp.ask({"op": "load", "entrypoint": cfg.harness.entrypoint, "env": env, "cwd": str(cwd),
+                                "pythonpath": [str(resolve_path(cfg, p)) for p in cfg.harness.pythonpath]})
+        except BaseException:
+            interp.stop()
+            raise
+        if "error" in reply:
+            interp.stop()
+            raise RuntimeError(f"cannot load harness entrypoint {cfg.harness.entrypoint} in {python}:\n"
+                               f"{reply['error']}")
+        self.interpreter = interp
+        return interp
+
+    def _log_line(self, line: str) -> None:
+        logger.info("harness {} | {}", self.current, line)
+
+    def _call_there(self, task: Task, env: dict[str, str]) -> Outcome:
+        assert self.sandbox is not None
+        sb = self.sandbox
+        ctx = {"run": task.run.name, "params": task.run.params, "worker": self.info.worker, "attempt": task.attempt,
+               "record_id": task.record_id, "main": sb.main, "scratch": str(self.info.scratch),
+               "databases": {n: {"host": d.host, "port": d.port, "user": d.user, "password": d.password,
+                                 "name": d.name} for n, d in sb.databases.items()}}
+        self.current = f"{task.run.name}:{task.record_id}"
+        try:
+            reply = self._interpreter().ask({"op": "call", "record": task.record, "ctx": ctx, "env": env})
+        except InterpreterExited as e:
+            self._stop_interpreter()
+            return Outcome.failed(str(e))
+        except BaseException:  # the time limit, or the worker stopping: the process is midway through a record
+            self._stop_interpreter()
+            raise
+        finally:
+            self.current = "-"
+        if "error" in reply:
+            logger.warning("harness raised on {}:{}\n{}", task.run.name, task.record_id, reply["error"])
+            return Outcome.failed(reply["error"])
+        return Outcome(reply["output"])
+
+    def _stop_interpreter(self) -> None:
+        interp, self.interpreter = self.interpreter, None
+        if interp is not None:
+            interp.stop()
+
+    def detach(self) -> None:
+        self._stop_interpreter()
+        super().detach()
+
+    def close(self) -> None:
+        self._stop_interpreter()
 
     def _export(self, env: dict[str, str]) -> None:
         if self.info.slots > 1:

@@ -1,6 +1,7 @@
 """A sandbox whose database stops answering (`docker pause`: the port still accepts connections, nothing
-answers them): the record in flight ends as a `timeout` result, the worker replaces its sandbox and
-carries on, every record ends exactly once and the paused container is removed."""
+answers them): the record in flight is cut at its time limit, its result discarded (its sandbox did not
+serve it) and the record run again; the worker replaces its sandbox and carries on, every record ends
+exactly once and the paused container is removed."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def test_a_paused_database_is_a_timeout_and_the_worker_carries_on(tmp_path: Path
     assert code == 0, log[-3000:]
     assert_exactly_once(out, ["strong"], 8)
     rows = rows_of(out, "strong")
-    failed = [r for r in rows if r["status"] != "ok"]
-    assert len(failed) <= 1 and all(r["error_kind"] == "timeout" for r in failed), [r["error"] for r in failed]
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    assert sum(len(r["discarded"]) for r in rows) >= 1
     assert len({r["sandbox_id"] for r in rows}) == 2  # the paused one, then its replacement
     assert {r["worker"] for r in rows} == {0}  # the same worker: it was never killed
     gone = subprocess.run(["docker", "ps", "-aq", "--filter", f"id={paused}"], capture_output=True, text=True)

@@ -111,7 +111,8 @@ def test_sdk_calls_of_the_harness_go_through_the_gateway(tmp_path: Path, example
                                                                            str(EXAMPLE / "conversations.jsonl"))
     text = text.replace("pythonpath: [.]", f"pythonpath: [{EXAMPLE}]").replace("schema: [schema]",
                                                                                f"schema: [{EXAMPLE / 'schema'}]")
-    cfg.write_text(text + "runs:\n  - {name: claude, params: {provider: anthropic, model: claude-sonnet-5-5}}\n"
+    cfg.write_text(text + "gateway: true\nruns:\n"
+                   "  - {name: claude, params: {provider: anthropic, model: claude-sonnet-5-5}}\n"
                    "  - {name: gpt, params: {provider: openai, model: gpt-5.4}}\n")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     p = subprocess.run([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(tmp_path / "out"), "--limit",

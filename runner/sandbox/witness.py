@@ -1,0 +1,118 @@
+"""Did one server serve the whole record? A witness session that a lost sandbox cannot fake.
+
+Most harnesses catch every exception inside a conversation and report a failed one: when their
+database dies mid-record, the runner gets a well-formed "failure" that is really the sandbox's.
+So the worker does not trust the harness's word: it keeps one session of its own open on the
+sandbox and asks, before and after each record, which server incarnation answers and which
+databases the slot holds. A server that died or restarted (a crashed backend resets every
+session) breaks the session; a container that was paused does not answer in time; a database
+that was dropped and made again has another oid. Any of these: the record's result is discarded.
+
+The query goes out through libpq's asynchronous calls with a deadline of our own, because a
+frozen server (docker pause) keeps its socket open and a blocking read would wait forever.
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import pq
+
+from runner.resources import Resource
+
+# A trivial catalog query on a healthy server answers in well under a millisecond; this long means
+# frozen or dying. Generous on purpose: a false alarm costs a sandbox and a retry, never a wrong result.
+ANSWER_SECONDS = 5.0
+
+_QUERY = (b"SELECT pg_postmaster_start_time()::text, "
+          b"coalesce(string_agg(datname || '=' || oid::text, ',' ORDER BY datname), '') "
+          b"FROM pg_database WHERE datname = ANY($1::text[])")
+
+
+class SandboxGone(Exception):
+    """The witness session got no answer, or an answer from another server: the sandbox is lost."""
+
+
+@dataclass(frozen=True)
+class Incarnation:
+    """Which server answered, and which databases (by oid) it held: equal before and after a record
+    exactly when one live server, with the same databases, served it all."""
+
+    started: str
+    databases: str
+
+
+def _array(names: list[str]) -> bytes:
+    quoted = ('"' + n.replace("\\", "\\\\").replace('"', '\\"') + '"' for n in names)
+    return ("{" + ",".join(quoted) + "}").encode()
+
+
+class Witness(Resource):
+    """The worker's own session on its sandbox (one for all its slots: a lock takes turns)."""
+
+    def __init__(self, dsn: str, *, answer_seconds: float = ANSWER_SECONDS) -> None:
+        self.dsn, self.answer_seconds = dsn, answer_seconds
+        self._conn: psycopg.Connection[object] | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+
+    def stop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def observe(self, databases: list[str]) -> Incarnation:
+        """The server's start time and these databases' oids, or SandboxGone."""
+        with self._lock:
+            if self._conn is None or self._conn.closed:
+                raise SandboxGone("the witness session is closed")
+            pg = self._conn.pgconn
+            try:
+                return self._ask(pg, _array(databases))
+            except SandboxGone:
+                self._conn.close()  # half a conversation with the server: never reuse it
+                raise
+
+    def _ask(self, pg: pq.abc.PGconn, names: bytes) -> Incarnation:
+        deadline = time.monotonic() + self.answer_seconds
+        try:
+            return self._exchange(pg, names, deadline)
+        except psycopg.OperationalError as e:  # libpq's word for a session the server dropped
+            raise SandboxGone(f"the witness session broke: {e}") from None
+
+    def _exchange(self, pg: pq.abc.PGconn, names: bytes, deadline: float) -> Incarnation:
+        pg.send_query_params(_QUERY, [names])
+        while True:
+            while pg.flush():  # 1: more to write
+                self._wait(pg, deadline, write=True)
+            pg.consume_input()
+            if not pg.is_busy():
+                break
+            self._wait(pg, deadline)
+        result, last = pg.get_result(), None
+        while (more := pg.get_result()) is not None:  # drain to the end of this query
+            last = more
+        if result is None or result.status != pq.ExecStatus.TUPLES_OK or last is not None:
+            raise SandboxGone(f"the witness query failed: {pg.get_error_message() or 'no answer'}")
+        return Incarnation(_text(result, 0), _text(result, 1))
+
+    @staticmethod
+    def _wait(pg: pq.abc.PGconn, deadline: float, *, write: bool = False) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SandboxGone("the server did not answer the witness in time (frozen or overloaded)")
+        fd = pg.socket
+        ready = select.select([], [fd], [], left) if write else select.select([fd], [], [], left)
+        if not any(ready):
+            raise SandboxGone("the server did not answer the witness in time (frozen or overloaded)")
+
+
+def _text(result: pq.abc.PGresult, col: int) -> str:
+    value = result.get_value(0, col)
+    return value.decode() if value is not None else ""

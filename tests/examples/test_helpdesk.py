@@ -1,0 +1,143 @@
+"""examples/helpdesk, unmodified, in its own virtualenv: a harness that swallows every error, so only
+the runner's own check of the sandbox keeps a dead, frozen or restarted database from becoming wrong
+"failed" results. Every fault below ends with each record once and the same outcomes as a clean run,
+and the thrown-away results counted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.runs import finish, line_count, ready_container, rows_of, start_run
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
+VENV_PYTHON = Path(__file__).resolve().parents[2] / ".venv-helpdesk" / "bin" / "python"
+RUNS = ("replay", "careless")
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+os.environ.setdefault("HELPDESK_LATENCY_MS", "30")  # its default think time (100 ms) only makes the runs longer
+
+
+@pytest.fixture(scope="module")
+def venv() -> Path:
+    if not VENV_PYTHON.exists():
+        pytest.fail(f"{VENV_PYTHON} is missing: `make helpdesk-venv` makes it (make test does)")
+    return VENV_PYTHON
+
+
+def _config(tmp_path: Path, config: str, *, slots: int, timeout: float = 30) -> Path:
+    """The example's own config, pointed at its files from a temporary directory."""
+    text = (EXAMPLE / config).read_text().replace("tickets.jsonl", str(EXAMPLE / "tickets.jsonl"))
+    text = text.replace("pythonpath: [.]", f"pythonpath: [{EXAMPLE}]").replace("schema: [schema]",
+                                                                               f"schema: [{EXAMPLE / 'schema'}]")
+    text = text.replace("${HELPDESK_PYTHON:-../../.venv-helpdesk}", str(VENV_PYTHON))
+    text = text.replace("workers: 4", f"workers: 2\nslots: {slots}\nconversation_timeout_seconds: {timeout}")
+    if config == "runner-command.yaml":  # its CLI runs from its checkout
+        text = text.replace("  chunk_size: 5", f"  chunk_size: 5\n  cwd: {EXAMPLE}")
+    p = tmp_path / config
+    p.write_text(text)
+    return p
+
+
+def _outcomes(out: Path) -> dict[str, dict[str, Any]]:
+    """Per run, per record: the harness's verdict and score, with each record checked to be there once."""
+    got = {}
+    for run in RUNS:
+        rows = rows_of(out, run)
+        ids = [r["record_id"] for r in rows]
+        assert len(ids) == len(set(ids)) == 60, (run, len(ids), len(set(ids)))
+        got[run] = {r["record_id"]: (r["status"], r["success"], r["metrics"].get("score")) for r in rows}
+    return got
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory, venv: Path, sandbox_image: str) -> dict[str, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("clean")
+    p = start_run(_config(tmp, "runner.yaml", slots=1), tmp / "out", "--sandbox", "docker")
+    rc, log = finish(p)
+    assert rc == 0, log[-3000:]
+    outcomes = _outcomes(tmp / "out")
+    assert all(o[0] == "ok" for run in outcomes.values() for o in run.values())
+    return outcomes
+
+
+def _kill_backend(container: str, dsn: str) -> None:
+    """PostgreSQL killed inside the container: one backend -9, and the server resets every session."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        subprocess.run(["docker", "exec", container, "sh", "-c", f"kill -9 {row[0]}"], check=True,
+                       capture_output=True)
+
+
+def _dsn_of(container: str) -> str:
+    info = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
+                                     check=True).stdout)[0]
+    env = dict(e.split("=", 1) for e in info["Config"]["Env"])
+    port = info["NetworkSettings"]["Ports"]["5432/tcp"][0]["HostPort"]
+    return f"host=127.0.0.1 port={port} user=helpdesk password={env['POSTGRES_PASSWORD']} dbname=postgres"
+
+
+@pytest.mark.parametrize(("config", "slots", "fault"), [
+    ("runner.yaml", 1, "kill"),
+    ("runner.yaml", 3, "postgres"),
+    ("runner.yaml", 1, "pause"),
+    ("runner-command.yaml", 1, "pause"),
+    ("runner-command.yaml", 2, "kill"),
+])
+def test_a_fault_mid_run_changes_no_outcome(tmp_path: Path, clean: dict[str, dict[str, Any]], config: str,
+                                            slots: int, fault: str) -> None:
+    out = tmp_path / "out"
+    # a short time limit: a frozen sandbox is given up on soon (the witness's own wait follows it)
+    p = start_run(_config(tmp_path, config, slots=slots, timeout=4), out, "--sandbox", "docker")
+    deadline = time.monotonic() + 120
+    while line_count(out) < 10:
+        assert p.poll() is None and time.monotonic() < deadline, "no results in time"
+        time.sleep(0.05)
+    victim = ready_container(out, p)
+    if fault == "kill":
+        subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
+    elif fault == "pause":  # never unpaused: the runner must give up on it and remove it
+        subprocess.run(["docker", "pause", victim], check=True, capture_output=True)
+    else:
+        _kill_backend(victim, _dsn_of(victim))
+    rc, log = finish(p, timeout=400)
+    assert rc == 0, log[-3000:]
+    assert _outcomes(out) == clean
+    manifest = json.loads((out / "manifest.json").read_text())
+    discarded = sum(len(r["discarded"]) for run in RUNS for r in rows_of(out, run))
+    assert manifest["discarded"].get("sandbox_lost", 0) == discarded >= 1, (manifest["discarded"], discarded)
+    assert "discarded" in log
+    assert not subprocess.run(["docker", "ps", "-aq", f"--filter=label=pgsandbox-runner.owner-pid={p.pid}"],
+                              capture_output=True, text=True).stdout.split(), "containers left behind"
+
+
+def test_the_harness_runs_in_its_own_interpreter(tmp_path: Path, venv: Path, sandbox_image: str) -> None:
+    """Its openai is the venv's (1.x), not the runner's; its logging lands in the worker's log, marked."""
+    import openai
+
+    there = subprocess.run([str(venv), "-c", "import openai; print(openai.__version__)"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert there.split(".")[0] != openai.__version__.split(".")[0]
+    out = tmp_path / "out"
+    cfg = _config(tmp_path, "runner.yaml", slots=2)
+    p = start_run(cfg, out, "--sandbox", "docker", "--limit", "6")
+    rc, log = finish(p)
+    assert rc == 0, log[-3000:]
+    rows = rows_of(out, "replay")
+    assert {r["output"]["openai_version"] for r in rows} == {there}
+    worker_logs = "".join(f.read_text() for f in (out / "logs").glob("worker-*.log"))
+    assert "| harness replay:hd-0000 |" not in log and "ticket hd-0000" not in log  # not on the console
+    assert "harness replay:hd-0000 | " in worker_logs and "ticket hd-0000: " in worker_logs
+    # scores written as strings are read as numbers, with one warning per field, not per record
+    assert rows[0]["metrics"]["score"] == 1.0 and rows[0]["success"] is True
+    assert log.count("metrics.score (score): read from a string") == 1
+    # no model variable reached it: its judge (on whenever OPENAI_API_KEY is set) stayed off
+    assert all("judge" not in r["output"] for r in rows)
+    assert "simulated" not in log

@@ -1,0 +1,98 @@
+"""The witness tells a sandbox that served a whole record from one that died, froze, restarted or lost
+a database meanwhile, whatever the harness said."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from runner.sandbox.base import Sandbox
+from runner.sandbox.docker import DockerSandbox
+from runner.sandbox.witness import SandboxGone, Witness
+
+
+@pytest.fixture
+def witness(any_sandbox: Sandbox) -> Iterator[Witness]:
+    assert any_sandbox.endpoint is not None
+    with Witness(any_sandbox.endpoint.local_dsn()) as w:
+        yield w
+
+
+def test_same_server_same_databases_look_the_same(witness: Witness) -> None:
+    first = witness.observe(["crm", "atlas"])
+    assert first == witness.observe(["crm", "atlas"])
+    assert first.started and "crm=" in first.databases and "atlas=" in first.databases
+
+
+def test_a_database_made_again_is_another_one(any_sandbox: Sandbox, witness: Witness) -> None:
+    """Dropped and created again under the same name (a reset gone wrong, a harness's own DROP): not the same."""
+    with psycopg.connect(any_sandbox.dsn("postgres"), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier("witness_tmp")))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier("witness_tmp")))
+        before = witness.observe(["witness_tmp"])
+        conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier("witness_tmp")))
+        assert witness.observe(["witness_tmp"]) != before  # gone
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier("witness_tmp")))
+        assert witness.observe(["witness_tmp"]) != before  # back, but another database
+        conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier("witness_tmp")))
+
+
+def test_names_are_data_not_sql(witness: Witness) -> None:
+    """Database names travel as a parameter: quotes and commas in one change nothing."""
+    assert witness.observe(['x", "crm', "it's,{odd}"]).databases == ""
+
+
+@pytest.mark.docker
+def test_killed_paused_and_crashed_servers_are_caught(sandbox_image: str) -> None:
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-witness", owner_pid=os.getpid()) as sb:
+        assert sb.endpoint is not None
+        cid = sb.container_id()
+        assert cid is not None
+        # A backend killed -9 inside: the postmaster restarts every session (crash recovery).
+        with Witness(sb.endpoint.local_dsn()) as w:
+            w.observe(["crm"])
+            with psycopg.connect(sb.dsn("postgres"), autocommit=True) as victim:
+                row = victim.execute("SELECT pg_backend_pid()").fetchone()
+                assert row is not None
+                subprocess.run(["docker", "exec", cid, "sh", "-c", f"kill -9 {row[0]}"], check=True,
+                               capture_output=True)
+            with pytest.raises(SandboxGone):
+                for _ in range(50):  # the restart takes a moment to reach our session
+                    w.observe(["crm"])
+                    time.sleep(0.1)
+        # Frozen: the socket stays open, nothing answers.
+        _wait_login(sb)
+        with Witness(sb.endpoint.local_dsn(), answer_seconds=1.0) as w:
+            w.observe(["crm"])
+            subprocess.run(["docker", "pause", cid], check=True, capture_output=True)
+            try:
+                t0 = time.monotonic()
+                with pytest.raises(SandboxGone, match="in time"):
+                    w.observe(["crm"])
+                assert time.monotonic() - t0 < 5
+                with pytest.raises(SandboxGone, match="closed"):  # never reused after half a conversation
+                    w.observe(["crm"])
+            finally:
+                subprocess.run(["docker", "unpause", cid], check=True, capture_output=True)
+        # Killed outright.
+        with Witness(sb.endpoint.local_dsn()) as w:
+            w.observe(["crm"])
+            subprocess.run(["docker", "kill", cid], check=True, capture_output=True)
+            with pytest.raises(SandboxGone):
+                w.observe(["crm"])
+
+
+def _wait_login(sb: Sandbox) -> None:
+    for _ in range(100):
+        try:
+            with psycopg.connect(sb.dsn("postgres"), connect_timeout=2):
+                return
+        except psycopg.OperationalError:
+            time.sleep(0.1)
+    raise AssertionError("the server did not come back")
