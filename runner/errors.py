@@ -19,9 +19,10 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
         └── BadRecord               the record's own data cannot run (a gold call failing on its seed)
 
 A result that failed carries one of ERROR_KINDS (below), so reports group failures by cause. Some
-causes are not exceptions of ours: a time limit (SIGALRM in the worker), a sandbox that stopped
-answering (the worker checks it after a failure, replaces it and retries once), a harness that
-raised or wrote no result, a worker that died; the worker or supervisor names them by kind.
+causes are not exceptions of ours: a time limit (SIGALRM in the worker), a sandbox that did not serve
+the whole record (the worker's witness checks it around every record, whatever the harness said: the
+result is discarded and the record run again; `sandbox_lost` once its attempts are spent), a harness
+that raised or wrote no result, a worker that died; the worker or supervisor names them by kind.
 
 Tool errors (unknown tool, invalid arguments, constraint violations) are not exceptions at
 all: they go back to the model as structured tool results, as a real API would.
@@ -35,7 +36,7 @@ from typing import Literal
 ErrorKind = Literal[
     "timeout",           # over the per-record time limit
     "database",          # a query failed on a database that is still up
-    "sandbox_lost",      # the sandbox died, and again after it was replaced
+    "sandbox_lost",      # the sandbox did not serve the whole record, on every attempt
     "provider_rejected", # the API refused this record's request (400/413/422)
     "provider_gave_up",  # retries ran out on transient errors or 429s
     "bad_record",        # the record's own data is wrong (a dataset check cannot see it until it runs)

@@ -144,7 +144,7 @@ def test_harness_python_is_an_interpreter_or_a_venv(tmp_path: Path) -> None:
     assert harness_python(cfg) == venv / "bin" / "python"
     check_harness_python(cfg)
     cfg_path.write_text(cfg_path.read_text().replace(str(venv), str(tmp_path / "no-venv")))
-    with pytest.raises(ConfigError, match="harness.python: .*no-venv is not an executable Python interpreter"):
+    with pytest.raises(ConfigError, match=r"harness\.python: .*no-venv is not an executable Python interpreter"):
         check_harness_python(load_config(cfg_path))
 
 
