@@ -129,13 +129,14 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
     if ray_address:
         cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
     cfg = _select_runs(cfg, runs)
-    summary = run_job(cfg)
-    from runner.report import load_runs, print_gateway, print_summary, write_reports
+    from runner.report import load_runs, print_gateway, print_summary, reports_current, warm_renderer, write_reports
 
+    summary = run_job(cfg, on_booted=warm_renderer)
     results = load_runs(summary.out)  # read once for the table and the reports
     print_summary(summary.out, runs=results)
     print_gateway(summary.out)
-    write_reports(summary.out, results)
+    if not reports_current(summary.out, results):  # a resume with nothing to do leaves them as they are
+        write_reports(summary.out, results)
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)

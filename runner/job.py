@@ -11,9 +11,10 @@ import os
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import multiprocess as mp
 from loguru import logger
@@ -22,12 +23,10 @@ from rich.console import Console
 from runner.concurrency import Layout, layout
 from runner.config import API_KEY_ENV, Config, check_harness_python, gateway_use, resolve_mode
 from runner.errors import OWN_FAULT_KINDS, ConfigError, DatasetError, RunStopped
-from runner.gateway.process import GatewayServer
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.logfiles import add_log_file
 from runner.models.preflight import check_keys, check_retirements, requests_sent, unpriced
-from runner.models.sim.process import SimServer
 from runner.plan import WorkItem, make_plan
 from runner.pool import ProcessTransport, Transport, WorkerPool
 from runner.priority import budget_preference
@@ -41,6 +40,10 @@ from runner.sink import OutputLock, ResultSink, base_manifest, check_manifest, w
 from runner.supervisor import Supervisor
 from runner.throttle import Throttle
 from runner.worker import WorkerSpec, preload
+
+if TYPE_CHECKING:  # the servers (aiohttp) load only for runs that start them: a resume of a finished job does not
+    from runner.gateway.process import GatewayServer
+    from runner.models.sim.process import SimServer
 
 
 @dataclass
@@ -58,10 +61,14 @@ class Summary:
         return sum(self.errors.get(k, 0) for k in OWN_FAULT_KINDS)
 
 
-def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
+def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[[], None] | None = None) -> Summary:
+    """`on_booted`: called once the first workers are all ready (the CLI warms the report's renderer then,
+    off the start-up's critical path and while the workers run records)."""
     from runner.sandbox import resolve_kind
 
     kind = resolve_kind(cfg.sandbox)  # first: no engine is said at once, not after the SDKs' types load (~4 s)
+    if cfg.executor == "local" and not (cfg.output_dir / "manifest.json").exists():
+        _warm_forkserver(cfg)  # a new output: records will run (a resume may have nothing left to do)
     order, warnings = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
     with writing(out):
@@ -73,7 +80,7 @@ def run_job(cfg: Config, *, console: Console | None = None) -> Summary:
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, order, kind, console or Console(stderr=True))
+            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted)
         finally:
             logger.remove(log_id)
 
@@ -94,7 +101,8 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
     return order, warnings
 
 
-def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console) -> Summary:
+def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
+         on_booted: Callable[[], None] | None = None) -> Summary:
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
@@ -110,6 +118,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     logger.info("run {}: {} records x {} runs = {} items to do ({} already done); harness: {}; providers: {}; "
                 "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs), len(plan), len(done),
                 cfg.harness.kind, _providers(cfg, mode), kind)
+    if plan and cfg.executor == "local":
+        _warm_forkserver(cfg)  # started already for a new output; a resume with work left starts it here
     image = _image(spec, kind, manifest) if plan else None
     interrupted = False
     error = None
@@ -123,6 +133,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
                               gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None],
                               transport, limiter, lay)
+            sup.on_booted = on_booted
             with sup.progress:
                 try:
                     sup.run()
@@ -200,6 +211,9 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
     """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
     calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack; both
     listen on `host` (this machine only, unless workers on other nodes must reach them)."""
+    from runner.gateway.process import GatewayServer
+    from runner.models.sim.process import SimServer
+
     def log(name: str) -> str | None:
         return str(log_dir / f"{name}.log") if log_dir else None
 
@@ -294,6 +308,16 @@ def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(preload(cfg))
     return ProcessTransport(ctx), build_limiter(cfg, lanes=workers), "127.0.0.1"
+
+
+def _warm_forkserver(cfg: Config) -> None:
+    """Start the process workers are forked from now: it imports the harness's modules (the SDKs take
+    ~1.4 s for the built-in agents) in parallel with the image check and the simulator's start, instead of
+    after them, when the first worker is spawned (_transport sets the same preload list)."""
+    from multiprocess import forkserver
+
+    mp.get_context("forkserver").set_forkserver_preload(preload(cfg))
+    forkserver.ensure_running()  # returns at once; a second call finds it running
 
 
 def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import statistics
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -176,6 +179,36 @@ def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
     return counts
 
 
+def results_digest(runs: dict[str, list[Result]]) -> str:
+    """What a report was made from: every result's identity and attempt (a rerun changes it)."""
+    h = hashlib.sha256()
+    for name in sorted(runs):
+        for r in runs[name]:
+            h.update(f"{name}\0{r.record_id}\0{r.attempt}\0{r.finished_at}\0{r.status}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def reports_current(out: Path, runs: dict[str, list[Result]]) -> bool:
+    """report.json and report.html already show exactly these results (a resume that had nothing to do)."""
+    try:
+        made_from = json.loads((out / "report.json").read_text()).get("results_digest")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return made_from == results_digest(runs) and (out / "report.html").exists()
+
+
+def warm_renderer() -> None:
+    """Load the charts' renderer (Altair, and vl-convert's JavaScript engine: ~0.6 s) in a thread while the
+    workers run, so the report at the end does not wait for it."""
+    def warm() -> None:
+        with contextlib.suppress(Exception):  # a nicety: the report loads it itself if this failed
+            from runner.report_charts import warm_up
+
+            warm_up()
+
+    threading.Thread(target=warm, daemon=True, name="warm-report").start()
+
+
 def write_reports(out: Path, runs: dict[str, list[Result]] | None = None) -> tuple[Path, Path]:
     """report.json (metrics and breakdowns per run) and report.html, next to the results."""
     from runner.report_html import breakdown, group_names, render
@@ -185,7 +218,7 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None) -> tup
     manifest = read_manifest(out)
     sent, through = manifest.get("requests") or {}, manifest.get("gateway") or {}
     groups = group_names(rows)
-    doc = {"simulated": simulated(manifest),
+    doc = {"simulated": simulated(manifest), "results_digest": results_digest(rows),
            "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
                         "gateway": through.get(n)} for n, m in metrics.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))

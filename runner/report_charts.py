@@ -23,6 +23,11 @@ def _svg(chart: alt.TopLevelMixin, label: str) -> str:
     return f'<figure class="chart" role="img" aria-label="{label}">{svg}</figure>'
 
 
+def warm_up() -> None:
+    """One tiny chart: the first render starts vl-convert's JavaScript engine, the slow part."""
+    _svg(alt.Chart(alt.Data(values=[{"x": 0, "y": 0}])).mark_point().encode(x="x:Q", y="y:Q"), "warm-up")
+
+
 def _runs_color(names: list[str]) -> alt.Color:
     return alt.Color("run:N", scale=alt.Scale(domain=names), legend=alt.Legend(title="run", orient="top"))
 

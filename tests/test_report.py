@@ -188,3 +188,26 @@ def test_a_large_job_keeps_failures_whole_and_successes_brief(monkeypatch: pytes
     drill = html.split('<div id="drilldown">')[1]
     assert drill.count("&lt;b&gt;Ava&lt;/b&gt;") == 1  # only the failure's transcript
     assert "successful records show their metrics only" in html
+
+
+def test_reports_are_rewritten_only_when_the_results_changed(out: Path) -> None:
+    """A resume that had nothing left to do keeps the reports (their charts cost most of its time); any
+    new or rerun result makes them current again."""
+    from runner.report import reports_current
+
+    runs = load_runs(out)
+    assert not reports_current(out, runs)  # never written
+    write_reports(out, runs)
+    assert reports_current(out, runs)
+    rerun = {name: [r.model_copy(update={"attempt": r.attempt + 1}) if i == 0 else r for i, r in enumerate(rows)]
+             for name, rows in runs.items()}
+    assert not reports_current(out, rerun)
+    (out / "report.html").unlink()
+    assert not reports_current(out, runs)
+
+
+def test_the_discarded_and_unreadable_results_are_counted_in_the_report(tmp_path: Path) -> None:
+    ok = Result(run="a", record_id="r1", index=0, status="ok", success=True, started_at="t", finished_at="t",
+                discarded=["sandbox_lost: attempt 1"], read_notes={"metrics.score (score)": "not a number: 'x'"})
+    m = run_metrics([ok])
+    assert m["discarded"] == 1 and m["unreadable"] == {"metrics.score (score)": 1}

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from runner.config import Config, Limits
-from runner.gateway.server import DEFAULT_UPSTREAMS, Gateway, GatewaySettings
-from runner.ratelimit import SharedLimiter
+
+if TYPE_CHECKING:  # the server (aiohttp) loads where a gateway is built, not wherever this package is touched
+    from runner.gateway.server import Gateway
 
 
 def build_gateway(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None) -> Gateway:
     """The gateway a config describes: its rate_limits as one shared budget, its providers' base URLs
     (or the simulator), its retry policy, its response cache."""
+    from runner.gateway.server import DEFAULT_UPSTREAMS, Gateway, GatewaySettings
+    from runner.ratelimit import SharedLimiter
+
     upstreams = {p: sim_url or getattr(cfg, p).base_url or url for p, url in DEFAULT_UPSTREAMS.items()}
     keys = sorted(cfg.rate_limits)
     limiter = SharedLimiter({k: cfg.rate_limits[k].resolved() for k in keys},
@@ -24,4 +30,4 @@ def build_gateway(cfg: Config, *, sim_url: str | None = None, cache: bool | None
     return Gateway(settings, limiter=limiter, cache=response_cache)
 
 
-__all__ = ["Gateway", "GatewaySettings", "Limits", "build_gateway"]
+__all__ = ["Limits", "build_gateway"]

@@ -66,3 +66,11 @@ def test_input_budget_follows_each_providers_rules() -> None:
     u = Usage(input_tokens=100, output_tokens=5, cache_write_tokens=300, cache_read_tokens=5000)
     assert budget_input_tokens("anthropic", u) == 400  # cache reads do not count against ITPM
     assert budget_input_tokens("openai", u) == 5100  # every prompt token counts
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_request_keys_read_from_the_sdk_source_equal_the_imported_types(provider: str) -> None:
+    """Read without importing the SDK (a second of every start): the same keys its type defines."""
+    from runner.models.capabilities import sdk_request_keys, sdk_request_keys_imported
+
+    assert sdk_request_keys(provider) == sdk_request_keys_imported(provider) | {"stream"}
