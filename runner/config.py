@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from runner.errors import ConfigError
 
@@ -93,14 +93,36 @@ class SimSettings(_Frozen):
     stream_interval_ms: float = Field(0.0, ge=0, description="pause between streamed events (a slow stream)")
 
 
-class ModelRef(_Frozen):
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+
+class Thinking(_Frozen):
+    """Whether the model thinks on this run's calls (runner/models/thinking.py): current models do unless
+    told not to, and their thinking tokens come out of the same output limit as the answer."""
+
+    thinking: Literal["model-default", "off", "on"] = Field(
+        "model-default", description="off: disabled where the model thinks by default; on: adaptive where taken, "
+                                     "else a budget; model-default: send nothing (the start line says what it does)")
+    effort: Effort | None = Field(None, description="Anthropic output_config.effort / OpenAI reasoning_effort")
+    thinking_tokens: int = Field(4096, ge=0, description="added to max_output_tokens whenever the model thinks, so "
+                                                         "thinking cannot starve the answer (the budget, for "
+                                                         "budget_tokens models)")
+
+    @field_validator("thinking", mode="before")
+    @classmethod
+    def _yaml_booleans(cls, v: Any) -> Any:
+        """YAML reads a bare `off` / `on` as false / true: take them as the words they were."""
+        return {False: "off", True: "on"}.get(v, v) if isinstance(v, bool) else v
+
+
+class ModelRef(Thinking):
     provider: Literal["anthropic", "openai"]
     model: str
     sim_model: str = Field("sim-strong", description="the simulator model that plays it offline")
     original_model: str | None = Field(None, description="the seeds' model id, used with --original-models")
 
 
-class RunSpec(_Frozen):
+class RunSpec(Thinking):
     """One named run: its parameters and env for any harness; provider/model for the model-calling ones."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
@@ -129,7 +151,8 @@ class RunSpec(_Frozen):
         if self.provider is None or self.model is None:
             raise ValueError(f"run {self.name} has no provider/model")
         return ModelRef(provider=self.provider, model=self.model, sim_model=self.sim_model,
-                        original_model=self.original_model)
+                        original_model=self.original_model, thinking=self.thinking, effort=self.effort,
+                        thinking_tokens=self.thinking_tokens)
 
     def template_values(self) -> dict[str, str]:
         """{run} and each parameter, for env and argv templates."""

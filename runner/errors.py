@@ -16,6 +16,7 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     └── ConversationFailed          this record fails, the next one runs (each carries its ErrorKind)
         ├── ProviderGaveUp          retries or the total retry time ran out
         ├── ProviderRejected        the provider answered 400/413/422 to this record's request
+        ├── TurnCut                 the model did not finish a turn: output limit, refusal, context window
         └── BadRecord               the record's own data cannot run (a gold call failing on its seed)
 
 A result that failed carries one of ERROR_KINDS (below), so reports group failures by cause. Some
@@ -42,8 +43,15 @@ ErrorKind = Literal[
     "bad_record",        # the record's own data is wrong (a dataset check cannot see it until it runs)
     "harness_error",     # the harness raised (its traceback is the error) or wrote no/garbage output
     "worker_died",       # the worker process died holding this record, on every attempt
+    # the model did not finish a turn (its stop reason): an outcome of its own, neither success nor error
+    "max_tokens",        # cut by the output limit (max_tokens / finish_reason length): thinking included
+    "refusal",           # the model refused (stop_reason refusal, a content filter, OpenAI's refusal field)
+    "context_window",    # the transcript outgrew the model's context window
+    "pause_turn",        # the API paused a long turn (server tools) and the agent does not resume it
 ]
 ERROR_KINDS: tuple[str, ...] = ErrorKind.__args__  # type: ignore[attr-defined]
+# Turns the model did not finish: reported apart from the machine's and the provider's errors.
+CUT_KINDS: tuple[ErrorKind, ...] = ("max_tokens", "refusal", "context_window", "pause_turn")
 # Failures that are the dataset's or the harness's, not the model's or the machine's: with
 # fail_on_error (on in CI) a run that has any exits 1.
 OWN_FAULT_KINDS: tuple[ErrorKind, ...] = ("bad_record", "harness_error")
@@ -119,6 +127,14 @@ class BadRecord(ConversationFailed):
     """The record cannot run as written (a gold call that fails on its own seed): fix the dataset."""
 
     kind: ErrorKind = "bad_record"
+
+
+class TurnCut(ConversationFailed):
+    """The model's answer stopped short of a whole turn (its stop reason says why): the record ends there."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ProviderRejected(ConversationFailed):

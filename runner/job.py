@@ -26,7 +26,7 @@ from runner.errors import OWN_FAULT_KINDS, ConfigError, DatasetError, RunStopped
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.logfiles import add_log_file
-from runner.models.preflight import check_keys, check_retirements, requests_sent, unpriced
+from runner.models.preflight import check_keys, check_retirements, describe_requests, requests_sent, unpriced
 from runner.plan import WorkItem, make_plan
 from runner.pool import ProcessTransport, Transport, WorkerPool
 from runner.priority import budget_preference
@@ -118,6 +118,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     logger.info("run {}: {} records x {} runs = {} items to do ({} already done); harness: {}; providers: {}; "
                 "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs), len(plan), len(done),
                 cfg.harness.kind, _providers(cfg, mode), kind)
+    for line in describe_requests(manifest["requests"]):  # what each run's models are sent, and left out
+        logger.info("  {}", line)
     if plan and cfg.executor == "local":
         _warm_forkserver(cfg)  # started already for a new output; a resume with work left starts it here
     image = _image(spec, kind, manifest) if plan else None

@@ -14,6 +14,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from runner.errors import CUT_KINDS
 from runner.result import Result
 
 
@@ -23,6 +24,7 @@ class RunProgress:
     done: int = 0
     ok: int = 0
     errors: int = 0
+    cut: int = 0  # of the errors: turns the model did not finish (output limit, refusal, context window)
     success: int = 0
     retries: int = 0
     rate_limited: int = 0
@@ -85,6 +87,7 @@ class Progress:
             p.success += bool(r.success)
         else:
             p.errors += 1
+            p.cut += r.error_kind in CUT_KINDS
         u = r.usage
         p.retries += u.retries
         p.rate_limited += u.rate_limited
@@ -138,8 +141,9 @@ class Progress:
             return  # the closing line repeats nothing the log doesn't already say
         self._last_state = state
         for name, p in self.runs.items():
-            logger.info("{}: {}/{} done, {} ok ({} solved), {} errors, {} calls, {} retries, {} 429s, {} cache hits, "
-                        "{}", name, p.done, p.total, p.ok, p.success, p.errors, p.llm_calls, p.retries,
+            logger.info("{}: {}/{} done, {} ok ({} solved), {} errors{}, {} calls, {} retries, {} 429s, {} cache hits, "
+                        "{}", name, p.done, p.total, p.ok, p.success, p.errors,
+                        f" ({p.cut} cut: turns the model did not finish)" if p.cut else "", p.llm_calls, p.retries,
                         p.rate_limited, p.cache_hits, p.cost)
         if self.discarded:
             logger.info("{} result(s) discarded (sandbox lost mid-record) and run again", self.discarded)
@@ -160,7 +164,8 @@ class Progress:
         for name, p in self.runs.items():
             rate = p.done / elapsed if elapsed > 0 else 0.0
             eta = (p.total - p.done) / rate if rate > 0 else float("inf")
-            t.add_row(name, f"{p.done}/{p.total}", str(p.ok), str(p.success), str(p.errors), f"{rate:.2f}",
+            t.add_row(name, f"{p.done}/{p.total}", str(p.ok), str(p.success),
+                      f"{p.errors} ({p.cut} cut)" if p.cut else str(p.errors), f"{rate:.2f}",
                       "-" if eta == float("inf") else f"{eta:.0f}s", str(p.retries), str(p.rate_limited),
                       f"{p.cache_hits}/{p.llm_calls}", p.cost)
         w = Table(title="workers", expand=False)

@@ -38,7 +38,9 @@ def test_all_four_default_runs_send_only_what_the_apis_accept(tmp_path: Path, sa
     for run in ("claude-sonnet", "gpt-large", "gpt-mini", "atlas"):
         rows = _rows(out, run)
         assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
-        assert all(info["params"] == {} for info in manifest["requests"][run])  # temperature recorded as not sent
+        # temperature recorded as not sent; thinking stated off (the seeds' models did not think)
+        assert all(info["params"] in ({"thinking": {"type": "disabled"}}, {"reasoning_effort": "none"})
+                   and info["dropped"] == ["temperature"] for info in manifest["requests"][run])
 
 
 def test_a_rejected_request_fails_only_its_conversation(tmp_path: Path, sandbox_image: str) -> None:

@@ -3,9 +3,9 @@
 The cache holds what a non-streamed call would have returned, so one entry serves both kinds of
 caller: a plain request gets the message, a streaming one gets a valid event stream cut from it
 (the simulator's own stream writers, runner/models/sim/stream.py, which the SDKs' accumulators
-turn back into the identical message). Answers these writers cannot reproduce (several choices,
-thinking blocks, the Responses API's events) are kept as their raw events and replayed verbatim
-to streaming callers only.
+turn back into the identical message; thinking blocks too, their signatures whole). Answers these
+writers cannot reproduce (several choices, redacted thinking, citations, the Responses API's events)
+are kept as their raw events and replayed verbatim to streaming callers only.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from runner.models.sim.stream import anthropic_events, openai_chunks
 
-REPLAYABLE_BLOCKS = {"text", "tool_use"}
+REPLAYABLE_BLOCKS = {"text", "tool_use", "thinking"}
 
 
 def events(raw: bytes) -> Iterator[dict[str, Any]]:
@@ -64,8 +64,12 @@ def _anthropic_final(evs: Iterator[dict[str, Any]]) -> dict[str, Any] | None:
                 blocks[i]["text"] += delta["text"]
             elif delta["type"] == "input_json_delta":
                 partial[i] += delta["partial_json"]
+            elif delta["type"] == "thinking_delta":
+                blocks[i]["thinking"] += delta["thinking"]
+            elif delta["type"] == "signature_delta":  # the signature comes whole, after the thinking text
+                blocks[i]["signature"] = delta["signature"]
             else:
-                return None  # thinking, citations: not ours to rebuild
+                return None  # citations and the like: not ours to rebuild
         elif kind == "content_block_stop" and ev["index"] in partial:
             blocks[ev["index"]]["input"] = json.loads(partial[ev["index"]] or "{}")
         elif kind == "message_delta" and msg is not None:

@@ -29,12 +29,24 @@ _marked_tools: PerObject[list[dict[str, Any]]] = PerObject(
     lambda tools: [*tools[:-1], {**tools[-1], "cache_control": EPHEMERAL}] if tools else [])
 
 
+def _current_exchange(messages: list[dict[str, Any]]) -> int:
+    """Where the last user text starts: assistant turns after it are the tool-use loop in progress."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i]["role"] == "user":
+            return i
+    return 0
+
+
 def to_anthropic(messages: list[dict[str, Any]], *, cache: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for m in messages:
+    exchange = _current_exchange(messages)
+    for i, m in enumerate(messages):
         if m["role"] == "assistant":
             text = m.get("text") or ""
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+            # Thinking blocks go back as received within the tool-use loop in progress (the API requires them
+            # before its tool_use blocks when thinking is on); earlier turns' are dropped, as the API drops them.
+            blocks: list[dict[str, Any]] = list(m.get("thinking") or []) if i > exchange else []
+            blocks += [{"type": "text", "text": text}] if text.strip() else []
             blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"],
                         "input": c["args"] if isinstance(c["args"], dict) else {}} for c in m.get("tool_calls", [])]
             out.append({"role": "assistant", "content": blocks or [{"type": "text", "text": nonblank(None)}]})
@@ -59,7 +71,7 @@ def request_body(req: Request) -> dict[str, Any]:
     body: dict[str, Any] = {"model": req.model, "max_tokens": req.max_output_tokens,
                             "messages": to_anthropic(req.messages, cache=req.prompt_cache),
                             "tools": _marked_tools(req.tools) if req.prompt_cache else req.tools,
-                            **(req.sampling or {})}
+                            **(req.sampling or {}), **(req.thinking or {})}
     if req.system:
         body["system"] = [{"type": "text", "text": req.system, "cache_control": EPHEMERAL}] if req.prompt_cache \
             else req.system
@@ -84,13 +96,14 @@ class AnthropicProvider(Provider):
             blocks = msg["content"]
             text = "".join(b["text"] for b in blocks if b["type"] == "text")
             calls = [ToolCall(b["id"], b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
+            thinking = [b for b in blocks if b["type"] in ("thinking", "redacted_thinking")]
             u = msg["usage"]
             return Completion(text=text, tool_calls=calls, input_tokens=u["input_tokens"],
                               output_tokens=u["output_tokens"],
                               cache_read_tokens=u.get("cache_read_input_tokens") or 0,
                               cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
                               latency_seconds=self._timer() - t0, stop_reason=str(msg.get("stop_reason")),
-                              request_id=resp.headers.get("request-id"), model=req.model)
+                              request_id=resp.headers.get("request-id"), model=req.model, thinking=thinking or None)
 
     def close(self) -> None:
         self.wire.close()

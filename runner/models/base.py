@@ -22,6 +22,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 import orjson
 
+from runner.errors import ErrorKind as OutcomeKind
+
 T = TypeVar("T")
 
 
@@ -70,6 +72,7 @@ class Request:
     max_output_tokens: int = 800
     sampling: dict[str, float] | None = None  # set by the client from the model's capabilities
     prompt_cache: bool = False  # Anthropic cache_control breakpoints (OpenAI caches by itself)
+    thinking: dict[str, Any] | None = None  # set by the client: thinking / output_config / reasoning_effort
 
     def cache_key(self, provider: str) -> str:
         """SHA-256 of everything that decides the answer: never keys, timeouts, base URLs or cache markers."""
@@ -77,12 +80,19 @@ class Request:
         # is the same object call after call, so its digest is computed once.
         body = {"provider": provider, "model": self.model, "system": self.system, "messages": self.messages,
                 "tools": _tools_digest(self.tools), "sampling": self.sampling or {},
-                "max_output_tokens": self.max_output_tokens}
+                "max_output_tokens": self.max_output_tokens, **({"thinking": self.thinking} if self.thinking else {})}
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def estimated_input_tokens(self) -> int:
         text = len(_json([self.system, self.messages]))
         return max(1, (text + _json_length(self.tools)) // 4)
+
+
+# Stop reasons (Anthropic's stop_reason, OpenAI's finish_reason) that mean the turn is not the model's whole
+# answer: recorded as the record's outcome, never as a normal (perhaps empty) turn.
+CUT_STOP_REASONS: dict[str, OutcomeKind] = {"max_tokens": "max_tokens", "length": "max_tokens", "refusal": "refusal",
+                    "content_filter": "refusal", "model_context_window_exceeded": "context_window",
+                    "pause_turn": "pause_turn"}
 
 
 @dataclass
@@ -109,6 +119,14 @@ class Completion:
     cache_write_tokens: int = 0
     input_cost_usd: float | None = 0.0
     cache_saved_usd: float = 0.0
+    # thinking / redacted_thinking blocks exactly as received: they go back with the tool results (the API
+    # requires them in a tool-use loop, signatures intact)
+    thinking: list[dict[str, Any]] | None = None
+
+    @property
+    def cut(self) -> OutcomeKind | None:
+        """Why the answer stopped short, as an outcome kind; None for a complete turn."""
+        return CUT_STOP_REASONS.get(self.stop_reason)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

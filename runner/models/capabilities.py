@@ -51,6 +51,15 @@ class Capabilities:
     successor: str | None = None
     known: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Thinking (Anthropic) / reasoning (OpenAI). `thinking`: the forms the model takes: "none" (it does not
+    # think), "budget" (thinking: enabled + budget_tokens), "adaptive" (thinking: adaptive + effort; budget
+    # refused with a 400), or both. Thinking tokens are output tokens and count toward max_tokens /
+    # max_completion_tokens, so a small limit cut a thinking model's answer before it began.
+    thinking: frozenset[str] = frozenset()
+    thinks_by_default: bool = False  # a request that says nothing about thinking thinks
+    can_disable_thinking: bool = True  # thinking: disabled (Anthropic) / reasoning_effort: none (OpenAI) taken
+    efforts: tuple[str, ...] = ()  # output_config.effort (Anthropic) or reasoning_effort (OpenAI) values taken
+    default_effort: str | None = None
 
 
 def _claude(inp: float, out: float, read_ratio: float = 0.1, **kw: Any) -> Capabilities:
@@ -61,20 +70,33 @@ def _gpt(inp: float, cached: float, out: float, **kw: Any) -> Capabilities:
     return Capabilities("openai", prices=Prices(inp, out, inp, cached), **kw)
 
 
-_GPT5 = {"context_tokens": 1_000_000, "max_output_tokens": 128_000}  # reasoning models: only default sampling
-_GPT41 = {"sampling": frozenset({"temperature", "top_p"}), "context_tokens": 1_047_576, "max_output_tokens": 32_768}
-_SONNET5 = {"context_tokens": 1_000_000, "max_output_tokens": 128_000}
+# Reasoning models: only default sampling; they reason by default (medium), reasoning_effort "none" turns it
+# off; reasoning tokens count toward max_completion_tokens.
+_GPT5: dict[str, Any] = {"context_tokens": 1_000_000, "max_output_tokens": 128_000, "thinking": frozenset({"effort"}),
+                         "thinks_by_default": True, "efforts": ("none", "low", "medium", "high", "xhigh"),
+                         "default_effort": "medium"}
+_GPT41: dict[str, Any] = {"sampling": frozenset({"temperature", "top_p"}), "context_tokens": 1_047_576,
+                          "max_output_tokens": 32_768}
+# The Claude 5 generation thinks when a request says nothing (adaptive, effort high); budget_tokens is gone
+# (a 400 names adaptive instead); thinking: disabled is taken.
+_SONNET5: dict[str, Any] = {"context_tokens": 1_000_000, "max_output_tokens": 128_000,
+                            "thinking": frozenset({"adaptive"}), "thinks_by_default": True,
+                            "efforts": ("low", "medium", "high", "xhigh", "max"), "default_effort": "high"}
+# Claude 4.5: manual thinking only (enabled + budget_tokens), off unless asked; 4.6 takes adaptive too.
+_CLAUDE45: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budget"})}
+_CLAUDE46: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budget", "adaptive"}),
+                             "efforts": ("low", "medium", "high"), "default_effort": "high"}
 
 BUILTIN: dict[str, Capabilities] = {
     # Anthropic. Sonnet 4.x still took temperature on older API versions; Sonnet 5+ answer 400 to any
     # non-default sampling value. Under the SDK's 2026-10-21 version none is sent (see module doc).
-    "claude-sonnet-4-5-20250929": _claude(3.0, 15.0, sampling=SAMPLING, successor="claude-sonnet-5-5"),
-    "claude-sonnet-4-5": _claude(3.0, 15.0, sampling=SAMPLING, successor="claude-sonnet-5-5"),
-    "claude-sonnet-4-6": _claude(3.0, 15.0, sampling=SAMPLING, successor="claude-sonnet-5-5"),
+    "claude-sonnet-4-5-20250929": _claude(3.0, 15.0, successor="claude-sonnet-5-5", **_CLAUDE45),
+    "claude-sonnet-4-5": _claude(3.0, 15.0, successor="claude-sonnet-5-5", **_CLAUDE45),
+    "claude-sonnet-4-6": _claude(3.0, 15.0, successor="claude-sonnet-5-5", **_CLAUDE46),
     "claude-sonnet-5": _claude(2.0, 10.0, successor="claude-sonnet-5-5", **_SONNET5),
     "claude-sonnet-5-5": _claude(2.0, 10.0, **_SONNET5),
-    "claude-haiku-4-5": _claude(1.0, 5.0, sampling=SAMPLING, min_cache_tokens=2048, max_output_tokens=64_000),
-    "claude-haiku-4-5-20251001": _claude(1.0, 5.0, sampling=SAMPLING, min_cache_tokens=2048),
+    "claude-haiku-4-5": _claude(1.0, 5.0, min_cache_tokens=2048, max_output_tokens=64_000, **_CLAUDE45),
+    "claude-haiku-4-5-20251001": _claude(1.0, 5.0, min_cache_tokens=2048, **_CLAUDE45),
     "claude-opus-5-5": _claude(4.0, 20.0, read_ratio=0.05, **_SONNET5),
     # OpenAI: cached input is priced apart (GPT-4.1: 75 % off; GPT-5.x: 90 % off).
     "gpt-4.1": _gpt(2.0, 0.5, 8.0, successor="gpt-5.4", **_GPT41),
@@ -97,7 +119,7 @@ _REQUEST_TYPES = {"anthropic": ("anthropic", ("types", "message_create_params.py
 def sdk_request_keys(provider: str) -> frozenset[str]:
     """Every top-level request key the installed SDK's create() types define, read from the type's source
     (importing anthropic costs ~0.7 s: every run's start and every resume paid it for a set of names)."""
-    package, parts, name = _REQUEST_TYPES[provider]
+    package, parts, name = _REQUEST_TYPES.get(provider, _REQUEST_TYPES["openai"])
     source = _sdk_source(package, *parts)
     keys = _typed_dict_keys(source, name) if source is not None else None
     if keys is None:  # a layout this parser does not know: ask the type itself

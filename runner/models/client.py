@@ -24,6 +24,8 @@ from runner.config import Config, ModelRef, RetrySettings, api_key, resolve_mode
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
 from runner.models.base import Completion, Provider, ProviderError, Request
 from runner.models.capabilities import Capabilities, Usage, budget_input_tokens, cost, lookup, split_sampling
+from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
+from runner.models.thinking import plan as plan_thinking
 from runner.ratelimit import Budget, limiter_key
 
 
@@ -61,17 +63,29 @@ class CallStats:
 class ModelClient:
     def __init__(self, provider: Provider, *, wire_model: str, logical_model: str, limiter: Budget | None,
                  limiter_slot: int | None, cache: ResponseCache | None, retry: RetrySettings,
-                 caps: Capabilities | None = None, prompt_cache: bool = True) -> None:
+                 caps: Capabilities | None = None, prompt_cache: bool = True,
+                 thinking: ThinkingChoice | None = None) -> None:
         self.provider, self.wire_model, self.logical_model = provider, wire_model, logical_model
         self.limiter, self.slot, self.cache, self.retry = limiter, limiter_slot, cache, retry
         self.caps = caps or lookup(logical_model, provider.name)
         self.prompt_cache = prompt_cache
+        self.thinking = thinking or ThinkingChoice()
+        self._plans: dict[int, ThinkingPlan] = {}  # by the answer's limit: one per run, in practice
         self.stats = CallStats()
 
+    def thinking_plan(self, answer_tokens: int) -> ThinkingPlan:
+        p = self._plans.get(answer_tokens)
+        if p is None:
+            p = self._plans[answer_tokens] = plan_thinking(self.caps, self.logical_model, self.thinking, answer_tokens)
+        return p
+
     def wire_request(self, req: Request) -> tuple[Request, list[str]]:
-        """The request as sent (the model's wire name, only the sampling it accepts); and what was left out."""
+        """The request as sent (the model's wire name, only the sampling it accepts, its thinking settings and
+        an output limit with room for them); and what was left out."""
         sent, dropped = split_sampling(self.caps, {"temperature": req.temperature})
-        return replace(req, model=self.wire_model, sampling=sent, prompt_cache=self.prompt_cache), dropped
+        p = self.thinking_plan(req.max_output_tokens)
+        return replace(req, model=self.wire_model, sampling=sent, prompt_cache=self.prompt_cache,
+                       max_output_tokens=p.max_tokens, thinking=p.params or None), dropped
 
     def complete(self, req: Request) -> Completion:
         req, _ = self.wire_request(req)
@@ -210,4 +224,4 @@ def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config,
         slot = limiter.slot(k) if k in limiter.keys else None
     return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
                        cache=cache, retry=cfg.retry, caps=lookup(ref.model, ref.provider, cfg.model_overrides()),
-                       prompt_cache=cfg.prompt_cache)
+                       prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref))

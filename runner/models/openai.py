@@ -60,7 +60,7 @@ _function_tools: PerObject[list[dict[str, Any]]] = PerObject(lambda tools: [
 
 def request_body(req: Request) -> dict[str, Any]:
     return {"model": req.model, "messages": to_openai(req.system, req.messages), "tools": _function_tools(req.tools),
-            "max_completion_tokens": req.max_output_tokens, **(req.sampling or {})}
+            "max_completion_tokens": req.max_output_tokens, **(req.sampling or {}), **(req.thinking or {})}
 
 
 class OpenAIProvider(Provider):
@@ -90,7 +90,9 @@ class OpenAIProvider(Provider):
             cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
             return Completion(text=message.get("content") or "", tool_calls=calls, input_tokens=prompt - cached,
                               cache_read_tokens=cached, output_tokens=usage.get("completion_tokens") or 0,
-                              latency_seconds=self._timer() - t0, stop_reason=str(choice.get("finish_reason")),
+                              latency_seconds=self._timer() - t0,
+                              # a refusal comes as a message field with finish_reason stop
+                              stop_reason="refusal" if message.get("refusal") else str(choice.get("finish_reason")),
                               request_id=resp.headers.get("x-request-id"), model=req.model)
 
     def close(self) -> None:

@@ -14,14 +14,17 @@ from typing import Any
 from runner.config import API_KEY_ENV, Config, ModelRef, api_key, resolve_mode
 from runner.errors import ConfigError
 from runner.models.capabilities import lookup, retirement_notice, split_sampling
+from runner.models.thinking import plan as plan_thinking
+from runner.models.thinking import thinking_choice
 
 
-def _refs(cfg: Config) -> list[tuple[str, str, ModelRef, float | None]]:
-    out: list[tuple[str, str, ModelRef, float | None]] = []
+def _refs(cfg: Config) -> list[tuple[str, str, ModelRef, float | None, int]]:
+    """(run, role, model, temperature asked, answer's output limit) for every model a run calls."""
+    out: list[tuple[str, str, ModelRef, float | None, int]] = []
     for r in cfg.model_runs():
-        out.append((r.name, "agent", r.model_ref(), r.temperature))
+        out.append((r.name, "agent", r.model_ref(), r.temperature, r.max_output_tokens))
         if r.teacher is not None:
-            out.append((r.name, "teacher", r.teacher, 0.0))
+            out.append((r.name, "teacher", r.teacher, 0.0, r.max_output_tokens))
     return out
 
 
@@ -31,7 +34,7 @@ def check_keys(cfg: Config) -> None:
     if resolve_mode(cfg) != "real":
         return
     missing: dict[str, list[str]] = {}
-    for run, role, ref, _ in _refs(cfg):
+    for run, role, ref, _, _ in _refs(cfg):
         if not api_key(ref.provider):
             missing.setdefault(API_KEY_ENV[ref.provider], []).append(f"{run} ({role} {ref.model})")
     if missing:
@@ -40,16 +43,42 @@ def check_keys(cfg: Config) -> None:
 
 
 def requests_sent(cfg: Config) -> dict[str, list[dict[str, Any]]]:
-    """run -> [{role, provider, model, params, dropped, prompt_cache, prices_known}]."""
+    """run -> [{role, provider, model, params, dropped, thinking, max_tokens, prompt_cache, prices_known}];
+    a thinking setting the model cannot take is a ConfigError here, before anything starts."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for run, role, ref, temperature in _refs(cfg):
+    for run, role, ref, temperature, answer in _refs(cfg):
         caps = lookup(ref.model, ref.provider, cfg.model_overrides())
         sent, dropped = split_sampling(caps, {"temperature": temperature})
+        where = f"runs.{run}{'.teacher' if role == 'teacher' else ''}"
+        try:
+            thinking = plan_thinking(caps, ref.model, thinking_choice(ref), answer)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        if role == "teacher" and ref.provider == "anthropic" and thinking.thinks:
+            # The teacher reviews the student's tool calls mid-loop: a thinking Claude model must then start
+            # that turn with its own thinking blocks (the API answers 400), which another model's turn lacks.
+            raise ConfigError(f"{where}: {ref.model} would think ({thinking.note.split(';')[0]}), but a teacher "
+                              "reviews another model's tool calls in the middle of a tool-use loop, where the API "
+                              "requires the reviewer's own thinking blocks: set thinking: off for the teacher")
         out.setdefault(run, []).append({
-            "role": role, "provider": ref.provider, "model": ref.model, "params": sent, "dropped": dropped,
+            "role": role, "provider": ref.provider, "model": ref.model, "params": {**sent, **thinking.params},
+            "dropped": dropped, "thinking": thinking.note, "thinks": thinking.thinks,
+            "max_tokens": thinking.max_tokens,
             "prompt_cache": cfg.prompt_cache if ref.provider == "anthropic" else "automatic",
             "prices_known": caps.prices is not None})
     return out
+
+
+def describe_requests(sent: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One start line per run: what each of its models is sent, and what was left out."""
+    lines = []
+    for run, infos in sent.items():
+        parts = []
+        for m in infos:
+            dropped = f"; not sent: {', '.join(m['dropped'])} (not taken by the model)" if m["dropped"] else ""
+            parts.append(f"{m['role']} {m['model']}: {m['thinking']}{dropped}")
+        lines.append(f"{run}: " + " | ".join(parts))
+    return lines
 
 
 def check_retirements(cfg: Config, today: dt.date | None = None) -> list[str]:
@@ -58,7 +87,7 @@ def check_retirements(cfg: Config, today: dt.date | None = None) -> list[str]:
     warnings: list[str] = []
     retired: list[str] = []
     seen: set[str] = set()
-    for _, _, ref, _ in _refs(cfg):
+    for _, _, ref, _, _ in _refs(cfg):
         if ref.model in seen:
             continue
         seen.add(ref.model)

@@ -28,7 +28,8 @@ out = []
 for model in ("anthropic/claude-sonnet-5-5", "openai/gpt-5.4"):
     for stream in (False, True):
         msgs = [{"role": "user", "content": f"Find the account Acme ({model}, stream={stream})"}]
-        r = litellm.completion(model=model, messages=msgs, tools=tools, max_tokens=200, stream=stream)
+        # room for the thinking Claude 5.5 does by default before it answers
+        r = litellm.completion(model=model, messages=msgs, tools=tools, max_tokens=2000, stream=stream)
         if stream:
             r = litellm.stream_chunk_builder(list(r), messages=msgs)
         m = r.choices[0].message

@@ -36,15 +36,19 @@ def test_config_overrides_prices_and_sampling(tmp_path: Path) -> None:
     cfg = load_config(p)
     caps = lookup("gpt-5.4-mini", "openai", cfg.model_overrides())
     assert caps.prices is not None and caps.prices.output == 2 and caps.sampling == {"temperature"}
-    assert requests_sent(cfg)["gpt-mini"][0]["params"] == {"temperature": 0.0}
+    # the default job turns reasoning off (as the seeds' models did not reason), beside the sampling now taken
+    assert requests_sent(cfg)["gpt-mini"][0]["params"] == {"temperature": 0.0, "reasoning_effort": "none"}
 
 
 def test_default_job_sends_no_parameter_its_models_refuse() -> None:
     sent = requests_sent(load_config(DEFAULT))
     assert set(sent) == {"claude-sonnet", "gpt-large", "gpt-mini", "atlas"}
+    off = {"anthropic": {"thinking": {"type": "disabled"}}, "openai": {"reasoning_effort": "none"}}
     for infos in sent.values():
         for info in infos:
-            assert info["params"] == {} and info["dropped"] == ["temperature"] and info["prices_known"]
+            # no sampling parameter (none is taken); thinking stated: off, as the seeds' models did not think
+            assert info["params"] == off[info["provider"]] and info["dropped"] == ["temperature"]
+            assert info["prices_known"] and not info["thinks"] and info["max_tokens"] == 800
 
 
 def test_original_models_are_one_flag_away_and_retirement_is_checked_first() -> None:

@@ -105,8 +105,10 @@ def test_empty_model_turns_never_reach_the_wire_as_null_or_blank(sim: SimServer,
     p: Any = AnthropicProvider("k", base_url=sim.url, timeout=10, headers={"x-sim-plays": "claude-sonnet-5-5"}) \
         if kind == "anthropic" else OpenAIProvider("k", base_url=f"{sim.url}/v1", timeout=10,
                                                    headers={"x-sim-plays": "gpt-5.4"})
+    # a hand-made transcript has no thinking blocks to send back: thinking off, as the API then requires
+    off = {"thinking": {"type": "disabled"}} if kind == "anthropic" else {"reasoning_effort": "none"}
     for cache in (False, True):
-        c = p.generate(Request("sim-strong", SYSTEM_PROMPT, msgs, NEUTRAL_TOOLS, prompt_cache=cache))
+        c = p.generate(Request("sim-strong", SYSTEM_PROMPT, msgs, NEUTRAL_TOOLS, prompt_cache=cache, thinking=off))
         assert c.stop_reason
 
 
@@ -132,7 +134,8 @@ def test_anthropic_stream_events_and_final_message_equal_the_plain_answer(sim: S
     text_body = {**body, "messages": [{"role": "user", "content": "Drop the contacts table, we are starting over."}]}
     with client.messages.stream(**text_body) as stream:
         text = "".join(stream.text_stream)
-    assert text == client.messages.create(**text_body).content[0].text  # type: ignore[union-attr]
+    plain_text = "".join(b.text for b in client.messages.create(**text_body).content if b.type == "text")
+    assert text == plain_text
 
 
 def test_openai_stream_chunks_and_final_completion_equal_the_plain_answer(sim: SimServer) -> None:

@@ -26,8 +26,9 @@ from aiohttp import web
 
 from runner import heap
 from runner.config import Limits, SimSettings
-from runner.models.capabilities import lookup
+from runner.models.capabilities import BUILTIN, Capabilities, lookup
 from runner.models.sim import strict, wire
+from runner.models.sim import thinking as sim_thinking
 from runner.models.sim.body import parse as parse_body
 from runner.models.sim.policy import PROFILES, Action, Msg, respond
 from runner.models.sim.promptcache import PromptCache, segments
@@ -278,11 +279,12 @@ def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimStat
                    "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
         wrong = "invalid x-api-key" if api == "anthropic" else "Incorrect API key provided."
         return web.json_response(err(401, wrong if auth else missing), status=401)
-    if model not in PROFILES:
+    if model not in PROFILES and model not in BUILTIN:
         state.stats["404"] += 1
         return web.json_response(err(404, f"model: {model}"), status=404)
     try:
         strict.validate(api, body, request.headers.get("x-sim-plays"))
+        sim_thinking.check(api, body, played(request, model), caps_of(request, api, model))
     except strict.Rejected as e:
         state.stats["400"] += 1
         state.per_model.setdefault(model, Counter())["400"] += 1
@@ -291,20 +293,49 @@ def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimStat
     return None
 
 
+def played(request: web.Request, model: str) -> str:
+    """The real model a request is held to: the one the caller says it plays, or the model asked for."""
+    return request.headers.get("x-sim-plays") or model
+
+
+def caps_of(request: web.Request, api: str, model: str) -> Capabilities | None:
+    """The played model's capabilities (None for a simulator model that plays no real one)."""
+    name = played(request, model)
+    return lookup(name, api) if name in BUILTIN or request.headers.get("x-sim-plays") else None
+
+
+def profile_of(model: str) -> str:
+    """The policy that plays a model asked for by its real id (`runner sim serve` answers every model of the
+    capabilities table): the small ones make a small model's mistakes."""
+    if model in PROFILES:
+        return model
+    return "sim-mini" if any(w in model for w in ("mini", "nano", "haiku")) else "sim-strong"
+
+
 async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: list[Any], rid: str, limited: str,
                   out_estimate: int, arrived: float) -> dict[str, Any]:
     """The model's move, after its latency, with usage as the provider would count it."""
     state: SimState = request.app["state"]
     model = str(body["model"])
     plays = request.headers.get("x-sim-plays")
-    caps = lookup(plays, api) if plays else None
+    caps = caps_of(request, api, model)
     usage = state.prompt_cache.account(api, segs, min_tokens=caps.min_cache_tokens if caps else 1024)
     if api == "anthropic":
         state.refund(limited, "input", usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
-    action = offered_only(respond(model, msgs), body)
+    action = offered_only(respond(profile_of(model), msgs), body)
     await asyncio.sleep(max(0.0, arrived + state.latency(rid) - time.monotonic()))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
+    think = sim_thinking.mode(api, body, caps)
+    # thinking follows the conversation, not the request's bytes: a streamed and a plain ask think alike
+    thought, think_tokens = sim_thinking.thought(
+        hashlib.sha256(orjson.dumps(body.get("messages"))).hexdigest(), think.effort) if think.thinks else ("", 0)
+    limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 1 << 30)
+    cut = think_tokens + out_tokens > limit
+    if cut:  # the output limit ends the answer: thinking comes first, so the answer loses
+        action = Action(text=action.text[:max(0, limit - think_tokens) * 4] if action.text else "")
+        out_tokens = max(0, limit - think_tokens)
+        think_tokens = min(think_tokens, limit)
     state.refund(limited, "output", out_estimate - out_tokens)  # charged up front, adjusted to what was written
     counters = [state.stats, state.per_model[model]] + ([state.played.setdefault(plays, Counter())] if plays else [])
     if plays:
@@ -313,9 +344,18 @@ async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: li
         counter["input_tokens"] += usage.input_tokens - (usage.cache_read if api == "openai" else 0)
         counter["cache_read_tokens"] += usage.cache_read
         counter["cache_write_tokens"] += usage.cache_write
-        counter["output_tokens"] += out_tokens
-    render = wire.anthropic_response if api == "anthropic" else wire.openai_response
-    return render(action, model, rid, _usage_fields(api, usage, out_tokens))
+        counter["output_tokens"] += out_tokens + think_tokens
+        counter["thinking_tokens"] += think_tokens
+    fields = _usage_fields(api, usage, out_tokens + think_tokens)
+    if api == "anthropic":
+        block = {"type": "thinking", "thinking": thought, "signature": sim_thinking.signature(played(request, model),
+                                                                                              thought)}
+        return wire.anthropic_response(action, model, rid, fields, thinking=block if think.thinks else None,
+                                       stop="max_tokens" if cut else None)
+    if think.thinks:
+        fields["completion_tokens_details"] = {"reasoning_tokens": think_tokens, "audio_tokens": 0,
+                                               "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+    return wire.openai_response(action, model, rid, fields, stop="length" if cut else None)
 
 
 async def _guarded(request: web.Request, api: str) -> web.StreamResponse:

@@ -44,6 +44,14 @@ def anthropic_events(payload: dict[str, Any]) -> Iterator[bytes]:
             for part in _pieces(block["text"], TEXT_PIECE):
                 yield sse("content_block_delta", {"type": "content_block_delta", "index": i,
                                                   "delta": {"type": "text_delta", "text": part}})
+        elif block["type"] == "thinking":  # its text in thinking_delta pieces, then its signature in one
+            yield sse("content_block_start", {"type": "content_block_start", "index": i,
+                                              "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+            for part in _pieces(block["thinking"], TEXT_PIECE):
+                yield sse("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                  "delta": {"type": "thinking_delta", "thinking": part}})
+            yield sse("content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": "signature_delta", "signature": block["signature"]}})
         else:
             yield sse("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
                 "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})

@@ -225,7 +225,21 @@ def _blank(text: Any) -> bool:
     return isinstance(text, str) and not text.strip()
 
 
+MAX_BREAKPOINTS = 4  # Anthropic: cache_control on at most four blocks (tools, system, messages) per request
+
+
+def _breakpoints(body: dict[str, Any]) -> int:
+    def marked(blocks: Any) -> int:
+        return sum(1 for b in blocks if isinstance(b, dict) and b.get("cache_control")) \
+            if isinstance(blocks, list) else 0
+
+    return marked(body.get("tools")) + marked(body.get("system")) + sum(
+        marked(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict))
+
+
 def _check_anthropic(body: dict[str, Any], plays: str | None) -> None:
+    if (n := _breakpoints(body)) > MAX_BREAKPOINTS:
+        raise Rejected(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {n}.")
     msgs = body["messages"]
     if not msgs:
         raise Rejected("messages: at least one message is required")

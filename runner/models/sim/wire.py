@@ -62,26 +62,29 @@ def openai_messages(body: dict[str, Any]) -> list[Msg]:
     return out
 
 
-def anthropic_response(action: Action, model: str, rid: str, usage: dict[str, int]) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+def anthropic_response(action: Action, model: str, rid: str, usage: dict[str, int], *,
+                       thinking: dict[str, Any] | None = None, stop: str | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [thinking] if thinking else []
     if action.text:
         content.append({"type": "text", "text": action.text})
     for i, c in enumerate(action.calls):
         content.append({"type": "tool_use", "id": f"toolu_{rid[:16]}{i:02d}", "name": c.name, "input": c.args})
     return {"id": f"msg_{rid[:24]}", "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": "tool_use" if action.calls else "end_turn", "stop_sequence": None,
+            "stop_reason": stop or ("tool_use" if action.calls else "end_turn"), "stop_sequence": None,
             "usage": usage}
 
 
-def openai_response(action: Action, model: str, rid: str, usage: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": action.text or None}
+def openai_response(action: Action, model: str, rid: str, usage: dict[str, Any], *, stop: str | None = None
+                    ) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": action.text or ("" if stop else None),
+                               "refusal": None}
     if action.calls:
         message["tool_calls"] = [{"id": f"call_{rid[:16]}{i:02d}", "type": "function",
                                   "function": {"name": c.name, "arguments": json.dumps(c.args)}}
                                  for i, c in enumerate(action.calls)]
     return {"id": f"chatcmpl-{rid[:24]}", "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": "tool_calls" if action.calls else "stop"}],
+                         "finish_reason": stop or ("tool_calls" if action.calls else "stop")}],
             "usage": usage}
 
 

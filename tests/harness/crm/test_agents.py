@@ -23,7 +23,8 @@ RUNS = {
     "strong": RunSpec(name="strong", provider="anthropic", model="claude-sonnet-5-5", sim_model="sim-strong"),
     "mini": RunSpec(name="mini", provider="openai", model="gpt-5.4-mini", sim_model="sim-mini"),
     "atlas": RunSpec(name="atlas", agent="atlas", provider="openai", model="gpt-5.4-mini", sim_model="sim-mini",
-                     teacher=ModelRef(provider="anthropic", model="claude-sonnet-5-5", sim_model="sim-teacher")),
+                     teacher=ModelRef(provider="anthropic", model="claude-sonnet-5-5", sim_model="sim-teacher",
+                                      thinking="off")),
 }
 
 

@@ -20,6 +20,7 @@ from runner.harness.crm.agents.base import (
     EventSink,
     assistant_message,
     begin_turn,
+    check_complete,
     no_events,
     run_tools,
 )
@@ -66,10 +67,12 @@ def run_atlas(conv: Conversation, conn: psycopg.Connection[Any], student: ModelC
             proposed = student.complete(Request(name, SYSTEM_PROMPT, list(msgs), NEUTRAL_TOOLS,
                                                 spec.temperature, spec.max_output_tokens))
             ep.record_model_call("student", proposed, t)
+            check_complete(proposed, t, "student")
             review = teacher.complete(Request(spec.teacher.model, TEACHER_PROMPT,
                                               [*msgs, {"role": "user", "text": _proposal(proposed)}],
                                               NEUTRAL_TOOLS, 0.0, spec.max_output_tokens))
             ep.record_model_call("teacher", review, t)
+            check_complete(review, t, "teacher")
             verdict = _verdict(review)
             text, calls = proposed.text, proposed.tool_calls
             if verdict["verdict"] == "revise":
@@ -85,7 +88,7 @@ def run_atlas(conv: Conversation, conn: psycopg.Connection[Any], student: ModelC
                                                               for c in proposed.tool_calls]},
                 "executed": {"text": text, "calls": [{"name": c.name, "args": c.args} for c in calls]}})
             emit("atlas", ep.atlas_steps[-1])
-            msgs.append(assistant_message(text, calls))
+            msgs.append(assistant_message(text, calls, proposed.thinking))
             if not calls:
                 break
             msgs.append(run_tools(conn, calls, ep, t, emit))

@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 
+from runner.errors import TurnCut
 from runner.harness.crm.scoring import CallRecord
 from runner.harness.crm.tools import TOOLS, execute
 from runner.models.base import Completion, ToolCall
@@ -56,9 +57,21 @@ def begin_turn(ep: Episode, t: int, user: str, emit: EventSink) -> None:
     emit("user", {"turn": t, "text": user})
 
 
-def assistant_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
-    return {"role": "assistant", "text": text,
-            "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in calls]}
+def assistant_message(text: str, calls: list[ToolCall], thinking: list[dict[str, Any]] | None = None
+                      ) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "text": text,
+                           "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in calls]}
+    if thinking:
+        msg["thinking"] = thinking
+    return msg
+
+
+def check_complete(c: Completion, turn: int, role: str = "agent") -> None:
+    """A turn the model did not finish (its output limit, a refusal, the context window) ends the record
+    as that outcome: recorded as such, never as a normal, perhaps empty, turn."""
+    if c.cut is not None:
+        raise TurnCut(c.cut, f"turn {turn}: the {role}'s answer stopped at {c.stop_reason} after "
+                             f"{c.output_tokens} output tokens")
 
 
 def run_tools(conn: psycopg.Connection[Any], calls: list[ToolCall], ep: Episode, turn: int,

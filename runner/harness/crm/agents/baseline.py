@@ -14,6 +14,7 @@ from runner.harness.crm.agents.base import (
     EventSink,
     assistant_message,
     begin_turn,
+    check_complete,
     no_events,
     run_tools,
 )
@@ -33,7 +34,8 @@ def run_baseline(conv: Conversation, conn: psycopg.Connection[Any], model: Model
             c = model.complete(Request(name, SYSTEM_PROMPT, list(msgs), NEUTRAL_TOOLS, spec.temperature,
                                        spec.max_output_tokens))
             ep.record_model_call("agent", c, t)
-            msgs.append(assistant_message(c.text, c.tool_calls))
+            check_complete(c, t)
+            msgs.append(assistant_message(c.text, c.tool_calls, c.thinking))
             emit("model", {"turn": t, "text": c.text, "tool_calls": [(x.name, x.args) for x in c.tool_calls],
                            "cached": c.cached, "tokens": (c.input_tokens, c.output_tokens)})
             if not c.tool_calls:
