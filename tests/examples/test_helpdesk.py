@@ -20,6 +20,7 @@ from tests.runs import finish, line_count, ready_container, rows_of, start_run
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
 VENV_PYTHON = Path(__file__).resolve().parents[2] / ".venv-helpdesk" / "bin" / "python"
 RUNS = ("replay", "careless")
+LIMIT = "30"  # records per run: enough for a fault to land mid-run with work on both sides of it
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 os.environ.setdefault("HELPDESK_LATENCY_MS", "30")  # its default think time (100 ms) only makes the runs longer
 
@@ -51,7 +52,7 @@ def _outcomes(out: Path) -> dict[str, dict[str, Any]]:
     for run in RUNS:
         rows = rows_of(out, run)
         ids = [r["record_id"] for r in rows]
-        assert len(ids) == len(set(ids)) == 60, (run, len(ids), len(set(ids)))
+        assert len(ids) == len(set(ids)) == int(LIMIT), (run, len(ids), len(set(ids)))
         got[run] = {r["record_id"]: (r["status"], r["success"], r["metrics"].get("score")) for r in rows}
     return got
 
@@ -59,7 +60,7 @@ def _outcomes(out: Path) -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory, venv: Path, sandbox_image: str) -> dict[str, dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("clean")
-    p = start_run(_config(tmp, "runner.yaml", slots=1), tmp / "out", "--sandbox", "docker")
+    p = start_run(_config(tmp, "runner.yaml", slots=1), tmp / "out", "--sandbox", "docker", "--limit", LIMIT)
     rc, log = finish(p)
     assert rc == 0, log[-3000:]
     outcomes = _outcomes(tmp / "out")
@@ -95,7 +96,7 @@ def test_a_fault_mid_run_changes_no_outcome(tmp_path: Path, clean: dict[str, dic
                                             slots: int, fault: str) -> None:
     out = tmp_path / "out"
     # a short time limit: a frozen sandbox is given up on soon (the witness's own wait follows it)
-    p = start_run(_config(tmp_path, config, slots=slots, timeout=4), out, "--sandbox", "docker")
+    p = start_run(_config(tmp_path, config, slots=slots, timeout=4), out, "--sandbox", "docker", "--limit", LIMIT)
     deadline = time.monotonic() + 120
     while line_count(out) < 10:
         assert p.poll() is None and time.monotonic() < deadline, "no results in time"
