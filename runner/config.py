@@ -60,8 +60,13 @@ class RetrySettings(_Frozen):
 
 
 class ProviderSettings(_Frozen):
-    base_url: str | None = None
+    base_url: str | None = Field(None, description="what the provider's SDK takes as base_url (OpenAI's ends in "
+                                                   "/v1, Anthropic's does not)")
     timeout_seconds: float = Field(60.0, gt=0)
+    transport: Literal["auto", "sdk", "lean"] = Field(
+        "auto", description="sdk: every call through the official SDK's request code; lean: the SDK's request "
+                            "learned once, then sent over the runner's own connections (CPU for the simulator); "
+                            "auto: sdk on the real APIs, lean on the simulator")
 
 
 class Latency(_Frozen):
@@ -91,6 +96,8 @@ class SimSettings(_Frozen):
     faults: Faults = Faults()
     seed: int = 0
     stream_interval_ms: float = Field(0.0, ge=0, description="pause between streamed events (a slow stream)")
+    compress: bool = Field(False, description="answer gzip/deflate-encoded to clients that accept it, as the real "
+                                              "APIs do (off by default: it costs the simulator CPU)")
 
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
@@ -116,6 +123,10 @@ class Thinking(_Frozen):
 
 
 class ModelRef(Thinking):
+    # As an Atlas teacher (a ModelRef in the config) a model reviews another model's calls in the middle of a
+    # tool-use loop, where a thinking Claude would need its own thinking blocks: it does not think unless
+    # asked (and asking a thinking Claude is refused at start, runner/models/preflight.py).
+    thinking: Literal["model-default", "off", "on"] = "off"
     provider: Literal["anthropic", "openai"]
     model: str
     sim_model: str = Field("sim-strong", description="the simulator model that plays it offline")
@@ -317,6 +328,9 @@ class Config(_Frozen):
             raise ValueError("shard must be i/n with 1 <= i <= n")
         if self.harness.kind == "crm" and self.harness.reset != "none":
             raise ValueError("the crm harness resets its database itself (harness.reset: none)")
+        for provider in ("anthropic", "openai"):
+            if problem := _base_url_problem(provider, getattr(self, provider).base_url):
+                raise ValueError(problem)
         if self.harness.kind == "crm":
             bad = [r.name for r in self.runs if r.provider is None]
             if bad:
@@ -354,6 +368,27 @@ class Config(_Frozen):
 def resolve_path(cfg: Config, p: Path) -> Path:
     """A path from the config file, relative to the file's directory."""
     return p if p.is_absolute() else (cfg.config_dir / p).resolve()
+
+
+def sdk_base_url(root: str, provider: str) -> str:
+    """A server's root (the simulator, a gateway) as the provider's SDK takes it: OpenAI's base URL carries
+    the API version (/v1), Anthropic's does not (its SDK puts /v1 in every path). `anthropic.base_url` and
+    `openai.base_url` mean the same: what the SDK's `base_url=` takes."""
+    root = root.rstrip("/")
+    return f"{root}/v1" if provider == "openai" else root
+
+
+def _base_url_problem(provider: str, url: str | None) -> str | None:
+    if not url:
+        return None
+    versioned = url.rstrip("/").endswith("/v1")
+    if provider == "openai" and not versioned:
+        return (f"openai.base_url: {url} is not what the OpenAI SDK takes: its base URL ends in /v1 "
+                f"(e.g. https://api.openai.com/v1, or {url.rstrip('/')}/v1)")
+    if provider == "anthropic" and versioned:
+        return (f"anthropic.base_url: {url} ends in /v1, which the Anthropic SDK adds itself: give "
+                f"{url.rstrip('/')[:-3]} (e.g. https://api.anthropic.com)")
+    return None
 
 
 def harness_python(cfg: Config) -> Path | None:

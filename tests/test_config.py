@@ -163,3 +163,27 @@ def test_a_user_harness_gets_model_variables_only_when_a_call_can_happen(tmp_pat
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     assert "OPENAI_API_KEY set" in (gateway_use(load_config(cfg_path)) or "")
     assert gateway_use(load_config(cfg_path, {"gateway": False})) is None
+
+
+@pytest.mark.parametrize(("key", "url", "words"), [
+    ("openai", "https://api.openai.com", "ends in /v1"),
+    ("anthropic", "https://api.anthropic.com/v1", "adds itself"),
+])
+def test_a_base_url_in_the_wrong_meaning_is_named_at_start(tmp_path: Path, key: str, url: str, words: str) -> None:
+    """One meaning everywhere: what the provider's SDK takes as base_url (the gateway derives its paths from it)."""
+    p = _write(tmp_path, GOOD + f"{key}: {{base_url: '{url}'}}\n")
+    with pytest.raises(ConfigError, match=f"{key}.base_url: {url} .*{words}"):
+        load_config(p)
+    load_config(_write(tmp_path, GOOD + f"{key}: {{base_url: '{url.removesuffix('/v1')}"
+                                         f"{'/v1' if key == 'openai' else ''}'}}\n"))
+
+
+def test_the_gateway_sends_each_path_under_the_sdk_base_url() -> None:
+    from runner.gateway.server import upstream_url
+
+    assert upstream_url("https://api.openai.com/v1", "openai", "/v1/chat/completions") == \
+        "https://api.openai.com/v1/chat/completions"  # not /v1/v1/...
+    assert upstream_url("https://proxy.local/openai/v1/", "openai", "/v1/responses") == \
+        "https://proxy.local/openai/v1/responses"
+    assert upstream_url("https://api.anthropic.com", "anthropic", "/v1/messages") == \
+        "https://api.anthropic.com/v1/messages"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runner.config import Config, Limits
+from runner.config import Config, Limits, sdk_base_url
 
 if TYPE_CHECKING:  # the server (aiohttp) loads where a gateway is built, not wherever this package is touched
     from runner.gateway.server import Gateway
@@ -16,7 +16,8 @@ def build_gateway(cfg: Config, *, sim_url: str | None = None, cache: bool | None
     from runner.gateway.server import DEFAULT_UPSTREAMS, Gateway, GatewaySettings
     from runner.ratelimit import SharedLimiter
 
-    upstreams = {p: sim_url or getattr(cfg, p).base_url or url for p, url in DEFAULT_UPSTREAMS.items()}
+    upstreams = {p: sdk_base_url(sim_url, p) if sim_url else getattr(cfg, p).base_url or url
+                 for p, url in DEFAULT_UPSTREAMS.items()}
     keys = sorted(cfg.rate_limits)
     limiter = SharedLimiter({k: cfg.rate_limits[k].resolved() for k in keys},
                             {k: bool(cfg.adaptive_concurrency) for k in keys}) if keys else None

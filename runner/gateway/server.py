@@ -32,7 +32,16 @@ from runner.gateway.usage import Tally
 from runner.models.capabilities import Prices, lookup
 from runner.ratelimit import Budget
 
-DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
+# Base URLs in the official SDKs' meaning (what `base_url=` takes, and `anthropic.base_url` / `openai.base_url` in
+# the config): OpenAI's ends in /v1, Anthropic's does not (its SDK puts /v1 in each path).
+DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+
+
+def upstream_url(base: str, provider: str, path: str) -> str:
+    """Where a caller's /v1/... path goes on a provider whose SDK base URL is `base`."""
+    if provider == "openai" and path.startswith("/v1/"):
+        path = path[3:]  # the base URL carries the version
+    return base.rstrip("/") + path
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 # Headers that describe the caller or the hop, not the request: never forwarded.
 _HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", "keep-alive"}
@@ -92,8 +101,10 @@ class Gateway:
 
     async def _open(self, app: web.Application) -> None:
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout_seconds, sock_connect=10)
+        # Upstreams compress their answers (aiohttp asks for gzip and deflate): decoded here, since what
+        # goes back to the caller, its usage counts and the cache are the plain bytes (no Content-Encoding).
         session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0),
-                                        auto_decompress=False)
+                                        auto_decompress=True)
         self.upstream = Upstream(self.settings.retry, self.limiter, session)
 
     async def _close(self, app: web.Application) -> None:
@@ -148,7 +159,7 @@ class Gateway:
             raw = json.dumps({**call.body, "model": s.sim_models.get(call.model, SIM_DEFAULT)}).encode()
         assert self.upstream is not None
         return await self.upstream.send(request, Call(
-            call.provider, s.upstreams[call.provider].rstrip("/") + call.path, raw,
+            call.provider, upstream_url(s.upstreams[call.provider], call.provider, call.path), raw,
             self._upstream_headers(request, call.provider, call.model), call.streaming,
             self._slot(call.provider, call.model)))
 

@@ -17,7 +17,6 @@ from runner.models.base import (
     Provider,
     Request,
     ToolCall,
-    json_body,
     nonblank,
     read_response,
 )
@@ -82,16 +81,17 @@ class AnthropicProvider(Provider):
     name = "anthropic"
 
     def __init__(self, api_key: str, *, base_url: str | None, timeout: float,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, lean: bool = True) -> None:
         import anthropic
 
         self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
                                           default_headers=headers)
-        self.wire = Wire(self.client, anthropic, "/v1/messages", timeout=timeout)
+        self.wire = Wire(self.client, anthropic, "/v1/messages", timeout=timeout, lean=lean,
+                         create=self.client.messages.with_raw_response.create)
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
-        resp = self.wire.post(json_body(request_body(req)))
+        resp = self.wire.post(request_body(req))
         with read_response(resp) as msg:
             blocks = msg["content"]
             text = "".join(b["text"] for b in blocks if b["type"] == "text")

@@ -20,12 +20,13 @@ from typing import Any
 from loguru import logger
 
 from runner.cache import ResponseCache
-from runner.config import Config, ModelRef, RetrySettings, api_key, resolve_mode
+from runner.config import Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
 from runner.models.base import Completion, Provider, ProviderError, Request
 from runner.models.capabilities import Capabilities, Usage, budget_input_tokens, cost, lookup, split_sampling
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
+from runner.models.wire import retries_taken
 from runner.ratelimit import Budget, limiter_key
 
 
@@ -131,7 +132,7 @@ class ModelClient:
         last = ""
         for attempt in range(1, self.retry.max_attempts + 1):
             try:
-                c = self._call(req, est_in, deadline)
+                c = self._call(req, est_in, deadline, attempt - 1)
             except ProviderError as e:
                 last = f"{e.kind} ({e.status or '-'}): {e}"
                 if e.kind == "fatal":
@@ -168,9 +169,17 @@ class ModelClient:
         raise ProviderGaveUp(f"{self.provider.name} {self.logical_model}: gave up after "
                              f"{time.monotonic() - start:.1f}s; last error {last or 'rate-limit wait too long'}")
 
-    def _call(self, req: Request, est_in: float, deadline: float) -> Completion | None:
+    def _call(self, req: Request, est_in: float, deadline: float, retries: int = 0) -> Completion | None:
         """One call inside the shared budget; its reservation is settled however the call ends (a time
-        limit, a bug), never left counted as in flight."""
+        limit, a bug), never left counted as in flight. `retries`: how many came before (sent as the SDK's
+        own retry count would be)."""
+        token = retries_taken.set(retries)
+        try:
+            return self._budgeted(req, est_in, deadline)
+        finally:
+            retries_taken.reset(token)
+
+    def _budgeted(self, req: Request, est_in: float, deadline: float) -> Completion | None:
         if self.limiter is None or self.slot is None:
             return self.provider.generate(req)
         res = self.limiter.acquire(self.slot, est_in, min(req.max_output_tokens, self.limiter.out_estimate),
@@ -195,7 +204,7 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Prov
     if resolve_mode(cfg) == "sim":
         if not sim_url:
             raise ConfigError("the simulator is not running")
-        base = sim_url if ref.provider == "anthropic" else f"{sim_url}/v1"
+        base = sdk_base_url(sim_url, ref.provider)
         key, model = "sim-key", ref.sim_model
         headers = {"x-sim-plays": ref.model}  # the simulator holds the request to this model's rules
     else:
@@ -206,7 +215,9 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Prov
         key, base, model = key_value, settings.base_url or None, ref.model  # type: ignore[assignment]
         headers = {}
     cls: Any = AnthropicProvider if ref.provider == "anthropic" else OpenAIProvider
-    return cls(key, base_url=base, timeout=settings.timeout_seconds, headers=headers), model
+    # the SDK's own request code on the real APIs; the lean wire where CPU binds (the simulator)
+    lean = settings.transport == "lean" or (settings.transport == "auto" and resolve_mode(cfg) == "sim")
+    return cls(key, base_url=base, timeout=settings.timeout_seconds, headers=headers, lean=lean), model
 
 
 def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Budget | None,

@@ -17,7 +17,6 @@ from runner.models.base import (
     ProviderError,
     Request,
     ToolCall,
-    json_body,
     nonblank,
     read_response,
 )
@@ -67,17 +66,18 @@ class OpenAIProvider(Provider):
     name = "openai"
 
     def __init__(self, api_key: str, *, base_url: str | None, timeout: float,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, lean: bool = True) -> None:
         import openai
 
         self.client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
                                     default_headers=headers)
         self.wire = Wire(self.client, openai, "/chat/completions", timeout=timeout,
-                         options={"security": {"bearer_auth": True}})
+                         options={"security": {"bearer_auth": True}}, lean=lean,
+                         create=self.client.chat.completions.with_raw_response.create)
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
-        resp = self.wire.post(json_body(request_body(req)))
+        resp = self.wire.post(request_body(req))
         with read_response(resp) as body:
             if not body.get("choices"):
                 raise ProviderError("transient", "response has no choices")

@@ -10,8 +10,15 @@ keep-alive HTTP/1.1 connections (http.client; TLS with the context httpx itself 
 same trust store and SSL_CERT_FILE), ~40 us a call. Errors keep the SDKs' wording and are
 classified as before (models/base.py).
 
-Where a proxy is configured for the API's host, every call goes through the SDK as it is: httpx's
-proxy handling is not copied here.
+That is for the simulator, where CPU is the limit. On the real APIs the rate limit binds, not 0.3 ms of
+CPU a call, and a hand-written transport would not follow the next SDK release (a new per-call header,
+a beta flag, request signing): there every call goes through the SDK's own `create()` (its raw-response
+form: the SDK builds and sends the request, the agents read the body as here; `lean=False`, the default
+for real providers; `transport:` in the config). Where a proxy is configured for the API's
+host, every call goes through the SDK too: httpx's proxy handling is not copied here.
+
+Either way each call says how many retries it follows (`x-stainless-retry-count`, as the SDK's own
+retries would): the runner retries, not the SDK, and sets `retries_taken` around each attempt.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import urllib.request
 import zlib
 from collections.abc import Callable
 from contextlib import suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from email.message import Message
 from typing import Any
@@ -31,8 +39,11 @@ from typing import Any
 import httpx2
 import orjson
 
-from runner.models.base import ProviderError, classify_status, sdk_errors
+from runner.models.base import ProviderError, classify_status, json_body, sdk_errors
 
+# How many retries came before this attempt (the client's retry loop sets it; each thread has its own).
+retries_taken: ContextVar[int] = ContextVar("retries_taken", default=0)
+RETRY_HEADER = "x-stainless-retry-count"
 # Set by the connection per call, not taken from the SDK's request.
 _OWN = frozenset({"host", "content-length", "connection", "transfer-encoding"})
 # Sending on a keep-alive connection the server closed meanwhile: the request did not get through
@@ -91,39 +102,50 @@ class Wire:
     """POST bodies as one SDK client would, over keep-alive connections shared by the calling threads."""
 
     def __init__(self, client: Any, sdk: Any, path: str, *, timeout: float,
-                 options: dict[str, Any] | None = None) -> None:
+                 options: dict[str, Any] | None = None, lean: bool = True,
+                 create: Callable[..., Any] | None = None) -> None:
+        """`create`: the SDK's `with_raw_response.create` for this path, the official transport."""
         self.client, self.sdk, self.path, self.options, self.timeout = client, sdk, path, options or {}, timeout
+        self.create = create
         self.shape = learn(client, path, options)
-        self.direct = not proxied(self.shape)
+        self.direct = lean and not proxied(self.shape)
         self._tls = httpx2.create_ssl_context() if self.shape.scheme == "https" else None
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._closed = False
 
-    def post(self, body: bytes) -> Reply:
+    def post(self, request: dict[str, Any]) -> Reply:
         """A 2xx reply, or ProviderError (classified) for an error status, a timeout or a lost connection."""
+        retries = retries_taken.get()
+        if not self.direct and self.create is not None:
+            with sdk_errors(self.sdk):  # the SDK's own request code, every header as it sets them
+                raw = self.create(**request, extra_headers={RETRY_HEADER: str(retries)})
+            return Reply(raw.http_response.headers, raw.http_response.content)
+        body = json_body(request)
         if self.direct:
-            status, headers, content = self._exchange(body)
+            status, headers, content = self._exchange(body, retries)
             if 200 <= status < 300:
                 return Reply(headers, content)
             if not 300 <= status < 400:
                 raise _status_error(status, headers, content)
             # A redirect: rare, and the SDK's client follows it (the request was not acted on)
+        options = {**self.options, "headers": {**self.options.get("headers", {}), RETRY_HEADER: str(retries)}}
         with sdk_errors(self.sdk):
-            resp = self.client.post(self.path, cast_to=httpx2.Response, content=body, options=self.options)
+            resp = self.client.post(self.path, cast_to=httpx2.Response, content=body, options=options)
         return Reply(resp.headers, resp.content)
 
-    def _exchange(self, body: bytes) -> tuple[int, Message, bytes]:
+    def _exchange(self, body: bytes, retries: int) -> tuple[int, Message, bytes]:
         conn, reused = self._take()
+        headers = {**self.shape.headers, RETRY_HEADER: str(retries)} if retries else self.shape.headers
         try:
             try:
-                conn.request("POST", self.shape.target, body=body, headers=self.shape.headers)
+                conn.request("POST", self.shape.target, body=body, headers=headers)
             except _LOST_SENDING:
                 if not reused:
                     raise
                 conn.close()
                 conn = self._connect()
-                conn.request("POST", self.shape.target, body=body, headers=self.shape.headers)
+                conn.request("POST", self.shape.target, body=body, headers=headers)
             return self._answer(conn)
         except TimeoutError as e:
             conn.close()

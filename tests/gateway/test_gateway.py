@@ -114,3 +114,37 @@ def test_keys_never_reach_the_cache(gateway: str) -> None:
     client.messages.create(model="claude-sonnet-5-5", max_tokens=50, messages=[{"role": "user", "content": "key?"}])
     files = [f for f in CACHE_DIRS[0].rglob("*") if f.is_file()]
     assert files and all(b"sk-secret" not in f.read_bytes() for f in files)
+
+
+def test_a_compressing_upstream_reaches_both_sdks_decoded_streamed_and_not() -> None:
+    """The real APIs gzip their answers: the gateway decodes them, so callers, usage counts and the cache get
+    the plain bytes (no Content-Encoding left pointing at a body that is not encoded)."""
+    import gzip
+
+    from runner.config import Config, SimSettings
+    from runner.gateway.process import GatewayServer
+    from runner.models.sim.process import SimServer
+
+    with SimServer(SimSettings(compress=True)) as sim:
+        ask = urllib.request.Request(f"{sim.url}/v1/messages", method="POST", headers={
+            "x-api-key": "k", "content-type": "application/json", "accept-encoding": "gzip"},
+            data=json.dumps({"model": "claude-sonnet-5-5", "max_tokens": 2000,
+                             "messages": [{"role": "user", "content": "hi"}]}).encode())
+        with urllib.request.urlopen(ask, timeout=10) as r:  # urllib does not decode: the bytes as sent
+            assert r.headers["content-encoding"] == "gzip" and json.loads(gzip.decompress(r.read()))["content"]
+        cfg = Config(dataset="x.jsonl", harness={"kind": "python", "entrypoint": "m:f"}, runs=[{"name": "r"}],
+                     cache=False)
+        with GatewayServer(cfg, sim_url=sim.url) as gw:
+            claude = _claude(gw.url, "gz")
+            kw: dict[str, Any] = {"model": "claude-sonnet-5-5", "max_tokens": 2000, "tools": TOOLS,
+                                  "messages": [{"role": "user", "content": "Find the account Umbrella"}]}
+            plain = claude.messages.create(**kw)
+            with claude.messages.stream(**kw) as stream:
+                streamed = stream.get_final_message()
+            assert plain.content and [b.type for b in plain.content] == [b.type for b in streamed.content]
+            gpt = openai.OpenAI(api_key="k", base_url=f"{gw.url}/run/gz/worker/0/v1", max_retries=0)
+            q: dict[str, Any] = {"model": "gpt-5.4", "messages": [{"role": "user", "content": "Find Hooli"}]}
+            assert gpt.chat.completions.create(**q).choices[0].message is not None
+            assert [c for c in gpt.chat.completions.create(**q, stream=True) if c.choices]
+            s = _stats(gw.url)["gz"]
+            assert s["llm_calls"] == 4 and s["errors"] == 0 and s["input_tokens"] > 0 and s["output_tokens"] > 0

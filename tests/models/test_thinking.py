@@ -33,7 +33,8 @@ def sim() -> Iterator[SimServer]:
 
 def _client(sim: SimServer, model: str = "claude-sonnet-5-5", **thinking: Any) -> ModelClient:
     provider = "anthropic" if model.startswith("claude") else "openai"
-    ref = ModelRef(provider=provider, model=model, sim_model="sim-strong", **thinking)
+    # a run's model (a bare ModelRef is a teacher's, which does not think unless asked)
+    ref = ModelRef(provider=provider, model=model, sim_model="sim-strong", **{"thinking": "model-default", **thinking})
     cfg = Config(dataset="x.jsonl", runs=[{"name": "r", "provider": provider, "model": model}], cache=False)
     return make_client(ref, cfg, sim_url=sim.url, limiter=None, cache=None)
 
@@ -74,7 +75,10 @@ def test_a_thinking_teacher_is_refused_at_start() -> None:
 
     cfg = Config(dataset="x.jsonl", runs=[{
         "name": "atlas", "agent": "atlas", "provider": "openai", "model": "gpt-5.4-mini",
-        "teacher": {"provider": "anthropic", "model": "claude-sonnet-5-5"}}])
+        "teacher": {"provider": "anthropic", "model": "claude-sonnet-5-5", "thinking": "model-default"}}])
+    assert Config(dataset="x.jsonl", runs=[{  # a teacher that says nothing does not think
+        "name": "a", "agent": "atlas", "provider": "openai", "model": "gpt-5.4-mini",
+        "teacher": {"provider": "anthropic", "model": "claude-sonnet-5-5"}}]).runs[0].teacher.thinking == "off"
     with pytest.raises(ConfigError, match=r"runs\.atlas\.teacher: claude-sonnet-5-5 would think .* thinking: off"):
         requests_sent(cfg)
 

@@ -235,11 +235,11 @@ def test_with_a_proxy_configured_every_call_goes_through_the_sdk(server: tuple[s
 def test_a_closed_wire_keeps_no_connection(server: tuple[str, Recorder]) -> None:
     url, _ = server
     w = Wire(anthropic.Anthropic(api_key="k", base_url=url, max_retries=0), anthropic, "/v1/messages", timeout=5)
-    w.post(b"{}")
+    w.post({})
     assert len(w._idle) == 1
     w.close()
     assert not w._idle
-    w.post(b"{}")  # still usable; what it opens is not kept
+    w.post({})  # still usable; what it opens is not kept
     assert not w._idle
 
 

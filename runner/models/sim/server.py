@@ -185,6 +185,8 @@ def _fault_response(api: str, fault: str, err: Any, request: web.Request) -> web
 async def _stream(request: web.Request, api: str, payload: dict[str, Any], headers: dict[str, str],
                   body: dict[str, Any]) -> web.StreamResponse:
     resp = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    if request.app["state"].settings.compress:
+        resp.enable_compression()  # by the request's Accept-Encoding, as the real APIs' front ends do
     await resp.prepare(request)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     events = anthropic_events(payload) if api == "anthropic" else openai_chunks(payload, include_usage=include_usage)
@@ -381,8 +383,9 @@ async def _count_tokens(request: web.Request) -> web.Response:
         body = json.loads(await request.read())
     except ValueError:
         return web.json_response(wire.anthropic_error(400, "body is not JSON"), status=400)
-    if not request.headers.get("x-api-key"):
-        return web.json_response(wire.anthropic_error(401, "invalid x-api-key"), status=401)
+    # the same two ways as /v1/messages: an x-api-key, or the bearer token of an SDK built with auth_token
+    if not (request.headers.get("x-api-key") or request.headers.get("authorization", "").startswith("Bearer ")):
+        return web.json_response(wire.anthropic_error(401, "x-api-key header is required"), status=401)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
         return web.json_response(wire.anthropic_error(400, "model and messages: Field required"), status=400)
     return web.json_response({"input_tokens": sum(s.tokens for s in segments("anthropic", body))})
@@ -409,10 +412,19 @@ async def _health(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
+@web.middleware
+async def _compress(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+    """Plain answers encoded by the request's Accept-Encoding (streams do it themselves before they start)."""
+    resp: web.StreamResponse = await handler(request)
+    if isinstance(resp, web.Response):
+        resp.enable_compression()
+    return resp
+
+
 def make_app(settings: SimSettings) -> web.Application:
     # Resolving the SDKs' types takes ~2 s: do it beside the server, not before it listens.
     strict.start_warm_up()
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_compress] if settings.compress else [])
     app["state"] = SimState(settings)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
                     web.post("/v1/messages/count_tokens", _count_tokens),
