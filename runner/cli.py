@@ -333,8 +333,23 @@ def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_ca
     from runner.gateway import build_gateway
     from runner.gateway.server import serve
 
-    cfg = Config.model_validate_json(config_json) if config_json else load_config(config)
+    cfg = Config.model_validate_json(config_json) if config_json else load_config(config, gateway_only=True)
     serve(build_gateway(cfg, sim_url=sim_url, cache=False if no_cache else None), host, port)
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Show this config's `models:` overrides applied.")
+def models(config_path: str | None) -> None:
+    """The models table: what each model takes (sampling, thinking), its limits, prices (with their date and
+    source) and retirement, as the runner uses them (docs/configuration.md#models)."""
+    from rich.console import Console
+
+    from runner.config import load_config
+    from runner.models.table import models_table
+
+    overrides = load_config(config_path).model_overrides() if config_path else None
+    Console().print(models_table(overrides))
 
 
 @cli.group()

@@ -497,8 +497,14 @@ def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) 
             _interpolate(value_node, variables, path)
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
-    """Read, fill ${VAR}s, merge flags, validate. Relative paths in the file are relative to the file."""
+# What `runner gateway` reads of a config; a file holding only these is a whole gateway config.
+GATEWAY_KEYS = ("rate_limits", "retry", "anthropic", "openai", "models", "cache", "cache_dir", "adaptive_concurrency")
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None, *,
+                gateway_only: bool = False) -> Config:
+    """Read, fill ${VAR}s, merge flags, validate. Relative paths in the file are relative to the file.
+    `gateway_only`: the file may hold only GATEWAY_KEYS (no dataset or runs: the gateway runs none)."""
     path = Path(path) if path else DEFAULT_CONFIG
     try:
         text = path.read_text()
@@ -518,6 +524,10 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     if isinstance(data.get("dataset"), str) and not Path(data["dataset"]).is_absolute():
         data["dataset"] = str((path.parent / data["dataset"]).resolve())
     data["config_dir"] = str(path.parent.resolve())
+    if gateway_only:
+        data.setdefault("dataset", "(the gateway reads no dataset)")
+        data.setdefault("runs", [{"name": "gateway"}])
+        data.setdefault("harness", {"kind": "python", "entrypoint": "gateway:none"})
     for key, name in EXTERNAL_NAMES.items():  # one spelling before the flags merge in
         if name in data:
             data[key] = data.pop(name)

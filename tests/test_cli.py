@@ -63,3 +63,15 @@ def test_a_missing_key_stops_before_anything_starts_and_is_said_once(tmp_path: P
     said = [line for line in done.stderr.splitlines() if "ANTHROPIC_API_KEY is not set" in line]
     assert len(said) == 1 and "OPENAI_API_KEY is not set" in said[0], done.stderr
     assert not out.exists()  # no output dir, no worker, no sandbox
+
+
+def test_the_models_table_says_what_each_model_takes_costs_and_when_it_retires() -> None:
+    from click.testing import CliRunner
+
+    from runner.cli import cli
+
+    out = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "400"}).output
+    row = next(line for line in out.splitlines() if line.startswith("│ claude-sonnet-5-5 "))
+    assert "adaptive, thinks by default" in row and "10" in row  # thinking unless told, $10 per 1M out
+    assert "retires 2026-11-30 -> claude-sonnet-5-5" in out  # the seeds' model, with its successor
+    assert "read 2026-11-20 from https://platform.claude.com" in " ".join(out.split())  # a price has a date

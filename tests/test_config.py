@@ -187,3 +187,12 @@ def test_the_gateway_sends_each_path_under_the_sdk_base_url() -> None:
         "https://proxy.local/openai/v1/responses"
     assert upstream_url("https://api.anthropic.com", "anthropic", "/v1/messages") == \
         "https://api.anthropic.com/v1/messages"
+
+
+def test_a_gateway_config_needs_only_the_gateway_keys(tmp_path: Path) -> None:
+    """docs/gateway.md's laptop example: rate limits and nothing else."""
+    p = _write(tmp_path, "rate_limits: {anthropic: {preset: tier2}, openai: {rpm: 500}}\n")
+    cfg = load_config(p, gateway_only=True)
+    assert cfg.rate_limits["openai"].rpm == 500
+    with pytest.raises(ConfigError, match="dataset"):  # a run still needs its dataset
+        load_config(p)

@@ -87,6 +87,12 @@ _CLAUDE45: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budge
 _CLAUDE46: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budget", "adaptive"}),
                              "efforts": ("low", "medium", "high"), "default_effort": "high"}
 
+# Where the prices in BUILTIN were read, and when: a price is a fact with a date. Sources disagree on
+# Claude Sonnet 5.5's cache reads ($0.20 here, 10 % of input as for every Claude model; one
+# third-party page says $0.10): override it under `models:` if your invoice says otherwise.
+PRICE_SOURCES = {"anthropic": ("2026-11-20", "https://platform.claude.com/docs/en/about-claude/pricing"),
+                 "openai": ("2026-11-20", "https://openai.com/api/pricing/")}
+
 BUILTIN: dict[str, Capabilities] = {
     # Anthropic. Sonnet 4.x still took temperature on older API versions; Sonnet 5+ answer 400 to any
     # non-default sampling value. Under the SDK's 2026-10-21 version none is sent (see module doc).

@@ -189,3 +189,33 @@ def test_exhausted_quota_stops_the_run_at_the_first_call(sim: SimServer, kind: s
     with pytest.raises(ProviderFatal, match=r"insufficient_quota|billing"):
         client.complete(Request("sim-strong", SYSTEM_PROMPT, [{"role": "user", "text": ASK}], NEUTRAL_TOOLS))
     assert client.stats.retries == 0
+
+
+def test_the_responses_api_plain_and_streamed_through_the_sdk(sim: SimServer) -> None:
+    """`/v1/responses`: the SDK's own create() and stream() read the simulator's answers; a tool loop goes
+    through function_call / function_call_output items; a shape the API refuses is refused."""
+    import openai
+
+    client = openai.OpenAI(api_key="k", base_url=f"{sim.url}/v1", max_retries=0)
+    tools: list[Any] = [{"type": "function", "name": "search_opportunities", "description": "Find opportunities.",
+                         "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                                        "required": ["query"]}, "strict": False}]
+    kw: dict[str, Any] = {"model": "gpt-5.4", "instructions": SYSTEM_PROMPT, "input": ASK, "tools": tools,
+                          "max_output_tokens": 4000}
+    first = client.responses.create(**kw)
+    calls = [o for o in first.output if o.type == "function_call"]
+    assert first.status == "completed" and calls and calls[0].name == "search_opportunities"
+    assert first.usage is not None and first.usage.output_tokens_details.reasoning_tokens > 0  # it reasons
+    with client.responses.stream(**kw) as stream:
+        final = stream.get_final_response()
+    assert [o.type for o in final.output] == [o.type for o in first.output]
+    follow = client.responses.create(**{**kw, "input": [
+        {"role": "user", "content": ASK},
+        {"type": "function_call", "call_id": calls[0].call_id, "name": calls[0].name, "arguments": calls[0].arguments},
+        {"type": "function_call_output", "call_id": calls[0].call_id, "output": '{"ok": true, "rows": []}'}]})
+    assert follow.status == "completed" and follow.output
+    cut = client.responses.create(**{**kw, "max_output_tokens": 20})
+    assert cut.status == "incomplete" and cut.incomplete_details
+    assert cut.incomplete_details.reason == "max_output_tokens"
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="gpt-5.4", input=ASK, max_output_tokens="many")  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ from aiohttp import web
 from runner import heap
 from runner.config import Limits, SimSettings
 from runner.models.capabilities import BUILTIN, Capabilities, lookup
-from runner.models.sim import strict, wire
+from runner.models.sim import responses, strict, wire
 from runner.models.sim import thinking as sim_thinking
 from runner.models.sim.body import parse as parse_body
 from runner.models.sim.policy import PROFILES, Action, Msg, respond
@@ -189,7 +189,12 @@ async def _stream(request: web.Request, api: str, payload: dict[str, Any], heade
         resp.enable_compression()  # by the request's Accept-Encoding, as the real APIs' front ends do
     await resp.prepare(request)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    events = anthropic_events(payload) if api == "anthropic" else openai_chunks(payload, include_usage=include_usage)
+    if request.get("responses") is not None:
+        events = responses.events(payload)
+    elif api == "anthropic":
+        events = anthropic_events(payload)
+    else:
+        events = openai_chunks(payload, include_usage=include_usage)
     pause = request.app["state"].settings.stream_interval_ms / 1000
     for n, event in enumerate(events):
         if pause and n:
@@ -199,15 +204,16 @@ async def _stream(request: web.Request, api: str, payload: dict[str, Any], heade
     return resp
 
 
-async def _handle(request: web.Request, api: str) -> web.StreamResponse:
-    """One API request: refuse it as the API would, throttle it, fail it on purpose, or answer it."""
+async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> web.StreamResponse:
+    """One API request: refuse it as the API would, throttle it, fail it on purpose, or answer it. `raw`:
+    the body to answer instead of the request's (a Responses API request, as the chat request it asks)."""
     state: SimState = request.app["state"]
     # A provider's latency runs from the request's arrival, its own work included: the answer is due
     # then (this server shares the machine with the runner, and its work must not add to a call's time)
     arrived = time.monotonic()
     state.stats["requests"] += 1
     err = wire.anthropic_error if api == "anthropic" else wire.openai_error
-    raw = await request.read()
+    raw = raw if raw is not None else await request.read()
     try:
         body = parse_body(raw)  # orjson, the run's tool list parsed once (models/sim/body.py)
     except orjson.JSONDecodeError:
@@ -245,6 +251,8 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     headers = {"request-id" if api == "anthropic" else "x-request-id": f"req_{rid[:20]}",
                **_ratelimit_headers(api, remaining, 0, lim)}
     payload = await _answer(request, api, body, segs, rid, limited, out_estimate, arrived)
+    if request.get("responses") is not None:
+        payload = responses.from_chat(payload, request["responses"])
     if fault == "malformed":
         return web.Response(text=json.dumps(payload)[:-7], content_type="application/json", headers=headers)
     state.stats["ok"] += 1
@@ -360,9 +368,9 @@ async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: li
     return wire.openai_response(action, model, rid, fields, stop="length" if cut else None)
 
 
-async def _guarded(request: web.Request, api: str) -> web.StreamResponse:
+async def _guarded(request: web.Request, api: str, raw: bytes | None = None) -> web.StreamResponse:
     try:
-        return await _handle(request, api)
+        return await _handle(request, api, raw)
     except Exception as e:  # a policy bug must show up as a 500 with a reason, and in the log
         traceback.print_exc(file=sys.stderr)
         err = wire.anthropic_error if api == "anthropic" else wire.openai_error
@@ -375,6 +383,24 @@ async def _anthropic(request: web.Request) -> web.StreamResponse:
 
 async def _openai(request: web.Request) -> web.StreamResponse:
     return await _guarded(request, "openai")
+
+
+async def _responses(request: web.Request) -> web.StreamResponse:
+    """OpenAI's Responses API: checked against the SDK's types, answered as the chat request it asks."""
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        return web.json_response(wire.openai_error(400, "body is not JSON"), status=400)
+    if not isinstance(body, dict):
+        return web.json_response(wire.openai_error(400, "body must be a JSON object"), status=400)
+    if not request.headers.get("authorization", "").startswith("Bearer "):
+        return await _guarded(request, "openai", b"{}")  # the chat path says 401 as the API does
+    problem = responses.shape_error(body)
+    if problem:
+        return web.json_response(wire.openai_error(400, f"Invalid request: {problem}", code="invalid_request"),
+                                 status=400)
+    request["responses"] = body
+    return await _guarded(request, "openai", orjson.dumps(responses.to_chat(body)))
 
 
 async def _count_tokens(request: web.Request) -> web.Response:
@@ -427,6 +453,7 @@ def make_app(settings: SimSettings) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_compress] if settings.compress else [])
     app["state"] = SimState(settings)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
+                    web.post("/v1/responses", _responses),
                     web.post("/v1/messages/count_tokens", _count_tokens),
                     web.get("/stats", _stats), web.post("/stats/reset", _reset_stats), web.get("/health", _health)])
     return app
