@@ -24,6 +24,7 @@ from bench import (
     gateway,
     harness,
     headline,
+    helpdesk,
     inflight,
     memory,
     ratelimit,
@@ -42,8 +43,8 @@ def main() -> None:
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
     ap.add_argument("--only", help="comma-separated subset: scaling,slots,startup,memory,inflight,ratelimit,ray,cached,"
-                    "harness,gateway,headline,floor; with --out naming an existing document, only those sections of it "
-                    "are replaced")
+                    "harness,helpdesk,gateway,headline,floor; with --out naming an existing document, only those "
+                    "sections of it are replaced")
     ap.add_argument("--floor-n", type=int, default=1200,
                     help="conversations per run in the rate-limit-bound headline (1200 = the seeds' whole job)")
     ap.add_argument("--floor-scale", type=float, default=1 / 2,
@@ -91,6 +92,8 @@ def main() -> None:
     step("cached", lambda: _one(cached.cached(workers=size(2, 4, 4), limit=size(4, 12, None)), cached.render))
     step("harness", lambda: _one(harness.harness(size([1], [1, 2], [1, 2, 4, 8, 16]), size(4, 12, 160),
                                                  20 if q else 100), harness.render))
+    step("helpdesk", lambda: _one(helpdesk.helpdesk(size([1], [1, 2], [1, 2, 4, 8]), size(2, 4, 16), size(6, 40, 400),
+                                                    20 if q else 100), helpdesk.render))
     step("gateway", lambda: _one(gateway.gateway(size("tiny", "quick", "full")), gateway.render))
     step("headline", lambda: _one(headline.headline(size(4, 20, args.headline_n), size(2, 4, 16),
                                                     size(1 / 100, 1 / 20, 1 / 20)),
