@@ -99,6 +99,20 @@ def summary(raw: dict[str, Any]) -> str:
             if r["met"] is not None:
                 rows.append([f"a user's harness (legacy example), W = {r['W']}: ≥ 0.9·W x its sequential CLI",
                              f"{r['runner_x']:.2f}x (shared database: {r['shared_db_x']:.2f}x)", _verdict(r["met"])])
+    if "helpdesk" in raw:
+        h = raw["helpdesk"]
+        for r in h["rows"]:
+            if r["met"] is not None:
+                rows.append([f"a harness with real habits (helpdesk), {r['label']}: ≥ 0.9·W x its CLI, launch to exit",
+                             f"{r['x']:.2f}x (target {r['target'] / h['cli']['rate']:.2f}x)", _verdict(r["met"])])
+        f = h["fixed"]
+        rows += [["a user harness's 1-worker job: first result ≤ 1.0 s after launch (record ~0.3 s)",
+                  f"{f['user_first_s']:.2f} s", _verdict(f["user_first_s"] <= 1.0 + 0.3)],
+                 ["exit ≤ 0.5 s after the last result", f"{f['user_exit_after_last_s']:.2f} s",
+                  _verdict(f["user_exit_after_last_s"] <= 0.5)],
+                 ["resume of a finished job ≤ 1.0 s", f"{f['resume_s']:.2f} s", _verdict(f["resume_s"] <= 1.0)],
+                 ["a 1-record built-in job ≤ 3 s", f"{f['builtin_wall_s']:.2f} s",
+                  _verdict(f["builtin_wall_s"] <= 3.0)]]
     if "gateway" in raw:
         rows += _gateway(raw["gateway"])
     if "headline" in raw:
