@@ -3,10 +3,11 @@
 Most harnesses catch every exception inside a conversation and report a failed one: when their
 database dies mid-record, the runner gets a well-formed "failure" that is really the sandbox's.
 So the worker does not trust the harness's word: it keeps one session of its own open on the
-sandbox and asks, before and after each record, which server incarnation answers and which
-databases the slot holds. A server that died or restarted (a crashed backend resets every
-session) breaks the session; a container that was paused does not answer in time; a database
-that was dropped and made again has another oid. Any of these: the record's result is discarded.
+sandbox and asks, before and after each record, which server incarnation answers and which of the
+slot's databases exist. A server that died or restarted (a crashed backend resets every session)
+breaks the session; a container that was paused does not answer in time; a database that was
+dropped is missing. Any of these: the record's result is discarded. (A database dropped and made
+again within the record is the harness's own doing, as some harnesses reset that way: it passes.)
 
 The query goes out through libpq's asynchronous calls with a deadline of our own, because a
 frozen server (docker pause) keeps its socket open and a blocking read would wait forever.
@@ -28,8 +29,7 @@ from runner.resources import Resource
 # frozen or dying. Generous on purpose: a false alarm costs a sandbox and a retry, never a wrong result.
 ANSWER_SECONDS = 5.0
 
-_QUERY = (b"SELECT pg_postmaster_start_time()::text, "
-          b"coalesce(string_agg(datname || '=' || oid::text, ',' ORDER BY datname), '') "
+_QUERY = (b"SELECT pg_postmaster_start_time()::text, coalesce(string_agg(datname, ',' ORDER BY datname), '') "
           b"FROM pg_database WHERE datname = ANY($1::text[])")
 
 
@@ -39,8 +39,8 @@ class SandboxGone(Exception):
 
 @dataclass(frozen=True)
 class Incarnation:
-    """Which server answered, and which databases (by oid) it held: equal before and after a record
-    exactly when one live server, with the same databases, served it all."""
+    """Which server answered, and which of the databases asked about it held: equal before and after a
+    record exactly when one live server, with the slot's databases, served it all."""
 
     started: str
     databases: str
@@ -68,7 +68,7 @@ class Witness(Resource):
             conn.close()
 
     def observe(self, databases: list[str]) -> Incarnation:
-        """The server's start time and these databases' oids, or SandboxGone."""
+        """The server's start time and which of these databases exist, or SandboxGone."""
         with self._lock:
             if self._conn is None or self._conn.closed:
                 raise SandboxGone("the witness session is closed")
