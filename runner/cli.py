@@ -33,6 +33,21 @@ def cli(verbose: bool) -> None:
         die_with_parent(int(os.environ.pop(PARENT_ENV)))
 
 
+def _thresholds(pairs: tuple[str, ...]) -> dict[str, float]:
+    """--fail-under RUN=RATE, as many as given."""
+    out = {}
+    for pair in pairs:
+        run, _, rate = pair.partition("=")
+        try:
+            out[run] = float(rate)
+        except ValueError:
+            raise click.BadParameter(f"{pair!r}: expected RUN=RATE, e.g. atlas=0.8", param_hint="--fail-under") \
+                from None
+        if not run or not 0 <= out[run] <= 1:
+            raise click.BadParameter(f"{pair!r}: RATE is a share from 0 to 1", param_hint="--fail-under")
+    return out
+
+
 def _overrides(**kw: object) -> dict[str, object]:
     return {k: v for k, v in kw.items() if v is not None}
 
@@ -97,17 +112,20 @@ class ConcurrencyType(click.ParamType):
 @click.option("--allow-retired", is_flag=True, help="Start even if a model is past its retirement date.")
 @click.option("--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input).")
 @click.option("--fail-on-error/--no-fail-on-error", default=None,
-              help="Exit 1 if a result failed because of the dataset or the harness (default: on where CI is set).")
+              help="Exit 1 if any result ended in an error: provider, sandbox, harness, time limit (default: on "
+                   "where CI is set).")
+@click.option("--fail-under", "fail_under", multiple=True, metavar="RUN=RATE",
+              help="Exit 1 if RUN's success rate is below RATE (0..1); repeatable. YAML: fail_under: {RUN: RATE}.")
 def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | str | None, runs: str | None,
         sandbox: str | None, dsn: str | None, executor: str | None, ray_address: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
         providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, skip_invalid: bool,
         force: bool, conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
-        no_prompt_cache: bool, fail_on_error: bool | None) -> None:
+        no_prompt_cache: bool, fail_on_error: bool | None, fail_under: tuple[str, ...]) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
-    Exit codes: 0 done; 1 done, but results failed because of the dataset or the harness (with
-    --fail-on-error); 2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal
+    Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
+    is under its --fail-under; 2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal
     provider answer); 130 interrupted (run the same command again to finish)."""
     from runner.config import load_config
     from runner.job import run_job
@@ -125,7 +143,7 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         rerun_errors=rerun_errors or None, skip_invalid=skip_invalid or None, force=force or None,
         conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
         allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None,
-        fail_on_error=fail_on_error))
+        fail_on_error=fail_on_error, fail_under=_thresholds(fail_under) or None))
     if ray_address:
         cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
     cfg = _select_runs(cfg, runs)
@@ -133,17 +151,26 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
 
     summary = run_job(cfg, on_booted=warm_renderer)
     results = load_runs(summary.out)  # read once for the table and the reports
-    print_summary(summary.out, runs=results)
+    metrics = print_summary(summary.out, runs=results)
     print_gateway(summary.out)
     if not reports_current(summary.out, results):  # a resume with nothing to do leaves them as they are
         write_reports(summary.out, results)
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)
-    fail = cfg.fail_on_error if cfg.fail_on_error is not None else bool(os.environ.get("CI"))
-    if fail and (n := summary.own_faults()):
-        click.echo(f"{n} result(s) failed because of the dataset or the harness "
-                   f"({', '.join(f'{k}: {v}' for k, v in sorted(summary.errors.items()))}): exit 1", err=True)
+    failed = False
+    if errors := summary.errors_left():  # never silent: an error is not the model's failure
+        click.echo(f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
+                   f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); `--rerun-errors` runs them "
+                   "again", err=True)
+        failed = cfg.fail_on_error if cfg.fail_on_error is not None else bool(os.environ.get("CI"))
+    for run, least in cfg.fail_under.items():
+        rate = metrics.get(run, {}).get("success_rate")
+        if rate is None or rate < least:
+            click.echo(f"ERROR   {run}: success {'unknown' if rate is None else f'{rate:.1%}'} is under its "
+                       f"fail_under of {least:.1%}", err=True)
+            failed = True
+    if failed:
         sys.exit(1)
 
 

@@ -294,8 +294,11 @@ class Config(_Frozen):
     rerun_errors: bool = False
     skip_invalid: bool = Field(False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping")
     force: bool = Field(False, description="YAML force_resume, flag --force-resume (the old key force still reads)")
-    fail_on_error: bool | None = Field(None, description="exit 1 when a result failed because of the dataset or "
-                                                         "the harness; default: on where CI is set")
+    fail_on_error: bool | None = Field(None, description="exit 1 when any result ended in an error (provider, "
+                                                         "sandbox, harness, time limit; not a cut turn); default: "
+                                                         "on where CI is set")
+    fail_under: dict[str, float] = Field(default_factory=dict, description="run: the least success rate (0..1) "
+                                                                           "it must reach, else exit 1 (CI gates)")
     rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
                                               description="key: provider or provider/model")
     concurrency_window_seconds: float | None = Field(
@@ -328,6 +331,11 @@ class Config(_Frozen):
             raise ValueError("shard must be i/n with 1 <= i <= n")
         if self.harness.kind == "crm" and self.harness.reset != "none":
             raise ValueError("the crm harness resets its database itself (harness.reset: none)")
+        for run, least in self.fail_under.items():
+            if run not in names:
+                raise ValueError(f"fail_under: {run!r} is not a run of this config ({', '.join(names)})")
+            if not 0 <= least <= 1:
+                raise ValueError(f"fail_under.{run}: {least} is not a share from 0 to 1")
         for provider in ("anthropic", "openai"):
             if problem := _base_url_problem(provider, getattr(self, provider).base_url):
                 raise ValueError(problem)

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from runner.result import Result
+from runner.result import Result, outcome
 from runner.sink import read_results
 from runner.stats import wilson
 
@@ -50,20 +50,26 @@ def run_metrics(rows: list[Result]) -> dict[str, Any]:
     ok = [r for r in rows if r.ok]
     lat = [r.wall_seconds for r in ok]
     calls = sum(r.usage.llm_calls for r in rows)
+    kinds = Counter(outcome(r) for r in rows)
+    decided = kinds["success"] + kinds["failure"]
 
     def total(key: str) -> int:
         return sum(int(getattr(r.usage, key)) for r in rows)
 
     return {
-        "records": len(rows), "ok": len(ok), "errors": len(rows) - len(ok),
+        "records": len(rows), "ok": len(ok), "errors": kinds["error"], "cut": kinds["cut"],
+        "successes": kinds["success"], "failures": kinds["failure"], "unscored": kinds["unscored"],
         # earlier attempts' results thrown away: their sandbox did not serve the whole record
         "discarded": sum(len(r.discarded) for r in rows),
         # fields the harness wrote that are not numbers at all (their mean leaves those records out)
         "unreadable": dict(Counter(f for r in rows for f, note in r.read_notes.items()
                                    if note.startswith("not a number"))),
         "errors_by_kind": dict(Counter(str(r.error_kind) for r in rows if not r.ok)),
-        "success_rate": sum(1 for r in ok if r.success) / len(rows) if rows else 0.0,
-        "success_ci95": wilson(sum(1 for r in ok if r.success), len(rows)),
+        # successes among the records the agent finished (errors and cut turns are shown beside, not in it) ...
+        "success_rate": kinds["success"] / decided if decided else 0.0,
+        "success_ci95": wilson(kinds["success"], decided),
+        # ... and among every record, errors and cut turns counted as failures
+        "success_rate_all": kinds["success"] / len(rows) if rows else 0.0,
         "metrics": metric_means(rows),
         "input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
         "cost_usd": _cost_sum(rows, "cost_usd"), "input_cost_usd": _cost_sum(rows, "input_cost_usd"),
@@ -106,6 +112,7 @@ def _cell(v: Any, kind: str) -> str:
 def _summary_columns(names: list[str], usage: bool) -> list[tuple[str, str, str]]:
     """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first."""
     cols = [("records", "records", "int"), ("success (95% CI)", "success_rate", "pct"), ("errors", "errors", "int"),
+            ("cut", "cut", "int"), ("success, all records", "success_rate_all", "pct"),
             ("cost $", "cost_usd", "usd"), *[(k.replace("_", " "), k, "num") for k in names],
             ("p50 s", "latency_p50_s", "int"), ("tok in", "input_tokens", "int"),
             ("tok out", "output_tokens", "int"), ("p95 s", "latency_p95_s", "int"), ("retries", "retries", "int"),

@@ -70,7 +70,8 @@ def _groups(names: list[str], rows: dict[str, list[Result]]) -> str:
     return "".join(parts)
 
 
-LABELS = {"records": "records", "success_rate": "success (95 % CI)", "input_tokens": "tokens in",
+LABELS = {"records": "records", "success_rate": "success (95 % CI)", "success_rate_all": "success, all records",
+          "cut": "cut turns", "input_tokens": "tokens in",
           "output_tokens": "tokens out", "cost_usd": "cost", "latency_p50_s": "p50 s", "latency_p95_s": "p95 s",
           "errors": "errors", "retries": "retries", "cache_hit_rate": "cache hits"}
 
@@ -86,7 +87,11 @@ def _count(v: float) -> str:
 def _summary(metrics: dict[str, dict[str, Any]]) -> str:
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
     usage = ["input_tokens", "output_tokens", "cost_usd"] if any(m["llm_calls"] for m in metrics.values()) else []
-    cols = ["records", "success_rate", *names, *usage, "latency_p50_s", "latency_p95_s", "errors",
+    # a cut-turns column where a run has some; success over all records beside the rate where they differ
+    apart = [c for c, shown in (("cut", any(m["cut"] for m in metrics.values())),
+                                ("success_rate_all", any(m["errors"] or m["cut"] for m in metrics.values())))
+             if shown]
+    cols = ["records", "success_rate", "errors", *apart, *names, *usage, "latency_p50_s", "latency_p95_s",
             *(["retries", "cache_hit_rate"] if usage else [])]
 
     def cell(m: dict[str, Any], c: str) -> str:
@@ -98,7 +103,8 @@ def _summary(metrics: dict[str, dict[str, Any]]) -> str:
             return f'<td>{v:.1%} <span class="ci">{lo:.0%}-{hi:.0%}</span></td>'
         if c in ("input_tokens", "output_tokens"):
             return f'<td title="{v}">{_count(v)}</td>'
-        return f"<td>{v:.1%}</td>" if c == "cache_hit_rate" else f"<td>${v:.4f}</td>" if c == "cost_usd" else \
+        return f"<td>{v:.1%}</td>" if c in ("cache_hit_rate", "success_rate_all") else \
+            f"<td>${v:.4f}</td>" if c == "cost_usd" else \
             f"<td>{v:.3g}</td>" if c in names or c.startswith("latency") else f"<td>{v}</td>"
 
     head = "".join(f"<th>{e(LABELS.get(c, c.replace('_', ' ')))}</th>" for c in cols)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.errors import ErrorKind
+from runner.errors import CUT_KINDS, ErrorKind
 
 RESULT_VERSION = 2
 
@@ -69,6 +69,19 @@ class Result(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+Outcome = Literal["success", "failure", "unscored", "cut", "error"]
+
+
+def outcome(r: Result) -> Outcome:
+    """Exactly one of: success, failure (the agent's: a finished record that did not succeed), unscored (no
+    success field), cut (the model did not finish a turn: output limit, refusal...) or error (a cause that is
+    not the agent's: provider, sandbox, harness, time limit). Success rates count successes among successes
+    and failures; errors and cuts are shown beside them, never folded in silently."""
+    if r.ok:
+        return "unscored" if r.success is None else "success" if r.success else "failure"
+    return "cut" if r.error_kind in CUT_KINDS else "error"
 
 
 def now_iso() -> str:

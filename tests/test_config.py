@@ -196,3 +196,11 @@ def test_a_gateway_config_needs_only_the_gateway_keys(tmp_path: Path) -> None:
     assert cfg.rate_limits["openai"].rpm == 500
     with pytest.raises(ConfigError, match="dataset"):  # a run still needs its dataset
         load_config(p)
+
+
+def test_fail_under_names_runs_of_the_config(tmp_path: Path) -> None:
+    assert load_config(_write(tmp_path, GOOD + "fail_under: {a: 0.8}\n")).fail_under == {"a": 0.8}
+    with pytest.raises(ConfigError, match="fail_under: 'z' is not a run of this config"):
+        load_config(_write(tmp_path, GOOD + "fail_under: {z: 0.8}\n"))
+    with pytest.raises(ConfigError, match="not a share from 0 to 1"):
+        load_config(_write(tmp_path, GOOD + "fail_under: {a: 80}\n"))

@@ -48,10 +48,22 @@ def test_a_rejected_request_fails_only_its_conversation(tmp_path: Path, sandbox_
     cfg.write_text(DEFAULT.read_text().replace("../data", str(ROOT / "data"))
                    + "  faults: {bad_request: 0.05}\n  seed: 3\n")
     out = tmp_path / "out"
-    p = _run(out, "--limit", "10", "--runs", "claude-sonnet,gpt-mini", config=cfg)
+    p = _run(out, "--limit", "10", "--runs", "claude-sonnet,gpt-mini", "--no-fail-on-error", config=cfg)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = _rows(out, "claude-sonnet") + _rows(out, "gpt-mini")
     errors = [r for r in rows if r["status"] == "error"]
+    # never silent: the errors are named at the end, apart from the agent's outcomes
+    assert f"{len(errors)} result(s) ended in an error, not an outcome of the agent (provider_rejected" in p.stderr
+    # and they fail a CI job that asks for it (the default where CI is set)
+    assert _run(out, "--limit", "10", "--runs", "claude-sonnet,gpt-mini", "--fail-on-error",
+                config=cfg).returncode == 1
+    # a CI gate on a run's success rate (among the records the agent finished), on the finished output
+    gate = _run(out, "--limit", "10", "--runs", "claude-sonnet,gpt-mini", "--no-fail-on-error", "--fail-under",
+                "gpt-mini=1.0", config=cfg)
+    assert gate.returncode == 1 and "gpt-mini: success" in gate.stderr
+    assert "under its fail_under of 100.0%" in gate.stderr
+    assert _run(out, "--limit", "10", "--runs", "claude-sonnet,gpt-mini", "--no-fail-on-error", "--fail-under",
+                "gpt-mini=0.1", config=cfg).returncode == 0
     assert len(rows) == 20 and errors and len(errors) < len(rows)
     assert all(r["error_kind"] == "provider_rejected" and "HTTP 400" in r["error"]
                and "simulated rejection" in r["error"] for r in errors)

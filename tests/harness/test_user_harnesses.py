@@ -36,7 +36,7 @@ def test_python_harness_failures_are_results_and_the_run_goes_on(tmp_path: Path,
     harness = TOY_PYTHON
     code, log, out = _run(tmp_path, harness, RECORDS, "--fail-on-error")
     # done, every record recorded, but the harness failed some: exit 1 (as in CI), saying why
-    assert code == 1 and "failed because of the dataset or the harness (harness_error: 2" in log, log[-3000:]
+    assert code == 1 and "ended in an error, not an outcome of the agent (harness_error: 2" in log, log[-3000:]
     res = _results(out)
     assert set(res) == {r["id"] for r in RECORDS}
     for rid in ("r1", "r2", "r3", "r4"):
