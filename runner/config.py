@@ -214,13 +214,25 @@ class DatabaseSettings(_Frozen):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     schema_files: list[Path] = Field(default_factory=list, alias="schema",
                                      description=".sql, .sql.gz, .sh files or directories, applied in order")
-    name: str = "postgres"
-    user: str = "postgres"
+    name: str = "sandbox"
+    user: str = Field("sandbox", description="the role the harness logs in as: never the superuser unless "
+                                             "allow_superuser (docs/security.md)")
+    allow_superuser: bool = Field(False, description="let the harness log in as postgres, the superuser: its SQL "
+                                                     "(or a model's, through it) can then run programs and read "
+                                                     "files in the sandbox")
     extra_databases: dict[str, list[Path] | None] = Field(default_factory=dict)
     shared_databases: list[str] = Field(default_factory=list,
                                         description="extra databases a worker's slots share instead of each having"
                                                     " its own copy (telemetry, logs: written at once, never reset)")
     postgres: Literal["15", "16", "17"] = "15"
+
+    @model_validator(mode="after")
+    def _no_superuser_unless_asked(self) -> DatabaseSettings:
+        if self.user == "postgres" and not self.allow_superuser:
+            raise ValueError("user: postgres is the superuser: a harness's SQL (or a model's, through a SQL tool) "
+                             "could run shell commands in the sandbox (COPY ... TO PROGRAM) and read its files. Use "
+                             "a role of its own (the default: sandbox), or set allow_superuser: true")
+        return self
 
 
 class PriceSpec(_Frozen):

@@ -125,6 +125,9 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                 cfg.harness.kind, _providers(cfg, mode), kind)
     for line in describe_requests(manifest["requests"]):  # what each run's models are sent, and left out
         logger.info("  {}", line)
+    if spec.user == "postgres":
+        logger.warning("the harness logs in as postgres, the superuser (allow_superuser: true): its SQL, or a model's "
+                       "through it, can run programs in the sandbox (COPY ... TO PROGRAM) and read the server's files")
     if plan and cfg.executor == "local":
         _warm_forkserver(cfg)  # started already for a new output; a resume with work left starts it here
     image = _image(spec, kind, manifest) if plan else None

@@ -204,3 +204,12 @@ def test_fail_under_names_runs_of_the_config(tmp_path: Path) -> None:
         load_config(_write(tmp_path, GOOD + "fail_under: {z: 0.8}\n"))
     with pytest.raises(ConfigError, match="not a share from 0 to 1"):
         load_config(_write(tmp_path, GOOD + "fail_under: {a: 80}\n"))
+
+
+def test_the_superuser_needs_allow_superuser(tmp_path: Path) -> None:
+    base = "dataset: d.jsonl\nharness: {kind: python, entrypoint: 'm:f'}\nruns: [{name: a}]\n"
+    with pytest.raises(ConfigError, match=r"c\.yaml:5: database: .*user: postgres is the superuser.*allow_superuser"):
+        load_config(_write(tmp_path, base + "database:\n  user: postgres\n"))
+    cfg = load_config(_write(tmp_path, base + "database: {user: postgres, allow_superuser: true}\n"))
+    assert cfg.database is not None and cfg.database.user == "postgres"
+    assert load_config(_write(tmp_path, base + "database: {name: app}\n")).database.user == "sandbox"  # type: ignore[union-attr]

@@ -44,6 +44,12 @@ def engine_is_local() -> bool:
     return engine_address().startswith("unix://")
 
 
+# What a sandbox may do (docs/security.md): the server runs as `postgres` from the image's first line and
+# needs no capability at all; it may not gain privileges (setuid binaries); its processes are bounded
+# (one per session, plus the server's own and a margin), so a runaway harness cannot fork-bomb the host.
+CONFINED = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"]}
+PIDS_BESIDE_SESSIONS = 64
+
 SOCKET_MOUNT = "/run/sandbox-socket"  # where a container's extra Unix socket directory is mounted
 SOCKET_PREFIX = "pgsr-socket-"  # the host directories holding them, under the temporary directory
 
@@ -106,7 +112,8 @@ class DockerSandbox(Sandbox):
         # a run's sandboxes are probed by the runner itself, and the engine's exec machinery cost more
         # CPU than the probes' answers were worth. A kept sandbox (runner debug) keeps its status.
         health = {} if self.keep else {"healthcheck": {"test": ["NONE"]}}
-        c.with_kwargs(labels=labels, mem_limit=self.memory, nano_cpus=int(self.cpus * 1e9), shm_size="64m", **health)
+        c.with_kwargs(labels=labels, mem_limit=self.memory, nano_cpus=int(self.cpus * 1e9), shm_size="64m", **health,
+                      **CONFINED, pids_limit=self.connections + PIDS_BESIDE_SESSIONS)
         self._container = c
         t0 = time.monotonic()
         try:

@@ -46,8 +46,10 @@ class DatabaseSpec:
     `shared` names extras that a worker's slots share instead of each having its own copy."""
 
     files: tuple[Path, ...] = ()
-    name: str = "postgres"
-    user: str = "postgres"
+    # a role of its own, never the superuser unless asked (docs/security.md): a model-driven SQL session as
+    # postgres could run shell commands (COPY ... TO PROGRAM) and read the server's files
+    name: str = "sandbox"
+    user: str = "sandbox"
     extra: tuple[tuple[str, tuple[Path, ...]], ...] = field(default_factory=tuple)
     postgres: str = "15"
     shared: tuple[str, ...] = ()

@@ -197,3 +197,27 @@ def test_a_local_sandbox_whose_port_is_taken_meanwhile_starts_on_another(local_b
             assert sb.endpoint is not None and sb.endpoint.port != busy
             with psycopg.connect(sb.endpoint.dsn("crm")) as conn:
                 assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.docker
+def test_a_sandbox_is_confined_and_its_harness_role_cannot_reach_the_host(sandbox_image: str) -> None:
+    """docs/security.md: no capabilities, no privilege gain, bounded processes; the harness's role (never the
+    superuser by default) cannot run programs or read the server's files."""
+    client = docker.from_env()
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-confined", owner_pid=os.getpid(),
+                       connections=100) as sb:
+        cid = sb.container_id()
+        assert cid is not None
+        host = client.containers.get(cid).attrs["HostConfig"]
+        assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges:true"]
+        assert host["PidsLimit"] == 100 + 64
+        with psycopg.connect(sb.dsn("crm"), autocommit=True) as conn:
+            for attempt in ("COPY (SELECT 1) TO PROGRAM 'id'", "COPY (SELECT 1) TO '/tmp/x'",
+                            "CREATE TEMP TABLE t (x text); COPY t FROM '/etc/passwd'",
+                            "SELECT pg_read_file('/etc/passwd')", "ALTER ROLE sandbox SUPERUSER"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(attempt)
+            row = conn.execute("SELECT rolsuper, pg_has_role('pg_read_server_files', 'member'), "
+                               "pg_has_role('pg_execute_server_program', 'member') FROM pg_roles "
+                               "WHERE rolname = current_user").fetchone()
+            assert row == (False, False, False)
