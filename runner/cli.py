@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -16,6 +18,7 @@ from runner.resources import PARENT_ENV, die_with_parent
 
 if TYPE_CHECKING:
     from runner.config import Config
+    from runner.result import Result
 
 
 def _setup_console_logging(verbose: bool) -> None:
@@ -31,6 +34,24 @@ def cli(verbose: bool) -> None:
     _setup_console_logging(verbose)
     if os.environ.get(PARENT_ENV):  # a server a run started: it goes when the run goes, even by kill -9
         die_with_parent(int(os.environ.pop(PARENT_ENV)))
+
+
+def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
+    """What matters at the end: per run, the records that failed or ended in an error (the first ten), and
+    where the report is."""
+    from runner.result import outcome
+
+    def ids(rows: list[Result]) -> str:
+        return ", ".join(r.record_id for r in rows[:10]) + (f" (+{len(rows) - 10} more)" if len(rows) > 10 else "")
+
+    for run, rows in results.items():
+        failures = [r for r in rows if outcome(r) == "failure"]
+        errors = [r for r in rows if outcome(r) in ("error", "cut")]
+        if failures:
+            click.echo(f"{run}: {len(failures)} failed: {ids(failures)}")
+        if errors:
+            click.echo(f"{run}: {len(errors)} error(s) or cut turn(s): {ids(errors)}")
+    click.echo(f"report: {(out / 'report.html').resolve()}")
 
 
 def _thresholds(pairs: tuple[str, ...]) -> dict[str, float]:
@@ -158,11 +179,13 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)
+    _closing_lines(results, summary.out)
     failed = False
     if errors := summary.errors_left():  # never silent: an error is not the model's failure
+        again = " ".join(shlex.quote(a) for a in ["runner", *sys.argv[1:]] if a != "--rerun-errors")
         click.echo(f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
-                   f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); `--rerun-errors` runs them "
-                   "again", err=True)
+                   f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); to run them again: "
+                   f"{again} --rerun-errors", err=True)
         failed = cfg.fail_on_error if cfg.fail_on_error is not None else bool(os.environ.get("CI"))
     for run, least in cfg.fail_under.items():
         rate = metrics.get(run, {}).get("success_rate")
@@ -307,9 +330,16 @@ def cache_stats(cache_dir: str | None) -> None:
 
 @cache.command("clear")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives.")
-def cache_clear(cache_dir: str | None) -> None:
-    """Delete every cached response."""
+@click.option("--yes", is_flag=True, help="Do not ask (needed where no terminal can answer).")
+def cache_clear(cache_dir: str | None, yes: bool) -> None:
+    """Delete every cached response (asks first: a cold rerun pays for every call again)."""
     with _cache(cache_dir) as c:
+        if not yes:
+            if not sys.stdin.isatty():
+                raise click.UsageError("cache clear asks before it deletes, and nothing here can answer (no "
+                                       "terminal): pass --yes to delete every cached response")
+            n = c.stats().get("entries", "all")
+            click.confirm(f"delete {n} cached responses? A rerun then pays for every call again", abort=True)
         click.echo(f"removed {c.clear()} entries")
 
 

@@ -118,7 +118,8 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
     names = list(rows)
     times = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
     scatter = chart_data(metrics)
-    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title><style>
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title><style>
 body{{font:14px system-ui,sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ddd;padding:4px 8px;text-align:right}} th{{text-align:left;background:#f6f6f6}}
 .chart{{max-width:680px;display:block;margin:1em 0;font-size:11px}} .chart .t{{font-size:13px;font-weight:600}}

@@ -75,3 +75,19 @@ def test_the_models_table_says_what_each_model_takes_costs_and_when_it_retires()
     assert "adaptive, thinks by default" in row and "10" in row  # thinking unless told, $10 per 1M out
     assert "retires 2026-11-30 -> claude-sonnet-5-5" in out  # the seeds' model, with its successor
     assert "read 2026-11-20 from https://platform.claude.com" in " ".join(out.split())  # a price has a date
+
+
+def test_cache_clear_asks_and_refuses_where_nothing_can_answer(tmp_path: Path) -> None:
+    """`runner cache stats | runner cache clear`, pasted from an old README, wiped the cache without asking."""
+    from click.testing import CliRunner
+
+    from runner.cache import ResponseCache
+
+    with ResponseCache(tmp_path) as c:
+        c.put("k", "anthropic", "m", {"text": "x"})
+    refused = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path)], input="")
+    assert refused.exit_code == 2 and "pass --yes" in refused.output
+    with ResponseCache(tmp_path) as c:
+        assert c.get("k") is not None  # nothing deleted
+    done = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path), "--yes"])
+    assert done.exit_code == 0 and "removed 1 entries" in done.output

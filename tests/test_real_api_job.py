@@ -54,6 +54,11 @@ def test_a_rejected_request_fails_only_its_conversation(tmp_path: Path, sandbox_
     errors = [r for r in rows if r["status"] == "error"]
     # never silent: the errors are named at the end, apart from the agent's outcomes
     assert f"{len(errors)} result(s) ended in an error, not an outcome of the agent (provider_rejected" in p.stderr
+    assert "--rerun-errors" in p.stderr.split("to run them again:")[1]  # the command to run them again
+    errored = {r["record_id"] for r in errors}
+    named = {i for line in p.stdout.splitlines() if "error(s) or cut turn(s):" in line
+             for i in line.split(": ", 2)[2].split(", ")}
+    assert errored <= named and f"report: {(out / 'report.html').resolve()}" in p.stdout
     # and they fail a CI job that asks for it (the default where CI is set)
     assert _run(out, "--limit", "10", "--runs", "claude-sonnet,gpt-mini", "--fail-on-error",
                 config=cfg).returncode == 1
