@@ -221,6 +221,17 @@ def machine() -> str:
             f"{platform.python_version()}, git {rev.strip() or '?'}")
 
 
+def repeated(source: Path, id_field: str, prefix: str, n: int) -> Path:
+    """n records: an example's own, repeated under new ids (same shapes, so rates compare)."""
+    path = WORK / f"{prefix}-{n}.jsonl"
+    base = [json.loads(x) for x in source.read_text().splitlines()]
+    WORK.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(json.dumps({**base[i % len(base)], id_field: f"{prefix}-{i:05d}"}) + "\n")
+    return path
+
+
 def table(headers: list[str], rows: list[list[Any]]) -> str:
     def fmt(v: Any) -> str:
         return f"{v:.3g}" if isinstance(v, float) else str(v)

@@ -9,7 +9,6 @@ The stand-in model thinks STANDIN_LATENCY_MS per turn (100 ms, as in the issue's
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, WORK, CpuMeter, result_timing, table
+from bench.common import ROOT, WORK, CpuMeter, repeated, result_timing, table
 from runner.config import load_config
 from runner.harness import database_spec
 from runner.job import run_job
@@ -29,14 +28,8 @@ TARGET_UP_TO = 8  # ... up to W = 8
 
 
 def records(n: int) -> Path:
-    """n conversations: the example's 40, repeated under new ids (same shapes, so rates compare)."""
-    path = WORK / f"legacy-{n}.jsonl"
-    base = [json.loads(x) for x in (EXAMPLE / "conversations.jsonl").read_text().splitlines()]
-    WORK.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for i in range(n):
-            f.write(json.dumps({**base[i % len(base)], "conversation_id": f"legacy-{i:05d}"}) + "\n")
-    return path
+    """n conversations: the example's 40, repeated under new ids."""
+    return repeated(EXAMPLE / "conversations.jsonl", "conversation_id", "legacy", n)
 
 
 def shared_database_rate(data: Path, w: int, dsn_env: dict[str, str]) -> float:

@@ -10,7 +10,6 @@ and of the built-in CRM, and a resume of a finished job.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, WORK, table
+from bench.common import ROOT, WORK, repeated, table
 from bench.common import _cpu_busy_s as cpu_busy_s
 from runner.config import load_config
 from runner.harness import database_spec
@@ -30,14 +29,8 @@ TARGET_SHARE, TARGET_UP_TO = 0.9, 8
 
 
 def records(n: int) -> Path:
-    """n tickets: the example's 60, repeated under new ids (same shapes, so rates compare)."""
-    path = WORK / f"helpdesk-{n}.jsonl"
-    base = [json.loads(x) for x in (EXAMPLE / "tickets.jsonl").read_text().splitlines()]
-    WORK.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for i in range(n):
-            f.write(json.dumps({**base[i % len(base)], "ticket_id": f"hd-{i:05d}"}) + "\n")
-    return path
+    """n tickets: the example's 60, repeated under new ids."""
+    return repeated(EXAMPLE / "tickets.jsonl", "ticket_id", "hd", n)
 
 
 def _lines(pattern: str) -> int:
