@@ -54,6 +54,15 @@ def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
     click.echo(f"report: {(out / 'report.html').resolve()}")
 
 
+def _id_list(value: str | None) -> list[str] | None:
+    """--ids: a file of one id a line, or a comma-separated list."""
+    if value is None:
+        return None
+    path = Path(value)
+    text = path.read_text() if path.is_file() else value.replace(",", "\n")
+    return [x.strip() for x in text.splitlines() if x.strip()]
+
+
 def _thresholds(pairs: tuple[str, ...]) -> dict[str, float]:
     """--fail-under RUN=RATE, as many as given."""
     out = {}
@@ -124,6 +133,12 @@ class ConcurrencyType(click.ParamType):
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives.")
 @click.option("--rerun-errors", is_flag=True, help="Redo conversations whose recorded result is an error.")
+@click.option("-k", "select", metavar="EXPR", help="Only records whose id, tags or fields match EXPR: words joined "
+              "by and, or, not, parentheses (pytest's -k).")
+@click.option("--ids", metavar="FILE|LIST", help="Only these record ids: a comma-separated list, or a file of one "
+              "id a line.")
+@click.option("--lf", "last_failed", is_flag=True, help="Only the records whose last result failed, was cut or ended "
+              "in an error: run them again.")
 @click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl).")
 @click.option("--force-resume", "force", is_flag=True,
               help="Resume into an output dir written with another config or dataset.")
@@ -140,8 +155,9 @@ class ConcurrencyType(click.ParamType):
 def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | str | None, runs: str | None,
         sandbox: str | None, dsn: str | None, executor: str | None, ray_address: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
-        providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, skip_invalid: bool,
-        force: bool, conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
+        providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, select: str | None,
+        ids: str | None, last_failed: bool, skip_invalid: bool, force: bool,
+        conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
         no_prompt_cache: bool, fail_on_error: bool | None, fail_under: tuple[str, ...]) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
@@ -164,7 +180,8 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         rerun_errors=rerun_errors or None, skip_invalid=skip_invalid or None, force=force or None,
         conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
         allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None,
-        fail_on_error=fail_on_error, fail_under=_thresholds(fail_under) or None))
+        fail_on_error=fail_on_error, fail_under=_thresholds(fail_under) or None, select=select,
+        ids=_id_list(ids), last_failed=last_failed or None))
     if ray_address:
         cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
     cfg = _select_runs(cfg, runs)

@@ -304,6 +304,11 @@ class Config(_Frozen):
     cache: bool = True
     cache_dir: Path | None = None
     rerun_errors: bool = False
+    select: str | None = Field(None, exclude=True, description="-k: records whose id, tags or fields match "
+                                                               "(and, or, not: runner/select.py)")
+    ids: list[str] | None = Field(None, exclude=True, description="--ids: only these records")
+    last_failed: bool = Field(False, exclude=True, description="--lf: only the records whose last result failed "
+                                                               "or ended in an error, run again")
     skip_invalid: bool = Field(False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping")
     force: bool = Field(False, description="YAML force_resume, flag --force-resume (the old key force still reads)")
     fail_on_error: bool | None = Field(None, description="exit 1 when any result ended in an error (provider, "

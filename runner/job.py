@@ -35,6 +35,7 @@ from runner.ratelimit import build_limiter
 from runner.records import file_hash, iter_records
 from runner.sandbox.schema import DatabaseSpec
 from runner.scheduler import Scheduler
+from runner.select import chosen
 from runner.services import Service
 from runner.sink import OutputLock, ResultSink, base_manifest, check_manifest, write_manifest, writing
 from runner.supervisor import Supervisor
@@ -74,7 +75,7 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
     kind = resolve_kind(cfg.sandbox)  # first: no engine is said at once, not after the SDKs' types load (~4 s)
     if cfg.executor == "local" and not (cfg.output_dir / "manifest.json").exists():
         _warm_forkserver(cfg)  # a new output: records will run (a resume may have nothing left to do)
-    order, warnings = _preflight(cfg)  # bad input fails here, before the output directory is touched
+    order, warnings, picked = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
@@ -85,29 +86,33 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted)
+            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked)
         finally:
             logger.remove(log_id)
 
 
-def _preflight(cfg: Config) -> tuple[dict[str, int], list[str]]:
-    """Record id -> position, and warnings; raises on the first bad record (unless skip_invalid), on an
-    empty dataset, a bad template or a retired model."""
-    order = {r.id: i for i, r in enumerate(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
-                                                         skip_invalid=cfg.skip_invalid))}
+def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None]:
+    """Record id -> position, warnings, and the records -k / --ids choose (None: all); raises on the first
+    bad record (unless skip_invalid), on an empty dataset, a bad template or a retired model."""
+    records = list(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
+                                skip_invalid=cfg.skip_invalid))
+    order = {r.id: i for i, r in enumerate(records)}
     if not order:
         raise DatasetError("no records: nothing to run", path=str(cfg.dataset))
+    picked = chosen(((r.id, r.data) for r in records), cfg.select, cfg.ids)
+    if cfg.ids is not None and (unknown := sorted(set(cfg.ids) - set(order))):
+        raise ConfigError(f"--ids: {', '.join(unknown[:10])} not in {cfg.dataset}", where="command line")
     check_templates(cfg)
     check_harness_python(cfg)
     check_keys(cfg)
     warnings = check_retirements(cfg)
     warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
                  for model in unpriced(cfg)]
-    return order, warnings
+    return order, warnings, picked
 
 
 def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
-         on_booted: Callable[[], None] | None = None) -> Summary:
+         on_booted: Callable[[], None] | None = None, picked: set[str] | None = None) -> Summary:
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
@@ -119,7 +124,12 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg)),
         force=cfg.force)
     done = sink.existing(rerun_errors=cfg.rerun_errors)
-    plan = make_plan(cfg, order, done)
+    chosen_items: set[str] | set[tuple[str, str]] | None = picked
+    if cfg.last_failed:  # the records whose last result was not a success, run again (and nothing else)
+        again = sink.last_failed()
+        done -= again
+        chosen_items = again if picked is None else {(run, rid) for run, rid in again if rid in picked}
+    plan = make_plan(cfg, order, done, chosen_items)
     logger.info("run {}: {} records x {} runs = {} items to do ({} already done); harness: {}; providers: {}; "
                 "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs), len(plan), len(done),
                 cfg.harness.kind, _providers(cfg, mode), kind)

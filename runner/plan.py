@@ -25,11 +25,12 @@ def in_shard(record_id: str, shard: tuple[int, int] | None) -> bool:
     return int.from_bytes(hashlib.sha256(record_id.encode()).digest()[:8], "big") % n == i - 1
 
 
-def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str]] = frozenset()
-              ) -> list[WorkItem]:
+def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str]] = frozenset(),
+              chosen: Set[tuple[str, str]] | Set[str] | None = None) -> list[WorkItem]:
     """Interleaved run x record items, so every run progresses together.
 
-    `index` is the position in the whole dataset, so shards merge back into dataset order.
+    `index` is the position in the whole dataset, so shards merge back into dataset order. `chosen`: only
+    these records (ids), or only these (run, record) pairs; None: all.
     """
     items: list[WorkItem] = []
     ids = [(i, c) for i, c in enumerate(record_ids) if in_shard(c, cfg.shard)]
@@ -37,7 +38,7 @@ def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str]]
         ids = ids[: cfg.limit]
     for index, cid in ids:
         for run in cfg.runs:
-            if (run.name, cid) not in done:
+            if (run.name, cid) not in done and (chosen is None or cid in chosen or (run.name, cid) in chosen):
                 items.append(WorkItem(len(items), run.name, cid, index))
     return items
 

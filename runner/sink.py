@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from runner import __version__
 from runner.errors import OutputInUse, OutputUnwritable, ResumeMismatch
-from runner.result import Result
+from runner.result import Result, outcome
 
 
 @contextmanager
@@ -119,6 +119,14 @@ class ResultSink:
             latest = {r.record_id: r for r in read_results(results_path(self.out, run), repair=True)}
             done.update((run, rid) for rid, r in latest.items() if r.ok or not rerun_errors)
         return done
+
+    def last_failed(self) -> set[tuple[str, str]]:
+        """(run, record) pairs whose latest result failed, was cut or ended in an error (`--lf`)."""
+        out: set[tuple[str, str]] = set()
+        for run in self.runs:
+            latest = {r.record_id: r for r in read_results(results_path(self.out, run), repair=True)}
+            out.update((run, rid) for rid, r in latest.items() if outcome(r) in ("failure", "cut", "error"))
+        return out
 
     def write(self, result: Result) -> None:
         """Append one line; if it cannot be written whole (disk full), cut what got out and raise
