@@ -137,6 +137,9 @@ class ConcurrencyType(click.ParamType):
               "by and, or, not, parentheses (pytest's -k).")
 @click.option("--ids", metavar="FILE|LIST", help="Only these record ids: a comma-separated list, or a file of one "
               "id a line.")
+@click.option("-x", "exitfirst", is_flag=True, help="Stop at the first result that fails (= --maxfail 1).")
+@click.option("--maxfail", type=click.IntRange(min=1), help="After N results that failed, were cut or ended in an "
+              "error, start no more records (those in flight finish) and exit 1.")
 @click.option("--lf", "last_failed", is_flag=True, help="Only the records whose last result failed, was cut or ended "
               "in an error: run them again.")
 @click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl).")
@@ -156,7 +159,7 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         sandbox: str | None, dsn: str | None, executor: str | None, ray_address: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
         providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, select: str | None,
-        ids: str | None, last_failed: bool, skip_invalid: bool, force: bool,
+        ids: str | None, exitfirst: bool, maxfail: int | None, last_failed: bool, skip_invalid: bool, force: bool,
         conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
         no_prompt_cache: bool, fail_on_error: bool | None, fail_under: tuple[str, ...]) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
@@ -181,7 +184,7 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
         allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None,
         fail_on_error=fail_on_error, fail_under=_thresholds(fail_under) or None, select=select,
-        ids=_id_list(ids), last_failed=last_failed or None))
+        ids=_id_list(ids), last_failed=last_failed or None, maxfail=1 if exitfirst else maxfail))
     if ray_address:
         cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
     cfg = _select_runs(cfg, runs)
@@ -193,6 +196,9 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
     print_gateway(summary.out)
     if not reports_current(summary.out, results):  # a resume with nothing to do leaves them as they are
         write_reports(summary.out, results)
+    if summary.stopped_early:
+        click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without it runs the rest", err=True)
+        sys.exit(1)
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)

@@ -307,6 +307,9 @@ class Config(_Frozen):
     select: str | None = Field(None, exclude=True, description="-k: records whose id, tags or fields match "
                                                                "(and, or, not: runner/select.py)")
     ids: list[str] | None = Field(None, exclude=True, description="--ids: only these records")
+    maxfail: int | None = Field(None, ge=1, exclude=True, description="-x / --maxfail N: after N results that "
+                                "failed, were cut or ended in an error, start no more records (those in flight "
+                                "finish) and exit 1")
     last_failed: bool = Field(False, exclude=True, description="--lf: only the records whose last result failed "
                                                                "or ended in an error, run again")
     skip_invalid: bool = Field(False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping")

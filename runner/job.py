@@ -56,6 +56,7 @@ class Summary:
     sandbox_kind: str
     mode: str
     errors: dict[str, int] = field(default_factory=dict)  # failed results by error kind
+    stopped_early: bool = False  # --maxfail reached
 
     def own_faults(self) -> int:
         """Results that failed because of the dataset or the harness."""
@@ -141,7 +142,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     if plan and cfg.executor == "local":
         _warm_forkserver(cfg)  # started already for a new output; a resume with work left starts it here
     image = _image(spec, kind, manifest) if plan else None
-    interrupted = False
+    interrupted = stopped_early = False
     error = None
     with contextlib.ExitStack() as stack:
         if plan:
@@ -160,7 +161,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                     sup.run()
                 finally:
                     _remove_containers(kind, run_id)
-            error, interrupted = sup.error, sup.interrupted
+            error, interrupted, stopped_early = sup.error, sup.interrupted, sup.stopped_early
             # this invocation's records in flight over time: the report draws it
             manifest["in_flight"] = {"capacity": sup.progress.capacity, "samples": sup.progress.timeline()}
             # results thrown away because their sandbox did not serve the whole record (all invocations)
@@ -170,7 +171,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
                 manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
     counts = _finish(sink, order, out, manifest, interrupted, error)
-    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors))
+    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early)
 
 
 def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: dict[str, Any], interrupted: bool,

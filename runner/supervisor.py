@@ -36,7 +36,7 @@ from runner.messages import (
 )
 from runner.pool import Chunk, WorkerHandle, WorkerPool
 from runner.progress import Progress
-from runner.result import Result, error_result
+from runner.result import Result, error_result, outcome
 from runner.scheduler import Scheduler
 from runner.services import Service, ServiceWatch
 from runner.sink import ResultSink
@@ -81,6 +81,8 @@ class Supervisor:
         self.error: str | None = None
         self.last_turn = time.monotonic()
         self.read_warned: set[tuple[str, str]] = set()  # result fields already warned about (read_notes)
+        self.not_successes = 0  # results that failed, were cut or ended in an error (--maxfail counts them)
+        self.stopped_early = False  # --maxfail reached: no more records started
         self.discarded: Counter[str] = Counter()  # results thrown away, by why (the manifest counts them)
 
     # ------------------------------------------------------------------ the loop
@@ -258,6 +260,7 @@ class Supervisor:
             self.fail(f"{e}; the results written so far are kept: make room and run the same command again")
             return
         self.progress.result(result)
+        self._count_toward_maxfail(result)
         for field, note in result.read_notes.items():
             kind = note.partition(":")[0]
             if (field, kind) not in self.read_warned:  # once per field and way of reading: not per record
@@ -269,6 +272,16 @@ class Supervisor:
             live = u.llm_calls - u.cache_hits
             per_call = u.latency_seconds / live if live > 0 and u.latency_seconds else None
             self.throttle.result(per_call or result.wall_seconds or 0.0, u.rate_limited, live)
+
+    def _count_toward_maxfail(self, result: Result) -> None:
+        if self.cfg.maxfail is None or outcome(result) not in ("failure", "cut", "error"):
+            return
+        self.not_successes += 1
+        if self.not_successes >= self.cfg.maxfail and not self.stopping:
+            logger.warning("{} result(s) did not succeed (--maxfail {}): starting no more records; those in "
+                           "flight finish", self.not_successes, self.cfg.maxfail)
+            self.stopped_early = True
+            self.begin_stop(grace=True)
 
     def reap(self) -> None:
         """Notice workers that are gone; requeue what they held; replace them while work remains."""

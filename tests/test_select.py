@@ -63,3 +63,15 @@ def test_k_then_lf_runs_again_only_what_did_not_succeed(tmp_path: Path, local_bi
     assert again["r1"]["finished_at"] == first["r1"]  # a success is kept as it was
     assert again["boom"]["finished_at"] != first["boom"] and again["boom"]["error_kind"] == "harness_error"
     assert json.loads((out / "manifest.json").read_text())["counts"]["a"] == 2
+
+
+@pytest.mark.local
+def test_maxfail_starts_no_more_records_and_exits_1(tmp_path: Path, local_bindir: str) -> None:
+    records = [{"id": "boom", "do": "raise"}, *({"id": f"r{i}"} for i in range(6))]
+    cfg = toy_config(tmp_path, TOY_PYTHON, records, extra="workers: 1")
+    out = tmp_path / "out"
+    code, log = finish(start_run(cfg, out, "--sandbox", "local", "-x", "--no-fail-on-error"))
+    assert code == 1 and "stopped early (--maxfail 1)" in log, log[-3000:]
+    assert [r["record_id"] for r in rows_of(out, "a")] == ["boom"]  # the first record failed: nothing after it
+    code, log = finish(start_run(cfg, out, "--sandbox", "local", "--no-fail-on-error"))  # the rest, as it says
+    assert code == 0 and len(rows_of(out, "a")) == len(records), log[-3000:]
