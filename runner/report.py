@@ -131,6 +131,10 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     metrics = {name: run_metrics(rows) for name, rows in (load_runs(out) if runs is None else runs).items()}
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
     cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()))
+    # a cut column where a run has cut turns; the rate over all records where errors or cuts make it differ
+    shown_apart = {"cut": any(m["cut"] for m in metrics.values()),
+                   "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values())}
+    cols = [c for c in cols if shown_apart.get(c[1], True)]
     cells = {}
     for name, m in metrics.items():
         row = [_cell(m["metrics"].get(key) if key in names else m[key], kind) for _, key, kind in cols]
