@@ -398,6 +398,16 @@ def resolve_path(cfg: Config, p: Path) -> Path:
     return p if p.is_absolute() else (cfg.config_dir / p).resolve()
 
 
+# The providers' own base URLs, in the official SDKs' meaning (what `base_url=` takes; see sdk_base_url).
+PROVIDER_BASE_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+
+
+def model_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
+    """Where each provider's calls go, as SDK base URLs: the simulator, else the config's or the provider's own."""
+    return {p: sdk_base_url(sim_url, p) if sim_url else getattr(cfg, p).base_url or url
+            for p, url in PROVIDER_BASE_URLS.items()}
+
+
 def sdk_base_url(root: str, provider: str) -> str:
     """A server's root (the simulator, a gateway) as the provider's SDK takes it: OpenAI's base URL carries
     the API version (/v1), Anthropic's does not (its SDK puts /v1 in every path). `anthropic.base_url` and

@@ -21,7 +21,7 @@ from loguru import logger
 from rich.console import Console
 
 from runner.concurrency import Layout, layout
-from runner.config import API_KEY_ENV, Config, check_harness_python, gateway_use, resolve_mode, sdk_base_url
+from runner.config import API_KEY_ENV, Config, check_harness_python, gateway_use, model_endpoints, resolve_mode
 from runner.errors import CUT_KINDS, OWN_FAULT_KINDS, ConfigError, DatasetError, RunStopped
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
@@ -151,7 +151,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             transport, limiter, host = _transport(cfg, lay.workers, stack)
             sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host)
             sim_url = sim.url if sim is not None else None
-            manifest["endpoints"] = _endpoints(cfg, sim_url, gateway.url if gateway else None)
+            # where model calls went (a user harness's through the gateway)
+            manifest["endpoints"] = {**model_endpoints(cfg, sim_url), **({"gateway": gateway.url} if gateway else {})}
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
                               gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None],
                               transport, limiter, lay)
@@ -250,16 +251,6 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
     logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE)"
                 "{}", gw.url, "to the simulator" if sim else "to the real APIs", gateway_use(cfg), stand_in)
     return sim, gw
-
-
-def _endpoints(cfg: Config, sim_url: str | None, gateway_url: str | None) -> dict[str, str]:
-    """Where model calls went, as SDK base URLs: the simulator, or the providers (the config's or the SDKs'
-    defaults); a user harness's calls reach them through the gateway."""
-    from runner.gateway.server import DEFAULT_UPSTREAMS
-
-    out = {p: sdk_base_url(sim_url, p) if sim_url else getattr(cfg, p).base_url or url
-           for p, url in DEFAULT_UPSTREAMS.items()}
-    return {**out, "gateway": gateway_url} if gateway_url else out
 
 
 def _counts(server: GatewayServer | SimServer, name: str, key: str | None = None) -> dict[str, dict[str, float]]:

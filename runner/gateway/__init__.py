@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runner.config import Config, Limits, sdk_base_url
+from runner.config import Config, Limits, model_endpoints
 
 if TYPE_CHECKING:  # the server (aiohttp) loads where a gateway is built, not wherever this package is touched
     from runner.gateway.server import Gateway
@@ -13,11 +13,10 @@ if TYPE_CHECKING:  # the server (aiohttp) loads where a gateway is built, not wh
 def build_gateway(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None) -> Gateway:
     """The gateway a config describes: its rate_limits as one shared budget, its providers' base URLs
     (or the simulator), its retry policy, its response cache."""
-    from runner.gateway.server import DEFAULT_UPSTREAMS, Gateway, GatewaySettings
+    from runner.gateway.server import Gateway, GatewaySettings
     from runner.ratelimit import SharedLimiter
 
-    upstreams = {p: sdk_base_url(sim_url, p) if sim_url else getattr(cfg, p).base_url or url
-                 for p, url in DEFAULT_UPSTREAMS.items()}
+    upstreams = model_endpoints(cfg, sim_url)
     keys = sorted(cfg.rate_limits)
     limiter = SharedLimiter({k: cfg.rate_limits[k].resolved() for k in keys},
                             {k: bool(cfg.adaptive_concurrency) for k in keys}) if keys else None

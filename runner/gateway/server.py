@@ -25,16 +25,12 @@ from aiohttp import web
 from loguru import logger
 
 from runner.cache import ResponseCache
-from runner.config import RetrySettings
+from runner.config import PROVIDER_BASE_URLS, RetrySettings
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.upstream import Answer, Call, Upstream
 from runner.gateway.usage import Tally
 from runner.models.capabilities import Prices, lookup
 from runner.ratelimit import Budget
-
-# Base URLs in the official SDKs' meaning (what `base_url=` takes, and `anthropic.base_url` / `openai.base_url` in
-# the config): OpenAI's ends in /v1, Anthropic's does not (its SDK puts /v1 in each path).
-DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
 
 
 def upstream_url(base: str, provider: str, path: str) -> str:
@@ -53,7 +49,7 @@ UNCACHED = {"/v1/messages/count_tokens"}
 
 @dataclass
 class GatewaySettings:
-    upstreams: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_UPSTREAMS))
+    upstreams: dict[str, str] = field(default_factory=lambda: dict(PROVIDER_BASE_URLS))
     retry: RetrySettings = field(default_factory=RetrySettings)
     limit_keys: dict[str, str] = field(default_factory=dict)  # "provider/model" or "provider" -> limiter key
     sim_models: dict[str, str] | None = None  # simulator mode: model -> the simulator model that plays it
