@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -311,7 +312,13 @@ def played(request: web.Request, model: str) -> str:
 def caps_of(request: web.Request, api: str, model: str) -> Capabilities | None:
     """The played model's capabilities (None for a simulator model that plays no real one)."""
     name = played(request, model)
-    return lookup(name, api) if name in BUILTIN or request.headers.get("x-sim-plays") else None
+    return _caps(name, api) if name in BUILTIN or request.headers.get("x-sim-plays") else None
+
+
+@functools.lru_cache(maxsize=256)
+def _caps(name: str, api: str) -> Capabilities:
+    """Looked up twice per request (its refusals, its answer): once per model is enough."""
+    return lookup(name, api)
 
 
 def profile_of(model: str) -> str:
