@@ -65,14 +65,13 @@ class Supervisor:
     def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
                  inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
                  on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None,
-                 prefer: Callable[[Mapping[str, int]], str | None] | None = None,
-                 on_booted: Callable[[], None] | None = None) -> None:
+                 prefer: Callable[[Mapping[str, int]], str | None] | None = None) -> None:
         self.cfg, self.scheduler, self.pool, self.sink, self.progress = cfg, scheduler, pool, sink, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
         self.throttle = throttle  # --concurrency auto: how many of the slots to keep busy
         self.prefer = prefer  # the run whose records to start first (runner/priority.py), None: plan order
-        self.on_booted = on_booted  # once every first worker is ready: the start-up rush is over
+        self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
         self.max_restarts, self.restarts = (cfg.max_worker_restarts if cfg.max_worker_restarts is not None
                                             else default_max_restarts(workers)), 0
         self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -208,7 +207,7 @@ class Supervisor:
             for chunk in h.chunks.values():  # its rerun starts now, with its full time limit
                 if m.item_id in chunk.items:
                     chunk.since = time.monotonic()
-        self.discarded[m.reason.partition(":")[0] if ":" in m.reason else "sandbox_lost"] += 1
+        self.discarded["sandbox_lost"] += 1  # the one reason a worker discards a result today
         self.progress.discarded += 1
 
     # ------------------------------------------------------------------ work
