@@ -217,11 +217,19 @@ def warm_renderer() -> None:
 
             warm_up()
 
-    threading.Thread(target=warm, daemon=True, name="warm-report").start()
+    global _warming
+    _warming = threading.Thread(target=warm, daemon=True, name="warm-report")
+    _warming.start()
+
+
+_warming: threading.Thread | None = None  # the warm-up, if one was started: the report waits for it, never
+# racing it into its first imports and the renderer's first call
 
 
 def write_reports(out: Path, runs: dict[str, list[Result]] | None = None) -> tuple[Path, Path]:
     """report.json (metrics and breakdowns per run) and report.html, next to the results."""
+    if _warming is not None:
+        _warming.join(timeout=60)
     from runner.report_html import breakdown, group_names, render
 
     rows = load_runs(out) if runs is None else runs
