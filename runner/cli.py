@@ -268,8 +268,9 @@ def debug(conversation_id: str, config_path: str | None, run_name: str | None, s
 @click.option("--allow-different-datasets", is_flag=True,
               help="Compare outputs of different dataset files (refused by default).")
 def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> None:
-    """Tables, report.json and report.html for OUT_DIR; with OTHER, OUT_DIR against OTHER record by record
-    (changed outcomes, McNemar, live cost and latency), written to OTHER/compare.json."""
+    """Tables, report.json and report.html for OUT_DIR; with OTHER, each run of OTHER against the same run of
+    OUT_DIR on the records both have (difference in success with its interval, McNemar, won and lost
+    records, cost and latency), written to OTHER/compare.json and shown in OTHER/report.html."""
     import json
     from pathlib import Path
 
@@ -285,7 +286,8 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> N
         doc = compare(Path(out_dir), Path(other), allow_different_datasets=allow_different_datasets)
         target = Path(other) / "compare.json"
         target.write_text(json.dumps(doc, indent=2))
-        click.echo(f"wrote {target}")
+        _, h = write_reports(Path(other))  # B's report.html shows the comparison with A
+        click.echo(f"wrote {target} and {h}")
         return
     results = load_runs(Path(out_dir))
     print_summary(Path(out_dir), runs=results)

@@ -1,9 +1,9 @@
 """Two outputs compared record by record (`runner report A B`).
 
-Pairs records by id, lists the ones whose outcome changed, and says whether the change in success
-is more than chance (exact McNemar on the changed pairs; 95 % Wilson intervals per run). Cost and
-latency are compared on live model calls only: a rerun answered from the response cache costs $0
-and takes milliseconds, which is the cache's doing, not the model's. Two outputs of different
+Each run of B against the same run of A, on the records both outputs have (every metric, not only
+success: runner/paired.py), the records in only one output counted and named, the changed ones listed.
+Cost and latency are also compared on live model calls only: a rerun answered from the response cache
+costs $0 and takes milliseconds, which is the cache's doing, not the model's. Two outputs of different
 datasets are refused unless allowed: their rates would not measure the same thing.
 """
 
@@ -16,9 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from runner.errors import ConfigError
-from runner.report import load_runs, percentile, read_manifest, run_metrics, simulated
+from runner.paired import pair
+from runner.report import COMPARE_VERSION, load_runs, percentile, read_manifest, simulated
+from runner.report_paired import print_paired
 from runner.result import Result
-from runner.stats import mcnemar, wilson
 
 SHOWN_IDS = 10
 
@@ -44,45 +45,29 @@ def _live(rows: list[Result]) -> dict[str, float | int | None]:
             "latency_p50_live_s": round(percentile(uncached, 0.5), 4) if uncached else None}
 
 
-def _paired(ra: list[Result], rb: list[Result]) -> dict[str, Any]:
-    a = {r.record_id: bool(r.success) for r in ra}
-    b = {r.record_id: bool(r.success) for r in rb}
-    both = sorted(set(a) & set(b))
-    fixed = [i for i in both if b[i] and not a[i]]
-    broke = [i for i in both if a[i] and not b[i]]
-    sa, sb = sum(a[i] for i in both), sum(b[i] for i in both)
-    return {"paired": len(both), "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a)),
-            "success_a": sa / len(both) if both else None, "success_b": sb / len(both) if both else None,
-            "ci95_a": wilson(sa, len(both)), "ci95_b": wilson(sb, len(both)),
-            "fixed": fixed, "broke": broke, "mcnemar_p": mcnemar(len(broke), len(fixed))}
-
-
-def _metric_deltas(ra: list[Result], rb: list[Result]) -> dict[str, dict[str, float | None]]:
-    ma, mb = run_metrics(ra), run_metrics(rb)
-    la, lb = _live(ra), _live(rb)
-    out: dict[str, dict[str, float | None]] = {}
-    names = [k for k in ma["metrics"] if k in mb["metrics"]]
-    pairs = [(k, ma["metrics"][k], mb["metrics"][k]) for k in names]
-    pairs += [(k, la[k], lb[k]) for k in ("cost_per_live_call_usd", "latency_p50_live_s")]
-    pairs += [("errors", ma["errors"], mb["errors"])]
-    for k, va, vb in pairs:
-        delta = None if va is None or vb is None else float(vb) - float(va)
-        out[k] = {"a": va, "b": vb, "delta": delta}
-    return out
+def _live_deltas(ra: list[Result], rb: list[Result]) -> dict[str, dict[str, float | int | None]]:
+    """Live calls only, on the records both outputs have: a rerun answered from the cache costs $0 and
+    takes milliseconds, which is the cache's doing, not the model's."""
+    shared = {r.record_id for r in ra} & {r.record_id for r in rb}
+    la = _live([r for r in ra if r.record_id in shared])
+    lb = _live([r for r in rb if r.record_id in shared])
+    return {k: {"a": la[k], "b": lb[k], "delta": None if la[k] is None or lb[k] is None else float(lb[k] or 0)
+                - float(la[k] or 0)} for k in ("cost_per_live_call_usd", "latency_p50_live_s")}
 
 
 def compare(a: Path, b: Path, *, allow_different_datasets: bool = False,
             console: Console | None = None) -> dict[str, Any]:
-    """Per run present in both outputs: paired outcomes, changed records, metric deltas (JSON-able)."""
+    """Per run present in both outputs: B's run against A's on the records both have (runner/paired.py),
+    and live cost and latency apart from cached answers. JSON-able; B's report.html shows it."""
     ma, mb = read_manifest(a), read_manifest(b)
     same = check_datasets(a, b, ma, mb, allow=allow_different_datasets)
     runs_a, runs_b = load_runs(a), load_runs(b)
-    doc: dict[str, Any] = {"a": str(a), "b": str(b), "same_dataset": same,
-                           "simulated": {"a": simulated(ma), "b": simulated(mb)},
-                           "runs": {}, "only_in_one": sorted(set(runs_a) ^ set(runs_b))}
-    for name in sorted(set(runs_a) & set(runs_b)):
-        doc["runs"][name] = {**_paired(runs_a[name], runs_b[name]),
-                             "metrics": _metric_deltas(runs_a[name], runs_b[name])}
+    doc: dict[str, Any] = {"version": COMPARE_VERSION, "a": str(a), "b": str(b), "same_dataset": same,
+                           "simulated": {"a": simulated(ma), "b": simulated(mb)}, "runs": {},
+                           "only_in_one": sorted(set(runs_a) ^ set(runs_b))}
+    for name in [n for n in runs_b if n in runs_a]:
+        c = pair(f"{name} in A", runs_a[name], name, runs_b[name])
+        doc["runs"][name] = {**c.to_json(), "live": _live_deltas(runs_a[name], runs_b[name])}
     _print(doc, console or Console())
     return doc
 
@@ -94,21 +79,18 @@ def _fmt(v: float | None, k: str) -> str:
 
 
 def _print(doc: dict[str, Any], console: Console) -> None:
-    t = Table(title=f"{doc['a']} -> {doc['b']}" + ("" if doc["same_dataset"] else " (DIFFERENT DATASETS)"))
-    for col, justify in (("run", "left"), ("metric", "left"), ("A", "right"), ("B", "right"), ("delta", "right")):
+    title = f"{doc['a']} (A) -> {doc['b']} (B)" + ("" if doc["same_dataset"] else " (DIFFERENT DATASETS)")
+    print_paired(list(doc["runs"].values()), console, reference_label=f"A, each run against itself: {title}")
+    t = Table(title="live model calls only (answers from the response cache left out), on the shared records")
+    for col, justify in (("run", "left"), ("", "left"), ("A", "right"), ("B", "right"), ("delta", "right")):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
     for name, r in doc["runs"].items():
-        ci_a, ci_b = r["ci95_a"], r["ci95_b"]
-        if r["paired"]:
-            t.add_row(name, f"success ({r['paired']} paired)", f"{r['success_a']:.1%} [{ci_a[0]:.0%}-{ci_a[1]:.0%}]",
-                      f"{r['success_b']:.1%} [{ci_b[0]:.0%}-{ci_b[1]:.0%}]",
-                      f"{r['success_b'] - r['success_a']:+.1%} (p={r['mcnemar_p']:.2g})")
-        for k, m in r["metrics"].items():
-            t.add_row(name, k, _fmt(m["a"], k), _fmt(m["b"], k), _fmt(m["delta"], k) if m["delta"] is not None
-                      else "not comparable" if k.endswith("_live_s") else "-")
+        for k, m in r["live"].items():
+            t.add_row(name, k.replace("_", " "), _fmt(m["a"], k), _fmt(m["b"], k),
+                      _fmt(m["delta"], k) if m["delta"] is not None else "not comparable")
     console.print(t)
     for name, r in doc["runs"].items():
-        for label, ids in (("now fail", r["broke"]), ("now succeed", r["fixed"])):
+        for label, ids in (("now fail", r["lost"]), ("now succeed", r["won"])):
             if ids:
                 more = f" (+{len(ids) - SHOWN_IDS} more)" if len(ids) > SHOWN_IDS else ""
                 console.print(f"{name}: {len(ids)} {label}: {', '.join(ids[:SHOWN_IDS])}{more}")

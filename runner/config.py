@@ -317,6 +317,8 @@ class Config(_Frozen):
     fail_on_error: bool | None = Field(None, description="exit 1 when any result ended in an error (provider, "
                                                          "sandbox, harness, time limit; not a cut turn); default: "
                                                          "on where CI is set")
+    compare_to: str | None = Field(None, description="the reference run: every other run is compared against it "
+                                                     "on the records both finished (default: the first run)")
     fail_under: dict[str, float] = Field(default_factory=dict, description="run: the least success rate (0..1) "
                                                                            "it must reach, else exit 1 (CI gates)")
     rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
@@ -351,6 +353,8 @@ class Config(_Frozen):
             raise ValueError("shard must be i/n with 1 <= i <= n")
         if self.harness.kind == "crm" and self.harness.reset != "none":
             raise ValueError("the crm harness resets its database itself (harness.reset: none)")
+        if self.compare_to is not None and self.compare_to not in names:
+            raise ValueError(f"compare_to: {self.compare_to!r} is not a run of this config ({', '.join(names)})")
         for run, least in self.fail_under.items():
             if run not in names:
                 raise ValueError(f"fail_under: {run!r} is not a run of this config ({', '.join(names)})")

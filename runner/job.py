@@ -27,7 +27,7 @@ from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.logfiles import add_log_file
 from runner.models.preflight import check_keys, check_retirements, describe_requests, requests_sent, unpriced
-from runner.plan import WorkItem, make_plan
+from runner.plan import WorkItem, in_scope, make_plan
 from runner.pool import ProcessTransport, Transport, WorkerPool
 from runner.priority import budget_preference
 from runner.progress import Progress, RunProgress
@@ -122,7 +122,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     manifest = check_manifest(out, base_manifest(
         config_fingerprint=cfg.fingerprint(), dataset=str(cfg.dataset), dataset_sha256=file_hash(cfg.dataset),
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
-        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg)),
+        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg),
+        compare_to=cfg.compare_to or cfg.runs[0].name),
         force=cfg.force)
     done = sink.existing(rerun_errors=cfg.rerun_errors)
     chosen_items: set[str] | set[tuple[str, str]] | None = picked
@@ -171,17 +172,20 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                 manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
             if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
                 manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
-    counts = _finish(sink, order, out, manifest, interrupted, error)
+    expected = {cid for _, cid in in_scope(cfg, order) if picked is None or cid in picked}
+    counts = _finish(sink, order, out, manifest, interrupted, error, expected)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early)
 
 
 def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: dict[str, Any], interrupted: bool,
-            error: str | None) -> dict[str, int]:
+            error: str | None, expected: set[str]) -> dict[str, int]:
     """Results in dataset order, the manifest's last word; the run's own error raised after both."""
     try:
         counts = sink.finalize(order)
+        # what a reader must know before reading a rate: some records have no result in some runs
+        missing = {run: n for run in counts if (n := len(expected - sink.present.get(run, set())))}
         manifest.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), interrupted=interrupted, error=error,
-                        counts=counts)
+                        counts=counts, missing=missing, complete=not (missing or interrupted or error))
         write_manifest(out, manifest)
     except RunStopped:
         if error:  # the disk that filled mid-run is still full: the first error is the one to read

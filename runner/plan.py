@@ -25,6 +25,12 @@ def in_shard(record_id: str, shard: tuple[int, int] | None) -> bool:
     return int.from_bytes(hashlib.sha256(record_id.encode()).digest()[:8], "big") % n == i - 1
 
 
+def in_scope(cfg: Config, record_ids: Iterable[str]) -> list[tuple[int, str]]:
+    """(position, id) of the records this output holds: the shard's, the first `limit` of them."""
+    ids = [(i, c) for i, c in enumerate(record_ids) if in_shard(c, cfg.shard)]
+    return ids[: cfg.limit] if cfg.limit is not None else ids
+
+
 def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str]] = frozenset(),
               chosen: Set[tuple[str, str]] | Set[str] | None = None) -> list[WorkItem]:
     """Interleaved run x record items, so every run progresses together.
@@ -33,10 +39,7 @@ def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str]]
     these records (ids), or only these (run, record) pairs; None: all.
     """
     items: list[WorkItem] = []
-    ids = [(i, c) for i, c in enumerate(record_ids) if in_shard(c, cfg.shard)]
-    if cfg.limit is not None:
-        ids = ids[: cfg.limit]
-    for index, cid in ids:
+    for index, cid in in_scope(cfg, record_ids):
         for run in cfg.runs:
             if (run.name, cid) not in done and (chosen is None or cid in chosen or (run.name, cid) in chosen):
                 items.append(WorkItem(len(items), run.name, cid, index))

@@ -14,6 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from runner.paired import Paired, against
+from runner.report_paired import print_paired
 from runner.result import Result, outcome
 from runner.sink import read_results
 from runner.stats import wilson
@@ -71,6 +73,8 @@ def run_metrics(rows: list[Result]) -> dict[str, Any]:
         # ... and among every record, errors and cut turns counted as failures
         "success_rate_all": kinds["success"] / len(rows) if rows else 0.0,
         "metrics": metric_means(rows),
+        # every prompt token, then its split: uncached, read from and written to the provider's prompt cache
+        "prompt_tokens": total("input_tokens") + total("cache_read_tokens") + total("cache_write_tokens"),
         "input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
         "cost_usd": _cost_sum(rows, "cost_usd"), "input_cost_usd": _cost_sum(rows, "input_cost_usd"),
         "cache_read_tokens": total("cache_read_tokens"), "cache_write_tokens": total("cache_write_tokens"),
@@ -79,6 +83,33 @@ def run_metrics(rows: list[Result]) -> dict[str, Any]:
         "retries": total("retries"), "rate_limited": total("rate_limited"), "llm_calls": calls,
         "cache_hit_rate": total("cache_hits") / calls if calls else 0.0,
     }
+
+
+def best_run(metrics: dict[str, dict[str, Any]]) -> str | None:
+    """The run with the highest success rate, where one run alone has it (and there is more than one)."""
+    rates = {n: m["success_rate"] for n, m in metrics.items() if m["successes"] + m["failures"]}
+    top = max(rates.values(), default=None)
+    leaders = [n for n, r in rates.items() if r == top]
+    return leaders[0] if len(metrics) > 1 and len(leaders) == 1 else None
+
+
+def banners(manifest: dict[str, Any], metrics: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """What a reader must know before reading any number, by kind: simulated models, an incomplete output,
+    answers from the response cache."""
+    out = {"simulated": SIMULATED} if simulated(manifest) else {}
+    if manifest.get("complete") is False:
+        missing = manifest.get("missing") or {}
+        why = "interrupted" if manifest.get("interrupted") else "stopped by an error" if manifest.get("error") else \
+            "records not run (interrupted, stopped early or not selected)"
+        n = sum(missing.values())
+        out["incomplete"] = (f"INCOMPLETE ({why}): {n} result(s) missing"
+                             + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
+                             + "; run the same command again to finish")
+    if cached := {n: m["cache_hit_rate"] for n, m in metrics.items() if m["cache_hit_rate"]}:
+        shares = ", ".join(f"{n} {v:.0%}" for n, v in cached.items())
+        out["cached"] = (f"from the response cache: {shares} of model calls; cost and latency marked * are the "
+                         "cache's, not the models' (--no-cache calls the models)")
+    return out
 
 
 SIMULATED = "simulated: models played by the runner's simulator; costs are what the real APIs would charge"
@@ -96,11 +127,35 @@ def simulated(manifest: dict[str, Any]) -> bool:
 
 
 def load_runs(out: Path) -> dict[str, list[Result]]:
-    return {p.stem: read_results(p) for p in sorted((out / "results").glob("*.jsonl"))}
+    """Each run's results, in the config's order of runs (then any others by name): the order a reader
+    wrote them in, and the first is the reference unless the config names another."""
+    order = {name: i for i, name in enumerate(run_names(read_manifest(out)))}
+    paths = sorted((out / "results").glob("*.jsonl"), key=lambda p: (order.get(p.stem, len(order)), p.stem))
+    return {p.stem: read_results(p) for p in paths}
 
 
-USAGE_COLUMNS = {"input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "cache_saved_usd", "retries",
-                 "cache_hit_rate"}
+def run_names(manifest: dict[str, Any]) -> list[str]:
+    return [str(r.get("name")) for r in manifest.get("runs") or [] if isinstance(r, dict)]
+
+
+def reference_run(manifest: dict[str, Any], runs: dict[str, list[Result]]) -> str | None:
+    """The run the others are compared against: the config's compare_to, else its first run present."""
+    for name in (manifest.get("compare_to"), *runs):
+        if name in runs:
+            return str(name)
+    return None
+
+
+def comparisons(manifest: dict[str, Any], runs: dict[str, list[Result]]) -> list[Paired]:
+    reference = reference_run(manifest, runs)
+    return against(runs, reference) if reference is not None and len(runs) > 1 else []
+
+
+USAGE_COLUMNS = {"prompt_tokens", "input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "cache_saved_usd",
+                 "retries", "cache_hit_rate"}
+
+
+CACHE_MARKED = {"cost_usd", "latency_p50_s", "latency_p95_s"}  # the cache's numbers where it answered
 
 
 def _cell(v: Any, kind: str) -> str:
@@ -114,7 +169,7 @@ def _summary_columns(names: list[str], usage: bool) -> list[tuple[str, str, str]
     cols = [("records", "records", "int"), ("success (95% CI)", "success_rate", "pct"), ("errors", "errors", "int"),
             ("cut", "cut", "int"), ("success, all records", "success_rate_all", "pct"),
             ("cost $", "cost_usd", "usd"), *[(k.replace("_", " "), k, "num") for k in names],
-            ("p50 s", "latency_p50_s", "int"), ("tok in", "input_tokens", "int"),
+            ("p50 s", "latency_p50_s", "int"), ("tok in", "prompt_tokens", "int"),
             ("tok out", "output_tokens", "int"), ("p95 s", "latency_p95_s", "int"), ("retries", "retries", "int"),
             ("cache", "cache_hit_rate", "pct"), ("cached in", "cache_read_tokens", "int"),
             ("saved $", "cache_saved_usd", "usd")]
@@ -128,34 +183,41 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     console = console or Console()
     if not console.is_terminal:
         console.width = max(console.width, 150)
-    metrics = {name: run_metrics(rows) for name, rows in (load_runs(out) if runs is None else runs).items()}
+    runs = load_runs(out) if runs is None else runs
+    metrics = {name: run_metrics(rows) for name, rows in runs.items()}
+    best = best_run(metrics)
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
     cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()))
     # a cut column where a run has cut turns; the rate over all records where errors or cuts make it differ
     shown_apart = {"cut": any(m["cut"] for m in metrics.values()),
                    "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values())}
     cols = [c for c in cols if shown_apart.get(c[1], True)]
+    manifest = read_manifest(out)
     cells = {}
     for name, m in metrics.items():
-        row = [_cell(m["metrics"].get(key) if key in names else m[key], kind) for _, key, kind in cols]
+        row = [_cell(m["metrics"].get(key) if key in names else m[key], kind)
+               + ("*" if m["cache_hit_rate"] and key in CACHE_MARKED else "") for _, key, kind in cols]
         lo, hi = m["success_ci95"]
         row[1] += f" ({lo:.0%}-{hi:.0%})"  # 95 % Wilson interval: how far the rate could be from chance
         cells[name] = row
     # Each column costs its widest cell plus borders; take them in order while the terminal has room.
-    width = max([3, *map(len, metrics)]) + 4
+    width = max([3, *(len(n) + 7 * (n == best) for n in metrics)]) + 4
     shown = 0
     for i, (label, _, _) in enumerate(cols):
         need = max([len(label), *(len(r[i]) for r in cells.values())]) + 3
         if width + need > console.width and shown >= 2:
             break
         width, shown = width + need, shown + 1
-    t = Table(title=f"results in {out}" + (f"\n({SIMULATED})" if simulated(read_manifest(out)) else ""))
+    t = Table(title=f"results in {out}")
     t.add_column("run", justify="left", no_wrap=True)
     for label, _, _ in cols[:shown]:
         t.add_column(label, justify="right", no_wrap=True)
     for name, row in cells.items():
-        t.add_row(name, *row[:shown])
+        t.add_row(f"[bold]{name} (best)[/bold]" if name == best else name, *row[:shown])
     console.print(t)
+    for kind, text in banners(manifest, metrics).items():
+        console.print(text, style="bold red" if kind == "incomplete" else "yellow", markup=False)
+    print_paired([c.to_json() for c in comparisons(manifest, runs)], console)
     if lost := sum(m["discarded"] for m in metrics.values()):
         console.print(f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
                       "whole record (it died, froze or was replaced); only the complete attempts count")
@@ -226,6 +288,18 @@ _warming: threading.Thread | None = None  # the warm-up, if one was started: the
 # racing it into its first imports and the renderer's first call
 
 
+def read_comparison(out: Path) -> dict[str, Any] | None:
+    """compare.json, which `runner report A B` writes into B, if this output has one in today's form."""
+    try:
+        doc = json.loads((out / "compare.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("version") == COMPARE_VERSION else None
+
+
+COMPARE_VERSION = 2  # 1: success on shared records, every other metric on each output's own (issue 32)
+
+
 def write_reports(out: Path, runs: dict[str, list[Result]] | None = None) -> tuple[Path, Path]:
     """report.json (metrics and breakdowns per run) and report.html, next to the results."""
     if _warming is not None:
@@ -237,15 +311,21 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None) -> tup
     manifest = read_manifest(out)
     sent, through = manifest.get("requests") or {}, manifest.get("gateway") or {}
     groups = group_names(rows)
+    pairs = [c.to_json() for c in comparisons(manifest, rows)]
     doc = {"simulated": simulated(manifest), "results_digest": results_digest(rows),
+           "reference": reference_run(manifest, rows), "comparisons": pairs,
            "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
                         "gateway": through.get(n)} for n, m in metrics.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+    sections = [(pairs, f"Against {doc['reference']}")] if pairs else []
+    if (other := read_comparison(out)) is not None:  # `runner report A B` wrote B's: A's runs as references
+        sections.append((list(other["runs"].values()), f"Against the earlier output {other['a']}"))
     lost = sum(m["discarded"] for m in metrics.values())
-    notes = [SIMULATED if simulated(manifest) else "",
-             f"{lost} result(s) discarded and their records run again: the sandbox did not serve the whole record"
-             if lost else ""]
+    notes = banners(manifest, metrics)
+    if lost:
+        notes["discarded"] = (f"{lost} result(s) discarded and their records run again: the sandbox did not serve "
+                              "the whole record")
     (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent,
-                                            note="; ".join(n for n in notes if n) or None,
-                                            flight=manifest.get("in_flight")), encoding="utf-8")
+                                            notes=notes,
+                                            flight=manifest.get("in_flight"), pairs=sections), encoding="utf-8")
     return out / "report.json", out / "report.html"

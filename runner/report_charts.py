@@ -7,6 +7,7 @@ report stays one self-contained file that opens offline.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import altair as alt
@@ -28,8 +29,53 @@ def warm_up() -> None:
     _svg(alt.Chart(alt.Data(values=[{"x": 0, "y": 0}])).mark_point().encode(x="x:Q", y="y:Q"), "warm-up")
 
 
+# Vega's tableau10, then the darker half of category20: distinct, and none too pale to see on white
+PALETTE = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",
+           "#bab0ac", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf"]
+
+
+def run_colors(names: list[str]) -> dict[str, str]:
+    """A colour per run name that depends on the name, not on its place: `atlas` looks the same in every
+    report of every job. Two names that hash alike take the next free colour, settled in name order so
+    the outcome does not depend on the runs' order either."""
+    taken: dict[str, str] = {}
+    for name in sorted(set(names)):
+        i = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % len(PALETTE)
+        while PALETTE[i] in taken.values() and len(taken) < len(PALETTE):
+            i = (i + 1) % len(PALETTE)
+        taken[name] = PALETTE[i]
+    return taken
+
+
 def _runs_color(names: list[str]) -> alt.Color:
-    return alt.Color("run:N", scale=alt.Scale(domain=names), legend=alt.Legend(title="run", orient="top"))
+    colors = run_colors(names)
+    return alt.Color("run:N", scale=alt.Scale(domain=names, range=[colors[n] for n in names]),
+                     legend=alt.Legend(title="run", orient="top"))
+
+
+def forest(pairs: list[dict[str, Any]]) -> str:
+    """Each run's difference in success from the reference, with its 95 % interval; the line at 0 is no
+    difference, so an interval that crosses it shows no clear difference."""
+    data = [{"run": c["run"], "d": c["difference"], "lo": c["ci95"][0], "hi": c["ci95"][1],
+             "p": c["p_value"]} for c in pairs if c["paired"]]
+    if not data:
+        return ""
+    names = [d["run"] for d in data]
+    base = alt.Chart(alt.Data(values=data))
+    y = alt.Y("run:N", title=None, sort=names)
+    x = alt.X("lo:Q", title=f"difference in success against {pairs[0]['reference']}", axis=alt.Axis(format="+%"),
+              scale=alt.Scale(domain=[min(-0.1, *(d["lo"] for d in data)), max(0.1, *(d["hi"] for d in data))]))
+    color = _runs_color(names)
+    bars = base.mark_rule(strokeWidth=2).encode(y=y, x=x, x2="hi:Q", color=color)
+    dots = base.mark_point(filled=True, size=90).encode(
+        y=y, x="d:Q", color=color, tooltip=["run:N", alt.Tooltip("d:Q", format="+.1%", title="difference"),
+                                            alt.Tooltip("lo:Q", format="+.1%"), alt.Tooltip("hi:Q", format="+.1%"),
+                                            alt.Tooltip("p:Q", format=".2g", title="McNemar p")])
+    zero = alt.Chart(alt.Data(values=[{"z": 0}])).mark_rule(strokeDash=[4, 3], color="#333").encode(x="z:Q")
+    chart = (zero + bars + dots).properties(width=WIDTH, height=32 * len(data),
+                                            title="difference in success with its 95 % interval")
+    return _svg(chart, "difference in success against the reference")
 
 
 def success_by(group: str, runs: dict[str, dict[str, tuple[int, int]]]) -> str:

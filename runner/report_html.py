@@ -7,7 +7,9 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from runner.report_charts import chart_data, cost_vs_success, in_flight, latency, success_by
+from runner.report import CACHE_MARKED, best_run
+from runner.report_charts import chart_data, cost_vs_success, forest, in_flight, latency, success_by
+from runner.report_paired import paired_html
 from runner.report_records import records
 from runner.result import Result
 
@@ -71,7 +73,7 @@ def _groups(names: list[str], rows: dict[str, list[Result]]) -> str:
 
 
 LABELS = {"records": "records", "success_rate": "success (95 % CI)", "success_rate_all": "success, all records",
-          "cut": "cut turns", "input_tokens": "tokens in",
+          "cut": "cut turns", "prompt_tokens": "tokens in",
           "output_tokens": "tokens out", "cost_usd": "cost", "latency_p50_s": "p50 s", "latency_p95_s": "p95 s",
           "errors": "errors", "retries": "retries", "cache_hit_rate": "cache hits"}
 
@@ -84,9 +86,20 @@ def _count(v: float) -> str:
     return f"{v:g}"
 
 
+def _tokens_in(m: dict[str, Any]) -> str:
+    """Every prompt token, and beside it how many were new, read from the prompt cache, written to it."""
+    total = m["prompt_tokens"]
+    parts = [("new", m["input_tokens"]), ("read", m["cache_read_tokens"]), ("written", m["cache_write_tokens"])]
+    split = " + ".join(f"{_count(n)} {what}" for what, n in parts if n)
+    title = (f"{total} prompt tokens: {m['input_tokens']} not from the prompt cache, {m['cache_read_tokens']} read "
+             f"from it, {m['cache_write_tokens']} written to it")
+    shown = f' <span class="ci split">{split}</span>' if m["input_tokens"] != total else ""
+    return f'<td title="{title}">{_count(total)}{shown}</td>'
+
+
 def _summary(metrics: dict[str, dict[str, Any]]) -> str:
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
-    usage = ["input_tokens", "output_tokens", "cost_usd"] if any(m["llm_calls"] for m in metrics.values()) else []
+    usage = ["prompt_tokens", "output_tokens", "cost_usd"] if any(m["llm_calls"] for m in metrics.values()) else []
     # a cut-turns column where a run has some; success over all records beside the rate where they differ
     apart = [c for c, shown in (("cut", any(m["cut"] for m in metrics.values())),
                                 ("success_rate_all", any(m["errors"] or m["cut"] for m in metrics.values())))
@@ -101,20 +114,30 @@ def _summary(metrics: dict[str, dict[str, Any]]) -> str:
         if c == "success_rate":
             lo, hi = m["success_ci95"]
             return f'<td>{v:.1%} <span class="ci">{lo:.0%}-{hi:.0%}</span></td>'
-        if c in ("input_tokens", "output_tokens"):
+        if c == "prompt_tokens":  # all of them, then where they came from
+            return _tokens_in(m)
+        if c == "output_tokens":
             return f'<td title="{v}">{_count(v)}</td>'
+        if m["cache_hit_rate"] and c in CACHE_MARKED:
+            return f'<td title="{m["cache_hit_rate"]:.0%} of calls answered by the response cache">' \
+                   + (f"${v:.4f}" if c == "cost_usd" else f"{v:.3g}") + "*</td>"
         return f"<td>{v:.1%}</td>" if c in ("cache_hit_rate", "success_rate_all") else \
             f"<td>${v:.4f}</td>" if c == "cost_usd" else \
             f"<td>{v:.3g}</td>" if c in names or c.startswith("latency") else f"<td>{v}</td>"
 
     head = "".join(f"<th>{e(LABELS.get(c, c.replace('_', ' ')))}</th>" for c in cols)
-    rows = "".join(f'<tr><th class="run">{e(n)}</th>' + "".join(cell(m, c) for c in cols) + "</tr>"
-                   for n, m in metrics.items())
+    best = best_run(metrics)
+    rows = "".join(f'<tr><th class="run{" best" if n == best else ""}">{e(n)}</th>'
+                   + "".join(cell(m, c) for c in cols) + "</tr>" for n, m in metrics.items())
     return f'<h2>Summary</h2><table id="summary"><tr><th>run</th>{head}</tr>{rows}</table>'
 
 
 def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[Result]],
-           sent: dict[str, Any] | None = None, note: str | None = None, flight: dict[str, Any] | None = None) -> str:
+           sent: dict[str, Any] | None = None, notes: dict[str, str] | None = None,
+           flight: dict[str, Any] | None = None,
+           pairs: list[tuple[list[dict[str, Any]], str]] | None = None) -> str:
+    """The page. `notes`: banners above everything, by kind (simulated, incomplete, cached, discarded);
+    `pairs`: comparison sections, each a list of `Paired.to_json()` and its heading."""
     names = list(rows)
     times = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
     scatter = chart_data(metrics)
@@ -136,10 +159,17 @@ details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}}
 .ci{{color:#777;font-size:12px;display:block}} #summary{{font-size:13px}}
 #summary tr:first-child th{{white-space:normal;max-width:7em;vertical-align:bottom;text-align:right}}
 #summary th.run{{white-space:nowrap}} #summary tr:first-child th:first-child{{text-align:left}}
-.note{{background:#fff4d6;border:1px solid #e8c45c;padding:6px 10px}}
+.note{{background:#fff4d6;border:1px solid #e8c45c;padding:6px 10px;margin:4px 0}}
+.ci.split{{white-space:nowrap}} #incomplete{{background:#fde2e1;border-color:#e45756;font-weight:600}}
+#paired td.better{{color:#2a6;font-weight:600}} #paired td.worse{{color:#c33;font-weight:600}}
+#paired td{{white-space:nowrap}} #paired td.m{{white-space:normal}}
+#paired ul{{margin:0;padding-left:1.2em;text-align:left}} button.pick{{min-width:3em;cursor:pointer}}
+#picked{{background:#eef4ff;border:1px solid #9ab;padding:4px 8px}} th.run.best::after{{content:" best";
+color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin-left:6px}}
 </style></head><body><h1>{e(title)}</h1>
-{f'<p class="note" id="simulated">{e(note)}</p>' if note else ""}
+{"".join(f'<p class="note" id="{e(kind)}">{e(text)}</p>' for kind, text in (notes or {}).items())}
 {_summary(metrics)}
+{"".join(paired_html(p, forest(p), heading) for p, heading in pairs or [])}
 {_caching(metrics, sent or {}) if any(m["llm_calls"] for m in metrics.values()) else ""}
 <h2>Charts</h2>
 {_groups(names, rows)}

@@ -92,7 +92,7 @@ def _record(rid: str, per_run: dict[str, Result | None], brief: bool = False) ->
     badges = "".join(f'<span class="b {s}" title="{e(run)}: {s}">{e(run)}</span>' for run, s in states.items())
     facts = " &middot; ".join(e(", ".join(v)) for v in first.groups.values())
     worst = "error" if "error" in states.values() else "fail" if fail else "ok"
-    return (f'<details class="{worst}" data-fail="{int(fail)}" data-differs="{int(differs)}" '
+    return (f'<details class="{worst}" data-id="{e(rid)}" data-fail="{int(fail)}" data-differs="{int(differs)}" '
             f'data-groups="{e(groups)}"><summary><b>{e(rid)}</b> {badges} <span class="g">{facts}</span></summary>'
             f'<div class="side" style="grid-template-columns:repeat({len(per_run)},minmax(0,1fr))">'
             + "".join(_column(run, r, brief) for run, r in per_run.items()) + "</div></details>")
@@ -109,10 +109,12 @@ def _filters(rows: dict[str, list[Result]]) -> str:
                       for g, vs in values.items())
     return ('<div id="filters"><label><input type="checkbox" id="failonly"> failures only</label>'
             '<label><input type="checkbox" id="differs"> outcome differs across runs</label>'
-            f'{selects}<span id="shown"></span></div>')
+            f'{selects}<span id="shown"></span></div>'
+            '<p id="picked" hidden><span></span> <button id="unpick">show all records</button></p>')
 
 
 SCRIPT = """<script>
+let picked = null;  // record ids a comparison's won/lost count chose, or null for all
 function applyFilters() {
   const fo = document.getElementById('failonly').checked, df = document.getElementById('differs').checked;
   const want = [...document.querySelectorAll('select.f')].filter(s => s.value).map(s => s.dataset.g + '=' + s.value);
@@ -120,12 +122,22 @@ function applyFilters() {
   document.querySelectorAll('#drilldown > details').forEach(d => {
     const groups = d.dataset.groups.split('|');
     const show = (!fo || d.dataset.fail === '1') && (!df || d.dataset.differs === '1')
-      && want.every(w => groups.includes(w));
+      && want.every(w => groups.includes(w)) && (!picked || picked.has(d.dataset.id));
     d.style.display = show ? '' : 'none'; all++; n += show;
   });
   document.getElementById('shown').textContent = n + ' of ' + all + ' records';
 }
 document.querySelectorAll('#filters input, #filters select').forEach(x => x.addEventListener('change', applyFilters));
+function pick(ids, label) {
+  picked = ids && new Set(ids);
+  const bar = document.getElementById('picked');
+  bar.hidden = !ids; bar.querySelector('span').textContent = label || '';
+  applyFilters();
+  if (ids) bar.scrollIntoView();
+}
+document.querySelectorAll('button.pick').forEach(b => b.addEventListener('click',
+  () => pick(JSON.parse(b.dataset.ids), b.dataset.label)));
+document.getElementById('unpick').addEventListener('click', () => pick(null));
 applyFilters();
 </script>"""
 

@@ -111,6 +111,7 @@ class ResultSink:
             (out / "results").mkdir(parents=True, exist_ok=True)
         self._files: dict[str, IO[str]] = {}
         self.errors: Counter[str] = Counter()
+        self.present: dict[str, set[str]] = {}  # finalize: the records each run's file holds
 
     def existing(self, *, rerun_errors: bool) -> set[tuple[str, str]]:
         """(run, record) pairs to skip: recorded successfully, or recorded at all unless rerun_errors."""
@@ -158,6 +159,7 @@ class ResultSink:
             latest = {r.record_id: r for r in read_results(path, repair=True)}
             rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id))
             self.errors.update(Counter(str(r.error_kind) for r in rows if not r.ok))
+            self.present[run] = set(latest)
             tmp = path.with_suffix(".jsonl.tmp")
             try:
                 with writing(tmp), tmp.open("w", encoding="utf-8") as f:

@@ -213,3 +213,10 @@ def test_the_superuser_needs_allow_superuser(tmp_path: Path) -> None:
     cfg = load_config(_write(tmp_path, base + "database: {user: postgres, allow_superuser: true}\n"))
     assert cfg.database is not None and cfg.database.user == "postgres"
     assert load_config(_write(tmp_path, base + "database: {name: app}\n")).database.user == "sandbox"  # type: ignore[union-attr]
+
+
+def test_compare_to_names_a_run_of_the_config(tmp_path: Path) -> None:
+    assert load_config(_write(tmp_path, GOOD + "compare_to: a\n")).compare_to == "a"
+    with pytest.raises(ConfigError, match="compare_to: 'z' is not a run of this config"):
+        load_config(_write(tmp_path, GOOD + "compare_to: z\n"))
+    assert load_config(None).compare_to == "atlas"  # the default job: every baseline against Atlas

@@ -99,9 +99,9 @@ def test_terminal_table_and_compare(out: Path, tmp_path: Path) -> None:
     (other / "results" / "r.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in ROWS[:2]))
     doc = compare(out, other, console=Console(record=True, width=200))
     r = doc["runs"]["r"]
-    assert (r["paired"], r["success_a"], r["success_b"]) == (2, 1.0, 1.0)  # a and b, in both
-    # the harness's own metrics compare too
-    assert r["metrics"]["state_match"]["delta"] == pytest.approx(1 - 2 / 3, abs=1e-5)
+    assert (r["paired"], r["success"]["reference"], r["success"]["run"]) == (2, 1.0, 1.0)  # a and b, in both
+    # the harness's own metrics compare too, on the same records (before: A's mean over all its records)
+    assert r["metrics"]["state_match"]["difference"] == 0.0
 
 
 def test_a_harness_whose_calls_the_runner_did_not_see_shows_no_usage_columns(tmp_path: Path) -> None:
@@ -216,3 +216,72 @@ def test_the_discarded_and_unreadable_results_are_counted_in_the_report(tmp_path
                 discarded=["sandbox_lost: attempt 1"], read_notes={"metrics.score (score)": "not a number: 'x'"})
     m = run_metrics([ok])
     assert m["discarded"] == 1 and m["unreadable"] == {"metrics.score (score)": 1}
+
+
+def _job(tmp_path: Path, rates: dict[str, list[bool]], compare_to: str | None = None) -> Path:
+    (tmp_path / "results").mkdir()
+    for run, outcomes in rates.items():
+        rows = [Result(run=run, record_id=f"c{i:02d}", index=i, status="ok", success=s, started_at="t",
+                       finished_at="t", wall_seconds=1.0 + s, usage=Usage(llm_calls=2, cost_usd=0.01),
+                       metrics={"state_match": float(s)}) for i, s in enumerate(outcomes)]
+        (tmp_path / "results" / f"{run}.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    manifest = {"runs": [{"name": n} for n in rates], **({"compare_to": compare_to} if compare_to else {})}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    return tmp_path
+
+
+def test_every_run_is_compared_with_the_reference_inside_the_job(tmp_path: Path) -> None:
+    base = [i % 2 == 0 for i in range(40)]  # 20 of 40
+    better = [True] * 36 + [False] * 4  # 36 of 40: wins 18, loses 2
+    out = _job(tmp_path, {"zeta-baseline": base, "atlas": better, "same": base}, compare_to=None)
+    console = Console(record=True, width=220)
+    print_summary(out, console)
+    text = console.export_text()
+    # runs in the config's order (not alphabetical), the first the reference, the best marked
+    assert text.index("zeta-baseline") < text.index("atlas") < text.index("same")
+    assert "against zeta-baseline" in text and "atlas (best)" in text
+    doc = json.loads(write_reports(out)[0].read_text())
+    assert doc["reference"] == "zeta-baseline"
+    atlas, same = doc["comparisons"]
+    assert (atlas["run"], len(atlas["won"]), len(atlas["lost"]), atlas["paired"]) == ("atlas", 18, 2, 40)
+    assert atlas["difference"] == pytest.approx(0.4) and atlas["ci95"][0] > 0 and atlas["p_value"] < 0.001
+    assert atlas["cost_per_success"]["reference"] == pytest.approx(0.4 / 20)
+    assert atlas["cost_per_success"]["run"] == pytest.approx(0.4 / 36)
+    assert atlas["latency_s"]["difference"] == pytest.approx(0.4)
+    assert same["difference"] == 0.0 and same["won"] == same["lost"] == [] and same["mde"] is not None
+    assert "better" in text and "no clear difference" in text
+    page = (out / "report.html").read_text()
+    assert 'aria-label="difference in success against the reference"' in page and "Against zeta-baseline" in page
+
+
+def test_compare_to_chooses_the_reference(tmp_path: Path) -> None:
+    out = _job(tmp_path, {"a": [True, False], "b": [True, True], "c": [False, False]}, compare_to="b")
+    doc = json.loads(write_reports(out)[0].read_text())
+    assert doc["reference"] == "b" and [c["run"] for c in doc["comparisons"]] == ["a", "c"]
+
+
+def test_run_colours_belong_to_the_run_name() -> None:
+    from runner.report_charts import run_colors
+
+    one = run_colors(["gpt-mini", "atlas", "claude-sonnet"])
+    assert one == run_colors(["claude-sonnet", "gpt-mini", "atlas"])  # not the order
+    assert run_colors(["atlas", "x"])["atlas"] == run_colors(["atlas", "y"])["atlas"] == one["atlas"]
+    names = [f"run-{i}" for i in range(12)]
+    assert len(set(run_colors(names).values())) == 12  # distinct within one report
+
+
+def test_answers_from_the_cache_are_marked_and_tokens_in_counts_every_prompt_token(tmp_path: Path) -> None:
+    out = _job(tmp_path, {"a": [True, False], "b": [True, True]})
+    path = out / "results" / "b.jsonl"
+    rows = [Result.model_validate_json(line) for line in path.read_text().splitlines()]
+    for r in rows:  # b answered from the cache; its prompts mostly read from the provider's prompt cache
+        r.usage = Usage(llm_calls=2, cache_hits=2, cost_usd=0.0, input_tokens=100, cache_read_tokens=900)
+    path.write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    console = Console(record=True, width=250)
+    metrics = print_summary(out, console)
+    text = console.export_text()
+    assert metrics["b"]["prompt_tokens"] == 2000 and metrics["b"]["input_tokens"] == 200
+    assert "from the response cache: b 100% of model calls" in text and "0.0000*" in text
+    assert "0.0200*" not in text  # a's cost is its own
+    page = write_reports(out)[1].read_text()
+    assert 'id="cached"' in page and "200 new + 1.8k read" in page

@@ -5,6 +5,7 @@ the summary table alone was ~1,590 px wide."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,3 +96,18 @@ def test_the_report_fits_1280_px_and_its_parts_work(page: Any) -> None:
     assert 0 < visible < total and page.locator("#shown").inner_text() == f"{visible} of {total} records"
     page.select_option("select.f[data-g='difficulty']", "hard")
     assert 0 < page.locator("#drilldown > details:visible").count() < visible
+
+
+def test_the_comparison_draws_its_forest_plot_and_a_won_count_lists_those_records(page: Any) -> None:
+    forest = page.locator("figure[aria-label='difference in success against the reference'] svg")
+    assert forest.count() == 1 and (forest.bounding_box() or {}).get("height", 0) > 60
+    assert page.locator("#paired th.run").count() == 3  # every run but the reference
+    button = page.locator("#paired button.pick.won:not([disabled])").first
+    wanted = sorted(json.loads(button.get_attribute("data-ids")))
+    assert int(button.inner_text()) == len(wanted) > 0
+    button.click()
+    shown = sorted(page.locator("#drilldown > details:visible").evaluate_all("ds => ds.map(d => d.dataset.id)"))
+    assert shown == wanted
+    assert page.locator("#picked").is_visible() and "solved" in page.locator("#picked").inner_text()
+    page.click("#unpick")
+    assert page.locator("#drilldown > details:visible").count() == page.locator("#drilldown > details").count()

@@ -108,10 +108,17 @@ def test_sigint_removes_every_container_and_the_same_command_completes(tmp_path:
     assert not containers(owner_pid=p.pid)
     first = line_count(out)
     assert 0 < first < 24
+    # an interrupted output says so wherever its numbers are read (it said "error": null and nothing else)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] is False and sum(manifest["missing"].values()) == 24 - first
+    assert "INCOMPLETE (interrupted)" in log and 'id="incomplete"' in (out / "report.html").read_text()
     before = {(run, r["record_id"]): r["started_at"] for run in ("strong", "atlas") for r in rows_of(out, run)}
     code, log = finish(start_run(cfg, out, "--sandbox", "docker", "--limit", "12", "-w", "2"))
     assert code == 0, log[-3000:]
     _exactly_once_all_ok(out, ["strong", "atlas"], 12)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] is True and manifest["missing"] == {}
+    assert 'id="incomplete"' not in (out / "report.html").read_text()
     after = {(run, r["record_id"]): r["started_at"] for run in ("strong", "atlas") for r in rows_of(out, run)}
     assert {k: after[k] for k in before} == before  # the rerun did only what was left
 
