@@ -42,7 +42,8 @@ def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
     from runner.result import outcome
 
     def ids(rows: list[Result]) -> str:
-        return ", ".join(r.record_id for r in rows[:10]) + (f" (+{len(rows) - 10} more)" if len(rows) > 10 else "")
+        names = [r.record_id + (f"#{r.epoch}" if r.epoch > 1 else "") for r in rows]  # a later trial: id#N
+        return ", ".join(names[:10]) + (f" (+{len(names) - 10} more)" if len(names) > 10 else "")
 
     for run, rows in results.items():
         failures = [r for r in rows if outcome(r) == "failure"]
@@ -155,13 +156,18 @@ class ConcurrencyType(click.ParamType):
                    "where CI is set).")
 @click.option("--fail-under", "fail_under", multiple=True, metavar="RUN=RATE",
               help="Exit 1 if RUN's success rate is below RATE (0..1); repeatable. YAML: fail_under: {RUN: RATE}.")
+@click.option("--epochs", type=click.IntRange(min=1, max=100), help="Run each record N times, as independent "
+              "trials (own cache keys): error bars clustered by record, pass@k, pass^k. YAML: epochs.")
+@click.option("--reducer", help="With --epochs, the headline success of a record's trials: mean (default), all, any, "
+              "at_least_K. YAML: reducer.")
 def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | str | None, runs: str | None,
         sandbox: str | None, dsn: str | None, executor: str | None, ray_address: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
         providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, select: str | None,
         ids: str | None, exitfirst: bool, maxfail: int | None, last_failed: bool, skip_invalid: bool, force: bool,
         conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
-        no_prompt_cache: bool, fail_on_error: bool | None, fail_under: tuple[str, ...]) -> None:
+        no_prompt_cache: bool, fail_on_error: bool | None, fail_under: tuple[str, ...], epochs: int | None,
+        reducer: str | None) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
     Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
@@ -184,7 +190,8 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
         allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None,
         fail_on_error=fail_on_error, fail_under=_thresholds(fail_under) or None, select=select,
-        ids=_id_list(ids), last_failed=last_failed or None, maxfail=1 if exitfirst else maxfail))
+        ids=_id_list(ids), last_failed=last_failed or None, maxfail=1 if exitfirst else maxfail, epochs=epochs,
+        reducer=reducer))
     if ray_address:
         cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
     cfg = _select_runs(cfg, runs)

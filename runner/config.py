@@ -317,6 +317,10 @@ class Config(_Frozen):
     fail_on_error: bool | None = Field(None, description="exit 1 when any result ended in an error (provider, "
                                                          "sandbox, harness, time limit; not a cut turn); default: "
                                                          "on where CI is set")
+    epochs: int = Field(1, ge=1, le=100, description="trials per record: each record run N times as independent "
+                                                    "items (own cache keys), for error bars and pass@k")
+    reducer: str = Field("mean", description="with epochs, the headline success of a record's trials: mean, all "
+                                             "(every trial succeeded), any, or at_least_K")
     compare_to: str | None = Field(None, description="the reference run: every other run is compared against it "
                                                      "on the records both finished (default: the first run)")
     fail_under: dict[str, float] = Field(default_factory=dict, description="run: the least success rate (0..1) "
@@ -353,6 +357,8 @@ class Config(_Frozen):
             raise ValueError("shard must be i/n with 1 <= i <= n")
         if self.harness.kind == "crm" and self.harness.reset != "none":
             raise ValueError("the crm harness resets its database itself (harness.reset: none)")
+        if not re.fullmatch(r"mean|all|any|at_least_[1-9][0-9]*", self.reducer):
+            raise ValueError(f"reducer: {self.reducer!r} is none of mean, all, any, at_least_K")
         if self.compare_to is not None and self.compare_to not in names:
             raise ValueError(f"compare_to: {self.compare_to!r} is not a run of this config ({', '.join(names)})")
         for run, least in self.fail_under.items():

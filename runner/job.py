@@ -123,17 +123,18 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         config_fingerprint=cfg.fingerprint(), dataset=str(cfg.dataset), dataset_sha256=file_hash(cfg.dataset),
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
         harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg),
-        compare_to=cfg.compare_to or cfg.runs[0].name),
+        compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer),
         force=cfg.force)
     done = sink.existing(rerun_errors=cfg.rerun_errors)
     chosen_items: set[str] | set[tuple[str, str]] | None = picked
     if cfg.last_failed:  # the records whose last result was not a success, run again (and nothing else)
         again = sink.last_failed()
         done -= again
-        chosen_items = again if picked is None else {(run, rid) for run, rid in again if rid in picked}
+        chosen_items = {(run, rid) for run, rid, _ in again if picked is None or rid in picked}
     plan = make_plan(cfg, order, done, chosen_items)
-    logger.info("run {}: {} records x {} runs = {} items to do ({} already done); harness: {}; providers: {}; "
-                "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs), len(plan), len(done),
+    logger.info("run {}: {} records x {} runs{} = {} items to do ({} already done); harness: {}; providers: {}; "
+                "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs),
+                f" x {cfg.epochs} trials" if cfg.epochs > 1 else "", len(plan), len(done),
                 cfg.harness.kind, _providers(cfg, mode), kind)
     for line in describe_requests(manifest["requests"]):  # what each run's models are sent, and left out
         logger.info("  {}", line)
@@ -172,13 +173,14 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                 manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
             if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
                 manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
-    expected = {cid for _, cid in in_scope(cfg, order) if picked is None or cid in picked}
+    expected = {(cid, epoch) for _, cid in in_scope(cfg, order) if picked is None or cid in picked
+                for epoch in range(1, cfg.epochs + 1)}
     counts = _finish(sink, order, out, manifest, interrupted, error, expected)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early)
 
 
 def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: dict[str, Any], interrupted: bool,
-            error: str | None, expected: set[str]) -> dict[str, int]:
+            error: str | None, expected: set[tuple[str, int]]) -> dict[str, int]:
     """Results in dataset order, the manifest's last word; the run's own error raised after both."""
     try:
         counts = sink.finalize(order)

@@ -28,10 +28,10 @@ def merge(dirs: list[Path], out: Path) -> dict[str, int]:
     order: dict[str, int] = {}  # the indices results carry are positions in the one records file
     sink = ResultSink(out, runs)
     for run in runs:
-        rows: dict[str, Result] = {}
+        rows: dict[tuple[str, int], Result] = {}
         for d in dirs:
             for r in read_results(d / "results" / f"{run}.jsonl"):
-                rows[r.record_id] = r
+                rows[r.trial] = r
                 order.setdefault(r.record_id, r.index)
         for r in rows.values():
             sink.write(r)

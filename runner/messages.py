@@ -15,6 +15,7 @@ class Job:
     record_id: str
     index: int
     attempt: int
+    epoch: int = 1
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,14 @@ detect at 80 % power given how often the two runs disagree.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from runner.result import Result, outcome
-from runner.stats import mcnemar, paired_difference, paired_mde
+from runner.stats import Z80, Z95, mcnemar, paired_difference, paired_mde
+from runner.trials import by_record, repeated
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class Paired:
     only_in_run: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)  # shared, but an error or cut turn in one of them
     cached: bool = False  # some of the pairs' model calls were answered by the response cache
+    # newcombe-mcnemar: one trial per record; paired-means: repeated trials, each record's share of
+    # successes compared (both then counts the records where the shares are equal)
+    method: str = "newcombe-mcnemar"
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -84,7 +89,10 @@ def _metric(rows: list[Result], name: str) -> float | None:
 
 
 def pair(reference: str, ref_rows: list[Result], run: str, run_rows: list[Result]) -> Paired:
-    """`run` against `reference`, record by record (a record's last result in each)."""
+    """`run` against `reference`, record by record (a record's last result in each; with repeated
+    trials, its trials together)."""
+    if repeated(ref_rows) or repeated(run_rows):
+        return _pair_trials(reference, ref_rows, run, run_rows)
     a, b = {r.record_id: r for r in ref_rows}, {r.record_id: r for r in run_rows}
     shared = [i for i in a if i in b]
     done = [i for i in shared if outcome(a[i]) in FINISHED and outcome(b[i]) in FINISHED]
@@ -111,6 +119,41 @@ def pair(reference: str, ref_rows: list[Result], run: str, run_rows: list[Result
         only_in_reference=[i for i in a if i not in b], only_in_run=[i for i in b if i not in a],
         unfinished=[i for i in shared if i not in finished],
         cached=any(r.usage.cache_hits for r in (*ra, *rb)))
+
+
+def _pair_trials(reference: str, ref_rows: list[Result], run: str, run_rows: list[Result]) -> Paired:
+    """With repeated trials: each record's share of successful trials, run minus reference, averaged over
+    the records both finished at least once; its interval and test from the spread of those per-record
+    differences (a paired comparison clustered by record, Miller 2024 section 4; normal approximation)."""
+    ta, tb = by_record(ref_rows), by_record(run_rows)
+    ids_a, ids_b = dict.fromkeys(r.record_id for r in ref_rows), dict.fromkeys(r.record_id for r in run_rows)
+    done = [i for i in ta if i in tb]
+    diffs = [sum(tb[i]) / len(tb[i]) - sum(ta[i]) / len(ta[i]) for i in done]
+    n = len(done)
+    mean = statistics.fmean(diffs) if diffs else 0.0
+    sd = statistics.stdev(diffs) if n > 1 else 0.0
+    se = sd / math.sqrt(n) if n else 0.0
+    p = math.erfc(abs(mean) / se / math.sqrt(2)) if se else (1.0 if mean == 0 else 0.0)
+    ra = [r for r in ref_rows if r.record_id in tb and outcome(r) in FINISHED]
+    rb = [r for r in run_rows if r.record_id in ta and outcome(r) in FINISHED]
+    sa, sb = sum(1 for r in ra if r.success), sum(1 for r in rb if r.success)
+    names = [k for k in dict.fromkeys(k for r in ra for k in r.metrics) if any(k in r.metrics for r in rb)]
+    shared = [i for i in ids_a if i in ids_b]
+    return Paired(
+        reference=reference, run=run, shared=len(shared), paired=n, both=sum(1 for d in diffs if d == 0), neither=0,
+        won=[i for i, d in zip(done, diffs, strict=True) if d > 0],
+        lost=[i for i, d in zip(done, diffs, strict=True) if d < 0],
+        difference=mean, ci95=(max(-1.0, mean - Z95 * se), min(1.0, mean + Z95 * se)), p_value=min(1.0, p),
+        mde=(Z95 + Z80) * se if se else None,
+        success=Delta(sa / len(ra) if ra else None, sb / len(rb) if rb else None),
+        cost_per_record=Delta(_per(_cost(ra), len(ra)), _per(_cost(rb), len(rb))),  # per trial
+        cost_per_success=Delta(_per(_cost(ra), sa), _per(_cost(rb), sb)),
+        latency_s=Delta(statistics.fmean(r.wall_seconds for r in ra) if ra else None,
+                        statistics.fmean(r.wall_seconds for r in rb) if rb else None),
+        metrics={k: Delta(_metric(ra, k), _metric(rb, k)) for k in names},
+        only_in_reference=[i for i in ids_a if i not in ids_b], only_in_run=[i for i in ids_b if i not in ids_a],
+        unfinished=[i for i in shared if i not in tb or i not in ta],
+        cached=any(r.usage.cache_hits for r in (*ra, *rb)), method="paired-means")
 
 
 def _discordance(n: int, discordant: int, sa: int, sb: int) -> float:

@@ -15,6 +15,7 @@ class WorkItem:
     run: str
     record_id: str
     index: int  # position in the dataset: results are finally written in this order
+    epoch: int = 1  # which trial of the record (epochs: each record run N times as independent items)
 
 
 def in_shard(record_id: str, shard: tuple[int, int] | None) -> bool:
@@ -31,18 +32,23 @@ def in_scope(cfg: Config, record_ids: Iterable[str]) -> list[tuple[int, str]]:
     return ids[: cfg.limit] if cfg.limit is not None else ids
 
 
-def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str]] = frozenset(),
+def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str, int]] = frozenset(),
               chosen: Set[tuple[str, str]] | Set[str] | None = None) -> list[WorkItem]:
-    """Interleaved run x record items, so every run progresses together.
+    """Interleaved run x record items, so every run progresses together; with epochs, every record's first
+    trial before any second one (an output stopped halfway holds whole passes over the records).
 
-    `index` is the position in the whole dataset, so shards merge back into dataset order. `chosen`: only
-    these records (ids), or only these (run, record) pairs; None: all.
+    `index` is the position in the whole dataset, so shards merge back into dataset order. `done`: (run,
+    record, epoch) already there. `chosen`: only these records (ids), or only these (run, record) pairs;
+    None: all.
     """
     items: list[WorkItem] = []
-    for index, cid in in_scope(cfg, record_ids):
-        for run in cfg.runs:
-            if (run.name, cid) not in done and (chosen is None or cid in chosen or (run.name, cid) in chosen):
-                items.append(WorkItem(len(items), run.name, cid, index))
+    scope = in_scope(cfg, record_ids)
+    for epoch in range(1, cfg.epochs + 1):
+        for index, cid in scope:
+            for run in cfg.runs:
+                if (run.name, cid, epoch) not in done and (chosen is None or cid in chosen
+                                                           or (run.name, cid) in chosen):
+                    items.append(WorkItem(len(items), run.name, cid, index, epoch))
     return items
 
 

@@ -16,9 +16,11 @@ from rich.table import Table
 
 from runner.paired import Paired, against
 from runner.report_paired import print_paired
+from runner.report_trials import print_trials
 from runner.result import Result, outcome
 from runner.sink import read_results
 from runner.stats import wilson
+from runner.trials import headline, repeated, summary
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -48,7 +50,9 @@ def metric_means(rows: list[Result]) -> dict[str, float | None]:
     return out
 
 
-def run_metrics(rows: list[Result]) -> dict[str, Any]:
+def run_metrics(rows: list[Result], reducer: str = "mean") -> dict[str, Any]:
+    """A run's numbers (report.json). With repeated trials (epochs), success is over records: their trials
+    reduced by `reducer`, with an interval clustered by record (runner/trials.py); `trials` has the rest."""
     ok = [r for r in rows if r.ok]
     lat = [r.wall_seconds for r in ok]
     calls = sum(r.usage.llm_calls for r in rows)
@@ -82,7 +86,13 @@ def run_metrics(rows: list[Result]) -> dict[str, Any]:
         "latency_p50_s": round(percentile(lat, 0.5), 4), "latency_p95_s": round(percentile(lat, 0.95), 4),
         "retries": total("retries"), "rate_limited": total("rate_limited"), "llm_calls": calls,
         "cache_hit_rate": total("cache_hits") / calls if calls else 0.0,
+        **(_trials(rows, reducer) if repeated(rows) else {}),
     }
+
+
+def _trials(rows: list[Result], reducer: str) -> dict[str, Any]:
+    rate, ci = headline(rows, reducer)
+    return {"success_rate": rate, "success_ci95": ci, "trials": summary(rows, reducer)}
 
 
 def best_run(metrics: dict[str, dict[str, Any]]) -> str | None:
@@ -184,7 +194,8 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     if not console.is_terminal:
         console.width = max(console.width, 150)
     runs = load_runs(out) if runs is None else runs
-    metrics = {name: run_metrics(rows) for name, rows in runs.items()}
+    manifest = read_manifest(out)
+    metrics = {name: run_metrics(rows, manifest.get("reducer") or "mean") for name, rows in runs.items()}
     best = best_run(metrics)
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
     cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()))
@@ -192,7 +203,6 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     shown_apart = {"cut": any(m["cut"] for m in metrics.values()),
                    "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values())}
     cols = [c for c in cols if shown_apart.get(c[1], True)]
-    manifest = read_manifest(out)
     cells = {}
     for name, m in metrics.items():
         row = [_cell(m["metrics"].get(key) if key in names else m[key], kind)
@@ -217,6 +227,7 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     console.print(t)
     for kind, text in banners(manifest, metrics).items():
         console.print(text, style="bold red" if kind == "incomplete" else "yellow", markup=False)
+    print_trials(metrics, console)
     print_paired([c.to_json() for c in comparisons(manifest, runs)], console)
     if lost := sum(m["discarded"] for m in metrics.values()):
         console.print(f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
@@ -257,7 +268,7 @@ def results_digest(runs: dict[str, list[Result]]) -> str:
     h = hashlib.sha256()
     for name in sorted(runs):
         for r in runs[name]:
-            h.update(f"{name}\0{r.record_id}\0{r.attempt}\0{r.finished_at}\0{r.status}\n".encode())
+            h.update(f"{name}\0{r.record_id}\0{r.epoch}\0{r.attempt}\0{r.finished_at}\0{r.status}\n".encode())
     return h.hexdigest()[:16]
 
 
@@ -307,8 +318,8 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None) -> tup
     from runner.report_html import breakdown, group_names, render
 
     rows = load_runs(out) if runs is None else runs
-    metrics = {name: run_metrics(r) for name, r in rows.items()}
     manifest = read_manifest(out)
+    metrics = {name: run_metrics(r, manifest.get("reducer") or "mean") for name, r in rows.items()}
     sent, through = manifest.get("requests") or {}, manifest.get("gateway") or {}
     groups = group_names(rows)
     pairs = [c.to_json() for c in comparisons(manifest, rows)]

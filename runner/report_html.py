@@ -11,6 +11,7 @@ from runner.report import CACHE_MARKED, best_run
 from runner.report_charts import chart_data, cost_vs_success, forest, in_flight, latency, success_by
 from runner.report_paired import paired_html
 from runner.report_records import records
+from runner.report_trials import trials_html
 from runner.result import Result
 
 e = html.escape
@@ -89,8 +90,11 @@ def _count(v: float) -> str:
 def _tokens_in(m: dict[str, Any]) -> str:
     """Every prompt token, and beside it how many were new, read from the prompt cache, written to it."""
     total = m["prompt_tokens"]
-    parts = [("new", m["input_tokens"]), ("read", m["cache_read_tokens"]), ("written", m["cache_write_tokens"])]
+    parts = [("new", m["input_tokens"]), ("read", m["cache_read_tokens"])]
     split = " + ".join(f"{_count(n)} {what}" for what, n in parts if n)
+    if m["cache_write_tokens"]:  # a line of its own: the column stays as narrow as its widest line
+        split += f'<br>+ {_count(m["cache_write_tokens"])} written'
+
     title = (f"{total} prompt tokens: {m['input_tokens']} not from the prompt cache, {m['cache_read_tokens']} read "
              f"from it, {m['cache_write_tokens']} written to it")
     shown = f' <span class="ci split">{split}</span>' if m["input_tokens"] != total else ""
@@ -169,6 +173,7 @@ color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin
 </style></head><body><h1>{e(title)}</h1>
 {"".join(f'<p class="note" id="{e(kind)}">{e(text)}</p>' for kind, text in (notes or {}).items())}
 {_summary(metrics)}
+{trials_html(metrics)}
 {"".join(paired_html(p, forest(p), heading) for p, heading in pairs or [])}
 {_caching(metrics, sent or {}) if any(m["llm_calls"] for m in metrics.values()) else ""}
 <h2>Charts</h2>

@@ -91,8 +91,13 @@ def print_paired(pairs: list[dict[str, Any]], console: Console, reference_label:
     for c in pairs:
         for line in notes(c):
             console.print(f"[dim]{c['run']}: {line}[/dim]")
-    console.print("[dim]difference: 95 % interval for paired proportions (Newcombe); p: exact McNemar; "
-                  "detectable: the smallest difference these records would show at 80 % power[/dim]")
+    if any(c.get("method") == "paired-means" for c in pairs):
+        console.print("[dim]repeated trials: difference of each record's share of successful trials, 95 % interval "
+                      "and p from their spread (clustered by record); won/lost: records whose share rose/fell; "
+                      "detectable: the smallest difference these records would show at 80 % power[/dim]")
+    else:
+        console.print("[dim]difference: 95 % interval for paired proportions (Newcombe); p: exact McNemar; "
+                      "detectable: the smallest difference these records would show at 80 % power[/dim]")
     if shown < len(labels):
         console.print(f"[dim]not shown at this width ({', '.join(labels[shown:])}): see report.html[/dim]")
 

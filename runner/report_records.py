@@ -83,7 +83,42 @@ def _column(run: str, r: Result | None, brief: bool = False) -> str:
             + (transcript(out["transcript"]) if isinstance(out.get("transcript"), list) else "") + "</div>")
 
 
-def _record(rid: str, per_run: dict[str, Result | None], brief: bool = False) -> str:
+def _trials_status(rs: list[Result]) -> str:
+    """Several trials of one record in one run: ok if all succeeded, error if none finished, else fail."""
+    states = [status(r) for r in rs]
+    return "ok" if all(s == "ok" for s in states) else "error" if all(s == "error" for s in states) else "fail"
+
+
+def _trials_column(run: str, rs: list[Result], brief: bool) -> str:
+    wins = sum(1 for r in rs if r.success)
+    parts = "".join(_column(f"trial {r.epoch}", r, brief) for r in rs)
+    return (f'<div class="col {_trials_status(rs)}"><h4>{e(run)}: {wins}/{len(rs)} trials succeeded</h4>'
+            f"{parts}</div>")
+
+
+def _record(rid: str, trials: dict[str, list[Result]], brief: bool = False) -> str:
+    """One record: a badge per run, and each run's result (all its trials, where it ran several)."""
+    if not any(len(rs) > 1 for rs in trials.values()):
+        return _record_once(rid, {run: rs[0] if rs else None for run, rs in trials.items()}, brief)
+    states = {run: _trials_status(rs) if rs else "missing" for run, rs in trials.items()}
+    first = next(rs[0] for rs in trials.values() if rs)
+    groups = "|".join(f"{g}={v}" for g, vs in first.groups.items() for v in vs)
+    fail = any(s in ("fail", "error") for s in states.values())
+    shares = {run: sum(1 for r in rs if r.success) / len(rs) for run, rs in trials.items() if rs}
+    differs = len(set(shares.values())) > 1
+    badges = "".join(f'<span class="b {states[run]}" title="{e(run)}: {sum(1 for r in rs if r.success)} of '
+                     f'{len(rs)} trials succeeded">{e(run)} {sum(1 for r in rs if r.success)}/{len(rs)}</span>'
+                     for run, rs in trials.items())
+    facts = " &middot; ".join(e(", ".join(v)) for v in first.groups.values())
+    worst = "error" if "error" in states.values() else "fail" if fail else "ok"
+    cols = "".join(_trials_column(run, rs, brief) if rs else _column(run, None) for run, rs in trials.items())
+    return (f'<details class="{worst}" data-id="{e(rid)}" data-fail="{int(fail)}" data-differs="{int(differs)}" '
+            f'data-groups="{e(groups)}"><summary><b>{e(rid)}</b> {badges} <span class="g">{facts}</span></summary>'
+            f'<div class="side" style="grid-template-columns:repeat({len(trials)},minmax(0,1fr))">{cols}</div>'
+            "</details>")
+
+
+def _record_once(rid: str, per_run: dict[str, Result | None], brief: bool = False) -> str:
     states = {run: status(r) for run, r in per_run.items()}
     first = next(r for r in per_run.values() if r is not None)
     groups = "|".join(f"{g}={v}" for g, vs in first.groups.items() for v in vs)
@@ -144,14 +179,14 @@ applyFilters();
 
 def records(rows: dict[str, list[Result]]) -> str:
     """Every record once, in dataset order, with each run's result side by side; filters above."""
-    by_id: dict[str, dict[str, Result]] = {}
+    by_id: dict[str, dict[str, list[Result]]] = {}
     order: dict[str, int] = {}
     for run, rs in rows.items():
         for r in rs:
-            by_id.setdefault(r.record_id, {})[run] = r
+            by_id.setdefault(r.record_id, {}).setdefault(run, []).append(r)
             order.setdefault(r.record_id, r.index)
     brief = sum(len(rs) for rs in rows.values()) > FULL_DETAIL_LIMIT
-    body = "".join(_record(rid, {run: by_id[rid].get(run) for run in rows}, brief)
+    body = "".join(_record(rid, {run: sorted(by_id[rid].get(run, []), key=lambda r: r.epoch) for run in rows}, brief)
                    for rid in sorted(by_id, key=lambda i: (order[i], i)))
     note = (f'<p class="m">Over {FULL_DETAIL_LIMIT} results: successful records show their metrics only '
             "(everything is in results/*.jsonl); failures show everything.</p>") if brief else ""

@@ -45,6 +45,7 @@ class Result(BaseModel):
     index: int = Field(description="the record's position in the file: results are written in this order")
     item_id: int | None = None
     attempt: int = 1
+    epoch: int = Field(1, description="which trial of the record (config epochs: each record run N times)")
     worker: int | None = None
     sandbox_id: str | None = None
     status: Literal["ok", "error"]
@@ -66,6 +67,11 @@ class Result(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def trial(self) -> tuple[str, int]:
+        """What one result answers for: a record's trial (one per record without epochs)."""
+        return self.record_id, self.epoch
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

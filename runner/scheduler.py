@@ -62,7 +62,8 @@ class Scheduler:
                     break
                 skipped.append(a)
                 continue
-            if chunk and a.item.run != chunk[0].item.run:
+            # a harness call serves one run; one trial of it, so a gateway knows which trial its calls are
+            if chunk and (a.item.run, a.item.epoch) != (chunk[0].item.run, chunk[0].item.epoch):
                 skipped.append(a)
                 if len(skipped) > 4 * self.chunk_size:
                     break  # the rest of this run is far away: a short chunk beats a scan of the queue

@@ -111,23 +111,21 @@ class ResultSink:
             (out / "results").mkdir(parents=True, exist_ok=True)
         self._files: dict[str, IO[str]] = {}
         self.errors: Counter[str] = Counter()
-        self.present: dict[str, set[str]] = {}  # finalize: the records each run's file holds
+        self.present: dict[str, set[tuple[str, int]]] = {}  # finalize: the trials each run's file holds
 
-    def existing(self, *, rerun_errors: bool) -> set[tuple[str, str]]:
-        """(run, record) pairs to skip: recorded successfully, or recorded at all unless rerun_errors."""
-        done: set[tuple[str, str]] = set()
-        for run in self.runs:
-            latest = {r.record_id: r for r in read_results(results_path(self.out, run), repair=True)}
-            done.update((run, rid) for rid, r in latest.items() if r.ok or not rerun_errors)
-        return done
+    def latest(self, run: str) -> dict[tuple[str, int], Result]:
+        """A run's newest result per record trial (a rerun's line comes after the one it replaces)."""
+        return {r.trial: r for r in read_results(results_path(self.out, run), repair=True)}
 
-    def last_failed(self) -> set[tuple[str, str]]:
-        """(run, record) pairs whose latest result failed, was cut or ended in an error (`--lf`)."""
-        out: set[tuple[str, str]] = set()
-        for run in self.runs:
-            latest = {r.record_id: r for r in read_results(results_path(self.out, run), repair=True)}
-            out.update((run, rid) for rid, r in latest.items() if outcome(r) in ("failure", "cut", "error"))
-        return out
+    def existing(self, *, rerun_errors: bool) -> set[tuple[str, str, int]]:
+        """(run, record, epoch) to skip: recorded successfully, or recorded at all unless rerun_errors."""
+        return {(run, rid, epoch) for run in self.runs for (rid, epoch), r in self.latest(run).items()
+                if r.ok or not rerun_errors}
+
+    def last_failed(self) -> set[tuple[str, str, int]]:
+        """(run, record, epoch) whose latest result failed, was cut or ended in an error (`--lf`)."""
+        return {(run, rid, epoch) for run in self.runs for (rid, epoch), r in self.latest(run).items()
+                if outcome(r) in ("failure", "cut", "error")}
 
     def write(self, result: Result) -> None:
         """Append one line; if it cannot be written whole (disk full), cut what got out and raise
@@ -156,8 +154,8 @@ class ResultSink:
         counts = {}
         for run in self.runs:
             path = results_path(self.out, run)
-            latest = {r.record_id: r for r in read_results(path, repair=True)}
-            rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id))
+            latest = self.latest(run)
+            rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id, r.epoch))
             self.errors.update(Counter(str(r.error_kind) for r in rows if not r.ok))
             self.present[run] = set(latest)
             tmp = path.with_suffix(".jsonl.tmp")

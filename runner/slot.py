@@ -27,10 +27,11 @@ from loguru import logger
 
 from runner.config import Config
 from runner.errors import ErrorKind, RunStopped
-from runner.gateway.process import take_usage
+from runner.gateway.process import set_trial, take_usage
 from runner.harness import Reading, build_result
 from runner.harness.base import Harness, SandboxInfo, Task
 from runner.messages import Assign, ItemDone, Job, SlotReady
+from runner.models.base import trial
 from runner.records import Record
 from runner.result import Result, Usage, error_result, now_iso
 from runner.sandbox.witness import Incarnation
@@ -105,7 +106,7 @@ class Slot:
     def send(self, job: Job, result: Result, *, sandbox_id: str | None = None) -> None:
         """A job's result to the supervisor, stamped with where and as which attempt it ran."""
         update: dict[str, object] = {"worker": self.host.worker_id, "attempt": job.attempt, "item_id": job.item_id,
-                                     "index": job.index}
+                                     "index": job.index, "epoch": job.epoch}
         if sandbox_id is not None:
             update["sandbox_id"] = sandbox_id
         self.host.inbox.put(ItemDone(self.host.worker_id, job.item_id, result.model_copy(update=update).to_json()))
@@ -170,6 +171,9 @@ class Slot:
         started = (now_iso(), time.monotonic())  # a chunk's records run together
         usage: list[Usage] = []
         running[self.n] = f"{jobs[0].run}:{jobs[0].record_id}" + (f" +{len(jobs) - 1}" if len(jobs) > 1 else "")
+        told = trial.set(jobs[0].epoch)  # a chunk is one trial (the scheduler's doing)
+        if self.cfg.epochs > 1 and self.host.gateway_url is not None:
+            self._tell_gateway(jobs[0].epoch)
         clock.start(limit + (ALARM_SLACK_SECONDS if len(jobs) > 1 else 0))
         try:
             outcomes = self.harness.run(tasks)
@@ -200,6 +204,7 @@ class Slot:
                                       self._spent(len(jobs), usage))
         finally:
             clock.stop()
+            trial.reset(told)
             running.pop(self.n, None)
 
     def _spent(self, parts: int, taken: list[Usage]) -> list[Usage]:
@@ -208,6 +213,14 @@ class Slot:
         if self.host.gateway_url is None:
             return [self.harness.spent()]
         return taken or self._gateway_usage(parts)
+
+    def _tell_gateway(self, epoch: int) -> None:
+        """Which trial this slot's SDK calls through the gateway now belong to: their own cache keys."""
+        assert self.host.gateway_url is not None
+        try:
+            set_trial(self.host.gateway_url, self.caller, epoch)
+        except OSError as e:  # then its calls key as the first trial's: a cached answer may repeat
+            logger.warning("could not tell the gateway this record's trial ({}): {}", epoch, e)
 
     def _gateway_usage(self, parts: int) -> list[Usage]:
         """What this slot's SDK calls through the gateway cost since its last record."""
@@ -243,7 +256,7 @@ class Slot:
 
     def task(self, job: Job) -> Task:
         return Task(job.item_id, self.runs[job.run], job.record_id, self.host.records[job.record_id].data,
-                    job.attempt)
+                    job.attempt, job.epoch)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -7,7 +7,7 @@ import math
 Z95 = 1.959963984540054
 
 
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a success rate (good at small n and near 0 or 1, unlike p ± 2·se)."""
     if n == 0:
         return 0.0, 1.0

@@ -225,7 +225,7 @@ class Supervisor:
             h.chunks[slot] = Chunk({a.item.id for a in chunk}, time.monotonic(),
                                    self.cfg.conversation_timeout_seconds * len(chunk) + ALARM_SLACK_SECONDS
                                    + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds))
-            h.send(Assign(tuple(Job(a.item.id, a.item.run, a.item.record_id, a.item.index, a.attempt)
+            h.send(Assign(tuple(Job(a.item.id, a.item.run, a.item.record_id, a.item.index, a.attempt, a.item.epoch)
                                 for a in chunk), slot))
             first = chunk[0].item
             self.progress.worker(h.id).item = f"{first.run}:{first.record_id}" + (
@@ -307,7 +307,8 @@ class Supervisor:
         for a in self.scheduler.lose(h.id):
             self.record(h.id, error_result(a.item.run, a.item.record_id, a.item.index,
                                            f"worker {how} on each of {a.attempt} attempts",
-                                           kind="worker_died", item_id=a.item.id, attempt=a.attempt))
+                                           kind="worker_died", item_id=a.item.id, attempt=a.attempt,
+                                           epoch=a.item.epoch))
 
     def replace_worker(self) -> None:
         if self.stopping or not (self.scheduler.has_pending() or self.scheduler.in_flight()):

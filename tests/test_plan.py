@@ -33,7 +33,7 @@ def test_shards_partition_the_records_stably() -> None:
 
 
 def test_resume_skips_done_pairs_and_index_is_the_dataset_position() -> None:
-    plan = make_plan(_cfg(shard=(2, 3)), IDS, done={("a", "conv-0"), ("b", "conv-1")})
+    plan = make_plan(_cfg(shard=(2, 3)), IDS, done={("a", "conv-0", 1), ("b", "conv-1", 1)})
     assert ("a", "conv-0") not in {(w.run, w.record_id) for w in plan}
     assert all(w.index == IDS.index(w.record_id) for w in plan)
 
@@ -52,3 +52,13 @@ def test_shards_are_the_same_under_every_hash_seed() -> None:
 def test_a_shard_outside_1_to_n_is_refused_instead_of_selecting_nothing(text: str) -> None:
     with pytest.raises(ValueError, match="counts from 1"):
         parse_shard(text)
+
+
+def test_epochs_make_n_items_per_record_every_first_trial_before_any_second() -> None:
+    plan = make_plan(_cfg(epochs=3), IDS[:4])
+    assert len(plan) == 3 * 4 * 3 and len({(w.run, w.record_id, w.epoch) for w in plan}) == len(plan)
+    assert [w.epoch for w in plan] == sorted(w.epoch for w in plan)
+    assert [w.id for w in plan] == list(range(len(plan)))
+    # a resume skips the trials already there, by epoch
+    again = make_plan(_cfg(epochs=3), IDS[:4], done={("a", IDS[0], 1), ("a", IDS[0], 2)})
+    assert len(again) == len(plan) - 2 and ("a", IDS[0], 3) in {(w.run, w.record_id, w.epoch) for w in again}

@@ -130,14 +130,16 @@ def _comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [strip(r) for r in rows]
 
 
-def test_shards_merged_equal_the_unsharded_run(tmp_path: Path, local_bindir: str) -> None:
+def test_shards_merged_equal_the_unsharded_run_with_repeated_trials(tmp_path: Path, local_bindir: str) -> None:
     cfg = run_config(tmp_path)
     subset = tmp_path / "subset.jsonl"
     subset.write_text("".join(line + "\n" for line in SAMPLE.read_text().splitlines()[:9]))
-    code, log = finish(start_run(cfg, tmp_path / "all", "--sandbox", "local", "--dataset", str(subset), "-w", "2"))
+    trials = ("--epochs", "2")  # each record twice: every (record, trial) exactly once, however it is split
+    code, log = finish(start_run(cfg, tmp_path / "all", "--sandbox", "local", "--dataset", str(subset), "-w", "2",
+                                 *trials))
     assert code == 0, log[-3000:]
     shards = [start_run(cfg, tmp_path / f"s{i}", "--sandbox", "local", "--dataset", str(subset), "--shard", f"{i}/3",
-                        "-w", "1") for i in (1, 2, 3)]  # at once, as CI matrix jobs run them
+                        "-w", "1", *trials) for i in (1, 2, 3)]  # at once, as CI matrix jobs run them
     for p in shards:
         code, log = finish(p)
         assert code == 0, log[-3000:]
@@ -146,7 +148,21 @@ def test_shards_merged_equal_the_unsharded_run(tmp_path: Path, local_bindir: str
     assert merged.returncode == 0, merged.stdout + merged.stderr
     for run in ("strong", "atlas"):
         assert _comparable(rows_of(tmp_path / "merged", run)) == _comparable(rows_of(tmp_path / "all", run))
-        assert len(rows_of(tmp_path / "merged", run)) == 9
+        rows = rows_of(tmp_path / "merged", run)
+        assert sorted((r["record_id"], r["epoch"]) for r in rows) == sorted(
+            {(r["record_id"], e) for r in rows for e in (1, 2)})
+        assert len(rows) == 18
+    # a third trial on the same output adds only the third: the first two stay as they were
+    before = {(run, r["record_id"], r["epoch"]): r["started_at"] for run in ("strong", "atlas")
+              for r in rows_of(tmp_path / "all", run)}
+    code, log = finish(start_run(cfg, tmp_path / "all", "--sandbox", "local", "--dataset", str(subset), "-w", "2",
+                                 "--epochs", "3"))
+    assert code == 0, log[-3000:]
+    after = {(run, r["record_id"], r["epoch"]): r["started_at"] for run in ("strong", "atlas")
+             for r in rows_of(tmp_path / "all", run)}
+    assert len(after) == 54 and {k: after[k] for k in before} == before
+    report = json.loads((tmp_path / "all" / "report.json").read_text())
+    assert report["runs"]["strong"]["trials"]["trials_per_record"] == 3
 
 
 def test_a_boot_failure_stops_the_run_with_a_clear_message(tmp_path: Path) -> None:

@@ -35,6 +35,13 @@ class GatewayServer(ServerProcess):
             return dict(json.loads(r.read()))
 
 
+def set_trial(gateway_url: str, worker: int | str, epoch: int) -> None:
+    """Tell the gateway which trial of its record a worker's (slot's) next calls belong to."""
+    req = urllib.request.Request(f"{gateway_url}/workers/{worker}/trial/{epoch}", method="POST", data=b"")
+    with urllib.request.urlopen(req, timeout=10):
+        pass
+
+
 def take_usage(gateway_url: str, worker: int | str, parts: int = 1) -> list[Usage]:
     """The calls a worker made since it last asked, as result usage; split evenly over `parts` records
     that ran together (a command harness's chunk shares its calls as it shares its time)."""

@@ -29,6 +29,7 @@ from runner.config import PROVIDER_BASE_URLS, RetrySettings
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.upstream import Answer, Call, Upstream
 from runner.gateway.usage import Tally
+from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
 from runner.ratelimit import Budget
 
@@ -83,6 +84,7 @@ class Gateway:
         self.settings, self.limiter, self.cache = settings, limiter, cache
         self.runs: dict[str, Tally] = {}
         self.workers: dict[str, Tally] = {}
+        self.trials: dict[str, int] = {}  # the trial each worker (slot) runs now, where a job has epochs
         self.upstream: Upstream | None = None
         self._prices: dict[tuple[str, str], Prices | None] = {}
 
@@ -90,6 +92,7 @@ class Gateway:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/stats", self.get_stats)
         app.router.add_post("/workers/{worker}/take", self.take)
+        app.router.add_post("/workers/{worker}/trial/{trial:[0-9]+}", self.set_trial)
         app.router.add_post("/{path:.*}", self.handle)
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
@@ -109,6 +112,12 @@ class Gateway:
 
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response({run: t.as_dict() for run, t in self.runs.items()})
+
+    async def set_trial(self, request: web.Request) -> web.Response:
+        """The trial a worker's next calls belong to (config epochs): their own cache keys, and the
+        simulator told which sample to draw."""
+        self.trials[request.match_info["worker"]] = int(request.match_info["trial"])
+        return web.json_response({})
 
     async def take(self, request: web.Request) -> web.Response:
         """A worker's counts since it last asked (its last record), and a fresh start."""
@@ -156,10 +165,11 @@ class Gateway:
         assert self.upstream is not None
         return await self.upstream.send(request, Call(
             call.provider, upstream_url(s.upstreams[call.provider], call.provider, call.path), raw,
-            self._upstream_headers(request, call.provider, call.model), call.streaming,
+            self._upstream_headers(request, call), call.streaming,
             self._slot(call.provider, call.model)))
 
-    def _upstream_headers(self, request: web.Request, provider: str, model: str) -> dict[str, str]:
+    def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
+        provider, model = call.provider, call.model
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         has_key = any(k.lower() in ("x-api-key", "authorization") for k in headers)
         if not has_key and os.environ.get(KEY_ENV[provider]):
@@ -167,6 +177,8 @@ class Gateway:
             headers.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
         if self.settings.sim_models is not None and model:
             headers["x-sim-plays"] = model
+            if (told := self.trials.get(call.worker or "", 1)) > 1:
+                headers[TRIAL_HEADER] = str(told)
         return headers
 
     def _slot(self, provider: str, model: str) -> int | None:
@@ -188,7 +200,10 @@ class Gateway:
             return None
         canon = call.raw if call.body is None else json.dumps(
             {k: v for k, v in call.body.items() if k != "stream"}, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(call.provider.encode() + call.path.encode() + b"\0" + canon).hexdigest()
+        # trial 1 keys as a single-trial run's calls; each later trial apart (as models/base.py Request)
+        told = self.trials.get(call.worker or "", 1)
+        trial = f"\0trial {told}".encode() if told > 1 else b""
+        return hashlib.sha256(call.provider.encode() + call.path.encode() + b"\0" + canon + trial).hexdigest()
 
     def _from_cache(self, key: str, call: Incoming) -> web.Response | None:
         """The cached answer in the form this caller asked for; None (a miss) if it cannot be given so."""

@@ -86,6 +86,7 @@ class Task:
     record_id: str
     record: dict[str, Any]
     attempt: int
+    epoch: int = 1
 
 
 @dataclass

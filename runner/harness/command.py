@@ -45,7 +45,7 @@ class CommandHarness(Harness):
         vals = {**template_values(cfg, self.sandbox, run), "input": str(inp), "output": str(outp)}
         argv = [render(a, vals, where="harness.command") for a in cfg.harness.command or []]
         env = harness_env(cfg, self.sandbox, run, {"input": str(inp), "output": str(outp)},
-                          gateway=self.gateway_env(run.name))
+                          gateway=self.gateway_env(run.name), epoch=tasks[0].epoch)  # a chunk: one trial
         cwd = resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
         why = self._execute(argv, env, cwd, cfg.conversation_timeout_seconds * len(tasks))
         answers = self._read(outp, tasks)

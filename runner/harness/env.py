@@ -45,7 +45,7 @@ def per_slot_keys(cfg: Config, sb: SandboxInfo) -> set[str]:
     keys = {"DB_NAME", "POSTGRES_DB", "PGDATABASE"} | {k for k in connection_env(sb) if k.endswith("DATABASE_URL")}
     for run in cfg.runs:
         keys |= run.env.keys()
-    return keys | {"RUNNER_RUN"}
+    return keys | {"RUNNER_RUN", "RUNNER_EPOCH"}
 
 
 def template_values(cfg: Config, sb: SandboxInfo, run: RunSpec) -> dict[str, str]:
@@ -95,7 +95,7 @@ def gateway_env(gateway: str, run: str, worker: int | str, *, simulated: bool) -
 
 
 def harness_env(cfg: Config, sb: SandboxInfo, run: RunSpec, extra: Mapping[str, str] = {}, *,
-                gateway: Mapping[str, str] = {}) -> dict[str, str]:
+                gateway: Mapping[str, str] = {}, epoch: int = 1) -> dict[str, str]:
     """The whole environment for one record of `run` (a full copy: subprocesses get exactly this)."""
     vals = {**template_values(cfg, sb, run), **extra}
     env = {**os.environ, **dotenv_file(cfg)}
@@ -106,6 +106,7 @@ def harness_env(cfg: Config, sb: SandboxInfo, run: RunSpec, extra: Mapping[str, 
     env.update(connection_env(sb))
     env.update(gateway)
     env["RUNNER_RUN"] = run.name
+    env["RUNNER_EPOCH"] = str(epoch)  # which trial of the record (config epochs), 1 without
     return env
 
 

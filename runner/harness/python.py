@@ -41,6 +41,7 @@ class Context:
     env: Mapping[str, str]
     scratch: Path
     logger: Any
+    epoch: int = 1  # which trial of the record (config epochs), 1 without
 
     def dsn(self, database: str | None = None) -> str:
         return (self.databases[database] if database else self.db).dsn()
@@ -75,13 +76,15 @@ class PythonHarness(Harness):
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
         assert self.sandbox is not None
         for task in tasks:
-            env = harness_env(self.info.cfg, self.sandbox, task.run, gateway=self.gateway_env(task.run.name))
+            env = harness_env(self.info.cfg, self.sandbox, task.run, gateway=self.gateway_env(task.run.name),
+                              epoch=task.epoch)
             if self.info.cfg.harness.python is not None:
                 yield task, self._call_there(task, env)
                 continue
             self._export(env)
             ctx = Context(run=task.run.name, params=task.run.params, worker=self.info.worker, attempt=task.attempt,
-                          record_id=task.record_id, db=self.sandbox.db, databases=self.sandbox.databases, env=env,
+                          record_id=task.record_id, epoch=task.epoch, db=self.sandbox.db,
+                          databases=self.sandbox.databases, env=env,
                           scratch=self.info.scratch, logger=logger.bind(record=task.record_id, run=task.run.name))
             yield task, self._call(task, ctx)
 
@@ -118,7 +121,7 @@ class PythonHarness(Harness):
         assert self.sandbox is not None
         sb = self.sandbox
         ctx = {"run": task.run.name, "params": task.run.params, "worker": self.info.worker, "attempt": task.attempt,
-               "record_id": task.record_id, "main": sb.main, "scratch": str(self.info.scratch),
+               "record_id": task.record_id, "epoch": task.epoch, "main": sb.main, "scratch": str(self.info.scratch),
                "databases": {n: {"host": d.host, "port": d.port, "user": d.user, "password": d.password,
                                  "name": d.name} for n, d in sb.databases.items()}}
         self.current = f"{task.run.name}:{task.record_id}"

@@ -93,6 +93,7 @@ class Context:
         self.worker: int = data["worker"]
         self.attempt: int = data["attempt"]
         self.record_id: str = data["record_id"]
+        self.epoch: int = data.get("epoch", 1)
         self.databases = {n: Database(**d) for n, d in data["databases"].items()}
         self.db: Database = self.databases[data["main"]]
         self.env = dict(env)

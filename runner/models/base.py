@@ -17,6 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -62,6 +63,13 @@ def _json(value: Any) -> bytes:
 _json_length: PerObject[int] = PerObject(lambda v: len(_json(v)))
 
 
+# Which trial of its record the calling thread runs (config epochs; the slot sets it around each record):
+# trial 1 is the request a single-trial run makes, so its cached answers serve; every later trial has cache
+# keys of its own, an independent sample rather than a replay of the first.
+trial: ContextVar[int] = ContextVar("trial", default=1)
+TRIAL_HEADER = "x-sim-trial"  # how the runner tells the simulator (only) which trial a call belongs to
+
+
 @dataclass(frozen=True)
 class Request:
     model: str
@@ -80,7 +88,8 @@ class Request:
         # is the same object call after call, so its digest is computed once.
         body = {"provider": provider, "model": self.model, "system": self.system, "messages": self.messages,
                 "tools": _tools_digest(self.tools), "sampling": self.sampling or {},
-                "max_output_tokens": self.max_output_tokens, **({"thinking": self.thinking} if self.thinking else {})}
+                "max_output_tokens": self.max_output_tokens, **({"thinking": self.thinking} if self.thinking else {}),
+                **({"trial": t} if (t := trial.get()) > 1 else {})}
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def estimated_input_tokens(self) -> int:

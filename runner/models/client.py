@@ -22,11 +22,11 @@ from loguru import logger
 from runner.cache import ResponseCache
 from runner.config import Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
-from runner.models.base import Completion, Provider, ProviderError, Request
+from runner.models.base import Completion, Provider, ProviderError, Request, trial
 from runner.models.capabilities import Capabilities, Usage, budget_input_tokens, cost, lookup, split_sampling
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
-from runner.models.wire import retries_taken
+from runner.models.wire import retries_taken, sim_trial
 from runner.ratelimit import Budget, limiter_key
 
 
@@ -65,8 +65,9 @@ class ModelClient:
     def __init__(self, provider: Provider, *, wire_model: str, logical_model: str, limiter: Budget | None,
                  limiter_slot: int | None, cache: ResponseCache | None, retry: RetrySettings,
                  caps: Capabilities | None = None, prompt_cache: bool = True,
-                 thinking: ThinkingChoice | None = None) -> None:
+                 thinking: ThinkingChoice | None = None, simulated: bool = False) -> None:
         self.provider, self.wire_model, self.logical_model = provider, wire_model, logical_model
+        self.simulated = simulated  # the simulator answers: it is told each call's trial
         self.limiter, self.slot, self.cache, self.retry = limiter, limiter_slot, cache, retry
         self.caps = caps or lookup(logical_model, provider.name)
         self.prompt_cache = prompt_cache
@@ -174,9 +175,11 @@ class ModelClient:
         limit, a bug), never left counted as in flight. `retries`: how many came before (sent as the SDK's
         own retry count would be)."""
         token = retries_taken.set(retries)
+        told = sim_trial.set(trial.get() if self.simulated else 1)
         try:
             return self._budgeted(req, est_in, deadline)
         finally:
+            sim_trial.reset(told)
             retries_taken.reset(token)
 
     def _budgeted(self, req: Request, est_in: float, deadline: float) -> Completion | None:
@@ -235,4 +238,5 @@ def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config,
         slot = limiter.slot(k) if k in limiter.keys else None
     return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
                        cache=cache, retry=cfg.retry, caps=lookup(ref.model, ref.provider, cfg.model_overrides()),
-                       prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref))
+                       prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref),
+                       simulated=resolve_mode(cfg) == "sim")

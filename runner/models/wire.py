@@ -39,11 +39,18 @@ from typing import Any
 import httpx2
 import orjson
 
-from runner.models.base import ProviderError, classify_status, json_body, sdk_errors
+from runner.models.base import TRIAL_HEADER, ProviderError, classify_status, json_body, sdk_errors
 
 # How many retries came before this attempt (the client's retry loop sets it; each thread has its own).
 retries_taken: ContextVar[int] = ContextVar("retries_taken", default=0)
 RETRY_HEADER = "x-stainless-retry-count"
+# The record's trial, told to the simulator only (a real API samples anew by itself): set by the client.
+sim_trial: ContextVar[int] = ContextVar("sim_trial", default=1)
+
+
+def call_headers(retries: int) -> dict[str, str]:
+    """Headers that change from call to call: the SDK's retry count, and on the simulator the trial."""
+    return {RETRY_HEADER: str(retries), **({TRIAL_HEADER: str(t)} if (t := sim_trial.get()) > 1 else {})}
 # Set by the connection per call, not taken from the SDK's request.
 _OWN = frozenset({"host", "content-length", "connection", "transfer-encoding"})
 # Sending on a keep-alive connection the server closed meanwhile: the request did not get through
@@ -119,7 +126,7 @@ class Wire:
         retries = retries_taken.get()
         if not self.direct and self.create is not None:
             with sdk_errors(self.sdk):  # the SDK's own request code, every header as it sets them
-                raw = self.create(**request, extra_headers={RETRY_HEADER: str(retries)})
+                raw = self.create(**request, extra_headers=call_headers(retries))
             return Reply(raw.http_response.headers, raw.http_response.content)
         body = json_body(request)
         if self.direct:
@@ -129,14 +136,15 @@ class Wire:
             if not 300 <= status < 400:
                 raise _status_error(status, headers, content)
             # A redirect: rare, and the SDK's client follows it (the request was not acted on)
-        options = {**self.options, "headers": {**self.options.get("headers", {}), RETRY_HEADER: str(retries)}}
+        options = {**self.options, "headers": {**self.options.get("headers", {}), **call_headers(retries)}}
         with sdk_errors(self.sdk):
             resp = self.client.post(self.path, cast_to=httpx2.Response, content=body, options=options)
         return Reply(resp.headers, resp.content)
 
     def _exchange(self, body: bytes, retries: int) -> tuple[int, Message, bytes]:
         conn, reused = self._take()
-        headers = {**self.shape.headers, RETRY_HEADER: str(retries)} if retries else self.shape.headers
+        extra = call_headers(retries)
+        headers = {**self.shape.headers, **extra} if retries or len(extra) > 1 else self.shape.headers
         try:
             try:
                 conn.request("POST", self.shape.target, body=body, headers=headers)

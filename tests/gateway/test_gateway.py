@@ -161,3 +161,22 @@ def test_a_compressing_upstream_reaches_both_sdks_decoded_streamed_and_not() -> 
             assert [c for c in gpt.chat.completions.create(**q, stream=True) if c.choices]
             s = _settled(gw.url, "gz", 4)
             assert s["llm_calls"] == 4 and s["errors"] == 0 and s["input_tokens"] > 0 and s["output_tokens"] > 0
+
+
+def test_each_trial_has_cache_keys_of_its_own_and_the_first_keys_as_a_single_trial(gateway: str) -> None:
+    """Repeated trials (epochs) are independent samples, not replays of the first trial's cached answers."""
+    from runner.gateway.process import set_trial, take_usage
+
+    client = anthropic.Anthropic(api_key="k", base_url=f"{gateway}/run/trials/worker/9", max_retries=0)
+
+    def ask() -> Any:
+        client.messages.create(model="claude-sonnet-5-5", max_tokens=50,
+                               messages=[{"role": "user", "content": "the same question each trial"}])
+        return take_usage(gateway, 9)[0]
+
+    take_usage(gateway, 9)
+    assert ask().cache_hits == 0 and ask().cache_hits == 1  # one trial: asked again, answered from the cache
+    set_trial(gateway, 9, 2)
+    assert ask().cache_hits == 0 and ask().cache_hits == 1  # trial 2: its own entry, then its own hits
+    set_trial(gateway, 9, 1)
+    assert ask().cache_hits == 1  # back to trial 1: the single-trial entry

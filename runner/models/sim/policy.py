@@ -281,8 +281,10 @@ def _turn_view(messages: list[Msg]) -> tuple[str, list[tuple[Call, dict[str, Any
     return request, history
 
 
-def respond(model: str, messages: list[Msg]) -> Action:
-    """The model's next step for this conversation."""
+def respond(model: str, messages: list[Msg], trial: int = 1) -> Action:
+    """The model's next step for this conversation. `trial` > 1: another sample of the same conversation
+    (a record's repeated trial, at a temperature above 0): its mistakes fall elsewhere, still at the
+    profile's rates and still the same on every replay of that trial."""
     if model == "sim-teacher" and messages and PROPOSAL_MARKER in messages[-1].text:
         return review(messages)
     profile = PROFILES.get(model, PROFILES["sim-strong"])
@@ -291,7 +293,7 @@ def respond(model: str, messages: list[Msg]) -> Action:
     if parsed is None:
         return Action(text="Sorry, I did not understand the request. Could you rephrase it?")
     intent, slots = parsed
-    ctx = Ctx(history, profile, seed=f"{model}\x1f{request}")
+    ctx = Ctx(history, profile, seed=f"{model}\x1f{request}" + (f"\x1ftrial {trial}" if trial > 1 else ""))
     try:
         return Action(text=_plan(intent, slots, ctx))
     except _Need as need:

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from runner import heap
 from runner.config import Limits, SimSettings
+from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import BUILTIN, Capabilities, lookup
 from runner.models.sim import responses, strict, wire
 from runner.models.sim import thinking as sim_thinking
@@ -329,6 +330,16 @@ def profile_of(model: str) -> str:
     return "sim-mini" if any(w in model for w in ("mini", "nano", "haiku")) else "sim-strong"
 
 
+def _trial(request: web.Request, body: dict[str, Any]) -> int:
+    """Which trial of its record a call belongs to (x-sim-trial, from the runner); at temperature 0 a
+    model answers alike each time, so every trial is the first."""
+    try:
+        t = int(request.headers.get(TRIAL_HEADER) or 1)
+    except ValueError:
+        return 1
+    return 1 if body.get("temperature") == 0 else t
+
+
 async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: list[Any], rid: str, limited: str,
                   out_estimate: int, arrived: float) -> dict[str, Any]:
     """The model's move, after its latency, with usage as the provider would count it."""
@@ -340,7 +351,7 @@ async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: li
     if api == "anthropic":
         state.refund(limited, "input", usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
-    action = offered_only(respond(profile_of(model), msgs), body)
+    action = offered_only(respond(profile_of(model), msgs, _trial(request, body)), body)
     await asyncio.sleep(max(0.0, arrived + state.latency(rid) - time.monotonic()))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
     think = sim_thinking.mode(api, body, caps)
