@@ -193,3 +193,36 @@ def test_a_process_that_died_holding_the_budgets_lock_does_not_hang_everyone(mon
     t0 = time.monotonic()
     assert limiter.try_acquire(limiter.slot("p"), 10) is not None  # broken after the stale wait, not forever
     assert limiter.reclaim(0) >= 0 and time.monotonic() - t0 < 5
+
+
+def _hold_the_lock_alive(limiter: SharedLimiter, ready: Any, seconds: float) -> None:
+    import os
+
+    try:
+        with limiter._locked():
+            ready.set()
+            time.sleep(seconds)  # a live holder that is slow (a process stopped by a debugger, a swapped page)
+    except ValueError:  # "semaphore or lock released too many times": someone broke it meanwhile
+        os._exit(3)
+
+
+def test_a_live_holder_keeps_the_budgets_lock_past_the_stale_time(monkeypatch: Any) -> None:
+    """Before, the lock was broken after LOCK_STALE_SECONDS whoever held it: a second process got in while
+    the holder lived, and the holder then failed releasing it."""
+    import runner.ratelimit as rl
+
+    monkeypatch.setattr(rl, "LOCK_STALE_SECONDS", 0.3)
+    limiter = SharedLimiter({"p": Limits(rpm=10_000)}, {}, lanes=1)
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=_hold_the_lock_alive, args=(limiter, ready, 1.5))
+    p.start()
+    try:
+        assert ready.wait(30)
+        t0 = time.monotonic()
+        assert limiter.try_acquire(limiter.slot("p"), 10) is not None
+        assert time.monotonic() - t0 > 1.0  # admitted only once the holder let go (a lower bound: load lengthens it)
+        p.join(30)
+        assert p.exitcode == 0  # and its own release went through
+    finally:
+        p.kill()
