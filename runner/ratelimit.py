@@ -27,6 +27,7 @@ import multiprocess as mp
 from loguru import logger
 
 from runner.config import Config, Limits
+from runner.interrupts import shielded
 
 _F = 15  # floats per key
 (_RPM_CAP, _RPM, _ITPM_CAP, _ITPM, _OTPM_CAP, _OTPM, _STAMP, _PAUSED, _CONC, _INFLIGHT, _ADAPTIVE,
@@ -53,8 +54,9 @@ class Held:
         self.settled = False
 
     def used(self, input_tokens: float, output_tokens: float) -> None:
-        self.limiter.settle(self.res, input_tokens, output_tokens)
-        self.settled = True
+        with shielded():  # settled and marked so together: a cut between would settle it twice
+            self.limiter.settle(self.res, input_tokens, output_tokens)
+            self.settled = True
 
 
 LOCK_STALE_SECONDS = 5.0
@@ -106,6 +108,29 @@ class Budget:
             time.sleep(min(max(r, 0.005), 0.5))
 
     @contextmanager
+    def reserving(self, slot: int, input_tokens: float, output_tokens: float | None = None,
+                  deadline: float | None = None) -> Iterator[Held | None]:
+        """`acquire` and `held` in one, for a caller the time limit may cut anywhere (runner/interrupts.py):
+        the reservation is taken inside a shield and is this block's from that instant, so no cut can fall
+        between admission and the `finally` that settles it. None if the deadline passes first."""
+        h: Held | None = None
+        try:
+            while True:
+                with shielded():
+                    r = self.try_acquire(slot, input_tokens, output_tokens)
+                    if isinstance(r, Reservation):
+                        h = Held(self, r)
+                        break
+                if deadline is not None and time.monotonic() + min(r, 0.5) > deadline:
+                    break
+                time.sleep(min(max(r, 0.005), 0.5))  # waiting is the caller's time: a cut may land here
+            yield h
+        finally:
+            if h is not None and not h.settled:
+                with shielded():
+                    self.settle(h.res, h.res.input_tokens, 0, ok=False)
+
+    @contextmanager
     def held(self, res: Reservation) -> Iterator[Held]:
         """Settle `res` on every way out: with `used(...)`, else as a failed call (output refunded, the
         input estimate kept: the provider may have read it)."""
@@ -154,15 +179,18 @@ class SharedLimiter(Budget):
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """The budget's lock, held for microseconds. Not had for LOCK_STALE_SECONDS: broken if its holder
-        died holding it (rather than hang every worker and the supervisor), waited for if it lives."""
-        if not self._lock.acquire(timeout=LOCK_STALE_SECONDS):
-            self._take_from_the_dead()
-        self._holder.value = os.getpid()
-        try:
-            yield
-        finally:
-            self._holder.value = 0
-            self._lock.release()
+        died holding it (rather than hang every worker and the supervisor), waited for if it lives. Inside a
+        shield: a time-limit cut landing between acquire and `try` would leave it held by a live process,
+        one landing mid-update would leave the counts torn."""
+        with shielded():
+            if not self._lock.acquire(timeout=LOCK_STALE_SECONDS):
+                self._take_from_the_dead()
+            self._holder.value = os.getpid()
+            try:
+                yield
+            finally:
+                self._holder.value = 0
+                self._lock.release()
 
     def _take_from_the_dead(self) -> None:
         """Acquire a lock held past LOCK_STALE_SECONDS: break it only once its holder's process is gone

@@ -30,6 +30,7 @@ from runner.errors import ErrorKind, RunStopped
 from runner.gateway.process import set_trial, take_usage
 from runner.harness import Reading, build_result
 from runner.harness.base import Harness, SandboxInfo, Task
+from runner.interrupts import Alarm, cut_lock, shielded_now, unshield
 from runner.messages import Assign, ItemDone, Job, SlotReady
 from runner.models.base import trial
 from runner.records import Record
@@ -40,11 +41,6 @@ from runner.sandbox.witness import Incarnation
 running: dict[int, str] = {}
 # A command harness enforces its own limit per chunk; the alarm is the backstop a little later.
 ALARM_SLACK_SECONDS = 5.0
-
-
-class Alarm(BaseException):
-    """A record's time is up. A BaseException on purpose: SDKs and harnesses catch Exception and would
-    turn the time limit into a retried connection error or a harness error."""
 
 
 class Host(Protocol):
@@ -284,6 +280,9 @@ class Clock:
         yield
 
 
+SHIELD_RETRY_SECONDS = 0.005  # an alarm that fell inside a shield comes back this much later
+
+
 class AlarmClock(Clock):
     """K = 1: the slot is the main thread; SIGALRM, armed only while the harness runs, raises Alarm."""
 
@@ -295,8 +294,12 @@ class AlarmClock(Clock):
         signal.signal(signal.SIGALRM, self._on_alarm)
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
-        if self.inside:  # a signal handled late, after its harness code returned, is let go
-            raise Alarm()
+        if not self.inside:  # a signal handled late, after its harness code returned, is let go
+            return
+        if shielded_now(threading.get_ident()):  # inside the runner's own critical section: a moment later
+            signal.setitimer(signal.ITIMER_REAL, SHIELD_RETRY_SECONDS)
+            return
+        raise Alarm()
 
     @contextmanager
     def running(self) -> Iterator[None]:
@@ -304,6 +307,7 @@ class AlarmClock(Clock):
         # Marked inside before the timer is armed: a timer that fires at once (a deadline already near)
         # must find the mark, or its Alarm is let go and the record runs on until the worker is killed.
         self.inside = True
+        unshield(threading.get_ident())
         try:
             left = self.deadline - time.monotonic()
             if left <= 0:  # the deadline passed between two stretches of the harness: cut it here
@@ -341,6 +345,7 @@ class WatchedClock(Clock):
 
     @contextmanager
     def running(self) -> Iterator[None]:
+        unshield(threading.get_ident())
         with self._lock:
             self.thread, self._inside, self._raised = threading.get_ident(), True, False
         try:
@@ -352,10 +357,11 @@ class WatchedClock(Clock):
                     _clear_async_exc(self.thread, None)
 
     def check(self, now: float) -> bool:
-        """Cut the harness if it is past its deadline; True if it was cut now."""
-        with self._lock:
+        """Cut the harness if it is past its deadline; True if it was cut now. Not while the thread is in
+        one of the runner's own critical sections (runner/interrupts.py): the next check cuts it."""
+        with self._lock, cut_lock:
             if not self._inside or self._raised or self.deadline is None or now < self.deadline \
-                    or self.thread is None:
+                    or self.thread is None or shielded_now(self.thread):
                 return False
             self._raised, self._raised_at = True, now
             _set_async_exc(self.thread, Alarm)

@@ -185,11 +185,10 @@ class ModelClient:
     def _budgeted(self, req: Request, est_in: float, deadline: float) -> Completion | None:
         if self.limiter is None or self.slot is None:
             return self.provider.generate(req)
-        res = self.limiter.acquire(self.slot, est_in, min(req.max_output_tokens, self.limiter.out_estimate),
-                                   deadline=deadline)
-        if res is None:
-            return None
-        with self.limiter.held(res) as held:
+        with self.limiter.reserving(self.slot, est_in, min(req.max_output_tokens, self.limiter.out_estimate),
+                                    deadline=deadline) as held:
+            if held is None:
+                return None
             c = self.provider.generate(req)
             held.used(budget_input_tokens(self.provider.name, self._usage(c)), c.output_tokens)
         return c
