@@ -8,14 +8,12 @@ server runs as the `postgres` (or `nobody`) user: PostgreSQL refuses to run as r
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import gzip
 import hashlib
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -87,10 +85,13 @@ def _chown_tree(path: Path, user: pwd.struct_passwd | None) -> None:
         os.chown(p, user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
-def _die_with_parent() -> None:
-    # The server must not outlive a worker killed with SIGKILL (PR_SET_PDEATHSIG = 1).
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+def _dies_with_parent(argv: list[str]) -> list[str]:
+    """argv run so that the server gets SIGTERM when the thread that started it ends (a worker killed with
+    SIGKILL): util-linux's setpriv sets PR_SET_PDEATHSIG and execs the server. Not a `preexec_fn`: that
+    runs Python in the child between fork and exec, which can deadlock when the parent has threads (the
+    slot threads start replacement sandboxes). Without setpriv, leftovers are removed as stale."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
 
 
 PORT_TRIES = 5
@@ -119,9 +120,10 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None, sp
     sock = datadir / "tmp-sock"
     sock.mkdir()
     _chown_tree(sock, user)
-    proc = subprocess.Popen([str(bindir / "postgres"), "-D", str(datadir), "-c", "listen_addresses=",
-                             "-k", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            preexec_fn=_die_with_parent, **_as_user(user))  # type: ignore[call-overload]
+    proc = subprocess.Popen(_dies_with_parent([str(bindir / "postgres"), "-D", str(datadir), "-c",
+                                               "listen_addresses=", "-k", str(sock)]),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            **_as_user(user))  # type: ignore[call-overload]
     try:
         conninfo: dict[str, Any] = {"host": str(sock), "user": "postgres"}
         deadline = time.monotonic() + 60
@@ -237,10 +239,10 @@ class LocalSandbox(Sandbox):
             # sandbox starting at the same moment may take it in between: then another port.
             port = _free_port()
             log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
+            argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock"),
+                    "-c", f"max_connections={self.connections}"]
             self._proc = subprocess.Popen(
-                [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock"),
-                 "-c", f"max_connections={self.connections}"],
-                stdout=log, stderr=subprocess.STDOUT, preexec_fn=None if self.keep else _die_with_parent,
+                argv if self.keep else _dies_with_parent(argv), stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, **_as_user(user))  # type: ignore[call-overload]
             log.close()
             self.endpoint = Endpoint("127.0.0.1", port, self.spec.user, password)

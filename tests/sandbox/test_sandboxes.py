@@ -4,7 +4,9 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import docker
 import psycopg
@@ -221,3 +223,63 @@ def test_a_sandbox_is_confined_and_its_harness_role_cannot_reach_the_host(sandbo
                                "pg_has_role('pg_execute_server_program', 'member') FROM pg_roles "
                                "WHERE rolname = current_user").fetchone()
             assert row == (False, False, False)
+
+
+def test_a_local_server_started_from_a_thread_runs_no_python_in_its_child_and_dies_with_its_worker(
+        tmp_path: Any, local_bindir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slot threads start replacement sandboxes. A `preexec_fn` runs Python between fork and exec, which can
+    deadlock in a process with threads; the server is now started through setpriv --pdeathsig instead, and
+    still goes when the process that started it is killed."""
+    import threading
+
+    from runner.harness.crm.harness import DATABASE
+    from runner.sandbox import local
+
+    seen: list[dict[str, Any]] = []
+    real = subprocess.Popen
+
+    def popen(*args: Any, **kw: Any) -> Any:
+        seen.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(local.subprocess, "Popen", popen)
+    started: list[int] = []
+
+    def in_a_thread() -> None:
+        with local.LocalSandbox(DATABASE) as sb:
+            assert sb._proc is not None
+            started.append(sb._proc.pid)
+
+    t = threading.Thread(target=in_a_thread)
+    t.start()
+    t.join(120)
+    assert started and seen and all(kw.get("preexec_fn") is None for kw in seen)
+    monkeypatch.undo()
+    # a worker that started a server and is killed with SIGKILL: the server goes with it
+    code = ("import threading, time\n"
+            "from runner.harness.crm.harness import DATABASE\n"
+            "from runner.sandbox.local import LocalSandbox\n"
+            "sb = LocalSandbox(DATABASE)\n"
+            "def slot():\n"  # a slot thread lives as long as its worker: the server's parent thread
+            "    sb.start(); print(sb._proc.pid, flush=True); time.sleep(120)\n"
+            "threading.Thread(target=slot).start(); time.sleep(120)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        server = int((p.stdout.readline() if p.stdout else "").strip())
+        os.kill(p.pid, 9)
+        p.wait(30)
+        for _ in range(300):
+            if not os.path.exists(f"/proc/{server}") or "zombie" in _state(server):
+                break
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{server}") or "zombie" in _state(server)
+    finally:
+        p.kill()
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((line.lower() for line in f if line.startswith("State:")), "")
+    except OSError:
+        return ""
