@@ -194,6 +194,7 @@ class Worker:
         if self.inline:
             self.slots[0].attach()
             return
+        self.slots[0].harness.before_threads(self.slot_info(0))  # process-wide changes: before any thread
         threading.Thread(target=self._copy_in_background, daemon=True, name="slot-copies").start()
         self.threads = [SlotThread(slot, self.cancel_queries) for slot in self.slots]
         for t in self.threads:

@@ -164,6 +164,10 @@ class Harness(ABC):
         """The worker's sandbox is (newly) up: connect, warm caches."""
         self.sandbox = sandbox
 
+    def before_threads(self, sandbox: SandboxInfo) -> None:  # noqa: B027 - optional hook
+        """Called once, on the worker's main thread, before its slot threads start (slots > 1): what must
+        change process-wide (the environment) changes here, never from a slot thread."""
+
     def detach(self) -> None:
         """The sandbox is going away (replacement or shutdown): drop connections to it."""
         self.sandbox = None

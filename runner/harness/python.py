@@ -59,6 +59,19 @@ class PythonHarness(Harness):
             return
         self._import(sandbox)
 
+    def before_threads(self, sandbox: SandboxInfo) -> None:
+        """Make os.environ slot-aware and park at UNSET every variable a slot sets: here, once, before the
+        slot threads start; from a slot thread, writing the environment races other threads reading it
+        from C (libpq's getenv). A subprocess or C library that reads a parked variable gets a value naming
+        the problem, not another slot's database."""
+        cfg = self.info.cfg
+        if self.info.slots <= 1 or cfg.harness.python is not None:
+            return
+        keys = set(per_slot_keys(cfg, sandbox))
+        for run in cfg.runs:
+            keys |= harness_env(cfg, sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
+        install(keys)
+
     def _import(self, sandbox: SandboxInfo) -> None:
         cfg = self.info.cfg
         if self.info.slots > 1:  # slots run in threads of one process: each reads its own variables

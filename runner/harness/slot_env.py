@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 UNSET = "runner-slot-env-use-ctx-env"  # what the process-wide variable holds once slots own it
@@ -33,22 +33,35 @@ class _SlotEnviron(os._Environ):  # os._Environ: the class of os.environ
         value: str = super().__getitem__(key)
         return value
 
+    def __iter__(self) -> Iterator[str]:
+        """The process's keys, then the overlay's that it lacks: `in`, iteration and copy() agree."""
+        yield from super().__iter__()
+        ov = _overlay.get()
+        if ov:
+            yield from (k for k in ov if self.encodekey(k) not in self._data)  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
     def copy(self) -> dict[str, str]:
         return {k: self[k] for k in self}
 
 
 def install(per_slot: Iterable[str]) -> None:
-    """Make os.environ slot-aware (once per process) and park the per-slot keys at UNSET."""
+    """Make os.environ slot-aware (once per process) and park the per-slot keys at UNSET. Call it on the
+    worker's main thread before slot threads start (Harness.before_threads): it writes the process's
+    environment, which other threads may be reading from C (getenv) at any time; a second call with the
+    same keys writes nothing."""
     if not isinstance(os.environ, _SlotEnviron):
         os.environ.__class__ = _SlotEnviron
     for key in per_slot:
-        os.environ[key] = UNSET
+        if os.environ._data.get(os.environ.encodekey(key)) != os.environ.encodevalue(UNSET):  # type: ignore[attr-defined]
+            os.environ[key] = UNSET
 
 
 def set_slot_env(env: Mapping[str, str]) -> None:
-    """The calling thread's (context's) view of the environment from now on: env over the process's."""
-    for key in env.keys() - os.environ.keys():
-        os.environ[key] = UNSET  # iteration and `in` go through the real keys: make every overlay key one
+    """The calling thread's (context's) view of the environment from now on: env over the process's.
+    Writes nothing to the process's environment (slot threads call it while others read it from C)."""
     _overlay.set(dict(env))
 
 

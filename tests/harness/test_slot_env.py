@@ -7,7 +7,9 @@ import subprocess
 import sys
 import threading
 
-from runner.harness.slot_env import UNSET, install, set_slot_env
+import pytest
+
+from runner.harness.slot_env import install, set_slot_env
 
 
 def test_each_thread_reads_its_own_values_and_the_c_level_ones_name_the_problem() -> None:
@@ -46,5 +48,30 @@ def test_install_keeps_os_environ_a_working_mapping() -> None:
                                          results.append(os.environ.get("RUNNER_TEST_VAR"))))
     t.start()
     t.join()
-    assert results == ["slot"] and os.environ.get("RUNNER_TEST_VAR") == UNSET
-    del os.environ["RUNNER_TEST_VAR"]
+    assert results == ["slot"] and os.environ.get("RUNNER_TEST_VAR") is None  # the slot's alone
+
+
+def test_slot_threads_never_write_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other threads read the environment from C (libpq's getenv) at any time, and setenv beside getenv is
+    not safe: only the worker's main thread writes it, once, before the slot threads start. Before, a
+    slot thread wrote every variable of its overlay the process lacked."""
+    install({"RUNNER_SLOT_DB"})  # the main thread, before the threads: parks the per-slot keys
+    writers: list[str] = []
+    real = os.putenv
+    monkeypatch.setattr(os, "putenv", lambda k, v: (writers.append(threading.current_thread().name), real(k, v)))
+    seen: dict[int, tuple[bool, str | None, bool]] = {}
+
+    def slot(n: int) -> None:
+        set_slot_env({**os.environ, "RUNNER_SLOT_DB": f"db{n}", "RUNNER_SLOT_ONLY": str(n)})
+        install({"RUNNER_SLOT_DB"})  # a harness re-attaching after a sandbox replacement: nothing to write
+        seen[n] = ("RUNNER_SLOT_ONLY" in os.environ, os.environ.copy().get("RUNNER_SLOT_ONLY"),
+                   "RUNNER_SLOT_ONLY" in list(os.environ))
+
+    threads = [threading.Thread(target=slot, args=(n,), name=f"slot-{n}") for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert writers == []
+    assert seen == {n: (True, str(n), True) for n in range(3)}  # `in`, copy() and iteration see the overlay
+    del os.environ["RUNNER_SLOT_DB"]
