@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ class Link(Protocol):
 
     def send(self, msg: Any) -> None: ...
 
-    def abort(self) -> None: ...  # stuck: dump its stacks if it can, then kill it, and wait
+    def abort(self) -> None: ...  # stuck: dump its stacks if it can, then kill it; returns at once
 
     def join(self, timeout: float) -> None: ...
 
@@ -69,12 +70,19 @@ class ProcessLink:
         self.tasks.put(msg)
 
     def abort(self) -> None:
-        """SIGABRT first (Python prints where it was stuck), then SIGKILL."""
+        """SIGABRT now (Python prints where it was stuck), SIGKILL KILL_WAIT_SECONDS later if it still
+        runs; returns at once: the supervisor's loop (signals, other workers' results) never waits on it.
+        The pid cannot be another process's meanwhile: nobody reaps it before its exit code is read."""
         with contextlib.suppress(ProcessLookupError, TypeError):
             os.kill(self.proc.pid, signal.SIGABRT)
-        self.proc.join(KILL_WAIT_SECONDS)
-        if self.exitcode is None:
-            self.kill()
+        timer = threading.Timer(KILL_WAIT_SECONDS, self._kill_if_running)
+        timer.daemon = True
+        timer.start()
+
+    def _kill_if_running(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.proc.exitcode is None:
+                self.proc.kill()
 
     def join(self, timeout: float) -> None:
         self.proc.join(timeout)
@@ -129,6 +137,7 @@ class WorkerHandle:
     last_beat: float = field(default_factory=time.monotonic)
     chunks: dict[int, Chunk] = field(default_factory=dict)  # by slot
     ready_slots: set[int] = field(default_factory=lambda: {0})  # slots > 0 say when their databases are made
+    killing_since: float | None = None  # when the pool began to kill it (stale or overdue)
     boot_seconds: float = 0.0
     stopping: bool = False
     lane: int = -1
@@ -184,19 +193,24 @@ class WorkerPool:
         return self.workers.get(wid)
 
     def gone(self) -> Iterator[WorkerHandle]:
-        """Workers that exited, or were killed here for a stale heartbeat or an overdue chunk."""
+        """Workers that exited, including those killed here for a stale heartbeat or an overdue chunk
+        (once their exit is seen: the kill itself never waits)."""
         now = time.monotonic()
         for h in list(self.workers.values()):
             if h.exitcode is None:
+                if h.killing_since is not None:
+                    continue  # being killed: gone when its exit code shows
                 stale = h.ready and now - h.last_beat > self.heartbeat_timeout
                 overdue = any(c.overdue(now) for c in h.chunks.values())
-                if not (stale or overdue):
+                if stale or overdue:
+                    logger.warning("worker {} {}; killing it", h.id, "stopped beating" if stale else "is overdue")
+                    self.kill(h)
+                if h.exitcode is None:
                     continue
-                logger.warning("worker {} {}; killing it", h.id, "stopped beating" if stale else "is overdue")
-                self.kill(h)
             yield h
 
     def kill(self, h: WorkerHandle) -> None:
+        h.killing_since = time.monotonic()
         h.link.abort()
 
     def remove(self, h: WorkerHandle) -> str:

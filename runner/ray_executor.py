@@ -213,9 +213,13 @@ class RayLink:
         self.seq += 1
 
     def abort(self) -> None:
-        with contextlib.suppress(Exception):
-            ray.get(self.actor.stacks.remote(), timeout=KILL_WAIT_SECONDS)
-        self.kill()
+        """Its stacks, then the kill, in a thread of their own: the supervisor's loop never waits on them."""
+        def stacks_then_kill() -> None:
+            with contextlib.suppress(Exception):
+                ray.get(self.actor.stacks.remote(), timeout=KILL_WAIT_SECONDS)
+            self.kill()
+
+        threading.Thread(target=stacks_then_kill, daemon=True, name="abort-actor").start()
 
     def join(self, timeout: float) -> None:
         self._wait(timeout)  # an ended actor's code is known at once, whenever exitcode last asked
