@@ -190,9 +190,9 @@ def test_a_process_that_died_holding_the_budgets_lock_does_not_hang_everyone(mon
     p.start()
     p.join(30)
     assert p.exitcode == 9
-    t0 = time.monotonic()
-    assert limiter.try_acquire(limiter.slot("p"), 10) is not None  # broken after the stale wait, not forever
-    assert limiter.reclaim(0) >= 0 and time.monotonic() - t0 < 5
+    # broken after the stale wait, not waited on forever (the holder is gone); pytest's timeout would say
+    assert isinstance(limiter.try_acquire(limiter.slot("p"), 10), Reservation)
+    assert limiter.snapshot(limiter.slot("p"))["in_flight"] == 1  # the counts whole: only this call
 
 
 def _hold_the_lock_alive(limiter: SharedLimiter, ready: Any, seconds: float) -> None:

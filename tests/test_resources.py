@@ -33,7 +33,7 @@ def test_a_server_that_never_answers_fails_at_its_boot_timeout() -> None:
     with pytest.raises(RunStopped, match=r"silent server did not start \(no word in 1s\)"), \
             Silent([], boot_timeout=1.0):
         pass
-    assert time.monotonic() - t < 10
+    assert time.monotonic() - t >= 1.0  # it gave the server its whole boot timeout (a lower bound: load only adds)
 
 
 def test_a_server_that_answers_gives_its_url() -> None:

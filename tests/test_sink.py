@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from loguru import logger
 
 from runner.errors import OutputInUse, ResumeMismatch
 from runner.result import Result
@@ -38,7 +39,13 @@ def test_a_line_that_is_not_a_result_is_skipped_with_its_line_number(tmp_path: P
     path = results_path(tmp_path, "r")
     path.parent.mkdir(parents=True)
     path.write_text(_r("a", "ok").model_dump_json() + "\n" + '{"run": "r"}\n' + _r("b", "ok").model_dump_json() + "\n")
-    assert [r.record_id for r in read_results(path)] == ["a", "b"]
+    said: list[str] = []
+    handler = logger.add(lambda m: said.append(str(m)), level="WARNING", format="{message}")
+    try:
+        assert [r.record_id for r in read_results(path)] == ["a", "b"]
+    finally:
+        logger.remove(handler)
+    assert len(said) == 1 and f"{path}:2:" in said[0]  # the file and the line a person opens
 
 
 def test_finalize_orders_by_dataset_and_keeps_the_newest_attempt(tmp_path: Path) -> None:
