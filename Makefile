@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install ray engine helpdesk-venv browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick clean
+.PHONY: install ray engine helpdesk-venv browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick bench-smoke clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
@@ -113,6 +113,11 @@ bench-headline: image
 
 bench-quick: image $(RAY)
 	$(BIN)/python -m bench.all --quick
+
+# Every benchmark at its smallest size (~5 minutes): that each one's measuring code runs. `make test`
+# renders every section from recorded results and runs a few end to end (tests/bench/).
+bench-smoke: image $(RAY)
+	BENCH_DIR=$$(mktemp -d) $(BIN)/python -m bench.all --tiny --out /dev/null
 
 clean:
 	rm -rf $(VENV) .venv-litellm .venv-helpdesk out .pytest_cache .mypy_cache .ruff_cache

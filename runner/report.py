@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runner.paired import Paired, against
-from runner.report_paired import print_paired
+from runner.report_paired import columns_that_fit, print_paired
 from runner.report_trials import print_trials
 from runner.result import Result, outcome
 from runner.sink import read_results
@@ -210,14 +210,8 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
         lo, hi = m["success_ci95"]
         row[1] += f" ({lo:.0%}-{hi:.0%})"  # 95 % Wilson interval: how far the rate could be from chance
         cells[name] = row
-    # Each column costs its widest cell plus borders; take them in order while the terminal has room.
-    width = max([3, *(len(n) + 7 * (n == best) for n in metrics)]) + 4
-    shown = 0
-    for i, (label, _, _) in enumerate(cols):
-        need = max([len(label), *(len(r[i]) for r in cells.values())]) + 3
-        if width + need > console.width and shown >= 2:
-            break
-        width, shown = width + need, shown + 1
+    shown = columns_that_fit([c[0] for c in cols], list(cells.values()),
+                             max([3, *(len(n) + 7 * (n == best) for n in metrics)]), console.width)
     t = Table(title=f"results in {out}")
     t.add_column("run", justify="left", no_wrap=True)
     for label, _, _ in cols[:shown]:

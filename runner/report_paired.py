@@ -16,6 +16,18 @@ from rich.table import Table
 e = html.escape
 
 
+def columns_that_fit(labels: list[str], rows: list[list[str]], first: int, width: int) -> int:
+    """How many columns, taken in order, a terminal `width` wide shows (at least two): each costs its
+    widest cell plus borders; `first`: the width of the row-name column."""
+    used, shown = first + 4, 0
+    for i, label in enumerate(labels):
+        need = max([len(label), *(len(r[i]) for r in rows if i < len(r))]) + 3
+        if used + need > width and shown >= 2:
+            break
+        used, shown = used + need, shown + 1
+    return shown
+
+
 def verdict(c: dict[str, Any]) -> str:
     """What the interval says: a difference only when it leaves out zero."""
     if not c["paired"]:
@@ -73,13 +85,8 @@ def print_paired(pairs: list[dict[str, Any]], console: Console, reference_label:
     reference = reference_label or pairs[0]["reference"]
     rows = {c["run"]: cells(c) for c in pairs}
     labels = list(dict.fromkeys(k for r in rows.values() for k in r))
-    width = max([3, *map(len, rows)]) + 4
-    shown = 0
-    for label in labels:
-        need = max([len(label), *(len(r.get(label, "")) for r in rows.values())]) + 3
-        if width + need > console.width and shown >= 2:
-            break
-        width, shown = width + need, shown + 1
+    shown = columns_that_fit(labels, [[r.get(label, "") for label in labels] for r in rows.values()],
+                             max([3, *map(len, rows)]), console.width)
     t = Table(title=f"against {reference}, on the records both finished")
     t.add_column("run", no_wrap=True)
     for label in labels[:shown]:
