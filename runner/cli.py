@@ -331,12 +331,19 @@ def dataset_validate(path: str, skip_invalid: bool) -> None:
     from collections import Counter
 
     from runner.harness.crm.dataset import iter_conversations
+    from runner.records import rejects_path
 
     n, turns, diff = 0, 0, Counter[str]()
-    for c in iter_conversations(path, skip_invalid=skip_invalid):
+    rejected: list[tuple[int, str]] = []
+    for c in iter_conversations(path, skip_invalid=skip_invalid, rejected=rejected):
         n, turns = n + 1, turns + len(c.turns)
         diff[c.difficulty] += 1
     click.echo(f"{path}: {n} valid conversations, {turns} turns, difficulty {dict(diff)}")
+    if rejected:  # skipped, never silently: which lines, why, and where they went
+        for _, why in rejected[:10]:
+            click.echo(f"skipped: {why}", err=True)  # why names file:line
+        click.echo(f"{len(rejected)} bad line(s) skipped, written to {rejects_path(path)}", err=True)
+        sys.exit(1)
 
 
 @cli.group()

@@ -32,7 +32,7 @@ from runner.pool import ProcessTransport, Transport, WorkerPool
 from runner.priority import budget_preference
 from runner.progress import Progress, RunProgress
 from runner.ratelimit import build_limiter
-from runner.records import file_hash, iter_records
+from runner.records import file_hash, iter_records, rejects_path
 from runner.sandbox.schema import DatabaseSpec
 from runner.scheduler import Scheduler
 from runner.select import chosen
@@ -76,7 +76,7 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
     kind = resolve_kind(cfg.sandbox)  # first: no engine is said at once, not after the SDKs' types load (~4 s)
     if cfg.executor == "local" and not (cfg.output_dir / "manifest.json").exists():
         _warm_forkserver(cfg)  # a new output: records will run (a resume may have nothing left to do)
-    order, warnings, picked = _preflight(cfg)  # bad input fails here, before the output directory is touched
+    order, warnings, picked, skipped = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
@@ -87,16 +87,18 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked)
+            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped)
         finally:
             logger.remove(log_id)
 
 
-def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None]:
-    """Record id -> position, warnings, and the records -k / --ids choose (None: all); raises on the first
-    bad record (unless skip_invalid), on an empty dataset, a bad template or a retired model."""
+def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None, dict[str, Any] | None]:
+    """Record id -> position, warnings, the records -k / --ids choose (None: all) and the dataset lines
+    skip_invalid skipped (None: none); raises on the first bad record (unless skip_invalid), on an empty
+    dataset, a bad template or a retired model."""
+    rejected: list[tuple[int, str]] = []
     records = list(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
-                                skip_invalid=cfg.skip_invalid))
+                                skip_invalid=cfg.skip_invalid, rejected=rejected))
     order = {r.id: i for i, r in enumerate(records)}
     if not order:
         raise DatasetError("no records: nothing to run", path=str(cfg.dataset))
@@ -109,11 +111,19 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None]
     warnings = check_retirements(cfg)
     warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
                  for model in unpriced(cfg)]
-    return order, warnings, picked
+    skipped = None
+    if rejected:  # never silently: said at start, kept in the manifest, shown above the report's numbers
+        lines = [n for n, _ in rejected]
+        skipped = {"count": len(rejected), "lines": lines[:100], "file": str(rejects_path(cfg.dataset))}
+        warnings += [f"skipped (--skip-invalid): {why}" for _, why in rejected[:5]]  # why names file:line
+        warnings.append(f"{len(rejected)} bad line(s) of {cfg.dataset} skipped (--skip-invalid): in no result "
+                        f"and no rate; written with their reasons to {skipped['file']}")
+    return order, warnings, picked, skipped
 
 
 def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
-         on_booted: Callable[[], None] | None = None, picked: set[str] | None = None) -> Summary:
+         on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
+         skipped: dict[str, Any] | None = None) -> Summary:
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
@@ -123,6 +133,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         config_fingerprint=cfg.fingerprint(), dataset=str(cfg.dataset), dataset_sha256=file_hash(cfg.dataset),
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
         harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg),
+        rejected=skipped,
         compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer),
         force=cfg.force)
     done = sink.existing(rerun_errors=cfg.rerun_errors)

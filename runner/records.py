@@ -56,14 +56,21 @@ def _parse(line: str, lineno: int, path: Path, id_field: str | None, check: Chec
     return Record(rid, lineno, raw)
 
 
+def rejects_path(path: str | Path) -> Path:
+    """Where skip_invalid writes a dataset's bad lines, each with its line number and reason."""
+    return Path(path).with_suffix(".rejects.jsonl")
+
+
 def iter_records(path: str | Path, *, id_field: str | None = None, check: Check | None = None,
-                 skip_invalid: bool = False, rejects: str | Path | None = None) -> Iterator[Record]:
-    """Yield records in file order; raise DatasetError on the first bad line unless skip_invalid."""
+                 skip_invalid: bool = False, rejects: str | Path | None = None,
+                 rejected: list[tuple[int, str]] | None = None) -> Iterator[Record]:
+    """Yield records in file order; raise DatasetError on the first bad line unless skip_invalid.
+    `rejected`: the skipped lines' (number, reason) are appended there, so no caller drops them unsaid."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError("no such records file", path=str(path))
     seen: dict[str, int] = {}
-    rejects_path = Path(rejects) if rejects else path.with_suffix(".rejects.jsonl")
+    to = Path(rejects) if rejects else rejects_path(path)
     rejects_file: TextIO | None = None
     try:
         with path.open(encoding="utf-8") as f:
@@ -75,8 +82,10 @@ def iter_records(path: str | Path, *, id_field: str | None = None, check: Check 
                 except DatasetError as e:
                     if not skip_invalid:
                         raise
+                    if rejected is not None:
+                        rejected.append((lineno, str(e)))
                     if rejects_file is None:
-                        rejects_file = rejects_path.open("w", encoding="utf-8")
+                        rejects_file = to.open("w", encoding="utf-8")
                     rejects_file.write(json.dumps({"line": lineno, "reason": str(e), "text": line.rstrip("\n")})
                                        + "\n")
                     continue

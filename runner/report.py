@@ -115,6 +115,9 @@ def banners(manifest: dict[str, Any], metrics: dict[str, dict[str, Any]]) -> dic
         out["incomplete"] = (f"INCOMPLETE ({why}): {n} result(s) missing"
                              + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
                              + "; run the same command again to finish")
+    if (skipped := manifest.get("rejected")) and skipped.get("count"):
+        out["rejected"] = (f"{skipped['count']} bad dataset line(s) skipped (--skip-invalid): in no result and no "
+                           f"rate; their reasons are in {skipped.get('file')}")
     if cached := {n: m["cache_hit_rate"] for n, m in metrics.items() if m["cache_hit_rate"]}:
         shares = ", ".join(f"{n} {v:.0%}" for n, v in cached.items())
         out["cached"] = (f"from the response cache: {shares} of model calls; cost and latency marked * are the "

@@ -91,3 +91,18 @@ def test_cache_clear_asks_and_refuses_where_nothing_can_answer(tmp_path: Path) -
         assert c.get("k") is not None  # nothing deleted
     done = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path), "--yes"])
     assert done.exit_code == 0 and "removed 1 entries" in done.output
+
+
+def test_validating_with_skip_invalid_names_every_skipped_line_and_fails(tmp_path: Path) -> None:
+    """Before: 3 of 6 lines bad, "3 valid conversations", rc 0, the rejects named nowhere."""
+    from click.testing import CliRunner
+
+    from runner.harness.crm.dataset import load_conversations
+
+    good = (Path(__file__).resolve().parents[1] / "data" / "crm-sample.jsonl").read_text().splitlines()[:2]
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join([good[0], "{broken", good[1], '{"id": "x"}']) + "\n")
+    done = CliRunner().invoke(cli, ["dataset", "validate", str(path), "--skip-invalid"])
+    assert done.exit_code == 1 and "2 valid conversations" in done.output
+    assert f"skipped: {path}:2:" in done.output and f"skipped: {path}:4:" in done.output
+    assert "2 bad line(s) skipped" in done.output and len(load_conversations(path, skip_invalid=True)) == 2

@@ -44,7 +44,9 @@ def test_a_harness_check_runs_on_every_line_and_skip_invalid_puts_bad_ones_aside
     p = _file(tmp_path, '{"id": "a", "turns": []}', '{"id": "b"}', '{"id": "c", "turns": []}')
     with pytest.raises(DatasetError, match=r"r.jsonl:2: record 'b': turns: field required"):
         load_records(p, check=check)
-    assert list(load_records(p, check=check, skip_invalid=True)) == ["a", "c"]
+    rejected: list[tuple[int, str]] = []
+    assert list(load_records(p, check=check, skip_invalid=True, rejected=rejected)) == ["a", "c"]
+    assert [n for n, _ in rejected] == [2]  # handed to the caller too, to say
     rejects = [json.loads(x) for x in p.with_suffix(".rejects.jsonl").read_text().splitlines()]
     assert rejects[0]["line"] == 2 and "field required" in rejects[0]["reason"]
 

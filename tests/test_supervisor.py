@@ -217,6 +217,11 @@ def test_skip_invalid_runs_the_good_lines_and_puts_the_bad_aside(tmp_path: Path,
     assert code == 0, log[-2000:]
     assert len(rows_of(tmp_path / "out2", "strong")) == 3
     assert '"line": 2' in data.with_suffix(".rejects.jsonl").read_text()
+    # named, never silent: at start (file:line and why), in the manifest, above the report's numbers
+    assert f"skipped (--skip-invalid): {data}:2: not valid JSON" in log and "1 bad line(s)" in log
+    manifest = json.loads((tmp_path / "out2" / "manifest.json").read_text())
+    assert manifest["rejected"] == {"count": 1, "lines": [2], "file": str(data.with_suffix(".rejects.jsonl"))}
+    assert 'id="rejected"' in (tmp_path / "out2" / "report.html").read_text()
 
 
 def test_atlas_telemetry_also_goes_to_a_long_lived_database(tmp_path: Path, shared_local_sandbox: Any) -> None:

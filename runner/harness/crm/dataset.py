@@ -101,10 +101,11 @@ def check(raw: dict[str, Any]) -> None:
         raise ValueError(_describe(e)) from None
 
 
-def iter_conversations(path: str | Path, *, skip_invalid: bool = False, rejects: str | Path | None = None
-                       ) -> Iterator[Conversation]:
+def iter_conversations(path: str | Path, *, skip_invalid: bool = False, rejects: str | Path | None = None,
+                       rejected: list[tuple[int, str]] | None = None) -> Iterator[Conversation]:
     """Yield conversations in file order; a bad line raises DatasetError naming file:line (runner.records)."""
-    for rec in iter_records(path, id_field="id", check=check, skip_invalid=skip_invalid, rejects=rejects):
+    for rec in iter_records(path, id_field="id", check=check, skip_invalid=skip_invalid, rejects=rejects,
+                            rejected=rejected):
         yield Conversation.model_validate(rec.data)
 
 
