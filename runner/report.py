@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import statistics
 import threading
 from collections import Counter
@@ -194,7 +195,7 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     """The per-run table, as many columns as the terminal is wide (the rest are in report.html). `runs`:
     the results if already read (4,800 of them take ~1.4 s to read)."""
     console = console or Console()
-    if not console.is_terminal:
+    if not console.is_terminal and not os.environ.get("COLUMNS"):  # piped: wide, unless told how wide
         console.width = max(console.width, 150)
     runs = load_runs(out) if runs is None else runs
     manifest = read_manifest(out)

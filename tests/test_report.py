@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from html.parser import HTMLParser
@@ -285,3 +286,15 @@ def test_answers_from_the_cache_are_marked_and_tokens_in_counts_every_prompt_tok
     assert "0.0200*" not in text  # a's cost is its own
     page = write_reports(out)[1].read_text()
     assert 'id="cached"' in page and "200 new + 1.8k read" in page
+
+
+def test_piped_output_takes_its_width_from_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _job(tmp_path, {"a": [True, False], "b": [True, True]})
+    monkeypatch.setenv("COLUMNS", "80")
+    console = Console(record=True, file=io.StringIO())  # not a terminal, as in `runner run | tee`
+    print_summary(out, console)
+    assert max(len(line) for line in console.export_text().splitlines()) <= 80
+    monkeypatch.delenv("COLUMNS")
+    wide = Console(record=True, file=io.StringIO())
+    print_summary(out, wide)
+    assert wide.width >= 150  # no COLUMNS: wide, the rest of the columns in report.html
