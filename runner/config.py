@@ -391,6 +391,16 @@ class Config(_Frozen):
                                                      "id_field"})
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
+    def fingerprint_parts(self) -> dict[str, str]:
+        """The fingerprint by part: each run apart (`run:NAME`), so a resume may narrow or widen the runs
+        (`--runs`) and a refusal can say which part changed."""
+        def digest(v: Any) -> str:
+            return hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16]
+
+        whole = self.model_dump(mode="json", include={"providers_mode", "models", "harness", "database", "id_field"})
+        return {**{k: digest(v) for k, v in whole.items()},
+                **{f"run:{r.name}": digest(r.model_dump(mode="json")) for r in self.runs}}
+
     def model_overrides(self) -> dict[str, dict[str, Any]]:
         return {k: v.model_dump(exclude_none=True) for k, v in self.models.items()}
 

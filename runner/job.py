@@ -130,7 +130,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
     sink = ResultSink(out, [r.name for r in cfg.runs])
     manifest = check_manifest(out, base_manifest(
-        config_fingerprint=cfg.fingerprint(), dataset=str(cfg.dataset), dataset_sha256=file_hash(cfg.dataset),
+        config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
+        dataset_sha256=file_hash(cfg.dataset),
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
         harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg),
         rejected=skipped,

@@ -181,14 +181,33 @@ def check_manifest(out: Path, manifest: dict[str, Any], *, force: bool) -> dict[
     path = out / "manifest.json"
     if path.exists():
         old = json.loads(path.read_text())
-        for key in ("config_fingerprint", "dataset_sha256", "shard"):
+        parts_old, parts_new = old.get("config_parts"), manifest.get("config_parts")
+        by_part = isinstance(parts_old, dict) and isinstance(parts_new, dict)  # older outputs: the whole hash
+        keys = ("dataset_sha256", "shard") if by_part else ("config_fingerprint", "dataset_sha256", "shard")
+        for key in keys:
             if old.get(key) != manifest.get(key) and not force:
                 raise ResumeMismatch(
                     f"{out} holds results of another run ({key} was {old.get(key)!r}, now {manifest.get(key)!r}); "
                     "use another --out, or --force-resume to resume anyway")
+        if isinstance(parts_old, dict) and isinstance(parts_new, dict):
+            # fewer runs (--runs) or more resume; a run or setting that changed would mix two configurations
+            changed = [k for k in parts_new if k in parts_old and parts_old[k] != parts_new[k]]
+            if changed and not force:
+                named = ", ".join(f"run {k[4:]}" if k.startswith("run:") else k for k in changed)
+                raise ResumeMismatch(f"{out} holds results of another configuration: {named} changed since; use "
+                                     "another --out, or --force-resume to add to them anyway")
+            manifest["config_parts"] = {**parts_old, **parts_new}  # runs left out this time keep theirs
+            manifest["runs"] = _runs_kept(old.get("runs") or [], manifest.get("runs") or [])
         manifest = {**old, **{k: v for k, v in manifest.items() if k != "started_at"}, "resumed": True}
     write_manifest(out, manifest)
     return manifest
+
+
+def _runs_kept(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The output's runs in their first order: this invocation's specs, the runs it left out kept, new ones
+    after (the report lists runs in this order)."""
+    fresh = {r.get("name"): r for r in new}
+    return [fresh.pop(r.get("name"), r) for r in old] + list(fresh.values())
 
 
 def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
