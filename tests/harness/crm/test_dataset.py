@@ -111,7 +111,9 @@ def test_validate_rejects_what_would_fail_at_run_time(tmp_path: Path) -> None:
     p.write_text("".join(json.dumps(c) + "\n" for c in [base, *(_broken(base, how) for how in cases)]))
     done = subprocess.run([sys.executable, "-m", "runner", "dataset", "validate", str(p), "--skip-invalid"],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "1 valid conversations" in done.stdout, done.stdout + done.stderr
+    # the bad lines skipped, each named, and the check fails: it found bad lines (before: rc 0, named nowhere)
+    assert done.returncode == 1 and "1 valid conversations" in done.stdout, done.stdout + done.stderr
+    assert all(f"skipped: {p}:{n}:" in done.stderr for n in range(2, 7)) and "5 bad line(s) skipped" in done.stderr
     rejects = [json.loads(x) for x in p.with_suffix(".rejects.jsonl").read_text().splitlines()]
     assert [r["line"] for r in rejects] == [2, 3, 4, 5, 6]
     for r, (how, says) in zip(rejects, cases.items(), strict=True):
