@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -97,38 +97,36 @@ class Budget:
         raise NotImplementedError
 
     def acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                deadline: float | None = None) -> Reservation | None:
-        """Block until admitted (None if the deadline passes first)."""
+                deadline: float | None = None, *, taken: Callable[[Reservation], None] | None = None
+                ) -> Reservation | None:
+        """Block until admitted (None if the deadline passes first). `taken` is called with the reservation
+        inside the shield that admitted it (runner/interrupts.py): a caller the time limit may cut records it
+        there, with no instruction between admission and its record."""
         while True:
-            r = self.try_acquire(slot, input_tokens, output_tokens)
-            if isinstance(r, Reservation):
-                return r
+            with shielded():
+                r = self.try_acquire(slot, input_tokens, output_tokens)
+                if isinstance(r, Reservation):
+                    if taken is not None:
+                        taken(r)
+                    return r
             if deadline is not None and time.monotonic() + min(r, 0.5) > deadline:
                 return None
-            time.sleep(min(max(r, 0.005), 0.5))
+            time.sleep(min(max(r, 0.005), 0.5))  # waiting is the caller's time: a cut may land here
 
     @contextmanager
     def reserving(self, slot: int, input_tokens: float, output_tokens: float | None = None,
                   deadline: float | None = None) -> Iterator[Held | None]:
-        """`acquire` and `held` in one, for a caller the time limit may cut anywhere (runner/interrupts.py):
-        the reservation is taken inside a shield and is this block's from that instant, so no cut can fall
-        between admission and the `finally` that settles it. None if the deadline passes first."""
-        h: Held | None = None
+        """`acquire` and `held` in one, for a caller the time limit may cut anywhere: the reservation is this
+        block's from the instant it is admitted, so no cut can fall between admission and the `finally` that
+        settles it. None if the deadline passes first."""
+        box: list[Held] = []
         try:
-            while True:
-                with shielded():
-                    r = self.try_acquire(slot, input_tokens, output_tokens)
-                    if isinstance(r, Reservation):
-                        h = Held(self, r)
-                        break
-                if deadline is not None and time.monotonic() + min(r, 0.5) > deadline:
-                    break
-                time.sleep(min(max(r, 0.005), 0.5))  # waiting is the caller's time: a cut may land here
-            yield h
+            self.acquire(slot, input_tokens, output_tokens, deadline, taken=lambda r: box.append(Held(self, r)))
+            yield box[0] if box else None
         finally:
-            if h is not None and not h.settled:
+            if box and not box[0].settled:
                 with shielded():
-                    self.settle(h.res, h.res.input_tokens, 0, ok=False)
+                    self.settle(box[0].res, box[0].res.input_tokens, 0, ok=False)
 
     @contextmanager
     def held(self, res: Reservation) -> Iterator[Held]:
