@@ -137,12 +137,11 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         rejected=skipped,
         compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer),
         force=cfg.force)
-    done = sink.existing(rerun_errors=cfg.rerun_errors)
+    done, failed = sink.standing(rerun_errors=cfg.rerun_errors)
     chosen_items: set[str] | set[tuple[str, str]] | None = picked
     if cfg.last_failed:  # the records whose last result was not a success, run again (and nothing else)
-        again = sink.last_failed()
-        done -= again
-        chosen_items = {(run, rid) for run, rid, _ in again if picked is None or rid in picked}
+        done -= failed
+        chosen_items = {(run, rid) for run, rid, _ in failed if picked is None or rid in picked}
     plan = make_plan(cfg, order, done, chosen_items)
     logger.info("run {}: {} records x {} runs{} = {} items to do ({} already done); harness: {}; providers: {}; "
                 "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs),

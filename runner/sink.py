@@ -117,15 +117,22 @@ class ResultSink:
         """A run's newest result per record trial (a rerun's line comes after the one it replaces)."""
         return {r.trial: r for r in read_results(results_path(self.out, run), repair=True)}
 
-    def existing(self, *, rerun_errors: bool) -> set[tuple[str, str, int]]:
-        """(run, record, epoch) to skip: recorded successfully, or recorded at all unless rerun_errors."""
-        return {(run, rid, epoch) for run in self.runs for (rid, epoch), r in self.latest(run).items()
-                if r.ok or not rerun_errors}
+    def standing(self, *, rerun_errors: bool) -> tuple[set[tuple[str, str, int]], set[tuple[str, str, int]]]:
+        """One read of every run's results (4,800 take ~1.4 s): the (run, record, epoch) to skip, recorded
+        successfully or recorded at all unless rerun_errors; and those whose latest result failed, was cut
+        or ended in an error (`--lf`)."""
+        done: set[tuple[str, str, int]] = set()
+        failed: set[tuple[str, str, int]] = set()
+        for run in self.runs:
+            for (rid, epoch), r in self.latest(run).items():
+                if r.ok or not rerun_errors:
+                    done.add((run, rid, epoch))
+                if outcome(r) in ("failure", "cut", "error"):
+                    failed.add((run, rid, epoch))
+        return done, failed
 
-    def last_failed(self) -> set[tuple[str, str, int]]:
-        """(run, record, epoch) whose latest result failed, was cut or ended in an error (`--lf`)."""
-        return {(run, rid, epoch) for run in self.runs for (rid, epoch), r in self.latest(run).items()
-                if outcome(r) in ("failure", "cut", "error")}
+    def existing(self, *, rerun_errors: bool) -> set[tuple[str, str, int]]:
+        return self.standing(rerun_errors=rerun_errors)[0]
 
     def write(self, result: Result) -> None:
         """Append one line; if it cannot be written whole (disk full), cut what got out and raise
