@@ -102,23 +102,29 @@ def pair(reference: str, ref_rows: list[Result], run: str, run_rows: list[Result
     both = sum(1 for i in done if a[i].success and b[i].success)
     neither = len(done) - both - len(won) - len(lost)
     diff, lo, hi = paired_difference(both, len(won), len(lost), neither)
-    ra, rb = [a[i] for i in done], [b[i] for i in done]
-    sa, sb = both + len(lost), both + len(won)
     n = len(done)
-    names = [k for k in dict.fromkeys(k for r in ra for k in r.metrics) if any(k in r.metrics for r in rb)]
+    sa, sb = both + len(lost), both + len(won)
     return Paired(
         reference=reference, run=run, shared=len(shared), paired=n, both=both, neither=neither, won=won, lost=lost,
         difference=diff, ci95=(lo, hi), p_value=mcnemar(len(lost), len(won)), mde=paired_mde(n, _discordance(
             n, len(won) + len(lost), sa, sb)),
-        success=Delta(sa / n if n else None, sb / n if n else None),
-        cost_per_record=Delta(_per(_cost(ra), n), _per(_cost(rb), n)),
-        cost_per_success=Delta(_per(_cost(ra), sa), _per(_cost(rb), sb)),
-        latency_s=Delta(statistics.fmean(r.wall_seconds for r in ra) if n else None,
-                        statistics.fmean(r.wall_seconds for r in rb) if n else None),
-        metrics={k: Delta(_metric(ra, k), _metric(rb, k)) for k in names},
+        **_sides([a[i] for i in done], [b[i] for i in done]),
         only_in_reference=[i for i in a if i not in b], only_in_run=[i for i in b if i not in a],
-        unfinished=[i for i in shared if i not in finished],
-        cached=any(r.usage.cache_hits for r in (*ra, *rb)))
+        unfinished=[i for i in shared if i not in finished])
+
+
+def _sides(ra: list[Result], rb: list[Result]) -> dict[str, Any]:
+    """What both ways of pairing report alike, from the finished results they compare (one per record, or
+    every trial): success, cost per result and per success, mean latency, the harness's metrics."""
+    sa, sb = sum(1 for r in ra if r.success), sum(1 for r in rb if r.success)
+    names = [k for k in dict.fromkeys(k for r in ra for k in r.metrics) if any(k in r.metrics for r in rb)]
+    return {"success": Delta(sa / len(ra) if ra else None, sb / len(rb) if rb else None),
+            "cost_per_record": Delta(_per(_cost(ra), len(ra)), _per(_cost(rb), len(rb))),
+            "cost_per_success": Delta(_per(_cost(ra), sa), _per(_cost(rb), sb)),
+            "latency_s": Delta(statistics.fmean(r.wall_seconds for r in ra) if ra else None,
+                               statistics.fmean(r.wall_seconds for r in rb) if rb else None),
+            "metrics": {k: Delta(_metric(ra, k), _metric(rb, k)) for k in names},
+            "cached": any(r.usage.cache_hits for r in (*ra, *rb))}
 
 
 def _pair_trials(reference: str, ref_rows: list[Result], run: str, run_rows: list[Result]) -> Paired:
@@ -136,24 +142,15 @@ def _pair_trials(reference: str, ref_rows: list[Result], run: str, run_rows: lis
     p = math.erfc(abs(mean) / se / math.sqrt(2)) if se else (1.0 if mean == 0 else 0.0)
     ra = [r for r in ref_rows if r.record_id in tb and outcome(r) in FINISHED]
     rb = [r for r in run_rows if r.record_id in ta and outcome(r) in FINISHED]
-    sa, sb = sum(1 for r in ra if r.success), sum(1 for r in rb if r.success)
-    names = [k for k in dict.fromkeys(k for r in ra for k in r.metrics) if any(k in r.metrics for r in rb)]
     shared = [i for i in ids_a if i in ids_b]
     return Paired(
         reference=reference, run=run, shared=len(shared), paired=n, both=sum(1 for d in diffs if d == 0), neither=0,
         won=[i for i, d in zip(done, diffs, strict=True) if d > 0],
         lost=[i for i, d in zip(done, diffs, strict=True) if d < 0],
         difference=mean, ci95=(max(-1.0, mean - Z95 * se), min(1.0, mean + Z95 * se)), p_value=min(1.0, p),
-        mde=(Z95 + Z80) * se if se else None,
-        success=Delta(sa / len(ra) if ra else None, sb / len(rb) if rb else None),
-        cost_per_record=Delta(_per(_cost(ra), len(ra)), _per(_cost(rb), len(rb))),  # per trial
-        cost_per_success=Delta(_per(_cost(ra), sa), _per(_cost(rb), sb)),
-        latency_s=Delta(statistics.fmean(r.wall_seconds for r in ra) if ra else None,
-                        statistics.fmean(r.wall_seconds for r in rb) if rb else None),
-        metrics={k: Delta(_metric(ra, k), _metric(rb, k)) for k in names},
+        mde=(Z95 + Z80) * se if se else None, **_sides(ra, rb),  # cost per record: per trial here
         only_in_reference=[i for i in ids_a if i not in ids_b], only_in_run=[i for i in ids_b if i not in ids_a],
-        unfinished=[i for i in shared if i not in tb or i not in ta],
-        cached=any(r.usage.cache_hits for r in (*ra, *rb)), method="paired-means")
+        unfinished=[i for i in shared if i not in tb or i not in ta], method="paired-means")
 
 
 def _discordance(n: int, discordant: int, sa: int, sb: int) -> float:
