@@ -195,14 +195,23 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
     if ray_address:
         cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
     cfg = _select_runs(cfg, runs)
-    from runner.report import load_runs, print_gateway, print_summary, reports_current, warm_renderer, write_reports
+    from runner.report import (
+        analyse,
+        load_runs,
+        print_gateway,
+        print_summary,
+        reports_current,
+        warm_renderer,
+        write_reports,
+    )
 
     summary = run_job(cfg, on_booted=warm_renderer)
     results = load_runs(summary.out)  # read once for the table and the reports
-    metrics = print_summary(summary.out, runs=results)
+    analysis = analyse(summary.out, results)  # once, for the terminal and the reports
+    metrics = print_summary(summary.out, analysis=analysis)
     print_gateway(summary.out)
     if not reports_current(summary.out, results):  # a resume with nothing to do leaves them as they are
-        write_reports(summary.out, results)
+        write_reports(summary.out, analysis=analysis)
     if summary.stopped_early:
         click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without it runs the rest", err=True)
         sys.exit(1)
@@ -282,7 +291,7 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> N
     from pathlib import Path
 
     from runner.compare import compare
-    from runner.report import load_runs, print_summary, write_reports
+    from runner.report import analyse, print_summary, write_reports
 
     for d in (out_dir, other):
         if d and not any(p.stat().st_size for p in (Path(d) / "results").glob("*.jsonl")):
@@ -296,9 +305,9 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> N
         _, h = write_reports(Path(other))  # B's report.html shows the comparison with A
         click.echo(f"wrote {target} and {h}")
         return
-    results = load_runs(Path(out_dir))
-    print_summary(Path(out_dir), runs=results)
-    j, h = write_reports(Path(out_dir), results)
+    analysis = analyse(Path(out_dir))
+    print_summary(Path(out_dir), analysis=analysis)
+    j, h = write_reports(Path(out_dir), analysis=analysis)
     click.echo(f"wrote {j} and {h}")
 
 

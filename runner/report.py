@@ -9,6 +9,7 @@ import os
 import statistics
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -190,16 +191,33 @@ def _summary_columns(names: list[str], usage: bool) -> list[tuple[str, str, str]
     return cols if usage else [c for c in cols if c[1] not in USAGE_COLUMNS]
 
 
-def print_summary(out: Path, console: Console | None = None, runs: dict[str, list[Result]] | None = None
-                  ) -> dict[str, dict[str, Any]]:
-    """The per-run table, as many columns as the terminal is wide (the rest are in report.html). `runs`:
-    the results if already read (4,800 of them take ~1.4 s to read)."""
+@dataclass(frozen=True)
+class Analysis:
+    """What the terminal summary and the reports are made of: computed once per output, shown twice."""
+
+    manifest: dict[str, Any]
+    runs: dict[str, list[Result]]
+    metrics: dict[str, dict[str, Any]]
+    pairs: list[dict[str, Any]]  # every run against the reference (Paired.to_json())
+
+
+def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
+    """`runs`: the results if already read (4,800 of them take ~1.4 s to read)."""
+    manifest = read_manifest(out)
+    runs = load_runs(out) if runs is None else runs
+    metrics = {name: run_metrics(rows, manifest.get("reducer") or "mean") for name, rows in runs.items()}
+    return Analysis(manifest, runs, metrics, [c.to_json() for c in comparisons(manifest, runs)])
+
+
+def print_summary(out: Path, console: Console | None = None, runs: dict[str, list[Result]] | None = None,
+                  analysis: Analysis | None = None) -> dict[str, dict[str, Any]]:
+    """The per-run table, as many columns as the terminal is wide (the rest are in report.html), then the
+    banners, repeated trials and comparisons. `analysis`: already made (the reports show it too)."""
     console = console or Console()
     if not console.is_terminal and not os.environ.get("COLUMNS"):  # piped: wide, unless told how wide
         console.width = max(console.width, 150)
-    runs = load_runs(out) if runs is None else runs
-    manifest = read_manifest(out)
-    metrics = {name: run_metrics(rows, manifest.get("reducer") or "mean") for name, rows in runs.items()}
+    a = analysis or analyse(out, runs)
+    manifest, metrics = a.manifest, a.metrics
     best = best_run(metrics)
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
     cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()))
@@ -226,7 +244,7 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     for kind, text in banners(manifest, metrics).items():
         console.print(text, style="bold red" if kind == "incomplete" else "yellow", markup=False)
     print_trials(metrics, console)
-    print_paired([c.to_json() for c in comparisons(manifest, runs)], console)
+    print_paired(a.pairs, console)
     if lost := sum(m["discarded"] for m in metrics.values()):
         console.print(f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
                       "whole record (it died, froze or was replaced); only the complete attempts count")
@@ -309,18 +327,17 @@ def read_comparison(out: Path) -> dict[str, Any] | None:
 COMPARE_VERSION = 2  # 1: success on shared records, every other metric on each output's own (issue 32)
 
 
-def write_reports(out: Path, runs: dict[str, list[Result]] | None = None) -> tuple[Path, Path]:
+def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
+                  analysis: Analysis | None = None) -> tuple[Path, Path]:
     """report.json (metrics and breakdowns per run) and report.html, next to the results."""
     if _warming is not None:
         _warming.join(timeout=60)
     from runner.report_html import breakdown, group_names, render
 
-    rows = load_runs(out) if runs is None else runs
-    manifest = read_manifest(out)
-    metrics = {name: run_metrics(r, manifest.get("reducer") or "mean") for name, r in rows.items()}
+    a = analysis or analyse(out, runs)
+    rows, manifest, metrics, pairs = a.runs, a.manifest, a.metrics, a.pairs
     sent, through = manifest.get("requests") or {}, manifest.get("gateway") or {}
     groups = group_names(rows)
-    pairs = [c.to_json() for c in comparisons(manifest, rows)]
     doc = {"simulated": simulated(manifest), "results_digest": results_digest(rows),
            "reference": reference_run(manifest, rows), "comparisons": pairs,
            "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
