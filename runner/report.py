@@ -22,7 +22,7 @@ from runner.report_trials import print_trials
 from runner.result import Result, outcome
 from runner.sink import read_results
 from runner.stats import wilson
-from runner.trials import headline, repeated, summary
+from runner.trials import repeated, summary
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -93,8 +93,9 @@ def run_metrics(rows: list[Result], reducer: str = "mean") -> dict[str, Any]:
 
 
 def _trials(rows: list[Result], reducer: str) -> dict[str, Any]:
-    rate, ci = headline(rows, reducer)
-    return {"success_rate": rate, "success_ci95": ci, "trials": summary(rows, reducer)}
+    trials = summary(rows, reducer)
+    rate, ci = trials.pop("headline")
+    return {"success_rate": rate, "success_ci95": ci, "trials": trials}
 
 
 def best_run(metrics: dict[str, dict[str, Any]]) -> str | None:

@@ -50,7 +50,10 @@ def headline(rows: list[Result], reducer: str) -> tuple[float, tuple[float, floa
     """The run's success over records and its 95 % interval: for `mean`, the share of all finished trials,
     its interval Wilson's at the sample size the clustering leaves (below); for a yes/no reducer, the share
     of records, with Wilson's interval."""
-    recs = by_record(rows)
+    return _headline(by_record(rows), reducer)
+
+
+def _headline(recs: dict[str, list[bool]], reducer: str) -> tuple[float, tuple[float, float]]:
     if not recs:
         return 0.0, (0.0, 1.0)
     if reducer == "mean":
@@ -81,7 +84,8 @@ def wilson_at(p: float, n: float) -> tuple[float, float]:
 
 
 def summary(rows: list[Result], reducer: str) -> dict[str, Any]:
-    """What repeated trials add to a run's numbers (report.json `trials`)."""
+    """What repeated trials add to a run's numbers (report.json `trials`), and under `headline` the run's
+    success and its interval (as `headline` gives them, from the same reading of the results)."""
     recs = by_record(rows)
     clusters = [[float(t) for t in ts] for ts in recs.values()]
     values = [v for c in clusters for v in c]
@@ -93,7 +97,8 @@ def summary(rows: list[Result], reducer: str) -> dict[str, Any]:
     hat = {k: _mean([pass_hat_k(len(ts), sum(ts), k) for ts in recs.values() if len(ts) >= k])
            for k in range(1, n + 1)}
     several = [ts for ts in recs.values() if len(ts) > 1]
-    return {"reducer": reducer, "trials_per_record": n, "records": len(recs), "finished_trials": len(values),
+    return {"headline": _headline(recs, reducer), "reducer": reducer, "trials_per_record": n,
+            "records": len(recs), "finished_trials": len(values),
             "mean": mean, "se_clustered": clustered_se(clusters), "se_if_independent": naive,
             "pass_at_k": at, "pass_hat_k": hat,
             # records whose trials disagree: a success and a failure among them
