@@ -52,9 +52,6 @@ ErrorKind = Literal[
 ERROR_KINDS: tuple[str, ...] = ErrorKind.__args__  # type: ignore[attr-defined]
 # Turns the model did not finish: reported apart from the machine's and the provider's errors.
 CUT_KINDS: tuple[ErrorKind, ...] = ("max_tokens", "refusal", "context_window", "pause_turn")
-# Failures that are the dataset's or the harness's, not the model's or the machine's: with
-# fail_on_error (on in CI) a run that has any exits 1.
-OWN_FAULT_KINDS: tuple[ErrorKind, ...] = ("bad_record", "harness_error")
 
 
 class RunnerError(Exception):

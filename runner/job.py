@@ -22,7 +22,7 @@ from rich.console import Console
 
 from runner.concurrency import Layout, layout
 from runner.config import API_KEY_ENV, Config, check_harness_python, gateway_use, model_endpoints, resolve_mode
-from runner.errors import CUT_KINDS, OWN_FAULT_KINDS, ConfigError, DatasetError, RunStopped
+from runner.errors import CUT_KINDS, ConfigError, DatasetError, RunStopped
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.logfiles import add_log_file
@@ -57,10 +57,6 @@ class Summary:
     mode: str
     errors: dict[str, int] = field(default_factory=dict)  # failed results by error kind
     stopped_early: bool = False  # --maxfail reached
-
-    def own_faults(self) -> int:
-        """Results that failed because of the dataset or the harness."""
-        return sum(self.errors.get(k, 0) for k in OWN_FAULT_KINDS)
 
     def errors_left(self) -> dict[str, int]:
         """Results that ended in an error, by kind: not the agent's outcome (cut turns are), so fail_on_error
