@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +34,8 @@ def _setup_console_logging(verbose: bool) -> None:
 def cli(verbose: bool) -> None:
     """Evaluate tool-using LLM agents in parallel, one disposable PostgreSQL per worker."""
     _setup_console_logging(verbose)
+    # A run that seems stuck: `kill -USR1 <pid>` prints where each of its threads is, and it goes on
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     if os.environ.get(PARENT_ENV):  # a server a run started: it goes when the run goes, even by kill -9
         die_with_parent(int(os.environ.pop(PARENT_ENV)))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -67,7 +68,16 @@ def start_run(cfg: Path, out: Path, *args: str) -> subprocess.Popen[str]:
 
 
 def finish(p: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:
-    out, _ = p.communicate(timeout=timeout)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # where it is stuck, not just that it is: its threads' stacks (SIGUSR1, runner/cli.py)
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        p.kill()
+        out, _ = p.communicate()
+        raise AssertionError(f"runner did not finish in {timeout:.0f}s; its output, then its threads:\n"
+                             f"{out[-12000:]}") from None
     return p.returncode, out
 
 
