@@ -301,6 +301,11 @@ class Config(_Frozen):
     container_cpus: float = Field(1.0, gt=0)
     container_tmpfs: bool = Field(True, description="data directory in memory: files are created and unlinked "
                                                     "(TRUNCATE, CREATE DATABASE) far faster than on disk")
+    container_network: Literal["auto", "none", "bridge"] = Field(
+        "auto", description="none: the sandbox has no network at all (no route out, not even to this machine), "
+        "reached through a Unix socket: DB_HOST is that socket's directory. bridge: Docker's default network, its "
+        "port published on 127.0.0.1. auto: none for the built-in CRM (which connects through the socket), bridge "
+        "for a user's harness (which may build its own host:port URL)")
     cache: bool = True
     cache_dir: Path | None = None
     rerun_errors: bool = False
@@ -374,6 +379,13 @@ class Config(_Frozen):
             if bad:
                 raise ValueError(f"runs of the crm harness need provider and model: {', '.join(bad)}")
         return self
+
+    def sandbox_network(self) -> str:
+        """What the sandbox gets (runner/sandbox/docker.py): auto is none where it can be, for the built-in
+        harness only; a user's harness keeps a TCP port unless it says none."""
+        if self.container_network == "auto" and self.harness.kind != "crm":
+            return "bridge"
+        return self.container_network
 
     def sandbox_memory(self, slots: int = 1) -> str:
         """A slot adds its sessions, and with the data directory in memory its database copies (an

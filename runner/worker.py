@@ -121,7 +121,7 @@ class Worker:
         sb = make_sandbox(s.sandbox_kind, s.database, image=s.image, run_id=s.run_id, owner_pid=s.supervisor_pid,
                           name_hint=f"w{s.worker}g{self.generation + 1}", memory=s.cfg.sandbox_memory(s.slots),
                           cpus=s.cfg.container_cpus, dsn=s.cfg.dsn, tmpfs=s.cfg.container_tmpfs,
-                          connections=connections_for(s.slots))
+                          connections=connections_for(s.slots), network=s.cfg.sandbox_network())
         try:
             sb.start()
             assert sb.endpoint is not None

@@ -68,6 +68,11 @@ def test_compose_sandbox_serves_an_external_run(tmp_path: Path, sandbox_image: s
         ports = subprocess.run(["docker", "ps", "--filter", project, "--format", "{{.Ports}}"],
                                capture_output=True, text=True).stdout
         assert ports.strip().startswith("127.0.0.1:"), ports
+        cid = subprocess.run(["docker", "ps", "-q", "--filter", project], capture_output=True, text=True).stdout.strip()
+        confined = subprocess.run(["docker", "inspect", "--format",
+                                   "{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}} {{.HostConfig.PidsLimit}}",
+                                   cid], capture_output=True, text=True).stdout.split()
+        assert confined == ["true", "[ALL]", "300"], confined  # as a run's sandboxes (docs/security.md)
     finally:  # from a fresh shell: no SANDBOX_PASSWORD (before, compose refused to interpolate the file)
         fresh = {k: v for k, v in env.items() if k != "SANDBOX_PASSWORD"}
         down = subprocess.run([*compose, "down", "-v"], env=fresh, capture_output=True, text=True, timeout=300)

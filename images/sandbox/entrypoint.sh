@@ -10,6 +10,9 @@ fi
 # CREATE DATABASE and friends create and unlink files, ~5x faster in memory than on overlayfs. In
 # memory it counts against the container's limit: a data directory over half of it stays on disk
 # (the server killed for memory midway through a run would cost more than the speed buys).
+# A read-only root (the runner's containers) names a writable disk directory instead (SANDBOX_DISK,
+# an empty volume of the container's own): the data directory goes there when it stays on disk.
+target=""
 if [ -n "${SANDBOX_TMPFS:-}" ]; then
     data_kib=$(du -sk "$PGDATA" | cut -f1)
     limit=$(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null \
@@ -19,13 +22,19 @@ if [ -n "${SANDBOX_TMPFS:-}" ]; then
         *) fits=$(( data_kib * 1024 * 2 <= limit )) ;;
     esac
     if [ "$fits" = 1 ]; then
-        cp -a "$PGDATA" "$SANDBOX_TMPFS/data"
-        PGDATA="$SANDBOX_TMPFS/data"
-        export PGDATA
+        target="$SANDBOX_TMPFS"
     else
         echo "sandbox: data directory of $((data_kib / 1024)) MiB kept on disk (memory limit $((limit / 1048576)) MiB;" \
              "raise container_memory to have it in memory)" >&2
     fi
+fi
+if [ -z "$target" ] && [ -n "${SANDBOX_DISK:-}" ]; then
+    target="$SANDBOX_DISK"
+fi
+if [ -n "$target" ]; then
+    cp -a "$PGDATA" "$target/data"
+    PGDATA="$target/data"
+    export PGDATA
 fi
 # SANDBOX_SOCKET_DIR: a directory the host bind-mounts, where the server adds a Unix socket; the
 # runner on the same machine connects there with no port proxy in between (~2 ms of CPU per

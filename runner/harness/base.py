@@ -46,8 +46,10 @@ class Database:
         return socket_dsn(self.socket_dir, self.user, self.password, self.name) if self.socket_dir else self.dsn()
 
     def url(self) -> str:
-        return (f"postgresql://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{self.host}:{self.port}"
-                f"/{quote(self.name, safe='')}")
+        auth = f"{quote(self.user, safe='')}:{quote(self.password, safe='')}"
+        if self.host.startswith("/"):  # a socket directory (container_network: none): libpq's URI form for it
+            return f"postgresql://{auth}@/{quote(self.name, safe='')}?host={quote(self.host, safe='')}&port={self.port}"
+        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.name, safe='')}"
 
 
 @dataclass(frozen=True)

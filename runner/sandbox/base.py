@@ -38,6 +38,8 @@ class Endpoint:
 
     def redacted(self, dbname: str = "postgres") -> str:
         """The same DSN for logs and results: the password never leaves the process."""
+        if self.host.startswith("/"):  # a socket directory: libpq's URI form for it
+            return f"postgresql://{self.user}:***@/{dbname}?host={self.host}"
         return f"postgresql://{self.user}:***@{self.host}:{self.port}/{dbname}"
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import docker
+import docker.types
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 from loguru import logger
@@ -25,6 +26,7 @@ from testcontainers.core.container import DockerContainer
 from runner.errors import SandboxBootError
 from runner.sandbox.base import (
     LABEL,
+    SOCKET_PORT,
     TMPFS_PATH,
     Endpoint,
     Sandbox,
@@ -46,8 +48,12 @@ def engine_is_local() -> bool:
 
 # What a sandbox may do (docs/security.md): the server runs as `postgres` from the image's first line and
 # needs no capability at all; it may not gain privileges (setuid binaries); its processes are bounded
-# (one per session, plus the server's own and a margin), so a runaway harness cannot fork-bomb the host.
-CONFINED = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"]}
+# (one per session, plus the server's own and a margin), so a runaway harness cannot fork-bomb the host;
+# its root filesystem is read-only: it writes only its socket directory, /tmp and its data directory,
+# each a mount of its own (the image's entrypoint copies the data directory there).
+CONFINED = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "read_only": True}
+WRITABLE_TMPFS = {"/var/run/postgresql": "size=1m", "/tmp": "size=16m"}
+DISK_PATH = "/var/lib/sandbox-disk"  # an empty volume of the container's own: the data directory on disk
 PIDS_BESIDE_SESSIONS = 64
 
 SOCKET_MOUNT = "/run/sandbox-socket"  # where a container's extra Unix socket directory is mounted
@@ -76,7 +82,7 @@ class DockerSandbox(Sandbox):
 
     def __init__(self, image: str, user: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
                  keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0, tmpfs: bool = False,
-                 connections: int = 100) -> None:
+                 connections: int = 100, network: str = "bridge") -> None:
         super().__init__()
         self.image, self.user, self.run_id, self.owner_pid = image, user, run_id, owner_pid
         self.memory, self.cpus, self.keep, self.boot_timeout, self.tmpfs = memory, cpus, keep, boot_timeout, tmpfs
@@ -84,6 +90,13 @@ class DockerSandbox(Sandbox):
         # A kept container (`runner debug`) outlives the run and its directory would be left behind:
         # one conversation does not need the speed.
         self.socket = engine_is_local() and not keep
+        # none: no network at all, not even a route to this machine; reached through the socket alone.
+        # auto: none where the socket can be had (an engine on this machine, no kept sandbox), else bridge.
+        self.offline = network == "none" or (network == "auto" and self.socket)
+        if self.offline and not self.socket:
+            raise SandboxBootError("container_network: none reaches a sandbox through a Unix socket, which needs "
+                                   f"a Docker engine on this machine (DOCKER_HOST is {engine_address()}) and no "
+                                   "kept sandbox: use container_network: bridge")
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
         self._container: DockerContainer | None = None
         self._socket_home: str | None = None
@@ -94,9 +107,13 @@ class DockerSandbox(Sandbox):
                   f"{LABEL}.owner": owner_identity(self.owner_pid), f"{LABEL}.keep": "1" if self.keep else "0"}
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
         c.with_command(f"-c max_connections={self.connections}")  # the entrypoint hands these to postgres
-        c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
+        if not self.offline:
+            c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
         if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)
             c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(TMPFS_PATH)  # docker's default mode: 1777
+        for path, options in WRITABLE_TMPFS.items():
+            c.tmpfs[path] = options
+        c.with_env("SANDBOX_DISK", DISK_PATH)
         socket_dir = None
         if self.socket:
             # The server adds a Unix socket in a directory mounted from here: the runner's queries then
@@ -113,7 +130,11 @@ class DockerSandbox(Sandbox):
         # CPU than the probes' answers were worth. A kept sandbox (runner debug) keeps its status.
         health = {} if self.keep else {"healthcheck": {"test": ["NONE"]}}
         c.with_kwargs(labels=labels, mem_limit=self.memory, nano_cpus=int(self.cpus * 1e9), shm_size="64m", **health,
-                      **CONFINED, pids_limit=self.connections + PIDS_BESIDE_SESSIONS)
+                      **CONFINED, pids_limit=self.connections + PIDS_BESIDE_SESSIONS,
+                      # an anonymous volume (removed with the container): it takes the image's empty,
+                      # postgres-owned directory as its own, so the server can write there
+                      mounts=[docker.types.Mount(DISK_PATH, None, type="volume")],
+                      **({"network_mode": "none"} if self.offline else {}))
         self._container = c
         t0 = time.monotonic()
         try:
@@ -124,6 +145,13 @@ class DockerSandbox(Sandbox):
             raise SandboxBootError(f"sandbox image {self.image} is missing: run `make image`") from e
         except DockerException as e:
             raise SandboxBootError(f"docker could not start the sandbox: {e}") from e
+        if self.offline:  # the socket is all there is: every DSN, the harness's included, names it
+            assert socket_dir is not None
+            self.endpoint = Endpoint(socket_dir, SOCKET_PORT, self.user, password, socket_dir=socket_dir)
+            wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+            self.boot_seconds = time.monotonic() - t0
+            logger.debug("{} ready in {:.2f}s (no network: socket {})", self.describe(), self.boot_seconds, socket_dir)
+            return
         wrapped = c.get_wrapped_container()
         wrapped.reload()
         binding = wrapped.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]

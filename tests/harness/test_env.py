@@ -35,6 +35,24 @@ def test_every_common_spelling_points_at_the_sandbox() -> None:
     assert env["ATLAS_DATABASE_URL"].endswith("/atlas") and "APP_DATABASE_URL" not in env
 
 
+def test_a_sandbox_without_network_is_named_by_its_socket_in_every_spelling(tmp_path: Path) -> None:
+    """container_network: none: the host is the socket's directory, which libpq takes as a host; the URL
+    carries it as a parameter (a path cannot stand where host:port does)."""
+    import psycopg
+
+    sock = Database("/tmp/pgsr-socket-x/run", 5432, "u", "p@ss/w", "app")
+    env = connection_env(SandboxInfo("sb", {"app": sock}, "app"))
+    assert env["DB_HOST"] == env["PGHOST"] == "/tmp/pgsr-socket-x/run"
+    parsed = psycopg.conninfo.conninfo_to_dict(env["DATABASE_URL"])
+    assert parsed == {"user": "u", "password": "p@ss/w", "dbname": "app", "host": "/tmp/pgsr-socket-x/run",
+                      "port": "5432"}
+    assert psycopg.conninfo.conninfo_to_dict(sock.dsn())["host"] == "/tmp/pgsr-socket-x/run"
+    user = _cfg(tmp_path)
+    crm = user.model_copy(update={"harness": user.harness.model_copy(update={"kind": "crm"})})
+    assert (crm.sandbox_network(), user.sandbox_network()) == ("auto", "bridge")
+    assert user.model_copy(update={"container_network": "none"}).sandbox_network() == "none"
+
+
 def test_layers_dotenv_then_harness_then_run_then_the_sandbox_wins(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ".env").write_text("DB_HOST=laptop\nFROM_DOTENV=1\nALREADY_SET=dotenv\nSHARED=dotenv\n")

@@ -213,6 +213,7 @@ def test_a_sandbox_is_confined_and_its_harness_role_cannot_reach_the_host(sandbo
         host = client.containers.get(cid).attrs["HostConfig"]
         assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges:true"]
         assert host["PidsLimit"] == 100 + 64
+        assert host["ReadonlyRootfs"] is True and set(host["Tmpfs"]) == {"/var/run/postgresql", "/tmp"}
         with psycopg.connect(sb.dsn("crm"), autocommit=True) as conn:
             for attempt in ("COPY (SELECT 1) TO PROGRAM 'id'", "COPY (SELECT 1) TO '/tmp/x'",
                             "CREATE TEMP TABLE t (x text); COPY t FROM '/etc/passwd'",
@@ -283,3 +284,51 @@ def _state(pid: int) -> str:
             return next((line.lower() for line in f if line.startswith("State:")), "")
     except OSError:
         return ""
+
+
+def _host_listener() -> tuple[Any, str, int]:
+    """A TCP listener on this machine's address on Docker's default bridge (where a container's route
+    to the host, and out, goes)."""
+    import socket
+
+    gateway = docker.from_env().networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    s = socket.socket()
+    s.bind((gateway, 0))
+    s.listen()
+    return s, gateway, s.getsockname()[1]
+
+
+def _reaches(cid: str, host: str, port: int) -> bool:
+    probe = f"timeout 3 bash -c 'echo > /dev/tcp/{host}/{port}'"
+    return docker.from_env().containers.get(cid).exec_run(["bash", "-c", probe]).exit_code == 0
+
+
+@pytest.mark.docker
+def test_a_sandbox_without_network_is_reached_by_its_socket_alone_and_reaches_nothing(sandbox_image: str) -> None:
+    """container_network none: no port, no route out (not even to this machine), every DSN through the
+    socket; the data directory on disk (no tmpfs) under the read-only root. The bridge sandbox beside it
+    shows the probe would see a route."""
+    listener, host, port = _host_listener()
+    with listener, DockerSandbox(sandbox_image, "sandbox", run_id="pytest-offline", owner_pid=os.getpid(),
+                                 network="none") as sb, \
+            DockerSandbox(sandbox_image, "sandbox", run_id="pytest-offline", owner_pid=os.getpid(),
+                          network="bridge") as bridged:
+        cid, bridged_id = sb.container_id(), bridged.container_id()
+        assert cid is not None and bridged_id is not None
+        attrs = docker.from_env().containers.get(cid).attrs
+        assert attrs["HostConfig"]["NetworkMode"] == "none" and not attrs["NetworkSettings"]["Ports"]
+        assert attrs["HostConfig"]["ReadonlyRootfs"] is True
+        assert sb.endpoint is not None and sb.endpoint.host.startswith("/")
+        with psycopg.connect(sb.dsn("crm"), autocommit=True) as conn:  # writes land (data directory on disk)
+            conn.execute("CREATE TABLE scratch AS SELECT generate_series(1, 1000) AS n")
+            assert conn.execute("SELECT count(*) FROM scratch").fetchone() == (1000,)
+        assert _reaches(bridged_id, host, port)
+        assert not _reaches(cid, host, port)
+        assert not _reaches(cid, "1.1.1.1", 53)
+
+
+def test_no_network_needs_the_socket_of_an_engine_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.9:2375")
+    with pytest.raises(SandboxBootError, match=r"container_network: none .*\(DOCKER_HOST is tcp://10\.0\.0\.9:2375\)"):
+        DockerSandbox("img", "sandbox", run_id="x", owner_pid=os.getpid(), network="none")
+    assert not DockerSandbox("img", "sandbox", run_id="x", owner_pid=os.getpid(), network="auto").offline
