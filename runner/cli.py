@@ -34,8 +34,6 @@ def _setup_console_logging(verbose: bool) -> None:
 def cli(verbose: bool) -> None:
     """Evaluate tool-using LLM agents in parallel, one disposable PostgreSQL per worker."""
     _setup_console_logging(verbose)
-    # A run that seems stuck: `kill -USR1 <pid>` prints where each of its threads is, and it goes on
-    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     if os.environ.get(PARENT_ENV):  # a server a run started: it goes when the run goes, even by kill -9
         die_with_parent(int(os.environ.pop(PARENT_ENV)))
 
@@ -503,6 +501,8 @@ _verbose_everywhere(cli)
 
 
 def main() -> None:
+    # A run that seems stuck: `kill -USR1 <pid>` prints where each of its threads is, and it goes on
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     try:
         cli(standalone_mode=True)
     # OSError: a file we were told to read or write (a report, a merge); its message names the file.
