@@ -141,8 +141,9 @@ class Progress:
             return  # the closing line repeats nothing the log doesn't already say
         self._last_state = state
         for name, p in self.runs.items():
-            logger.info("{}: {}/{} done, {} ok ({} solved), {} errors{}, {} calls, {} retries, {} 429s, {} cache hits, "
-                        "{}", name, p.done, p.total, p.ok, p.success, p.errors,
+            # solved, failed (the agent's fault) and errors: the words the report and the summary use
+            logger.info("{}: {}/{} done: {} solved, {} failed, {} errors{}, {} calls, {} retries, {} 429s, {} cache "
+                        "hits, {}", name, p.done, p.total, p.success, p.ok - p.success, p.errors,
                         f" ({p.cut} cut: turns the model did not finish)" if p.cut else "", p.llm_calls, p.retries,
                         p.rate_limited, p.cache_hits, p.cost)
         if self.discarded:
@@ -159,12 +160,13 @@ class Progress:
         if self.discarded:
             flying += f", {self.discarded} discarded (sandbox lost) and rerun"
         t = Table(title=f"runs ({elapsed:.0f}s{flying})", expand=False)
-        for col in ("run", "done", "ok", "solved", "errors", "rate/s", "ETA", "retries", "429s", "cache hits", "cost"):
+        for col in ("run", "done", "solved", "failed", "errors", "rate/s", "ETA", "retries", "429s", "cache hits",
+                    "cost"):
             t.add_column(col, justify="right" if col != "run" else "left")
         for name, p in self.runs.items():
             rate = p.done / elapsed if elapsed > 0 else 0.0
             eta = (p.total - p.done) / rate if rate > 0 else float("inf")
-            t.add_row(name, f"{p.done}/{p.total}", str(p.ok), str(p.success),
+            t.add_row(name, f"{p.done}/{p.total}", str(p.success), str(p.ok - p.success),
                       f"{p.errors} ({p.cut} cut)" if p.cut else str(p.errors), f"{rate:.2f}",
                       "-" if eta == float("inf") else f"{eta:.0f}s", str(p.retries), str(p.rate_limited),
                       f"{p.cache_hits}/{p.llm_calls}", p.cost)

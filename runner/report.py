@@ -19,7 +19,7 @@ from rich.table import Table
 from runner.paired import Paired, against
 from runner.report_paired import columns_that_fit, print_paired
 from runner.report_trials import print_trials
-from runner.result import Result, outcome
+from runner.result import Result, outcome, share_metrics
 from runner.sink import read_results
 from runner.stats import wilson
 from runner.trials import repeated, summary
@@ -180,11 +180,11 @@ def _cell(v: Any, kind: str) -> str:
     return f"{v:.1%}" if kind == "pct" else f"{v:.4f}" if kind == "usd" else f"{v:.3g}" if kind == "num" else str(v)
 
 
-def _summary_columns(names: list[str], usage: bool) -> list[tuple[str, str, str]]:
+def _summary_columns(names: list[str], usage: bool, shares: set[str]) -> list[tuple[str, str, str]]:
     """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first."""
     cols = [("records", "records", "int"), ("success (95% CI)", "success_rate", "pct"), ("errors", "errors", "int"),
             ("cut", "cut", "int"), ("success, all records", "success_rate_all", "pct"),
-            ("cost $", "cost_usd", "usd"), *[(k.replace("_", " "), k, "num") for k in names],
+            ("cost $", "cost_usd", "usd"), *[(k.replace("_", " "), k, "pct" if k in shares else "num") for k in names],
             ("p50 s", "latency_p50_s", "int"), ("tok in", "prompt_tokens", "int"),
             ("tok out", "output_tokens", "int"), ("p95 s", "latency_p95_s", "int"), ("retries", "retries", "int"),
             ("cache", "cache_hit_rate", "pct"), ("cached in", "cache_read_tokens", "int"),
@@ -221,7 +221,8 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     manifest, metrics = a.manifest, a.metrics
     best = best_run(metrics)
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
-    cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()))
+    cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()),
+                            share_metrics(r for rows in a.runs.values() for r in rows))
     # a cut column where a run has cut turns; the rate over all records where errors or cuts make it differ
     shown_apart = {"cut": any(m["cut"] for m in metrics.values()),
                    "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values())}

@@ -10,9 +10,9 @@ from typing import Any
 from runner.report import CACHE_MARKED, best_run
 from runner.report_charts import chart_data, cost_vs_success, forest, in_flight, latency, success_by
 from runner.report_paired import paired_html
-from runner.report_records import records
+from runner.report_records import metric_cell, records
 from runner.report_trials import trials_html
-from runner.result import Result
+from runner.result import Result, share_metrics
 
 e = html.escape
 
@@ -101,7 +101,7 @@ def _tokens_in(m: dict[str, Any]) -> str:
     return f'<td title="{title}">{_count(total)}{shown}</td>'
 
 
-def _summary(metrics: dict[str, dict[str, Any]]) -> str:
+def _summary(metrics: dict[str, dict[str, Any]], shares: set[str]) -> str:
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
     usage = ["prompt_tokens", "output_tokens", "cost_usd"] if any(m["llm_calls"] for m in metrics.values()) else []
     # a cut-turns column where a run has some; success over all records beside the rate where they differ
@@ -127,7 +127,8 @@ def _summary(metrics: dict[str, dict[str, Any]]) -> str:
                    + (f"${v:.4f}" if c == "cost_usd" else f"{v:.3g}") + "*</td>"
         return f"<td>{v:.1%}</td>" if c in ("cache_hit_rate", "success_rate_all") else \
             f"<td>${v:.4f}</td>" if c == "cost_usd" else \
-            f"<td>{v:.3g}</td>" if c in names or c.startswith("latency") else f"<td>{v}</td>"
+            f"<td>{metric_cell(v, c in shares)}</td>" if c in names else \
+            f"<td>{v:.3g}</td>" if c.startswith("latency") else f"<td>{v}</td>"
 
     head = "".join(f"<th>{e(LABELS.get(c, c.replace('_', ' ')))}</th>" for c in cols)
     best = best_run(metrics)
@@ -147,13 +148,24 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
     scatter = chart_data(metrics)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title><style>
-body{{font:14px system-ui,sans-serif;margin:2em;color:#222}} table{{border-collapse:collapse;margin:1em 0}}
+body{{font:14px system-ui,sans-serif;margin:2em;color:#222}}
+table{{border-collapse:collapse;margin:1em 0;display:block;max-width:100%;overflow-x:auto}}
 td,th{{border:1px solid #ddd;padding:4px 8px;text-align:right}} th{{text-align:left;background:#f6f6f6}}
 .chart{{max-width:680px;display:block;margin:1em 0;font-size:11px}} .chart .t{{font-size:13px;font-weight:600}}
 .grid{{stroke:#ccc}} details{{border-left:4px solid #ccc;margin:4px 0;padding:2px 8px}}
 details.ok{{border-color:#54a24b}}
 details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}}
-.side{{display:grid;gap:12px}} .col{{min-width:0;overflow-wrap:anywhere}} .col h4{{margin:6px 0}}
+.side{{display:grid;gap:12px;grid-template-columns:repeat(var(--runs),minmax(0,1fr))}}
+.col{{min-width:0;overflow-wrap:break-word;overflow-x:auto}} .col h4{{margin:6px 0}}
+.col pre,.col code{{overflow-wrap:anywhere}}
+.steps,.steps tbody,.steps tr,.steps td{{display:block;border:0;padding:1px 0}} .steps tr:first-child{{display:none}}
+.steps tr{{border-top:1px solid #ddd;padding:3px 0}} .steps td::before{{content:attr(data-label) ": ";color:#666}}
+.steps code{{overflow-wrap:break-word}}
+.chart svg{{max-width:100%;height:auto}}
+details.raw{{border-left:0;padding:0}} details.raw summary{{color:#666;cursor:pointer}}
+a.link{{color:#999;text-decoration:none}} #q{{width:14em}}
+@media (max-width:760px){{body{{margin:.6em}} .side{{grid-template-columns:1fr}} #filters label{{display:block;
+margin:4px 0}} h1{{font-size:1.3em;overflow-wrap:anywhere}}}}
 .b{{display:inline-block;padding:0 6px;margin:0 2px;border-radius:3px;font-size:12px;color:#fff;background:#999}}
 .b.ok{{background:#54a24b}} .b.fail{{background:#f58518}} .b.error{{background:#e45756}} .g,.m{{color:#666}}
 #filters label{{margin-right:14px}} #shown{{color:#666}} .u{{margin-top:8px}} .c{{color:#555}}
@@ -172,7 +184,7 @@ details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}}
 color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin-left:6px}}
 </style></head><body><h1>{e(title)}</h1>
 {"".join(f'<p class="note" id="{e(kind)}">{e(text)}</p>' for kind, text in (notes or {}).items())}
-{_summary(metrics)}
+{_summary(metrics, share_metrics(r for rs in rows.values() for r in rs))}
 {trials_html(metrics)}
 {"".join(paired_html(p, forest(p), heading) for p, heading in pairs or [])}
 {_caching(metrics, sent or {}) if any(m["llm_calls"] for m in metrics.values()) else ""}

@@ -9,6 +9,7 @@ config's dotted paths so the report never needs to know the harness.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -149,3 +150,15 @@ def as_group(v: Any) -> list[str]:
     if v is None:
         return []
     return [str(x) for x in v] if isinstance(v, list) else [str(v)]
+
+
+def share_metrics(rows: Iterable[Result]) -> set[str]:
+    """The metrics that are shares (every value between 0 and 1, as the CRM's argument and state scores):
+    shown as percentages, as success is; a count or a score on another scale keeps its own numbers."""
+    seen: set[str] = set()
+    other: set[str] = set()
+    for r in rows:
+        for k, v in r.metrics.items():
+            if v is not None:
+                (seen if 0.0 <= v <= 1.0 else other).add(k)
+    return seen - other

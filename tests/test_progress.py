@@ -27,12 +27,13 @@ def test_lines_count_results_and_the_closing_line_repeats_nothing() -> None:
             p.result(_r("b", "ok", False, rate_limited=1, llm_calls=2, cost_usd=None))  # a model without a price
             p.tick()  # the first tick prints at once
             n_after_tick = len(lines)
-        assert lines == ["a: 2/3 done, 1 ok (1 solved), 1 errors, 4 calls, 2 retries, 0 429s, 1 cache hits, $0.0135",
-                         "b: 1/1 done, 1 ok (0 solved), 0 errors, 2 calls, 0 retries, 1 429s, 0 cache hits, "
+        assert lines == ["a: 2/3 done: 1 solved, 0 failed, 1 errors, 4 calls, 2 retries, 0 429s, 1 cache hits, $0.0135",
+                         "b: 1/1 done: 0 solved, 1 failed, 0 errors, 2 calls, 0 retries, 1 429s, 0 cache hits, "
                          "cost unknown"]
         assert n_after_tick == 2  # nothing changed since: the exit added no duplicate
         with Progress({"a": RunProgress(1)}, console) as p:
             p.result(_r("a", "ok", True))
-        assert lines[-1] == "a: 1/1 done, 1 ok (1 solved), 0 errors, 0 calls, 0 retries, 0 429s, 0 cache hits, $0.0000"
+        assert lines[-1] == ("a: 1/1 done: 1 solved, 0 failed, 0 errors, 0 calls, 0 retries, 0 429s, 0 cache hits, "
+                             "$0.0000")
     finally:
         logger.remove(sink)
