@@ -281,6 +281,37 @@ def debug(conversation_id: str, config_path: str | None, run_name: str | None, s
 
 
 @cli.command()
+@click.argument("record_id")
+@click.argument("out_dir", default="out/default", type=click.Path(file_okay=False))
+@click.option("--run", "run_name", help="Only this run's result (default: every run's).")
+def show(record_id: str, out_dir: str, run_name: str | None) -> None:
+    """Why RECORD_ID ended as it did in an output (default out/default): every run's outcome and, for a
+    failure, the expected against the actual calls and the database's difference (report.html's view)."""
+    import difflib
+
+    from rich.console import Console
+
+    from runner.errors import ConfigError
+    from runner.explain import show_record
+    from runner.report import load_runs
+
+    out = Path(out_dir)
+    if not (out / "results").is_dir():
+        raise ConfigError(f"{out}: no results here (an output directory of `runner run`, e.g. out/default)")
+    runs = load_runs(out)
+    if run_name is not None:
+        if run_name not in runs:
+            raise ConfigError(f"--run {run_name}: no such run in {out} (runs: {', '.join(runs) or 'none'})")
+        runs = {run_name: runs[run_name]}
+    ids = {r.record_id for rows in runs.values() for r in rows}
+    if record_id not in ids:
+        near = difflib.get_close_matches(record_id, sorted(ids), n=3)
+        raise ConfigError(f"{record_id}: no result for this record in {out}"
+                          + (f"; did you mean {', '.join(near)}?" if near else ""))
+    show_record(Console(), runs, record_id)
+
+
+@cli.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("other", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--allow-different-datasets", is_flag=True,

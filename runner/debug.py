@@ -13,12 +13,15 @@ from rich.console import Console
 from runner.config import Config, resolve_mode
 from runner.debug_harness import debug_record, run_named
 from runner.errors import ConfigError
+from runner.explain import WORDS, explain_output
+from runner.harness import reading
 from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import iter_conversations
 from runner.harness.crm.episode import Expectations, run_episode
 from runner.harness.crm.harness import DATABASE
 from runner.models.client import make_client
+from runner.result import dig, read_score
 from runner.sandbox import make_sandbox, resolve_kind
 from runner.sandbox.base import Sandbox
 
@@ -64,8 +67,7 @@ def _printer(console: Console) -> Any:
         elif kind == "step_limit":
             console.print(f"[red]step limit ({d['limit']}) reached in turn {d['turn'] + 1}[/]")
         elif kind == "scores":
-            console.rule("scores")
-            console.print(d)
+            pass  # explained once the episode is over (runner/explain.py), as `runner show` does
     return emit
 
 
@@ -117,8 +119,12 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
         telemetry.ensure_schema(atlas)
         output, _ = run_episode(conv, spec, crm=crm, atlas=atlas, agent=agent, teacher=teacher,
                              expectations=Expectations(), emit=_printer(console))
+    console.rule("outcome")
+    scores = {k: read_score(dig(output, path))[0] for k, path in reading(cfg).metrics.items()}  # as a run reads them
+    explain_output(console, spec.name, WORDS["success" if output["success"] else "failure"], output, scores,
+                   {k for k, v in scores.items() if v is not None and 0.0 <= v <= 1.0}, steps=False)
     console.rule("sandbox left running")
-    console.print(f"success: {output['success']}; the database holds the conversation's final state.")
+    console.print("the database holds the conversation's final state.")
     assert sb.endpoint is not None
     console.print(f"connect:  psql {shlex.quote(sb.dsn('crm'))}", soft_wrap=True)
     console.print(f"stop:     {stop_command(sb)}", soft_wrap=True)

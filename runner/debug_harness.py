@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,10 +17,12 @@ from rich.console import Console
 
 from runner.config import Config, RunSpec, resolve_mode
 from runner.errors import ConfigError
-from runner.harness import database_spec, harness_class, id_field
+from runner.explain import explain_output, outcome_words
+from runner.harness import build_result, database_spec, harness_class, id_field, reading
 from runner.harness.base import Task, WorkerInfo, sandbox_info
 from runner.job import model_servers
 from runner.records import load_records
+from runner.result import now_iso, share_metrics
 from runner.sandbox import make_sandbox, resolve_kind
 from runner.sandbox.base import Sandbox
 
@@ -60,12 +63,15 @@ def debug_record(cfg: Config, record_id: str, run_name: str | None, console: Con
         stack.callback(harness.close)
         harness.attach(sandbox_info(sb, spec))
         task = Task(0, run, record.id, record.data, 1)
+        started = (now_iso(), time.monotonic())
         for _, outcome in harness.run([task]):
             console.rule("result")
-            if outcome.error:
-                console.print(f"[red]{outcome.error_kind or 'error'}[/]: {outcome.error}")
-            else:
+            if not outcome.error:
                 console.print_json(json.dumps(outcome.output, default=str))
+            # read as a run reads it (success_field, metrics), then said as `runner show` says it
+            r = build_result(task, outcome, 0, started, reading(cfg))
+            console.rule("outcome")
+            explain_output(console, run.name, outcome_words(r), r.output or {}, r.metrics, share_metrics([r]), r.error)
     console.rule("sandbox left running")
     console.print(f"connect:  psql '{sb.dsn(spec.name)}'", soft_wrap=True)
     console.print(f"stop:     {stop_command(sb)}", soft_wrap=True)

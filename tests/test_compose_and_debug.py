@@ -89,7 +89,10 @@ def test_debug_leaves_a_reachable_database_and_its_stop_command_removes_it(sandb
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
-    assert "user" in text and "search_accounts" in text and "scores" in text
+    assert "user" in text and "search_accounts" in text
+    # it ends as `runner show` does: the outcome in the report's words, its scores, where the calls came from
+    assert re.search(r"atlas: (solved|failed)  .*state match \d+\.\d%", text), text[-2000:]
+    assert re.search(r"\d+ model call\(s\), each answered by the model", text)  # --no-cache: none replayed
     # every Atlas step: the student's proposal, the teacher's verdict, what ran (before: only revisions)
     steps = text.count("student step")
     assert steps >= 3 and text.count("teacher approves") + text.count("teacher revises") == steps
