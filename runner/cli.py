@@ -162,6 +162,7 @@ class ConcurrencyType(click.ParamType):
               "trials (own cache keys): error bars clustered by record, pass@k, pass^k. YAML: epochs.")
 @click.option("--reducer", help="With --epochs, the headline success of a record's trials: mean (default), all, any, "
               "at_least_K. YAML: reducer.")
+@click.option("--wide", is_flag=True, help="The closing tables with every column, however wide the terminal.")
 def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | str | None, runs: str | None,
         sandbox: str | None, dsn: str | None, executor: str | None, ray_address: str | None,
         dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
@@ -169,7 +170,7 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         ids: str | None, exitfirst: bool, maxfail: int | None, last_failed: bool, skip_invalid: bool, force: bool,
         conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
         no_prompt_cache: bool, fail_on_error: bool | None, fail_under: tuple[str, ...], epochs: int | None,
-        reducer: str | None) -> None:
+        reducer: str | None, wide: bool) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
     Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
@@ -210,7 +211,7 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
     summary = run_job(cfg, on_booted=warm_renderer)
     results = load_runs(summary.out)  # read once for the table and the reports
     analysis = analyse(summary.out, results)  # once, for the terminal and the reports
-    metrics = print_summary(summary.out, analysis=analysis)
+    metrics = print_summary(summary.out, analysis=analysis, wide=wide)
     print_gateway(summary.out)
     if not reports_current(summary.out, results):  # a resume with nothing to do leaves them as they are
         write_reports(summary.out, analysis=analysis)
@@ -316,7 +317,9 @@ def show(record_id: str, out_dir: str, run_name: str | None) -> None:
 @click.argument("other", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--allow-different-datasets", is_flag=True,
               help="Compare outputs of different dataset files (refused by default).")
-def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> None:
+@click.option("--wide", is_flag=True, help="Every column, however wide the terminal (default: what fits).")
+@click.option("--json", "as_json", is_flag=True, help="report.json on standard output, no tables (for scripts).")
+def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide: bool, as_json: bool) -> None:
     """Tables, report.json and report.html for OUT_DIR; with OTHER, each run of OTHER against the same run of
     OUT_DIR on the records both have (difference in success with its interval, McNemar, won and lost
     records, cost and latency), written to OTHER/compare.json and shown in OTHER/report.html."""
@@ -339,7 +342,11 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool) -> N
         click.echo(f"wrote {target} and {h}")
         return
     analysis = analyse(Path(out_dir))
-    print_summary(Path(out_dir), analysis=analysis)
+    if as_json:
+        j, _ = write_reports(Path(out_dir), analysis=analysis)
+        click.echo(j.read_text())
+        return
+    print_summary(Path(out_dir), analysis=analysis, wide=wide)
     j, h = write_reports(Path(out_dir), analysis=analysis)
     click.echo(f"wrote {j} and {h}")
 

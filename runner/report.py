@@ -171,6 +171,8 @@ USAGE_COLUMNS = {"prompt_tokens", "input_tokens", "output_tokens", "cache_read_t
                  "retries", "cache_hit_rate"}
 
 
+WIDE_COLUMNS = 1000  # --wide: room for every column of every table
+
 CACHE_MARKED = {"cost_usd", "latency_p50_s", "latency_p95_s"}  # the cache's numbers where it answered
 
 
@@ -211,11 +213,14 @@ def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
 
 
 def print_summary(out: Path, console: Console | None = None, runs: dict[str, list[Result]] | None = None,
-                  analysis: Analysis | None = None) -> dict[str, dict[str, Any]]:
-    """The per-run table, as many columns as the terminal is wide (the rest are in report.html), then the
-    banners, repeated trials and comparisons. `analysis`: already made (the reports show it too)."""
+                  analysis: Analysis | None = None, wide: bool = False) -> dict[str, dict[str, Any]]:
+    """The per-run table, as many columns as the terminal is wide (the rest are in report.html; `wide`:
+    every one), then the banners, repeated trials and comparisons. `analysis`: already made (the reports
+    show it too)."""
     console = console or Console()
-    if not console.is_terminal and not os.environ.get("COLUMNS"):  # piped: wide, unless told how wide
+    if wide:  # tables take the width they need; lines of text still wrap at the terminal's
+        console.width = max(console.width, WIDE_COLUMNS)
+    elif not console.is_terminal and not os.environ.get("COLUMNS"):  # piped: wide, unless told how wide
         console.width = max(console.width, 150)
     a = analysis or analyse(out, runs)
     manifest, metrics = a.manifest, a.metrics

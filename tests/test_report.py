@@ -299,3 +299,20 @@ def test_piped_output_takes_its_width_from_columns(tmp_path: Path, monkeypatch: 
     wide = Console(record=True, file=io.StringIO())
     print_summary(out, wide)
     assert wide.width >= 150  # no COLUMNS: wide, the rest of the columns in report.html
+
+
+def test_report_wide_shows_every_column_and_json_is_report_json(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from runner.cli import cli
+
+    out = _job(tmp_path, {"a": [True, False], "b": [True, True]})
+    narrow = CliRunner().invoke(cli, ["report", str(out)], env={"COLUMNS": "60"})
+    assert narrow.exit_code == 0 and "not shown at this width" in narrow.output
+    wide = CliRunner().invoke(cli, ["report", str(out), "--wide"], env={"COLUMNS": "60"})
+    assert wide.exit_code == 0 and "not shown at this width" not in wide.output
+    assert "p95 s" in wide.output and "p95 s" not in narrow.output.split("not shown at this width")[0]
+    doc = CliRunner().invoke(cli, ["report", str(out), "--json"], env={"COLUMNS": "60"})
+    assert doc.exit_code == 0
+    assert json.loads(doc.output) == json.loads((out / "report.json").read_text())
+    assert json.loads(doc.output)["runs"]["b"]["success_rate"] == 1.0
