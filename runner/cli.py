@@ -54,6 +54,10 @@ def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
             click.echo(f"{run}: {len(failures)} failed: {ids(failures)}")
         if errors:
             click.echo(f"{run}: {len(errors)} error(s) or cut turn(s): {ids(errors)}")
+    if any(outcome(r) in ("failure", "error", "cut") for rows in results.values() for r in rows):
+        # the same command, for the records whose last result was not a success (pytest's --lf)
+        args = [a for a in sys.argv[1:] if a not in ("--lf", "--last-failed", "--rerun-errors")]
+        click.echo(f"to run those again: {' '.join(shlex.quote(a) for a in ['runner', *args, '--lf'])}")
     click.echo(f"report: {(out / 'report.html').resolve()}")
 
 

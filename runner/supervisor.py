@@ -1,6 +1,6 @@
 """The supervisor: one loop, one inbox; hands out work, records results, replaces dead workers.
 
-Signal handlers only queue the signal; the loop handles it. What to run next is the
+Signals are counted as they arrive (runner/signals.py); the loop handles them. What to run next is the
 scheduler's call (runner/scheduler.py), the processes are the pool's (runner/pool.py); this
 module joins them and is the only writer of results. A worker that dies is replaced and what it
 held requeued (bounded attempts); a worker that cannot boot stops the run instead.
@@ -8,7 +8,6 @@ held requeued (bounded attempts); a worker that cannot boot stops the run instea
 
 from __future__ import annotations
 
-import queue
 import signal
 import threading
 import time
@@ -39,6 +38,7 @@ from runner.progress import Progress
 from runner.result import Result, error_result, outcome
 from runner.scheduler import Scheduler
 from runner.services import Service, ServiceWatch
+from runner.signals import SignalInbox
 from runner.sink import ResultSink
 from runner.slot import ALARM_SLACK_SECONDS
 from runner.throttle import Throttle
@@ -74,7 +74,7 @@ class Supervisor:
         self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
         self.max_restarts, self.restarts = (cfg.max_worker_restarts if cfg.max_worker_restarts is not None
                                             else default_max_restarts(workers)), 0
-        self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.signals = SignalInbox()  # Ctrl-C and SIGTERM, each one counted (two quick Ctrl-C's are two)
         self.stopping = self.hard_stop = False
         self.grace_deadline: float | None = None
         self.error: str | None = None
@@ -86,14 +86,12 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
-        previous = {s: signal.signal(s, self._queue_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            for _ in range(self.target_workers):
-                self.spawn()
-            self.loop()
+            with self.signals:
+                for _ in range(self.target_workers):
+                    self.spawn()
+                self.loop()
         finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
             self.pool.shutdown(Stop(), hard=self.hard_stop)
             self.drain()
             self.pool.terminate_rest()
@@ -330,12 +328,9 @@ class Supervisor:
         self.begin_stop(grace=False)
 
     # ------------------------------------------------------------------ signals
-    def _queue_signal(self, signum: int, frame: Any) -> None:
-        self.signals.put_nowait(signum)
-
     def handle_signals(self) -> None:
-        while not self.signals.empty():
-            name = signal.Signals(self.signals.get_nowait()).name
+        for signum in self.signals.take():
+            name = signal.Signals(signum).name
             if self.stopping:
                 logger.warning("second {}: stopping now", name)
                 self.hard_stop = True

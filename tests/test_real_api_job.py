@@ -59,6 +59,8 @@ def test_a_rejected_request_fails_only_its_conversation(tmp_path: Path, sandbox_
     named = {i for line in p.stdout.splitlines() if "error(s) or cut turn(s):" in line
              for i in line.split(": ", 2)[2].split(", ")}
     assert errored <= named and f"report: {(out / 'report.html').resolve()}" in p.stdout
+    again = next(line for line in p.stdout.splitlines() if line.startswith("to run those again: "))
+    assert again.endswith(" --lf") and "--runs claude-sonnet,gpt-mini" in again  # the same command, failures only
     # and they fail a CI job that asks for it (the default where CI is set)
     assert _run(out, "--limit", "10", "--runs", "claude-sonnet,gpt-mini", "--fail-on-error",
                 config=cfg).returncode == 1

@@ -260,8 +260,8 @@ class CtrlCTwice(Behaviour):
 
     def on_message(self, link: FakeLink, msg: Any) -> None:
         if isinstance(msg, Assign):
-            self.sup[0].signals.put_nowait(signal.SIGINT)
-            self.sup[0].signals.put_nowait(signal.SIGINT)
+            self.sup[0].signals.note(signal.SIGINT)
+            self.sup[0].signals.note(signal.SIGINT)
 
 
 def test_a_second_ctrl_c_stops_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
