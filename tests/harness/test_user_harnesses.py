@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +181,30 @@ def test_command_harness_slots_run_chunks_side_by_side(tmp_path: Path, local_bin
     # each chunk's process got its slot's database in its environment
     assert len({r["output"]["db"] for r in res.values()}) >= 2
     assert {r["output"]["db"] for r in res.values()} <= {"toy", "toy__s1", "toy__s2"}
+
+
+@pytest.mark.docker
+def test_a_harness_reaches_a_sandbox_without_network_through_db_host_as_given(tmp_path: Path,
+                                                                               sandbox_image: str) -> None:
+    """container_network: none for a user's harness: its own psycopg.connect(host=DB_HOST, port=DB_PORT)
+    gets the socket's directory and works, in two slots; the container has no network."""
+    import docker
+
+    records = [{"id": f"r{i}"} for i in range(4)]
+    cfg = toy_config(tmp_path, TOY_PYTHON, records, extra="container_network: none")
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), "--sandbox", "docker",
+                          "-w", "1", "--slots", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    modes: set[str] = set()
+    while p.poll() is None:  # this run's containers, while they are up
+        manifest = out / "manifest.json"
+        run_id = json.loads(manifest.read_text()).get("run_id") if manifest.exists() else None
+        if run_id:
+            for c in docker.from_env().containers.list(filters={"label": f"pgsandbox-runner.run={run_id}"}):
+                modes.add(c.attrs["HostConfig"]["NetworkMode"])
+        time.sleep(0.1)
+    log = p.communicate()[0]
+    assert p.returncode == 0, log[-3000:]
+    res = _results(out)
+    assert len(res) == 4 and all(r["status"] == "ok" and r["output"]["visits"] for r in res.values()), res
+    assert {r["output"]["db"] for r in res.values()} == {"toy", "toy__s1"} and modes == {"none"}, modes
