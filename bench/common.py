@@ -20,7 +20,7 @@ from typing import Any
 from runner.config import Config, Latency, Limits, ModelRef, RunSpec, SimSettings
 from runner.harness.crm.dataset import write_conversations
 from runner.harness.crm.generate import generate
-from runner.report import percentile as pct
+from runner.metrics import percentile as pct
 from runner.result import Result
 from runner.sink import read_results
 

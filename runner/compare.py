@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.table import Table
 
 from runner.errors import ConfigError
+from runner.metrics import percentile
 from runner.paired import pair
-from runner.report import COMPARE_VERSION, load_runs, percentile, read_manifest, simulated
+from runner.report import COMPARE_VERSION, load_runs, read_manifest, simulated
 from runner.report_paired import print_paired
 from runner.result import Result
 

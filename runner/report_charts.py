@@ -13,7 +13,7 @@ from typing import Any
 import altair as alt
 import vl_convert as vlc
 
-from runner.report import percentile
+from runner.metrics import percentile
 from runner.stats import wilson
 
 WIDTH = 560

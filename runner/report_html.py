@@ -7,7 +7,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from runner.report import CACHE_MARKED, best_run
+from runner.metrics import CACHE_MARKED, best_run
 from runner.report_charts import chart_data, cost_vs_success, forest, in_flight, latency, success_by
 from runner.report_paired import paired_html
 from runner.report_records import metric_cell, records

@@ -12,7 +12,8 @@ import pytest
 from rich.console import Console
 
 from runner.compare import compare
-from runner.report import load_runs, print_summary, run_metrics, write_reports
+from runner.metrics import run_metrics
+from runner.report import load_runs, print_summary, write_reports
 from runner.result import Result, Usage
 
 

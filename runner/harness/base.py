@@ -9,6 +9,7 @@ CLI). The core imports this module only; it never looks inside a harness.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,17 @@ from runner.errors import ErrorKind
 from runner.records import Check
 from runner.result import Usage
 from runner.sandbox.base import socket_dsn
+
+
+def gateway_env(gateway: str, run: str, worker: int | str, *, simulated: bool) -> dict[str, str]:
+    """The variables the official SDKs and LiteLLM read, pointed at the gateway with run and worker in
+    the path; on the simulator, stand-in keys where none are set (the SDKs refuse to start without)."""
+    base = f"{gateway}/run/{run}/worker/{worker}"
+    env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_BASE": base, "OPENAI_BASE_URL": f"{base}/v1",
+           "OPENAI_API_BASE": f"{base}/v1"}
+    if simulated:
+        env.update({k: os.environ.get(k) or "sim-key" for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")})
+    return env
 
 
 @dataclass(frozen=True)
@@ -155,8 +167,6 @@ class Harness(ABC):
 
     def gateway_env(self, run: str) -> dict[str, str]:
         """SDK base URLs through the runner's gateway, when the run has one."""
-        from runner.harness.env import gateway_env
-
         info = self.info
         if info.gateway_url is None:
             return {}

@@ -83,17 +83,6 @@ def dotenv_file(cfg: Config) -> dict[str, str]:
     return {k: v for k, v in dotenv_values(path).items() if v is not None and k not in os.environ}
 
 
-def gateway_env(gateway: str, run: str, worker: int | str, *, simulated: bool) -> dict[str, str]:
-    """The variables the official SDKs and LiteLLM read, pointed at the gateway with run and worker in
-    the path; on the simulator, stand-in keys where none are set (the SDKs refuse to start without)."""
-    base = f"{gateway}/run/{run}/worker/{worker}"
-    env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_BASE": base, "OPENAI_BASE_URL": f"{base}/v1",
-           "OPENAI_API_BASE": f"{base}/v1"}
-    if simulated:
-        env.update({k: os.environ.get(k) or "sim-key" for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")})
-    return env
-
-
 def harness_env(cfg: Config, sb: SandboxInfo, run: RunSpec, extra: Mapping[str, str] = {}, *,
                 gateway: Mapping[str, str] = {}, epoch: int = 1) -> dict[str, str]:
     """The whole environment for one record of `run` (a full copy: subprocesses get exactly this)."""
