@@ -8,7 +8,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from loguru import logger
@@ -180,27 +180,16 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
     Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
     is under its --fail-under; 2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal
     provider answer); 130 interrupted (run the same command again to finish)."""
-    from runner.config import load_config
     from runner.job import run_job
-    from runner.plan import parse_shard
 
-    try:
-        shard_t = parse_shard(shard)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--shard") from None
-    cfg = load_config(config, _overrides(
-        workers=workers, slots=slots, concurrency=concurrency, sandbox=sandbox, dsn=dsn, executor=executor,
-        dataset=dataset, limit=limit,
-        shard=shard_t,
-        output_dir=output_dir, providers_mode=providers_mode, cache=False if no_cache else None, cache_dir=cache_dir,
-        rerun_errors=rerun_errors or None, skip_invalid=skip_invalid or None, force=force or None,
-        conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models or None,
-        allow_retired=allow_retired or None, prompt_cache=False if no_prompt_cache else None,
-        fail_on_error=fail_on_error, fail_under=_thresholds(fail_under) or None, select=select,
-        ids=_id_list(ids), last_failed=last_failed or None, maxfail=1 if exitfirst else maxfail, epochs=epochs,
-        reducer=reducer))
-    if ray_address:
-        cfg = cfg.model_copy(update={"executor": "ray", "ray": cfg.ray.model_copy(update={"address": ray_address})})
+    cfg = _run_config(config, workers=workers, slots=slots, concurrency=concurrency, sandbox=sandbox, dsn=dsn,
+                      executor=executor, ray_address=ray_address, dataset=dataset, limit=limit, shard=shard,
+                      output_dir=output_dir, providers_mode=providers_mode, no_cache=no_cache, cache_dir=cache_dir,
+                      rerun_errors=rerun_errors, select=select, ids=ids, exitfirst=exitfirst, maxfail=maxfail,
+                      last_failed=last_failed, skip_invalid=skip_invalid, force=force,
+                      conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models,
+                      allow_retired=allow_retired, no_prompt_cache=no_prompt_cache, fail_on_error=fail_on_error,
+                      fail_under=fail_under, epochs=epochs, reducer=reducer)
     cfg = _select_runs(cfg, runs)
     from runner.report import (
         analyse,
@@ -226,8 +215,41 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)
     _closing_lines(results, summary.out)
+    if _gates_failed(cfg, summary.errors_left(), metrics):
+        sys.exit(1)
+
+
+def _run_config(config: str | None, **o: Any) -> Config:
+    """`runner run`'s options over the config file's settings (a flag not given leaves the file's)."""
+    from runner.config import load_config
+    from runner.plan import parse_shard
+
+    try:
+        shard = parse_shard(o["shard"])
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--shard") from None
+    cfg = load_config(config, _overrides(
+        workers=o["workers"], slots=o["slots"], concurrency=o["concurrency"], sandbox=o["sandbox"], dsn=o["dsn"],
+        executor=o["executor"], dataset=o["dataset"], limit=o["limit"], shard=shard, output_dir=o["output_dir"],
+        providers_mode=o["providers_mode"], cache=False if o["no_cache"] else None, cache_dir=o["cache_dir"],
+        rerun_errors=o["rerun_errors"] or None, skip_invalid=o["skip_invalid"] or None, force=o["force"] or None,
+        conversation_timeout_seconds=o["conversation_timeout_seconds"],
+        original_models=o["original_models"] or None, allow_retired=o["allow_retired"] or None,
+        prompt_cache=False if o["no_prompt_cache"] else None, fail_on_error=o["fail_on_error"],
+        fail_under=_thresholds(o["fail_under"]) or None, select=o["select"], ids=_id_list(o["ids"]),
+        last_failed=o["last_failed"] or None, maxfail=1 if o["exitfirst"] else o["maxfail"], epochs=o["epochs"],
+        reducer=o["reducer"]))
+    if o["ray_address"]:
+        ray = cfg.ray.model_copy(update={"address": o["ray_address"]})
+        cfg = cfg.model_copy(update={"executor": "ray", "ray": ray})
+    return cfg
+
+
+def _gates_failed(cfg: Config, errors: dict[str, int], metrics: dict[str, dict[str, Any]]) -> bool:
+    """What fails a finished run (exit 1): errors left, with fail_on_error (the default where CI is set),
+    and a run's success under its fail_under. Each said in one line."""
     failed = False
-    if errors := summary.errors_left():  # never silent: an error is not the model's failure
+    if errors:  # never silent: an error is not the model's failure
         again = " ".join(shlex.quote(a) for a in ["runner", *sys.argv[1:]] if a != "--rerun-errors")
         click.echo(f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
                    f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); to run them again: "
@@ -239,8 +261,7 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
             click.echo(f"ERROR   {run}: success {'unknown' if rate is None else f'{rate:.1%}'} is under its "
                        f"fail_under of {least:.1%}", err=True)
             failed = True
-    if failed:
-        sys.exit(1)
+    return failed
 
 
 @cli.command()

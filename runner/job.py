@@ -28,7 +28,7 @@ from runner.harness.env import check_templates
 from runner.logfiles import add_log_file
 from runner.models.preflight import check_keys, check_retirements, describe_requests, requests_sent, unpriced
 from runner.plan import WorkItem, in_scope, make_plan
-from runner.pool import ProcessTransport, Transport, WorkerPool
+from runner.pool import ProcessTransport, Transport, WorkerPool, restart_cap
 from runner.priority import budget_preference
 from runner.progress import Progress, RunProgress
 from runner.ratelimit import build_limiter
@@ -133,21 +133,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         rejected=skipped,
         compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer),
         force=cfg.force)
-    done, failed = sink.standing(rerun_errors=cfg.rerun_errors)
-    chosen_items: set[str] | set[tuple[str, str]] | None = picked
-    if cfg.last_failed:  # the records whose last result was not a success, run again (and nothing else)
-        done -= failed
-        chosen_items = {(run, rid) for run, rid, _ in failed if picked is None or rid in picked}
-    plan = make_plan(cfg, order, done, chosen_items)
-    logger.info("run {}: {} records x {} runs{} = {} items to do ({} already done); harness: {}; providers: {}; "
-                "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs),
-                f" x {cfg.epochs} trials" if cfg.epochs > 1 else "", len(plan), len(done),
-                cfg.harness.kind, _providers(cfg, mode), kind)
-    for line in describe_requests(manifest["requests"]):  # what each run's models are sent, and left out
-        logger.info("  {}", line)
-    if spec.user == "postgres":
-        logger.warning("the harness logs in as postgres, the superuser (allow_superuser: true): its SQL, or a model's "
-                       "through it, can run programs in the sandbox (COPY ... TO PROGRAM) and read the server's files")
+    plan, done = _what_to_do(cfg, sink, order, picked)
+    _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
     if plan and cfg.executor == "local":
         _warm_forkserver(cfg)  # started already for a new output; a resume with work left starts it here
     image = _image(spec, kind, manifest) if plan else None
@@ -172,18 +159,47 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                 finally:
                     _remove_containers(kind, run_id)
             error, interrupted, stopped_early = sup.error, sup.interrupted, sup.stopped_early
-            # this invocation's records in flight over time: the report draws it
-            manifest["in_flight"] = {"capacity": sup.progress.capacity, "samples": sup.progress.timeline()}
-            # results thrown away because their sandbox did not serve the whole record (all invocations)
-            manifest["discarded"] = dict(Counter(manifest.get("discarded") or {}) + sup.discarded)
-            if gateway is not None:
-                manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
-            if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
-                manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
+            _note_invocation(manifest, sup, sim, gateway)
     expected = {(cid, epoch) for _, cid in in_scope(cfg, order) if picked is None or cid in picked
                 for epoch in range(1, cfg.epochs + 1)}
     counts = _finish(sink, order, out, manifest, interrupted, error, expected)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early)
+
+
+def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int],
+                picked: set[str] | None) -> tuple[list[Any], set[Any]]:
+    """The plan (what is left to run, with --lf only what did not succeed last) and what is done."""
+    done, failed = sink.standing(rerun_errors=cfg.rerun_errors)
+    chosen_items: set[str] | set[tuple[str, str]] | None = picked
+    if cfg.last_failed:  # the records whose last result was not a success, run again (and nothing else)
+        done -= failed
+        chosen_items = {(run, rid) for run, rid, _ in failed if picked is None or rid in picked}
+    return make_plan(cfg, order, done, chosen_items), done
+
+
+def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, kind: str, manifest: dict[str, Any],
+               user: str) -> None:
+    logger.info("run {}: {} records x {} runs{} = {} items to do ({} already done); harness: {}; providers: {}; "
+                "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs),
+                f" x {cfg.epochs} trials" if cfg.epochs > 1 else "", len(plan), done,
+                cfg.harness.kind, _providers(cfg, mode), kind)
+    for line in describe_requests(manifest["requests"]):  # what each run's models are sent, and left out
+        logger.info("  {}", line)
+    if user == "postgres":
+        logger.warning("the harness logs in as postgres, the superuser (allow_superuser: true): its SQL, or a model's "
+                       "through it, can run programs in the sandbox (COPY ... TO PROGRAM) and read the server's files")
+
+
+def _note_invocation(manifest: dict[str, Any], sup: Supervisor, sim: Any, gateway: Any) -> None:
+    """What this invocation adds to the manifest: its records in flight over time (the report draws them),
+    results thrown away because their sandbox did not serve the whole record, and what the gateway and
+    the simulator served (all invocations added up)."""
+    manifest["in_flight"] = {"capacity": sup.progress.capacity, "samples": sup.progress.timeline()}
+    manifest["discarded"] = dict(Counter(manifest.get("discarded") or {}) + sup.discarded)
+    if gateway is not None:
+        manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
+    if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
+        manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
 
 
 def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: dict[str, Any], interrupted: bool,
@@ -311,7 +327,8 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
         return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, sim_url, str(out / "logs"), str(out / "scratch"),
                           gateway_url, slots=lay.slots)
 
-    pool = WorkerPool(transport, make_spec, limiter, heartbeat_timeout=cfg.heartbeat_timeout_seconds)
+    pool = WorkerPool(transport, make_spec, limiter, heartbeat_timeout=cfg.heartbeat_timeout_seconds,
+                      max_restarts=restart_cap(cfg.max_worker_restarts, lay.workers))
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
     progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console, capacity=lay.in_flight * chunk,
                         status_path=out / "logs" / "status.json")

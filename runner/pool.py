@@ -22,9 +22,11 @@ from typing import Any, Protocol
 from loguru import logger
 
 from runner.inbox import Inbox, Tasks
+from runner.messages import SandboxReplaced, SlotReady, WorkerRetiring
 from runner.worker import WorkerSpec, worker_main
 
 KILL_WAIT_SECONDS = 5.0  # after SIGABRT (time to write the stacks), and again after SIGKILL
+STALL_SECONDS = 5.0  # a loop turn this late means the supervisor was stopped (SIGSTOP, a suspended VM)
 # After Stop, a worker finishes its record's write-out and removes its sandbox (a docker rm: ~1 s);
 # on a second Ctrl-C nobody waits.
 STOP_WAIT_SECONDS = 10.0
@@ -164,19 +166,35 @@ class WorkerHandle:
         with contextlib.suppress(Exception):  # a dead worker's queue: the reaper will notice
             self.link.send(msg)
 
+    def restart_clocks(self, item_id: int | None = None) -> None:
+        """Its chunks' time limits (or the one holding `item_id`'s) start again now, in full: a record run
+        again on a new sandbox, or after a discarded result, is never cut short by its first try's time."""
+        for chunk in self.chunks.values():
+            if item_id is None or item_id in chunk.items:
+                chunk.since = time.monotonic()
+
     @property
     def exitcode(self) -> int | None:
         return self.link.exitcode
 
 
+def restart_cap(configured: int | None, workers: int) -> int:
+    """max_worker_restarts, or like pytest-xdist's --max-worker-restart (4 x workers there): enough for
+    the odd OOM kill or crashed harness in every worker, few enough that a harness that always crashes
+    stops the run."""
+    return configured if configured is not None else 3 * workers + 10
+
+
 class WorkerPool:
     def __init__(self, transport: Transport, make_spec: Callable[[int], WorkerSpec], limiter: Any,
-                 *, heartbeat_timeout: float) -> None:
+                 *, heartbeat_timeout: float, max_restarts: int) -> None:
         self.transport, self.make_spec, self.limiter = transport, make_spec, limiter
         self.heartbeat_timeout = heartbeat_timeout
         self.workers: dict[int, WorkerHandle] = {}
         self.next_id = 0
         self.spawned = 0
+        self.last_turn = time.monotonic()  # the supervisor's last loop turn (excuse_stall)
+        self.restarts, self.max_restarts = 0, max_restarts  # workers replaced after dying, and the cap
 
     def spawn(self) -> WorkerHandle:
         wid = self.next_id
@@ -191,6 +209,43 @@ class WorkerPool:
 
     def get(self, wid: int) -> WorkerHandle | None:
         return self.workers.get(wid)
+
+    def note(self, msg: SandboxReplaced | SlotReady | WorkerRetiring) -> WorkerHandle | None:
+        """What a worker says of its own state; its handle, if it is still one of ours."""
+        h = self.workers.get(msg.worker)
+        match msg:
+            case SandboxReplaced():
+                logger.warning("worker {}: sandbox {} died ({}); replaced by {}", msg.worker, msg.old_id, msg.reason,
+                               msg.new_id)
+                if h is not None:
+                    h.restart_clocks()  # each chunk's retry starts now, with its full time limit
+            case SlotReady():
+                if h is not None:
+                    h.ready_slots.add(msg.slot)
+            case WorkerRetiring():
+                logger.warning("worker {} retires ({}): a new one takes its place", msg.worker, msg.reason)
+                if h is not None:
+                    h.stopping = True  # no more work for it; it exits once its other slots are done
+        return h
+
+    def restart(self) -> str | None:
+        """Count a dead worker's replacement: None while under the cap, else why the run must stop (a
+        harness that kills every worker it runs in would otherwise be restarted forever)."""
+        self.restarts += 1
+        if self.restarts > self.max_restarts:
+            return (f"workers died {self.restarts} times (max_worker_restarts {self.max_restarts}); stopping "
+                    "(see logs/worker-*.log)")
+        return None
+
+    def excuse_stall(self) -> None:
+        """Heartbeats are judged by the supervisor's clock: after it was stopped itself (SIGSTOP, a
+        suspended VM), every worker would look silent. A loop turn that late: judged from now."""
+        now = time.monotonic()
+        if now - self.last_turn > STALL_SECONDS:
+            logger.warning("the supervisor did not run for {:.0f}s; heartbeats judged from now", now - self.last_turn)
+            for h in self.workers.values():
+                h.last_beat = max(h.last_beat, now)
+        self.last_turn = now
 
     def gone(self) -> Iterator[WorkerHandle]:
         """Workers that exited, including those killed here for a stale heartbeat or an overdue chunk

@@ -137,6 +137,45 @@ def _summary(metrics: dict[str, dict[str, Any]], shares: set[str]) -> str:
     return f'<h2>Summary</h2><table id="summary"><tr><th>run</th>{head}</tr>{rows}</table>'
 
 
+# The page's style: it reflows below 760 px (runs one under another), tables scroll inside themselves,
+# Atlas's steps stack inside their run's column (a 4-column table in a quarter of the page broke per letter).
+STYLE = """body{font:14px system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0;display:block;max-width:100%;overflow-x:auto}
+td,th{border:1px solid #ddd;padding:4px 8px;text-align:right} th{text-align:left;background:#f6f6f6}
+.chart{max-width:680px;display:block;margin:1em 0;font-size:11px} .chart .t{font-size:13px;font-weight:600}
+.grid{stroke:#ccc} details{border-left:4px solid #ccc;margin:4px 0;padding:2px 8px}
+details.ok{border-color:#54a24b}
+details.fail{border-color:#f58518} details.error{border-color:#e45756}
+.side{display:grid;gap:12px;grid-template-columns:repeat(var(--runs),minmax(0,1fr))}
+.col{min-width:0;overflow-wrap:break-word;overflow-x:auto} .col h4{margin:6px 0}
+.col pre,.col code{overflow-wrap:anywhere}
+.steps,.steps tbody,.steps tr,.steps td{display:block;border:0;padding:1px 0} .steps tr:first-child{display:none}
+.steps tr{border-top:1px solid #ddd;padding:3px 0} .steps td::before{content:attr(data-label) ": ";color:#666}
+.steps code{overflow-wrap:break-word}
+.chart svg{max-width:100%;height:auto}
+details.raw{border-left:0;padding:0} details.raw summary{color:#666;cursor:pointer}
+a.link{color:#999;text-decoration:none} #q{width:14em}
+@media (max-width:760px){body{margin:.6em} .side{grid-template-columns:1fr} #filters label{display:block;
+margin:4px 0} h1{font-size:1.3em;overflow-wrap:anywhere}}
+.b{display:inline-block;padding:0 6px;margin:0 2px;border-radius:3px;font-size:12px;color:#fff;background:#999}
+.b.ok{background:#54a24b} .b.fail{background:#f58518} .b.error{background:#e45756} .g,.m{color:#666}
+#filters label{margin-right:14px} #shown{color:#666} .u{margin-top:8px} .c{color:#555}
+.res code{color:#2a6} .err,.err code{color:#c33} pre{background:#f6f6f6;padding:4px;white-space:pre-wrap}
+.anatomy li.miss,.anatomy li.wrong{color:#c33} .anatomy li.okc{color:#2a6} .anatomy li.extra{color:#777}
+.diff td,.steps td{text-align:left} .steps td.revise{color:#c33}
+.ci{color:#777;font-size:12px;display:block} #summary{font-size:13px}
+#summary tr:first-child th{white-space:normal;max-width:7em;vertical-align:bottom;text-align:right}
+#summary th.run{white-space:nowrap} #summary tr:first-child th:first-child{text-align:left}
+.note{background:#fff4d6;border:1px solid #e8c45c;padding:6px 10px;margin:4px 0}
+.ci.split{white-space:nowrap} #incomplete{background:#fde2e1;border-color:#e45756;font-weight:600}
+#paired td.better{color:#2a6;font-weight:600} #paired td.worse{color:#c33;font-weight:600}
+#paired td{white-space:nowrap} #paired td.m{white-space:normal}
+#paired ul{margin:0;padding-left:1.2em;text-align:left} button.pick{min-width:3em;cursor:pointer}
+#picked{background:#eef4ff;border:1px solid #9ab;padding:4px 8px} th.run.best::after{content:" best";
+color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin-left:6px}
+"""
+
+
 def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[Result]],
            sent: dict[str, Any] | None = None, notes: dict[str, str] | None = None,
            flight: dict[str, Any] | None = None,
@@ -148,41 +187,7 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
     scatter = chart_data(metrics)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title><style>
-body{{font:14px system-ui,sans-serif;margin:2em;color:#222}}
-table{{border-collapse:collapse;margin:1em 0;display:block;max-width:100%;overflow-x:auto}}
-td,th{{border:1px solid #ddd;padding:4px 8px;text-align:right}} th{{text-align:left;background:#f6f6f6}}
-.chart{{max-width:680px;display:block;margin:1em 0;font-size:11px}} .chart .t{{font-size:13px;font-weight:600}}
-.grid{{stroke:#ccc}} details{{border-left:4px solid #ccc;margin:4px 0;padding:2px 8px}}
-details.ok{{border-color:#54a24b}}
-details.fail{{border-color:#f58518}} details.error{{border-color:#e45756}}
-.side{{display:grid;gap:12px;grid-template-columns:repeat(var(--runs),minmax(0,1fr))}}
-.col{{min-width:0;overflow-wrap:break-word;overflow-x:auto}} .col h4{{margin:6px 0}}
-.col pre,.col code{{overflow-wrap:anywhere}}
-.steps,.steps tbody,.steps tr,.steps td{{display:block;border:0;padding:1px 0}} .steps tr:first-child{{display:none}}
-.steps tr{{border-top:1px solid #ddd;padding:3px 0}} .steps td::before{{content:attr(data-label) ": ";color:#666}}
-.steps code{{overflow-wrap:break-word}}
-.chart svg{{max-width:100%;height:auto}}
-details.raw{{border-left:0;padding:0}} details.raw summary{{color:#666;cursor:pointer}}
-a.link{{color:#999;text-decoration:none}} #q{{width:14em}}
-@media (max-width:760px){{body{{margin:.6em}} .side{{grid-template-columns:1fr}} #filters label{{display:block;
-margin:4px 0}} h1{{font-size:1.3em;overflow-wrap:anywhere}}}}
-.b{{display:inline-block;padding:0 6px;margin:0 2px;border-radius:3px;font-size:12px;color:#fff;background:#999}}
-.b.ok{{background:#54a24b}} .b.fail{{background:#f58518}} .b.error{{background:#e45756}} .g,.m{{color:#666}}
-#filters label{{margin-right:14px}} #shown{{color:#666}} .u{{margin-top:8px}} .c{{color:#555}}
-.res code{{color:#2a6}} .err,.err code{{color:#c33}} pre{{background:#f6f6f6;padding:4px;white-space:pre-wrap}}
-.anatomy li.miss,.anatomy li.wrong{{color:#c33}} .anatomy li.okc{{color:#2a6}} .anatomy li.extra{{color:#777}}
-.diff td,.steps td{{text-align:left}} .steps td.revise{{color:#c33}}
-.ci{{color:#777;font-size:12px;display:block}} #summary{{font-size:13px}}
-#summary tr:first-child th{{white-space:normal;max-width:7em;vertical-align:bottom;text-align:right}}
-#summary th.run{{white-space:nowrap}} #summary tr:first-child th:first-child{{text-align:left}}
-.note{{background:#fff4d6;border:1px solid #e8c45c;padding:6px 10px;margin:4px 0}}
-.ci.split{{white-space:nowrap}} #incomplete{{background:#fde2e1;border-color:#e45756;font-weight:600}}
-#paired td.better{{color:#2a6;font-weight:600}} #paired td.worse{{color:#c33;font-weight:600}}
-#paired td{{white-space:nowrap}} #paired td.m{{white-space:normal}}
-#paired ul{{margin:0;padding-left:1.2em;text-align:left}} button.pick{{min-width:3em;cursor:pointer}}
-#picked{{background:#eef4ff;border:1px solid #9ab;padding:4px 8px}} th.run.best::after{{content:" best";
-color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin-left:6px}}
-</style></head><body><h1>{e(title)}</h1>
+{STYLE}</style></head><body><h1>{e(title)}</h1>
 {"".join(f'<p class="note" id="{e(kind)}">{e(text)}</p>' for kind, text in (notes or {}).items())}
 {_summary(metrics, share_metrics(r for rs in rows.values() for r in rs))}
 {trials_html(metrics)}

@@ -43,25 +43,32 @@ running: dict[int, str] = {}
 ALARM_SLACK_SECONDS = 5.0
 
 
-class Host(Protocol):
-    """What a slot needs of its worker: the sandbox (replaced under it), records, the outbox."""
+class Keeper(Protocol):
+    """What a slot needs of the sandbox its worker keeps (runner/keeper.py): replaced under it."""
 
-    cfg: Config
     generation: int
-    worker_id: int
-    gateway_url: str | None
-    records: dict[str, Record]
-    reading: Reading
-    inbox: Any
 
     def slot_info(self, slot: int) -> SandboxInfo: ...
     def sandbox_id(self) -> str | None: ...
     def sandbox_dead(self) -> bool: ...
     def incarnation(self, slot: int) -> tuple[int, Incarnation] | None: ...
-    def discard(self, job: Job, reason: str) -> None: ...
     def replace_sandbox(self, why: str, seen: int) -> None: ...
     def reset_slot(self, slot: int) -> None: ...
     def wait_copied(self, slot: int) -> None: ...
+
+
+class Host(Protocol):
+    """What a slot needs of its worker: its sandbox's keeper, records, the outbox."""
+
+    cfg: Config
+    worker_id: int
+    gateway_url: str | None
+    records: dict[str, Record]
+    reading: Reading
+    inbox: Any
+    keeper: Keeper
+
+    def discard(self, job: Job, reason: str) -> None: ...
 
 
 class Slot:
@@ -78,15 +85,15 @@ class Slot:
         if self.generation:
             with contextlib.suppress(Exception):
                 self.harness.detach()
-        generation = self.host.generation
-        self.harness.attach(self.host.slot_info(self.n))
+        generation = self.host.keeper.generation
+        self.harness.attach(self.host.keeper.slot_info(self.n))
         self.generation = generation
 
     def reconnect(self) -> None:
         with contextlib.suppress(Exception):
             self.harness.detach()
         try:
-            self.harness.attach(self.host.slot_info(self.n))
+            self.harness.attach(self.host.keeper.slot_info(self.n))
         except Exception as e:  # detached: the next chunk attaches before it runs (handle)
             logger.warning("slot {} could not reconnect ({}); it attaches again before its next record", self.n, e)
             self.generation = 0
@@ -97,7 +104,7 @@ class Slot:
         for job, result in self.handle(msg.jobs, clock):
             if self.abandoned:
                 return
-            self.send(job, result, sandbox_id=self.host.sandbox_id())
+            self.send(job, result, sandbox_id=self.host.keeper.sandbox_id())
 
     def send(self, job: Job, result: Result, *, sandbox_id: str | None = None) -> None:
         """A job's result to the supervisor, stamped with where and as which attempt it ran."""
@@ -118,13 +125,13 @@ class Slot:
         left = list(jobs)
         discarded: dict[int, list[str]] = {j.item_id: [] for j in jobs}
         while left:
-            if self.generation != self.host.generation:
+            if self.generation != self.host.keeper.generation:
                 self.attach()
             seen = self.generation
             before = self._before_records()
             lost: list[Job] = []
             for job, res in self.attempt(left, clock):
-                if before is not None and self.host.incarnation(self.n) == before:
+                if before is not None and self.host.keeper.incarnation(self.n) == before:
                     yield job, res.model_copy(update={"discarded": discarded[job.item_id]}) \
                         if discarded[job.item_id] else res
                 else:
@@ -132,7 +139,7 @@ class Slot:
             if not lost:
                 return
             why = "the sandbox did not serve the whole record (it died, froze or was replaced meanwhile)"
-            self.host.replace_sandbox(f"{len(lost)} record(s) ran while the database stopped answering", seen)
+            self.host.keeper.replace_sandbox(f"{len(lost)} record(s) ran while the database stopped answering", seen)
             left = []
             for job in lost:
                 self.host.discard(job, why)
@@ -149,11 +156,11 @@ class Slot:
         none does, so whatever runs now is lost)."""
         if self.cfg.harness.reset == "recreate":
             try:
-                self.host.reset_slot(self.n)
+                self.host.keeper.reset_slot(self.n)
             except (psycopg.OperationalError, psycopg.InterfaceError) as e:
                 logger.warning("slot {}: resetting its databases failed: {}", self.n, e)
                 return None
-        return self.host.incarnation(self.n)
+        return self.host.keeper.incarnation(self.n)
 
     def attempt(self, jobs: list[Job], clock: Clock) -> Iterator[tuple[Job, Result]]:
         """Run jobs through the harness under the time limit; every job comes back with a result.
@@ -190,7 +197,7 @@ class Slot:
             self.reconnect()  # the cut may have left a query half-done on a connection
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             yield from self._fail_all(left, str(e), "database", started, self._spent(len(jobs), usage))
-            if not self.host.sandbox_dead():
+            if not self.host.keeper.sandbox_dead():
                 self.reconnect()
         except RunStopped:
             raise
@@ -392,20 +399,20 @@ class SlotThread(threading.Thread):
     def _attach(self) -> None:
         """Attach; if the sandbox died meanwhile (another slot is replacing it, or this one must),
         once more on the new one."""
-        seen = self.slot.host.generation
+        seen = self.slot.host.keeper.generation
         try:
             self.slot.attach()
         except Exception as e:
-            if not self.slot.host.sandbox_dead() and self.slot.host.generation == seen:
+            if not self.slot.host.keeper.sandbox_dead() and self.slot.host.keeper.generation == seen:
                 raise
             logger.warning("slot {} could not attach ({}); the sandbox is gone: once more on a new one",
                            self.slot.n, e)
-            self.slot.host.replace_sandbox(f"slot {self.slot.n} could not attach: {e}", seen)
+            self.slot.host.keeper.replace_sandbox(f"slot {self.slot.n} could not attach: {e}", seen)
             self.slot.attach()
 
     def run(self) -> None:
         try:
-            self.slot.host.wait_copied(self.slot.n)
+            self.slot.host.keeper.wait_copied(self.slot.n)
             self._attach()
             if self.announce:
                 self.slot.host.inbox.put(SlotReady(self.slot.host.worker_id, self.slot.n))

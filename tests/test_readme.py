@@ -24,12 +24,12 @@ ELSEWHERE = {
     "make bench": "tests/bench/test_bench_smoke.py (each benchmark's code; the whole takes ~15 minutes)",
     "make bench-smoke": "tests/bench/test_bench_smoke.py",
 }
-SET_UP = {"make run-all-parallel": "the walkthrough's first line runs its job (on 20 records); the Makefile's "
+SET_UP = {"make run-all-parallel": "the walkthrough's first line runs its job (on 10 records); the Makefile's "
                                     "bootstrap is what `make test` itself runs in CI",
           "make test": "CI itself (.ci/run)"}
 SERVERS = {"runner sim serve --port 8765": "http://127.0.0.1:8765/health",
            "runner gateway configs/default.yaml --port 8790": "http://127.0.0.1:8790/stats"}
-EXIT_CODES = {"runner run configs/default.yaml --limit 20 --lf -x": 1}  # said on the line itself: stopped early
+EXIT_CODES = {"runner run configs/default.yaml --limit 10 --lf -x": 1}  # said on the line itself: stopped early
 
 
 def _blocks() -> list[list[str]]:

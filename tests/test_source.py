@@ -1,6 +1,6 @@
-"""The source's shape, read from its AST: no import cycle among the runner's modules, whether the import
-sits at the top of a module or inside a function (a function-level import is no way out of a cycle, only a
-way to hide one)."""
+"""The source's shape, read from its AST: no class over 200 lines and no function over 50 in `runner/`;
+no import cycle among its modules, whether the import sits at the top of a module or inside a function
+(a function-level import is no way out of a cycle, only a way to hide one)."""
 
 from __future__ import annotations
 
@@ -81,6 +81,20 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                 if len(comp) > 1:
                     found.append(sorted(comp))
     return found
+
+
+CLASS_LINES, FUNCTION_LINES = 200, 50
+
+
+def test_no_class_over_200_lines_and_no_function_over_50() -> None:
+    too_long = []
+    for path in sorted(RUNNER.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            limit = CLASS_LINES if isinstance(node, ast.ClassDef) else \
+                FUNCTION_LINES if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
+            if limit is not None and (n := (node.end_lineno or node.lineno) - node.lineno + 1) > limit:
+                too_long.append(f"{path.relative_to(RUNNER.parent)}:{node.lineno} {node.name}: {n} lines")
+    assert too_long == []
 
 
 def test_no_import_cycle_even_through_function_level_imports() -> None:

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+import runner.dispatch as dispatch_module
 import runner.pool as pool_module
 import runner.supervisor as supervisor_module
 from runner.config import Config
 from runner.messages import Assign, Heartbeat, ItemDone, SlotReady, Stop, WorkerReady
 from runner.plan import WorkItem
-from runner.pool import WorkerPool
+from runner.pool import WorkerPool, restart_cap
 from runner.progress import Progress, RunProgress
 from runner.result import Result
 from runner.scheduler import Scheduler
@@ -138,6 +139,7 @@ def _supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviours: Cal
     clock = Clock()
     monkeypatch.setattr(pool_module, "time", clock)
     monkeypatch.setattr(supervisor_module, "time", clock)
+    monkeypatch.setattr(dispatch_module, "time", clock)
     config = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
                                     "runs": [{"name": "r"}], "heartbeat_timeout_seconds": 30,
                                     "conversation_timeout_seconds": 60, "shutdown_grace_seconds": 30, **cfg})
@@ -148,7 +150,8 @@ def _supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviours: Cal
         return WorkerSpec(wid, config, None, "fake", None, "run", 1, None, str(tmp_path), str(tmp_path),  # type: ignore[arg-type]
                           slots=slots)
 
-    pool = WorkerPool(transport, make_spec, None, heartbeat_timeout=config.heartbeat_timeout_seconds)
+    pool = WorkerPool(transport, make_spec, None, heartbeat_timeout=config.heartbeat_timeout_seconds,
+                      max_restarts=restart_cap(config.max_worker_restarts, workers))
     items = [WorkItem(i, "r", f"rec-{i}", i) for i in range(records)]
     progress = Progress({"r": RunProgress(records)}, Console(file=io.StringIO()))
     sup = Supervisor(config, Scheduler(items, max_attempts=config.max_attempts), pool, ResultSink(tmp_path, ["r"]),
@@ -248,7 +251,7 @@ def test_a_dead_worker_s_slots_all_go_back_in_line(tmp_path: Path, monkeypatch: 
     assert len(lost) == 3
     results = {r.record_id: r for r in _results(tmp_path)}
     assert len(results) == 8 and all(results[rid].attempt == 2 for rid in lost)
-    assert sup.restarts == 1 and sup.error is None
+    assert sup.pool.restarts == 1 and sup.error is None
 
 
 class CtrlCTwice(Behaviour):

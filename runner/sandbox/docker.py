@@ -103,6 +103,39 @@ class DockerSandbox(Sandbox):
 
     def start(self) -> None:
         password = new_password()
+        c, socket_dir = self._container_spec(password)
+        self._container = c
+        t0 = time.monotonic()
+        try:
+            # testcontainers would try a registry pull for a missing image; there is none here.
+            c.get_docker_client().client.images.get(self.image)
+            c.start()
+        except ImageNotFound as e:
+            raise SandboxBootError(f"sandbox image {self.image} is missing: run `make image`") from e
+        except DockerException as e:
+            raise SandboxBootError(f"docker could not start the sandbox: {e}") from e
+        if self.offline:  # the socket is all there is: every DSN, the harness's included, names it
+            assert socket_dir is not None
+            self.endpoint = Endpoint(socket_dir, SOCKET_PORT, self.user, password, socket_dir=socket_dir)
+            wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+        else:
+            wrapped = c.get_wrapped_container()
+            wrapped.reload()
+            binding = wrapped.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
+            self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user, password)
+            wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+            if socket_dir is not None:  # ready over TCP (what users get); the socket only where it answers
+                local = replace(self.endpoint, socket_dir=socket_dir)
+                if logs_in(local.local_dsn()):  # a mount this process cannot see does not answer
+                    self.endpoint = local
+                else:
+                    logger.debug("{}: no login through the socket in {}; TCP only", self.id, socket_dir)
+        self.boot_seconds = time.monotonic() - t0
+        logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)
+
+    def _container_spec(self, password: str) -> tuple[DockerContainer, str | None]:
+        """The container as this sandbox runs it (CONFINED, its mounts, its network), not yet started, and
+        the host directory of its extra Unix socket, if it has one."""
         labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.owner-pid": str(self.owner_pid),
                   f"{LABEL}.owner": owner_identity(self.owner_pid), f"{LABEL}.keep": "1" if self.keep else "0"}
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
@@ -135,36 +168,7 @@ class DockerSandbox(Sandbox):
                       # postgres-owned directory as its own, so the server can write there
                       mounts=[docker.types.Mount(DISK_PATH, None, type="volume")],
                       **({"network_mode": "none"} if self.offline else {}))
-        self._container = c
-        t0 = time.monotonic()
-        try:
-            # testcontainers would try a registry pull for a missing image; there is none here.
-            c.get_docker_client().client.images.get(self.image)
-            c.start()
-        except ImageNotFound as e:
-            raise SandboxBootError(f"sandbox image {self.image} is missing: run `make image`") from e
-        except DockerException as e:
-            raise SandboxBootError(f"docker could not start the sandbox: {e}") from e
-        if self.offline:  # the socket is all there is: every DSN, the harness's included, names it
-            assert socket_dir is not None
-            self.endpoint = Endpoint(socket_dir, SOCKET_PORT, self.user, password, socket_dir=socket_dir)
-            wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
-            self.boot_seconds = time.monotonic() - t0
-            logger.debug("{} ready in {:.2f}s (no network: socket {})", self.describe(), self.boot_seconds, socket_dir)
-            return
-        wrapped = c.get_wrapped_container()
-        wrapped.reload()
-        binding = wrapped.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
-        self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user, password)
-        wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
-        if socket_dir is not None:  # ready over TCP (what users get); the socket only where it answers
-            local = replace(self.endpoint, socket_dir=socket_dir)
-            if logs_in(local.local_dsn()):  # a mount this process cannot see does not answer
-                self.endpoint = local
-            else:
-                logger.debug("{}: no login through the socket in {}; TCP only", self.id, socket_dir)
-        self.boot_seconds = time.monotonic() - t0
-        logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)
+        return c, socket_dir
 
     def data_in_memory(self) -> bool:
         # the entrypoint keeps a data directory too large for the limit on disk

@@ -84,6 +84,21 @@ def stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStat
     return total
 
 
+def _telemetry(conv: Conversation, spec: RunSpec, ep: Episode, scores: dict[str, Any],
+               atlas: psycopg.Connection[Any] | None, sink: psycopg.Connection[Any] | None) -> Any:
+    """Atlas's steps and scores into the sandbox's telemetry database (and the long-lived copy, which
+    outlives the disposable sandbox); what the record's output carries of it."""
+    if spec.agent != "atlas" or atlas is None or spec.teacher is None:
+        return None
+    exported = None
+    for conn in (atlas, sink):
+        if conn is not None:
+            done = telemetry.record(conn, run=spec.name, conversation_id=conv.id, student=spec.model or "",
+                                    teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
+            exported = done if conn is atlas else exported
+    return exported
+
+
 def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[Any],
                 atlas: psycopg.Connection[Any] | None, agent: ModelClient, teacher: ModelClient | None,
                 expectations: Expectations, emit: EventSink = no_events,
@@ -113,13 +128,7 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     expected_ms = (time.monotonic() - t_expected) * 1000
     scores = score(conv, ep.calls_per_turn, final, expected, completed=not ep.step_limit_hit).to_dict()
     why = None if scores["success"] else anatomy(crm, conv, ep.calls_per_turn, scores["state_match"])
-    atlas_export = None
-    if spec.agent == "atlas" and atlas is not None and spec.teacher is not None:
-        atlas_export = telemetry.record(atlas, run=spec.name, conversation_id=conv.id, student=spec.model or "",
-                                        teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
-        if telemetry_sink is not None:  # the long-lived copy outlives the disposable sandbox
-            telemetry.record(telemetry_sink, run=spec.name, conversation_id=conv.id, student=spec.model or "",
-                             teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
+    atlas_export = _telemetry(conv, spec, ep, scores, atlas, telemetry_sink)
     stats = stats_delta(clients, before)
     emit("scores", scores)
     output = {

@@ -206,6 +206,17 @@ async def _stream(request: web.Request, api: str, payload: dict[str, Any], heade
     return resp
 
 
+def _throttled(api: str, state: SimState, model: str, limited: str, wait: float, remaining: Any,
+               err: Callable[[int, str], Any]) -> web.Response:
+    """A 429 as the provider sends it: retry-after (seconds, and ms as Anthropic's SDK reads) and the
+    rate-limit headers with what is left."""
+    state.stats["429"] += 1
+    state.per_model[model]["429"] += 1
+    headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000)),
+               **_ratelimit_headers(api, remaining, wait, state.settings.limits.get(limited))}
+    return web.json_response(err(429, f"rate limit exceeded for {limited}"), status=429, headers=headers)
+
+
 async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> web.StreamResponse:
     """One API request: refuse it as the API would, throttle it, fail it on purpose, or answer it. `raw`:
     the body to answer instead of the request's (a Responses API request, as the chat request it asks)."""
@@ -222,8 +233,7 @@ async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> w
         return web.json_response(err(400, "body is not JSON"), status=400)
     if not isinstance(body, dict):
         return web.json_response(err(400, "body must be a JSON object"), status=400)
-    refused = _refuse(request, api, body, state, err)
-    if refused is not None:
+    if (refused := _refuse(request, api, body, state, err)) is not None:
         return refused
     model = str(body.get("model", ""))
     state.per_model.setdefault(model, Counter())["requests"] += 1
@@ -235,11 +245,7 @@ async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> w
     wait, remaining = state.admit(limited, sum(s.tokens for s in segs), out_estimate)
     lim = state.settings.limits.get(limited)
     if wait > 0:
-        state.stats["429"] += 1
-        state.per_model[model]["429"] += 1
-        headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000)),
-                   **_ratelimit_headers(api, remaining, wait, lim)}
-        return web.json_response(err(429, f"rate limit exceeded for {limited}"), status=429, headers=headers)
+        return _throttled(api, state, model, limited, wait, remaining, err)
     # x-sim-fault forces one (tests); otherwise faults come at the configured rates.
     fault = request.headers.get("x-sim-fault") or state.fault()
     if fault:
