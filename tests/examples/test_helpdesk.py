@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from runner.sandbox.docker import SOCKET_MOUNT
 from tests.runs import finish, line_count, ready_container, rows_of, start_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
@@ -81,8 +82,11 @@ def _dsn_of(container: str) -> str:
     info = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
                                      check=True).stdout)[0]
     env = dict(e.split("=", 1) for e in info["Config"]["Env"])
-    port = info["NetworkSettings"]["Ports"]["5432/tcp"][0]["HostPort"]
-    return f"host=127.0.0.1 port={port} user=helpdesk password={env['POSTGRES_PASSWORD']} dbname=postgres"
+    login = f"user=helpdesk password={env['POSTGRES_PASSWORD']} dbname=postgres"
+    if info["HostConfig"]["NetworkMode"] == "none":  # container_network: none: its socket, mounted from here
+        sockets = [m["Source"] for m in info["Mounts"] if m["Destination"] == SOCKET_MOUNT]
+        return f"host={sockets[0]} port=5432 {login}"
+    return f"host=127.0.0.1 port={info['NetworkSettings']['Ports']['5432/tcp'][0]['HostPort']} {login}"
 
 
 @pytest.mark.parametrize(("config", "slots", "fault"), [
