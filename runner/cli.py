@@ -56,8 +56,7 @@ def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
             click.echo(f"{run}: {len(errors)} error(s) or cut turn(s): {ids(errors)}")
     if any(outcome(r) in ("failure", "error", "cut") for rows in results.values() for r in rows):
         # the same command, for the records whose last result was not a success (pytest's --lf)
-        args = [a for a in sys.argv[1:] if a not in ("--lf", "--last-failed", "--rerun-errors")]
-        click.echo(f"to run those again: {' '.join(shlex.quote(a) for a in ['runner', *args, '--lf'])}")
+        click.echo(f"to run those again: {_same_command('--lf', '--rerun-errors')}")
     click.echo(f"report: {(out / 'report.html').resolve()}")
 
 
@@ -167,14 +166,7 @@ class ConcurrencyType(click.ParamType):
 @click.option("--reducer", help="With --epochs, the headline success of a record's trials: mean (default), all, any, "
               "at_least_K. YAML: reducer.")
 @click.option("--wide", is_flag=True, help="The closing tables with every column, however wide the terminal.")
-def run(config: str | None, workers: int | None, slots: int | None, concurrency: int | str | None, runs: str | None,
-        sandbox: str | None, dsn: str | None, executor: str | None, ray_address: str | None,
-        dataset: str | None, limit: int | None, shard: str | None, output_dir: str | None,
-        providers_mode: str | None, no_cache: bool, cache_dir: str | None, rerun_errors: bool, select: str | None,
-        ids: str | None, exitfirst: bool, maxfail: int | None, last_failed: bool, skip_invalid: bool, force: bool,
-        conversation_timeout_seconds: float | None, original_models: bool, allow_retired: bool,
-        no_prompt_cache: bool, fail_on_error: bool | None, fail_under: tuple[str, ...], epochs: int | None,
-        reducer: str | None, wide: bool) -> None:
+def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
     Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
@@ -182,14 +174,7 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
     provider answer); 130 interrupted (run the same command again to finish)."""
     from runner.job import run_job
 
-    cfg = _run_config(config, workers=workers, slots=slots, concurrency=concurrency, sandbox=sandbox, dsn=dsn,
-                      executor=executor, ray_address=ray_address, dataset=dataset, limit=limit, shard=shard,
-                      output_dir=output_dir, providers_mode=providers_mode, no_cache=no_cache, cache_dir=cache_dir,
-                      rerun_errors=rerun_errors, select=select, ids=ids, exitfirst=exitfirst, maxfail=maxfail,
-                      last_failed=last_failed, skip_invalid=skip_invalid, force=force,
-                      conversation_timeout_seconds=conversation_timeout_seconds, original_models=original_models,
-                      allow_retired=allow_retired, no_prompt_cache=no_prompt_cache, fail_on_error=fail_on_error,
-                      fail_under=fail_under, epochs=epochs, reducer=reducer)
+    cfg = _run_config(config, o)
     cfg = _select_runs(cfg, runs)
     from runner.report import (
         analyse,
@@ -219,7 +204,7 @@ def run(config: str | None, workers: int | None, slots: int | None, concurrency:
         sys.exit(1)
 
 
-def _run_config(config: str | None, **o: Any) -> Config:
+def _run_config(config: str | None, o: dict[str, Any]) -> Config:
     """`runner run`'s options over the config file's settings (a flag not given leaves the file's)."""
     from runner.config import load_config
     from runner.plan import parse_shard
@@ -245,15 +230,20 @@ def _run_config(config: str | None, **o: Any) -> Config:
     return cfg
 
 
+def _same_command(flag: str, *instead_of: str) -> str:
+    """This command as typed, with `flag` (--lf, --rerun-errors) at its end, in place of `instead_of`."""
+    args = [a for a in sys.argv[1:] if a not in (flag, *instead_of)]
+    return " ".join(shlex.quote(a) for a in ["runner", *args, flag])
+
+
 def _gates_failed(cfg: Config, errors: dict[str, int], metrics: dict[str, dict[str, Any]]) -> bool:
     """What fails a finished run (exit 1): errors left, with fail_on_error (the default where CI is set),
     and a run's success under its fail_under. Each said in one line."""
     failed = False
     if errors:  # never silent: an error is not the model's failure
-        again = " ".join(shlex.quote(a) for a in ["runner", *sys.argv[1:]] if a != "--rerun-errors")
         click.echo(f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
                    f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); to run them again: "
-                   f"{again} --rerun-errors", err=True)
+                   f"{_same_command('--rerun-errors')}", err=True)
         failed = cfg.fail_on_error if cfg.fail_on_error is not None else bool(os.environ.get("CI"))
     for run, least in cfg.fail_under.items():
         rate = metrics.get(run, {}).get("success_rate")

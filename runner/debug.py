@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shlex
+import time
 from typing import Any
 
 from rich.console import Console
@@ -13,15 +14,16 @@ from rich.console import Console
 from runner.config import Config, resolve_mode
 from runner.debug_harness import debug_record, run_named
 from runner.errors import ConfigError
-from runner.explain import WORDS, explain_output
-from runner.harness import reading
+from runner.explain import explain_result
+from runner.harness import build_result, reading
+from runner.harness.base import Outcome, Task
 from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import iter_conversations
 from runner.harness.crm.episode import Expectations, run_episode
 from runner.harness.crm.harness import DATABASE
 from runner.models.client import make_client
-from runner.result import dig, read_score
+from runner.result import now_iso, share_metrics
 from runner.sandbox import make_sandbox, resolve_kind
 from runner.sandbox.base import Sandbox
 
@@ -117,12 +119,13 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
         crm = stack.enter_context(db.connect(sb.dsn("crm")))
         atlas = stack.enter_context(db.connect(sb.dsn("atlas")))
         telemetry.ensure_schema(atlas)
-        output, _ = run_episode(conv, spec, crm=crm, atlas=atlas, agent=agent, teacher=teacher,
-                             expectations=Expectations(), emit=_printer(console))
+        started = (now_iso(), time.monotonic())
+        output, usage = run_episode(conv, spec, crm=crm, atlas=atlas, agent=agent, teacher=teacher,
+                                    expectations=Expectations(), emit=_printer(console))
     console.rule("outcome")
-    scores = {k: read_score(dig(output, path))[0] for k, path in reading(cfg).metrics.items()}  # as a run reads them
-    explain_output(console, spec.name, WORDS["success" if output["success"] else "failure"], output, scores,
-                   {k for k, v in scores.items() if v is not None and 0.0 <= v <= 1.0}, steps=False)
+    # read as a run reads it (success_field, metrics), then said as `runner show` says it
+    r = build_result(Task(0, spec, conv.id, {}, 1), Outcome(output, usage=usage), 0, started, reading(cfg))
+    explain_result(console, spec.name, r, share_metrics([r]), steps=False)
     console.rule("sandbox left running")
     console.print("the database holds the conversation's final state.")
     assert sb.endpoint is not None

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from runner.config import Config, RunSpec, resolve_mode
 from runner.errors import ConfigError
-from runner.explain import explain_output, outcome_words
+from runner.explain import explain_result
 from runner.harness import build_result, database_spec, harness_class, id_field, reading
 from runner.harness.base import Task, WorkerInfo, sandbox_info
 from runner.job import model_servers
@@ -71,7 +71,7 @@ def debug_record(cfg: Config, record_id: str, run_name: str | None, console: Con
             # read as a run reads it (success_field, metrics), then said as `runner show` says it
             r = build_result(task, outcome, 0, started, reading(cfg))
             console.rule("outcome")
-            explain_output(console, run.name, outcome_words(r), r.output or {}, r.metrics, share_metrics([r]), r.error)
+            explain_result(console, run.name, r, share_metrics([r]))
     console.rule("sandbox left running")
     console.print(f"connect:  psql '{sb.dsn(spec.name)}'", soft_wrap=True)
     console.print(f"stop:     {stop_command(sb)}", soft_wrap=True)

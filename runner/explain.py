@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from runner.result import Result, outcome, share_metrics
+from runner.result import Result, metric_cell, outcome, share_metrics
 
 WORDS = {"success": "[green]solved[/]", "failure": "[yellow]failed[/]", "unscored": "finished, not scored",
          "cut": "[red]cut[/] (a turn the model did not finish)", "error": "[red]error[/]"}
@@ -98,20 +98,16 @@ def cache_line(calls: list[Any]) -> str | None:
             "(--no-cache calls the models)")
 
 
-def metric_text(metrics: Mapping[str, float | None], shares: set[str]) -> str:
-    return ", ".join(f"{k.replace('_', ' ')} {v:.1%}" if k in shares else f"{k.replace('_', ' ')} {v:.3g}"
-                     for k, v in metrics.items() if v is not None)
-
-
-def explain_output(console: Console, label: str, word: str, output: Mapping[str, Any],
-                   metrics: Mapping[str, float | None], shares: set[str], error: str | None = None,
-                   steps: bool = True) -> None:
-    """One run's result: `word` is its outcome in the report's words (markup); `steps`: Atlas's steps
-    too (`runner debug` printed them as they happened)."""
-    console.print(f"[bold]{escape(label)}[/]: {word}" + (f"  {metric_text(metrics, shares)}" if metrics else ""),
+def explain_result(console: Console, label: str, r: Result, shares: set[str], *, steps: bool = True) -> None:
+    """One result in the report's words: outcome, metrics (`shares` as percentages), error, why it failed,
+    Atlas's steps (`steps`: `runner debug` printed them as they happened), where its model calls came from."""
+    output = r.output or {}
+    metrics = ", ".join(f"{k.replace('_', ' ')} {metric_cell(v, k in shares)}" for k, v in r.metrics.items()
+                        if v is not None)
+    console.print(f"[bold]{escape(label)}[/]: {outcome_words(r)}" + (f"  {metrics}" if metrics else ""),
                   soft_wrap=True)
-    if error:
-        console.print(f"    [red]{escape(error)}[/]", soft_wrap=True)
+    if r.error:
+        console.print(f"    [red]{escape(r.error)}[/]", soft_wrap=True)
     if isinstance(output.get("anatomy"), dict):
         for line in anatomy_lines(output["anatomy"]):
             console.print(f"  {line}", soft_wrap=True)
@@ -148,4 +144,4 @@ def show_record(console: Console, runs: Mapping[str, list[Result]], record_id: s
             console.print(f"[bold]{escape(run)}[/]: not run")
         for r in rs:
             label = run if len(rs) == 1 else f"{run}, trial {r.epoch}"
-            explain_output(console, label, outcome_words(r), r.output or {}, r.metrics, shares, r.error)
+            explain_result(console, label, r, shares)

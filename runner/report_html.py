@@ -10,9 +10,9 @@ from typing import Any
 from runner.metrics import CACHE_MARKED, best_run
 from runner.report_charts import chart_data, cost_vs_success, forest, in_flight, latency, success_by
 from runner.report_paired import paired_html
-from runner.report_records import metric_cell, records
+from runner.report_records import records
 from runner.report_trials import trials_html
-from runner.result import Result, share_metrics
+from runner.result import Result, metric_cell, share_metrics
 
 e = html.escape
 
@@ -185,11 +185,12 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
     names = list(rows)
     times = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
     scatter = chart_data(metrics)
+    shares = share_metrics(r for rs in rows.values() for r in rs)  # the summary's and the records' alike
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title><style>
 {STYLE}</style></head><body><h1>{e(title)}</h1>
 {"".join(f'<p class="note" id="{e(kind)}">{e(text)}</p>' for kind, text in (notes or {}).items())}
-{_summary(metrics, share_metrics(r for rs in rows.values() for r in rs))}
+{_summary(metrics, shares)}
 {trials_html(metrics)}
 {"".join(paired_html(p, forest(p), heading) for p, heading in pairs or [])}
 {_caching(metrics, sent or {}) if any(m["llm_calls"] for m in metrics.values()) else ""}
@@ -198,7 +199,7 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
 {latency(times)}
 {cost_vs_success(scatter) if scatter else ""}
 {in_flight(flight) if flight and len(flight.get("samples") or []) > 1 else ""}
-{records(rows)}</body></html>"""
+{records(rows, shares)}</body></html>"""
 
 
 def _heat_cell(v: tuple[int, int] | None) -> str:

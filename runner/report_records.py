@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from runner.report_anatomy import render_anatomy
-from runner.result import Result, share_metrics
+from runner.result import Result, metric_cell
 
 e = html.escape
 HIDDEN_OUTPUT = ("transcript", "tool_calls", "model_calls", "anatomy", "steps", "atlas")
@@ -26,11 +26,6 @@ def status(r: Result | None) -> str:
 
 # What each status reads as: one meaning everywhere (the terminal's "solved", "failed", "errors")
 SAID = {"ok": "solved", "fail": "failed", "error": "error", "missing": "not run"}
-
-
-def metric_cell(v: float | None, share: bool) -> str:
-    """One record's or one run's metric: a share as a percentage (as success is), anything else as it is."""
-    return "-" if v is None else f"{v:.1%}" if share else f"{v:.3g}"
 
 
 def _metrics(r: Result, shares: set[str]) -> str:
@@ -228,7 +223,7 @@ applyFilters(); openLinked();
 </script>"""
 
 
-def records(rows: dict[str, list[Result]]) -> str:
+def records(rows: dict[str, list[Result]], shares: set[str]) -> str:
     """Every record once, in dataset order, with each run's result side by side; filters above."""
     by_id: dict[str, dict[str, list[Result]]] = {}
     order: dict[str, int] = {}
@@ -237,7 +232,6 @@ def records(rows: dict[str, list[Result]]) -> str:
             by_id.setdefault(r.record_id, {}).setdefault(run, []).append(r)
             order.setdefault(r.record_id, r.index)
     brief = sum(len(rs) for rs in rows.values()) > FULL_DETAIL_LIMIT
-    shares = share_metrics(r for rs in rows.values() for r in rs)
     body = "".join(_record(rid, {run: sorted(by_id[rid].get(run, []), key=lambda r: r.epoch) for run in rows}, brief,
                            shares)
                    for rid in sorted(by_id, key=lambda i: (order[i], i)))

@@ -162,3 +162,8 @@ def share_metrics(rows: Iterable[Result]) -> set[str]:
             if v is not None:
                 (seen if 0.0 <= v <= 1.0 else other).add(k)
     return seen - other
+
+
+def metric_cell(v: float | None, share: bool) -> str:
+    """One record's or one run's metric: a share as a percentage (as success is), anything else as it is."""
+    return "-" if v is None else f"{v:.1%}" if share else f"{v:.3g}"

@@ -131,9 +131,6 @@ class ResultSink:
                     failed.add((run, rid, epoch))
         return done, failed
 
-    def existing(self, *, rerun_errors: bool) -> set[tuple[str, str, int]]:
-        return self.standing(rerun_errors=rerun_errors)[0]
-
     def write(self, result: Result) -> None:
         """Append one line; if it cannot be written whole (disk full), cut what got out and raise
         OutputUnwritable, so the file never holds a torn line and every line in it is a result."""

@@ -53,7 +53,7 @@ class Supervisor:
                  inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
                  on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None,
                  prefer: Callable[[Mapping[str, int]], str | None] | None = None) -> None:
-        self.cfg, self.scheduler, self.pool, self.sink, self.progress = cfg, scheduler, pool, sink, progress
+        self.cfg, self.scheduler, self.pool, self.progress = cfg, scheduler, pool, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
         self.dispatcher = Dispatcher(cfg, scheduler, pool, progress, throttle, prefer)
