@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from bench.common import ROOT, WORK, config, result_rows, result_timing, seeds_runs, table
-from runner.job import run_job
+from runner.run.job import run_job
 
 
 def cached(workers: int = 4, limit: int | None = None) -> dict[str, Any]:

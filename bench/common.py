@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.analysis.metrics import percentile as pct
 from runner.config import Config, Latency, Limits, ModelRef, RunSpec, SimSettings
 from runner.harness.crm.dataset import write_conversations
 from runner.harness.crm.generate import generate
-from runner.metrics import percentile as pct
-from runner.result import Result
-from runner.sink import read_results
+from runner.results.result import Result
+from runner.results.sink import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path(os.environ.get("BENCH_DIR", "/tmp/pgsandbox-bench"))
@@ -58,7 +58,7 @@ def children(pid: int) -> list[tuple[int, str]]:
 
 
 def forkserver(pid: int) -> int | None:
-    """The process a supervisor (`runner run`, pid) forks its workers from (runner/job.py)."""
+    """The process a supervisor (`runner run`, pid) forks its workers from (runner/run/job.py)."""
     return next((c for c, args in children(pid) if "forkserver" in args), None)
 
 

@@ -39,7 +39,7 @@ def headline_auto(n: int, scale: float) -> dict[str, Any]:
     cfg = config(data, out, workers=1, runs=seeds_runs(), p50_ms=P50_MS, p95_ms=P95_MS, scale=scale,
                  limits=limits, rate_limits=budget)
     cfg = cfg.model_copy(update={"workers": None, "concurrency": "auto"})
-    from runner.job import run_job
+    from runner.run.job import run_job
 
     t0 = time.monotonic()
     run_job(cfg)

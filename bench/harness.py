@@ -20,7 +20,7 @@ from typing import Any
 from bench.common import ROOT, WORK, CpuMeter, repeated, result_timing, table
 from runner.config import load_config
 from runner.harness import database_spec
-from runner.job import run_job
+from runner.run.job import run_job
 
 EXAMPLE = ROOT / "examples" / "legacy-harness"
 TARGET_SHARE = 0.9  # the runner at >= 0.9 * W x the sequential rate ...

@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.common import WORK, config, dataset, result_rows, seeds_runs, table
 from runner.config import ANTHROPIC_TIERS, LimitSpec
-from runner.job import run_job
+from runner.run.job import run_job
 
 REAL_P50_MS, REAL_P95_MS = 3000.0, 9000.0  # a tool-using call of a frontier model, order of magnitude
 

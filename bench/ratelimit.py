@@ -17,13 +17,13 @@ import multiprocess as mp
 from loguru import logger
 
 from bench.common import table
+from runner.budget.ratelimit import Budget, SharedLimiter
 from runner.config import Latency, Limits, RetrySettings, SimSettings
 from runner.errors import ProviderGaveUp
 from runner.models.anthropic import AnthropicProvider
 from runner.models.base import Request
 from runner.models.client import ModelClient
 from runner.models.sim.process import SimServer
-from runner.ratelimit import Budget, SharedLimiter
 
 RPM = 600.0
 REQ = Request("sim-strong", "You are a CRM agent.", [{"role": "user", "text": "What stage is the Cedar Pilot "

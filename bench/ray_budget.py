@@ -28,7 +28,7 @@ class Caller:
     def __init__(self, url: str, budget_actor: Any) -> None:
         from loguru import logger
 
-        from runner.ray_executor import RemoteBudget
+        from runner.engine.ray_executor import RemoteBudget
 
         logger.remove()
         self.client = load_client(url, RemoteBudget(budget_actor))
@@ -49,7 +49,7 @@ def ray_budget(nodes: int = 3, per_node: int = 4, warmup: float = 15, window: fl
     from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from runner.ray_executor import BudgetActor
+    from runner.engine.ray_executor import BudgetActor
 
     settings = SimSettings(latency=Latency(p50_ms=100), limits={"sim-strong": Limits(rpm=rpm)})
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})

@@ -29,8 +29,8 @@ from bench.common import (
 from bench.seeds_design import ids_of, run_seeds_design, shared_database
 from runner.config import Latency, SimSettings
 from runner.harness.crm.harness import DATABASE as CRM
-from runner.job import run_job
 from runner.models.sim.process import SimServer
+from runner.run.job import run_job
 from runner.sandbox.image import ensure_image
 
 

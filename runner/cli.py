@@ -14,13 +14,14 @@ import click
 from loguru import logger
 
 from runner import __version__
+from runner.config import environment
 from runner.errors import RunnerError
 from runner.logfiles import add_console
 from runner.resources import PARENT_ENV, die_with_parent
 
 if TYPE_CHECKING:
     from runner.config import Config
-    from runner.result import Result
+    from runner.results.result import Result
 
 
 def _setup_console_logging(verbose: bool) -> None:
@@ -41,7 +42,7 @@ def cli(verbose: bool) -> None:
 def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
     """What matters at the end: per run, the records that failed or ended in an error (the first ten), and
     where the report is."""
-    from runner.result import outcome
+    from runner.results.result import outcome
 
     def ids(rows: list[Result]) -> str:
         names = [r.record_id + (f"#{r.epoch}" if r.epoch > 1 else "") for r in rows]  # a later trial: id#N
@@ -172,11 +173,11 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
     is under its --fail-under; 2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal
     provider answer); 130 interrupted (run the same command again to finish)."""
-    from runner.job import run_job
+    from runner.run.job import run_job
 
     cfg = _run_config(config, o)
     cfg = _select_runs(cfg, runs)
-    from runner.report import (
+    from runner.report.build import (
         analyse,
         load_runs,
         print_gateway,
@@ -244,7 +245,7 @@ def _gates_failed(cfg: Config, errors: dict[str, int], metrics: dict[str, dict[s
         click.echo(f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
                    f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); to run them again: "
                    f"{_same_command('--rerun-errors')}", err=True)
-        failed = cfg.fail_on_error if cfg.fail_on_error is not None else bool(os.environ.get("CI"))
+        failed = cfg.fail_on_error if cfg.fail_on_error is not None else environment().ci
     for run, least in cfg.fail_under.items():
         rate = metrics.get(run, {}).get("success_rate")
         if rate is None or rate < least:
@@ -262,8 +263,8 @@ def merge(dirs: tuple[str, ...], output_dir: str) -> None:
     """Merge shard outputs (e.g. a CI matrix) into one output, as if run unsharded."""
     from pathlib import Path
 
-    from runner.merge import merge as do_merge
-    from runner.report import print_summary
+    from runner.report.build import print_summary
+    from runner.results.merge import merge as do_merge
 
     counts = do_merge([Path(d) for d in dirs], Path(output_dir))
     click.echo(f"merged {len(dirs)} outputs into {output_dir}: {counts}")
@@ -288,7 +289,7 @@ def debug(conversation_id: str, config_path: str | None, run_name: str | None, s
     from rich.console import Console
 
     from runner.config import load_config
-    from runner.debug import debug as do_debug
+    from runner.run.debug import debug as do_debug
 
     cfg = load_config(config_path, _overrides(sandbox=sandbox or ("external" if dsn else None), dsn=dsn,
                                               dataset=dataset, providers_mode=providers_mode,
@@ -308,8 +309,8 @@ def show(record_id: str, out_dir: str, run_name: str | None) -> None:
     from rich.console import Console
 
     from runner.errors import ConfigError
-    from runner.explain import show_record
-    from runner.report import load_runs
+    from runner.report.build import load_runs
+    from runner.report.explain import show_record
 
     out = Path(out_dir)
     if not (out / "results").is_dir():
@@ -341,8 +342,8 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide
     import json
     from pathlib import Path
 
-    from runner.compare import compare
-    from runner.report import analyse, print_summary, write_reports
+    from runner.report.build import analyse, print_summary, write_reports
+    from runner.report.compare import compare
 
     for d in (out_dir, other):
         if d and not any(p.stat().st_size for p in (Path(d) / "results").glob("*.jsonl")):

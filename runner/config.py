@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +22,39 @@ from runner.errors import ConfigError
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 API_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The runner's own settings from its process environment, read here and nowhere else (a child process
+    handed the environment whole is not a read). Read on each call: it costs a few dict lookups, and a test
+    or a shell that sets a variable sees it at once."""
+
+    images_dir: Path | None  # RUNNER_IMAGES_DIR: images/ when the package runs outside its checkout
+    base_image: str | None  # RUNNER_BASE_IMAGE: the sandbox image's base, forced
+    state_dir: Path  # RUNNER_STATE_DIR: the local sandbox's templates and servers
+    pg_bindir: Path | None  # RUNNER_PG_BINDIR: PostgreSQL's binaries for the local sandbox
+    docker_host: str  # DOCKER_HOST, as the Docker CLI reads it
+    ray_address: str | None  # RAY_ADDRESS, as Ray reads it
+    ci: bool  # CI: set by every CI service; errors then fail the run by default
+    keys: dict[str, str] = field(repr=False)  # provider -> API key; never printed
+
+    def api_key(self, provider: str) -> str | None:
+        return self.keys.get(provider)
+
+
+def environment() -> Environment:
+    env = os.environ
+    return Environment(
+        images_dir=Path(v) if (v := env.get("RUNNER_IMAGES_DIR")) else None,
+        base_image=env.get("RUNNER_BASE_IMAGE") or None,
+        state_dir=Path(env.get("RUNNER_STATE_DIR") or "/tmp/pgsandbox-runner"),
+        pg_bindir=Path(v) if (v := env.get("RUNNER_PG_BINDIR")) else None,
+        docker_host=env.get("DOCKER_HOST") or "unix:///var/run/docker.sock",
+        ray_address=env.get("RAY_ADDRESS") or None,
+        ci=bool(env.get("CI")),
+        keys={p: k for p, name in API_KEY_ENV.items() if (k := env.get(name))},
+    )
 
 
 class _Frozen(BaseModel):
@@ -485,7 +519,7 @@ def gateway_use(cfg: Config) -> str | None:
         return None
     if cfg.gateway is True:
         return "gateway: true"
-    keys = [k for k in API_KEY_ENV.values() if os.environ.get(k)]
+    keys = [API_KEY_ENV[p] for p in environment().keys]
     if keys:
         return f"{' and '.join(keys)} set: its calls go through the gateway"
     return "providers: sim" if cfg.providers_mode == "sim" else None
@@ -497,13 +531,13 @@ def resolve_mode(cfg: Config) -> Literal["real", "sim"]:
         return cfg.providers_mode
     runs = cfg.model_runs()
     if not runs:  # a user's harness: which providers it calls is its own business
-        return "real" if any(os.environ.get(k) for k in API_KEY_ENV.values()) else "sim"
+        return "real" if environment().keys else "sim"
     needed = {r.provider for r in runs if r.provider} | {r.teacher.provider for r in runs if r.teacher}
-    return "real" if all(os.environ.get(API_KEY_ENV[p]) for p in needed) else "sim"
+    return "real" if needed <= environment().keys.keys() else "sim"
 
 
 def api_key(provider: str) -> str | None:
-    return os.environ.get(API_KEY_ENV[provider])
+    return environment().api_key(provider)
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:

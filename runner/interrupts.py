@@ -2,7 +2,7 @@
 
 A record's time limit is cut into the harness's Python code by an exception raised asynchronously:
 SIGALRM's handler in a worker with one slot, PyThreadState_SetAsyncExc from the worker's main thread in
-a worker with slots (runner/slot.py). Such an exception lands at whatever instruction the thread runs:
+a worker with slots (runner/worker/slot.py). Such an exception lands at whatever instruction the thread runs:
 between taking a lock and the `try` that releases it, or halfway through updating counts other
 processes read. The runner's own critical sections run `with shielded():`, and the clocks cut a thread
 only while it is outside every shield:

@@ -11,12 +11,12 @@ import threading
 import time
 from typing import Any
 
+from runner.budget.ratelimit import SharedLimiter
 from runner.config import Limits, RetrySettings
 from runner.interrupts import shielded, shielded_now
 from runner.models.base import Completion, Request
 from runner.models.client import ModelClient
-from runner.ratelimit import SharedLimiter
-from runner.slot import Alarm, WatchedClock
+from runner.worker.slot import Alarm, WatchedClock
 
 CUTS = 300
 

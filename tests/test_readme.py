@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The lines of the second block that this test does not run verbatim, and where each one runs.
 ELSEWHERE = {
-    "runner run configs/default.yaml --concurrency 256": "tests/test_slots.py (concurrency; the real APIs are "
+    "runner run configs/default.yaml --concurrency 256": "tests/worker/test_slots.py (concurrency; the real APIs are "
                                                          "out of reach here)",
     "runner run examples/legacy-harness/runner.yaml": "tests/examples/test_legacy_harness.py",
     "runner image build examples/legacy-harness/runner.yaml": "tests/examples/test_legacy_harness.py",

@@ -63,14 +63,14 @@ def test_records_keep_their_line_and_data(tmp_path: Path) -> None:
     ("n/a", None, "not a number: 'n/a'"), ([1], None, "not a number: [1]"),
 ])
 def test_scores_are_read_as_harnesses_write_them(value: object, number: float | None, note: str | None) -> None:
-    from runner.result import read_score
+    from runner.results.result import read_score
 
     assert read_score(value) == (number, note)
 
 
 def test_a_string_that_says_failure_is_a_failure() -> None:
     """bool("0.0") and bool("false") are True in Python: a success field written as a string must not be."""
-    from runner.result import as_success
+    from runner.results.result import as_success
 
     assert as_success("0.0") == (False, "read from a string")
     assert as_success("false") == (False, "read from a string")

@@ -103,6 +103,38 @@ def test_no_import_cycle_even_through_function_level_imports() -> None:
     assert _cycles(graph) == []
 
 
+# The data's path, bottom to top (docs/architecture.md draws it): a module imports from its own layer or
+# those below it, never from one above. The sandbox, model, harness and gateway packages are one layer: the
+# simulator plays the CRM's language, and a harness holds a model client.
+LAYERS = [
+    ["runner", "runner.errors", "runner.resources", "runner.interrupts", "runner.heap", "runner.logfiles",
+     "runner.config", "runner.records", "runner.select", "runner.plan", "runner.cache"],
+    ["runner.results", "runner.wire"],
+    ["runner.budget"],
+    ["runner.sandbox", "runner.models", "runner.harness", "runner.gateway"],
+    ["runner.worker"],
+    ["runner.engine"],
+    ["runner.analysis"],
+    ["runner.report"],
+    ["runner.run"],
+    ["runner.cli", "runner.__main__"],
+]
+
+
+def _layer(module: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if module in layer or any(module.startswith(f"{p}.") for p in layer if p != "runner"):
+            return i
+    raise AssertionError(f"{module} is in no layer of LAYERS")
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    known = _modules()
+    upward = [f"{name} -> {target}" for name, path in sorted(known.items())
+              for target in sorted(_imports(name, path, known)) if _layer(target) > _layer(name)]
+    assert upward == []
+
+
 def test_the_cycle_finder_finds_one() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -13,8 +13,8 @@ if TYPE_CHECKING:  # the server (aiohttp) loads where a gateway is built, not wh
 def build_gateway(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None) -> Gateway:
     """The gateway a config describes: its rate_limits as one shared budget, its providers' base URLs
     (or the simulator), its retry policy, its response cache."""
+    from runner.budget.ratelimit import SharedLimiter
     from runner.gateway.server import Gateway, GatewaySettings
-    from runner.ratelimit import SharedLimiter
 
     upstreams = model_endpoints(cfg, sim_url)
     keys = sorted(cfg.rate_limits)

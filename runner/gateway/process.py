@@ -8,7 +8,7 @@ from typing import Any
 
 from runner.config import Config
 from runner.resources import ServerProcess
-from runner.result import Usage
+from runner.results.result import Usage
 
 
 class GatewayServer(ServerProcess):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,14 +23,14 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
+from runner.budget.ratelimit import Budget
 from runner.cache import ResponseCache
-from runner.config import PROVIDER_BASE_URLS, RetrySettings
+from runner.config import PROVIDER_BASE_URLS, RetrySettings, api_key
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.upstream import Answer, Call, Upstream
 from runner.gateway.usage import Tally
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
-from runner.ratelimit import Budget
 
 
 def upstream_url(base: str, provider: str, path: str) -> str:
@@ -39,7 +38,6 @@ def upstream_url(base: str, provider: str, path: str) -> str:
     if provider == "openai" and path.startswith("/v1/"):
         path = path[3:]  # the base URL carries the version
     return base.rstrip("/") + path
-KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 # Headers that describe the caller or the hop, not the request: never forwarded.
 _HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", "keep-alive"}
 SIM_DEFAULT = "sim-strong"  # who plays a model the simulator does not know
@@ -172,8 +170,7 @@ class Gateway:
         provider, model = call.provider, call.model
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         has_key = any(k.lower() in ("x-api-key", "authorization") for k in headers)
-        if not has_key and os.environ.get(KEY_ENV[provider]):
-            key = os.environ[KEY_ENV[provider]]
+        if not has_key and (key := api_key(provider)):
             headers.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
         if self.settings.sim_models is not None and model:
             headers["x-sim-plays"] = model

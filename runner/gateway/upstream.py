@@ -20,11 +20,11 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
+from runner.budget.ratelimit import Budget, Held, Reservation
 from runner.config import RetrySettings
 from runner.gateway.usage import CallUsage, StreamUsage, from_body
 from runner.models.base import classify_status
 from runner.models.capabilities import Usage, budget_input_tokens
-from runner.ratelimit import Budget, Held, Reservation
 
 BROKEN_STREAM = 599  # status of a stream cut after its first bytes reached the caller
 # Response headers worth handing back to the caller (its SDK reads them); the rest describe the hop.

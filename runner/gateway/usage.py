@@ -44,7 +44,7 @@ class CallUsage:
 
 @dataclass
 class Tally:
-    """Counts for one run or one worker, named as the result's `usage` fields (runner/result.py)."""
+    """Counts for one run or one worker, named as the result's `usage` fields (runner/results/result.py)."""
 
     llm_calls: int = 0
     cache_hits: int = 0

@@ -14,7 +14,7 @@ from typing import Any
 from runner.config import Config, resolve_path
 from runner.harness.base import Defaults, Harness, Outcome, Task
 from runner.records import Check
-from runner.result import Result, as_group, as_success, dig, error_result, now_iso, read_score
+from runner.results.result import Result, as_group, as_success, dig, error_result, now_iso, read_score
 from runner.sandbox.schema import DatabaseSpec, init_files
 
 

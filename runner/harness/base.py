@@ -9,7 +9,6 @@ CLI). The core imports this module only; it never looks inside a harness.
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,10 +18,10 @@ from urllib.parse import quote
 
 import psycopg
 
-from runner.config import Config, RunSpec
+from runner.config import API_KEY_ENV, Config, RunSpec, api_key
 from runner.errors import ErrorKind
 from runner.records import Check
-from runner.result import Usage
+from runner.results.result import Usage
 from runner.sandbox.base import socket_dsn
 
 
@@ -33,7 +32,7 @@ def gateway_env(gateway: str, run: str, worker: int | str, *, simulated: bool) -
     env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_BASE": base, "OPENAI_BASE_URL": f"{base}/v1",
            "OPENAI_API_BASE": f"{base}/v1"}
     if simulated:
-        env.update({k: os.environ.get(k) or "sim-key" for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")})
+        env.update({name: api_key(p) or "sim-key" for p, name in API_KEY_ENV.items()})
     return env
 
 
@@ -138,7 +137,7 @@ class WorkerInfo:
     sim_url: str | None = None
     limiter: Any = None
     gateway_url: str | None = None  # a user harness's SDK calls go here (runner/gateway)
-    slot: int = 0  # one of the worker's K slots (runner/slot.py); slots > 0 run in threads
+    slot: int = 0  # one of the worker's K slots (runner/worker/slot.py); slots > 0 run in threads
     slots: int = 1
 
     @property
@@ -153,7 +152,7 @@ class Harness(ABC):
     defaults = Defaults()
     chunk_size = 1
     # Modules every worker of this harness imports anyway: imported once, in the process workers are
-    # forked from (runner/pool.py), instead of once per worker (the SDKs take seconds of CPU each).
+    # forked from (runner/engine/pool.py), instead of once per worker (the SDKs take seconds of CPU each).
     preload: tuple[str, ...] = ()
 
     def __init__(self, info: WorkerInfo) -> None:

@@ -19,15 +19,15 @@ from typing import Any
 
 from loguru import logger
 
+from runner.budget.ratelimit import Budget, limiter_key
 from runner.cache import ResponseCache
-from runner.config import Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
+from runner.config import API_KEY_ENV, Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
 from runner.models.base import Completion, Provider, ProviderError, Request, trial
 from runner.models.capabilities import Capabilities, Usage, budget_input_tokens, cost, lookup, split_sampling
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
 from runner.models.wire import retries_taken, sim_trial
-from runner.ratelimit import Budget, limiter_key
 
 
 @dataclass
@@ -212,8 +212,7 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Prov
     else:
         key_value = api_key(ref.provider)
         if not key_value:
-            env = "ANTHROPIC_API_KEY" if ref.provider == "anthropic" else "OPENAI_API_KEY"
-            raise ConfigError(f"{env} is not set (needed by {ref.provider} {ref.model})")
+            raise ConfigError(f"{API_KEY_ENV[ref.provider]} is not set (needed by {ref.provider} {ref.model})")
         key, base, model = key_value, settings.base_url or None, ref.model  # type: ignore[assignment]
         headers = {}
     cls: Any = AnthropicProvider if ref.provider == "anthropic" else OpenAIProvider

@@ -23,6 +23,7 @@ from loguru import logger
 from requests.exceptions import ConnectionError, ReadTimeout
 from testcontainers.core.container import DockerContainer
 
+from runner.config import environment
 from runner.errors import SandboxBootError
 from runner.sandbox.base import (
     LABEL,
@@ -38,7 +39,7 @@ from runner.sandbox.owner import is_stale, owner_identity
 
 
 def engine_address() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return environment().docker_host
 
 
 def engine_is_local() -> bool:

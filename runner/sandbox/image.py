@@ -8,7 +8,6 @@ or, where no registry answers, a base made from Debian packages by images/base/m
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from loguru import logger
 
+from runner.config import environment
 from runner.errors import ImageBuildError
 from runner.sandbox.schema import DatabaseSpec, map_error
 
@@ -33,8 +33,8 @@ def offline_base(major: str) -> str:
 
 def images_dir() -> Path:
     """images/ of the checkout this package runs from (or RUNNER_IMAGES_DIR)."""
-    env = os.environ.get("RUNNER_IMAGES_DIR")
-    candidates = [Path(env)] if env else []
+    env = environment().images_dir
+    candidates = [env] if env else []
     candidates.append(Path(__file__).resolve().parents[2] / "images")
     for c in candidates:
         if (c / "sandbox" / "Dockerfile").is_file():
@@ -71,7 +71,7 @@ def image_exists(ref: str) -> bool:
 
 def choose_base(major: str) -> str:
     """A registry base if one is here or can be pulled, else the offline Debian base."""
-    forced = os.environ.get("RUNNER_BASE_IMAGE")
+    forced = environment().base_image
     if forced:
         return forced
     base = offline_base(major)

@@ -26,12 +26,12 @@ import psycopg
 from loguru import logger
 from psycopg import sql
 
+from runner.config import environment
 from runner.errors import SandboxBootError
 from runner.resources import stop_process
 from runner.sandbox.base import Endpoint, Sandbox, new_password, wait_connectable
 from runner.sandbox.schema import DatabaseSpec
 
-STATE_DIR = Path(os.environ.get("RUNNER_STATE_DIR", "/tmp/pgsandbox-runner"))
 _CONF = """
 listen_addresses = '127.0.0.1'
 fsync = off
@@ -47,8 +47,8 @@ log_min_messages = warning
 
 def find_bindir() -> Path | None:
     """A directory with initdb, pg_ctl and postgres: PATH, Debian's layout, then the embedded wheel."""
-    env = os.environ.get("RUNNER_PG_BINDIR")
-    candidates = [Path(env)] if env else []
+    env = environment().pg_bindir
+    candidates = [env] if env else []
     which = shutil.which("postgres")
     if which:
         candidates.append(Path(which).resolve().parent)
@@ -175,12 +175,12 @@ def _apply(f: Path, db: str, role: str, conninfo: dict[str, Any], sock: Path) ->
 def ensure_template(bindir: Path, spec: DatabaseSpec) -> Path:
     """The initialised data directory for this database spec, built once (a file lock serialises workers)."""
     digest = hashlib.sha256(spec.digest().encode() + str(bindir).encode()).hexdigest()[:12]
-    template = STATE_DIR / "local" / f"template-{digest}"
+    template = environment().state_dir / "local" / f"template-{digest}"
     if (template / "PG_VERSION").exists() and (template / ".complete").exists():
         return template
     user = _run_user()
-    STATE_DIR.joinpath("local").mkdir(parents=True, exist_ok=True)
-    with open(STATE_DIR / "local" / "template.lock", "w") as lock:
+    environment().state_dir.joinpath("local").mkdir(parents=True, exist_ok=True)
+    with open(environment().state_dir / "local" / "template.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (template / ".complete").exists():
             return template
@@ -225,7 +225,7 @@ class LocalSandbox(Sandbox):
         t0 = time.monotonic()
         template = ensure_template(bindir, self.spec)
         user = _run_user()
-        self._dir = STATE_DIR / "local" / self.id
+        self._dir = environment().state_dir / "local" / self.id
         data = self._dir / "data"
         shutil.copytree(template, data, symlinks=True)
         (self._dir / "sock").mkdir()

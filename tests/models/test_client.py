@@ -135,8 +135,8 @@ class Interrupted(Provider):
 def test_a_reservation_is_given_back_however_the_call_ends(exc: BaseException) -> None:
     """Before, only a provider error or success settled it: a time limit or a bug left the call counted
     in flight for the rest of the run, and with adaptive concurrency each leak shrank every worker's window."""
+    from runner.budget.ratelimit import SharedLimiter
     from runner.config import Limits
-    from runner.ratelimit import SharedLimiter
 
     limiter = SharedLimiter({"p": Limits(rpm=6000)}, {"p": True}, start_concurrency=4)
     client = ModelClient(Interrupted(exc), wire_model="m", logical_model="gpt-5.4", limiter=limiter, limiter_slot=0,

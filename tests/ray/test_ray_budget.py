@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from runner.budget.ratelimit import Reservation
 from runner.config import Limits
-from runner.ratelimit import Reservation
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 CALLERS, RPM = 12, 30.0
@@ -19,7 +19,7 @@ CALLERS, RPM = 12, 30.0
 
 class _Caller:
     def __init__(self, budget_actor: Any, lane: int) -> None:
-        from runner.ray_executor import RemoteBudget
+        from runner.engine.ray_executor import RemoteBudget
 
         self.budget = RemoteBudget(budget_actor)
         self.budget.lane = lane
@@ -53,7 +53,7 @@ def driver(ray_cluster: Any) -> Iterator[Any]:
 def test_callers_on_three_nodes_share_one_budget_and_a_dead_ones_share_comes_back(driver: Any) -> None:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from runner.ray_executor import BudgetActor, RemoteBudget
+    from runner.engine.ray_executor import BudgetActor, RemoteBudget
 
     ray = driver
     head = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)

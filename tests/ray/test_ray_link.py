@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from ray.exceptions import RayActorError
 
-from runner import ray_executor
-from runner.ray_executor import RayLink
+from runner.engine import ray_executor
+from runner.engine.ray_executor import RayLink
 
 
 class _Ray:

@@ -20,7 +20,7 @@ from runner.harness.crm.anatomy import anatomy
 from runner.harness.crm.dataset import Conversation
 from runner.harness.crm.scoring import CallRecord, expected_state, made_gold_writes, score
 from runner.models.client import CallStats, ModelClient
-from runner.result import Usage
+from runner.results.result import Usage
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema.sql"
 _SCHEMA_DIGEST = hashlib.sha256(SCHEMA_PATH.read_bytes()).hexdigest()

@@ -23,7 +23,7 @@ from runner.harness.crm.dataset import Conversation, check
 from runner.harness.crm.episode import Expectations, run_episode, stats_delta, usage_of
 from runner.models.client import CallStats, ModelClient, client_over, make_provider
 from runner.records import Check
-from runner.result import Usage
+from runner.results.result import Usage
 from runner.sandbox.schema import DatabaseSpec
 
 SCHEMA = Path(__file__).resolve().parent / "schema.sql"

@@ -1,0 +1,52 @@
+"""The one writer of results: each result once (a late duplicate from a replaced worker is dropped),
+into the sink, the progress counts and the concurrency throttle's window; a field the harness wrote
+in a way the report reads differently is said once per field; --maxfail counts what did not succeed."""
+
+from __future__ import annotations
+
+from loguru import logger
+
+from runner.budget.throttle import Throttle
+from runner.config import Config
+from runner.engine.progress import Progress
+from runner.engine.scheduler import Scheduler
+from runner.results.result import Result, error_result, outcome
+from runner.results.sink import ResultSink
+
+
+class Recorder:
+    def __init__(self, cfg: Config, scheduler: Scheduler, sink: ResultSink, progress: Progress,
+                 throttle: Throttle | None = None) -> None:
+        self.cfg, self.scheduler, self.sink, self.progress, self.throttle = cfg, scheduler, sink, progress, throttle
+        self.read_warned: set[tuple[str, str]] = set()  # result fields already warned about (read_notes)
+        self.not_successes = 0  # results that failed, were cut or ended in an error (--maxfail counts them)
+
+    def record(self, worker: int, result: Result) -> bool:
+        """Keep `result`; True when it is the one that reaches --maxfail. Raises OutputUnwritable (disk
+        full): the caller stops the run, what was written is kept."""
+        if result.item_id is not None and not self.scheduler.complete(worker, result.item_id):
+            return False  # exactly once: a late duplicate from a worker that was replaced
+        self.sink.write(result)
+        self.progress.result(result)
+        for field, note in result.read_notes.items():
+            kind = note.partition(":")[0]
+            if (field, kind) not in self.read_warned:  # once per field and way of reading: not per record
+                self.read_warned.add((field, kind))
+                logger.warning("{}: {} in {}:{} (and perhaps others){}", field, note, result.run, result.record_id,
+                               "" if kind == "read from a string" else ": the report leaves it out")
+        if self.throttle is not None:
+            u = result.usage
+            live = u.llm_calls - u.cache_hits
+            per_call = u.latency_seconds / live if live > 0 and u.latency_seconds else None
+            self.throttle.result(per_call or result.wall_seconds or 0.0, u.rate_limited, live)
+        if self.cfg.maxfail is None or outcome(result) not in ("failure", "cut", "error"):
+            return False
+        self.not_successes += 1
+        return self.not_successes == self.cfg.maxfail
+
+    def lost(self, worker: int, how: str) -> list[Result]:
+        """What a gone worker held goes back in line; the error results of what ran out of attempts (the
+        caller records them, as any result)."""
+        return [error_result(a.item.run, a.item.record_id, a.item.index, f"worker {how} on each of {a.attempt} "
+                             "attempts", kind="worker_died", item_id=a.item.id, attempt=a.attempt, epoch=a.item.epoch)
+                for a in self.scheduler.lose(worker)]

@@ -1,0 +1,250 @@
+"""The supervisor: one loop, one inbox; hands out work, records results, replaces dead workers.
+
+Signals are counted as they arrive (runner/engine/signals.py); the loop handles them. What to run next is the
+scheduler's call (runner/engine/scheduler.py), the processes are the pool's (runner/engine/pool.py); this
+module joins them and is the only writer of results. A worker that dies is replaced and what it
+held requeued (bounded attempts); a worker that cannot boot stops the run instead.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from loguru import logger
+
+from runner.budget.throttle import Throttle
+from runner.config import Config
+from runner.engine.dispatch import Dispatcher
+from runner.engine.pool import WorkerHandle, WorkerPool
+from runner.engine.progress import Progress
+from runner.engine.recorder import Recorder
+from runner.engine.scheduler import Scheduler
+from runner.engine.services import Service, ServiceWatch
+from runner.engine.signals import SignalInbox
+from runner.errors import OutputUnwritable
+from runner.results.result import Result
+from runner.results.sink import ResultSink
+from runner.wire.inbox import Inbox
+from runner.wire.messages import (
+    Heartbeat,
+    ItemDone,
+    ResultDiscarded,
+    SandboxReplaced,
+    SlotReady,
+    Stop,
+    WorkerFailed,
+    WorkerReady,
+    WorkerRetiring,
+)
+from runner.worker.main import EXIT_BOOT_FAILED, EXIT_RETIRED
+
+STOP_GRACE_AFTER_FAILURE_SECONDS = 5.0
+INBOX_WAIT_SECONDS = 0.2
+INBOX_BATCH = 1000
+
+
+class Supervisor:
+    def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
+                 inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
+                 on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None,
+                 prefer: Callable[[Mapping[str, int]], str | None] | None = None) -> None:
+        self.cfg, self.scheduler, self.pool, self.progress = cfg, scheduler, pool, progress
+        self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
+        self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
+        self.dispatcher = Dispatcher(cfg, scheduler, pool, progress, throttle, prefer)
+        self.recorder = Recorder(cfg, scheduler, sink, progress, throttle)
+        self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
+        self.signals = SignalInbox()  # Ctrl-C and SIGTERM, each one counted (two quick Ctrl-C's are two)
+        self.stopping = self.hard_stop = False
+        self.grace_deadline: float | None = None
+        self.error: str | None = None
+        self.stopped_early = False  # --maxfail reached: no more records started
+        self.discarded: Counter[str] = Counter()  # results thrown away, by why (the manifest counts them)
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        try:
+            with self.signals:
+                for _ in range(self.target_workers):
+                    self.spawn()
+                self.loop()
+        finally:
+            self.pool.shutdown(Stop(), hard=self.hard_stop)
+            self.drain()
+            self.pool.terminate_rest()
+            self.inbox.close()
+
+    def loop(self) -> None:
+        while True:
+            self.handle_signals()
+            if self.hard_stop:
+                return
+            msg = self.inbox.get(INBOX_WAIT_SECONDS)
+            for _ in range(INBOX_BATCH):  # all that waits, before judging anyone's silence
+                if msg is None:
+                    break
+                self.dispatch(msg)
+                msg = self.inbox.get(0)
+            self.pool.excuse_stall()
+            if not self.stopping and (why := self.services.check()):
+                self.fail(why)
+            self.reap()
+            if not self.stopping:
+                self.dispatcher.steer()
+            self.progress.flying(self.scheduler.in_flight())
+            self.progress.tick()
+            if not self.pool.workers:
+                return
+            if self.stopping and self.grace_deadline and time.monotonic() > self.grace_deadline:
+                logger.warning("grace period over; stopping workers now")
+                return
+
+    def dispatch(self, msg: Any) -> None:
+        match msg:
+            case WorkerReady():
+                self.on_ready(msg)
+            case Heartbeat():
+                self.on_heartbeat(msg)
+            case ItemDone():
+                self.on_item_done(msg)
+            case ResultDiscarded():
+                self.on_discarded(msg)
+            case SandboxReplaced() | SlotReady() | WorkerRetiring():  # the worker's own state: the pool's
+                if (h := self.pool.note(msg)) is not None and isinstance(msg, SlotReady):
+                    self.assign(h)
+            case WorkerFailed():
+                self.fail(f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: {msg.error}")
+            case _:
+                raise TypeError(f"unexpected message {msg!r}")
+
+    def drain(self) -> None:
+        """Everything already in the inbox (a result sent just before a worker died counts)."""
+        while (msg := self.inbox.get(0.05)) is not None:
+            self.dispatch(msg)
+
+    # ------------------------------------------------------------------ messages
+    def on_ready(self, m: WorkerReady) -> None:
+        """Emitted once a worker's sandbox answers and its harness is attached."""
+        h = self.pool.get(m.worker)
+        if h is None:
+            return
+        h.ready, h.last_beat, h.boot_seconds = True, time.monotonic(), m.boot_seconds
+        self.progress.worker(m.worker).sandbox = f"{m.sandbox_kind} {m.boot_seconds:.2f}s"
+        logger.info("worker {} ready: {} sandbox {} in {:.2f}s", m.worker, m.sandbox_kind, m.sandbox_id,
+                    m.boot_seconds)
+        self.assign(h)
+        if (booted := self.on_booted) is not None and all(w.ready for w in self.pool.workers.values()):
+            self.on_booted = None
+            booted()
+
+    def on_heartbeat(self, m: Heartbeat) -> None:
+        h = self.pool.get(m.worker)
+        if h is not None:
+            h.last_beat = time.monotonic()
+            v = self.progress.worker(m.worker)
+            v.rss_mb, v.cpu = m.rss_mb, m.cpu_percent
+
+    def on_item_done(self, m: ItemDone) -> None:
+        self.record(m.worker, Result.model_validate(m.result))
+        h = self.pool.get(m.worker)
+        if h is not None:
+            h.last_beat = time.monotonic()
+            if h.done(m.item_id):
+                if not h.chunks:
+                    self.progress.worker(h.id).item = "-"
+                self.assign(h)
+
+    def on_discarded(self, m: ResultDiscarded) -> None:
+        """Emitted when a worker threw a result away (its sandbox did not serve the whole record) and runs
+        the record again: that is the record's next attempt."""
+        self.scheduler.again(m.worker, m.item_id)
+        if (h := self.pool.get(m.worker)) is not None:
+            h.restart_clocks(m.item_id)
+        self.discarded["sandbox_lost"] += 1  # the one reason a worker discards a result today
+        self.progress.discarded += 1
+
+    # ------------------------------------------------------------------ work
+    def assign(self, h: WorkerHandle) -> None:
+        if not self.stopping:
+            self.dispatcher.assign(h)
+
+    def record(self, worker: int, result: Result) -> None:
+        try:
+            reached_maxfail = self.recorder.record(worker, result)
+        except OutputUnwritable as e:  # disk full: stop computing results that cannot be kept
+            self.fail(f"{e}; the results written so far are kept: make room and run the same command again")
+            return
+        if reached_maxfail and not self.stopping:
+            logger.warning("{} result(s) did not succeed (--maxfail {}): starting no more records; those in "
+                           "flight finish", self.recorder.not_successes, self.cfg.maxfail)
+            self.stopped_early = True
+            self.begin_stop(grace=True)
+
+    def reap(self) -> None:
+        """Notice workers that are gone; requeue what they held; replace them while work remains."""
+        for h in list(self.pool.gone()):
+            self.drain()
+            how = self.pool.remove(h)
+            self.progress.workers.pop(h.id, None)
+            if h.exitcode == EXIT_RETIRED and not self.error:
+                self._requeue(h, f"retired ({how})")
+                if not self.stopping and self.scheduler.has_pending():
+                    self.spawn()  # not a death: its stuck record already has its result
+                continue
+            if (h.stopping and h.exitcode == 0) or h.exitcode == EXIT_BOOT_FAILED or self.error:
+                self.scheduler.lose(h.id)
+                continue  # a clean exit, or WorkerFailed already said why
+            logger.warning("worker {} died ({})", h.id, how)
+            if self.on_worker_lost is not None:  # off the loop: a docker call takes a while
+                threading.Thread(target=self.on_worker_lost, args=(h.id,), daemon=True).start()
+            self._requeue(h, f"died ({how})")
+            self.replace_worker()
+
+    def _requeue(self, h: WorkerHandle, how: str) -> None:
+        for result in self.recorder.lost(h.id, how):
+            self.record(h.id, result)
+
+    def replace_worker(self) -> None:
+        if self.stopping or not (self.scheduler.has_pending() or self.scheduler.in_flight()):
+            return
+        if (refused := self.pool.restart()) is not None:
+            self.fail(refused)
+        elif self.scheduler.has_pending():
+            self.spawn()
+
+    def spawn(self) -> None:
+        self.progress.worker(self.pool.spawn().id)
+
+    def fail(self, error: str) -> None:
+        if self.error is None:
+            self.error = error
+            logger.error("{}", error)
+        self.begin_stop(grace=False)
+
+    # ------------------------------------------------------------------ signals
+    def handle_signals(self) -> None:
+        for signum in self.signals.take():
+            name = signal.Signals(signum).name
+            if self.stopping:
+                logger.warning("second {}: stopping now", name)
+                self.hard_stop = True
+            else:
+                logger.warning("{}: finishing running records (up to {:.0f}s), then stopping; Ctrl-C again to "
+                               "stop at once", name, self.cfg.shutdown_grace_seconds)
+                self.begin_stop(grace=True)
+
+    def begin_stop(self, *, grace: bool) -> None:
+        if not self.stopping:
+            self.stopping = True
+            self.grace_deadline = time.monotonic() + (self.cfg.shutdown_grace_seconds if grace
+                                                      else STOP_GRACE_AFTER_FAILURE_SECONDS)
+            self.pool.stop_all(Stop())
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopping and self.error is None and (self.scheduler.has_pending() or self.scheduler.in_flight() > 0)

@@ -1,0 +1,279 @@
+"""Results -> tables (terminal), report.json and report.html."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from runner.analysis.metrics import CACHE_MARKED, best_run, run_metrics
+from runner.analysis.paired import Paired, against
+from runner.report.paired import columns_that_fit, print_paired
+from runner.report.trials import print_trials
+from runner.results.result import Result, share_metrics
+from runner.results.sink import read_results
+
+
+def banners(manifest: dict[str, Any], metrics: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """What a reader must know before reading any number, by kind: simulated models, an incomplete output,
+    answers from the response cache."""
+    out = {"simulated": SIMULATED} if simulated(manifest) else {}
+    if manifest.get("complete") is False:
+        missing = manifest.get("missing") or {}
+        why = "interrupted" if manifest.get("interrupted") else "stopped by an error" if manifest.get("error") else \
+            "records not run (interrupted, stopped early or not selected)"
+        n = sum(missing.values())
+        out["incomplete"] = (f"INCOMPLETE ({why}): {n} result(s) missing"
+                             + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
+                             + "; run the same command again to finish")
+    if (skipped := manifest.get("rejected")) and skipped.get("count"):
+        out["rejected"] = (f"{skipped['count']} bad dataset line(s) skipped (--skip-invalid): in no result and no "
+                           f"rate; their reasons are in {skipped.get('file')}")
+    if cached := {n: m["cache_hit_rate"] for n, m in metrics.items() if m["cache_hit_rate"]}:
+        shares = ", ".join(f"{n} {v:.0%}" for n, v in cached.items())
+        out["cached"] = (f"from the response cache: {shares} of model calls; cost and latency marked * are the "
+                         "cache's, not the models' (--no-cache calls the models)")
+    return out
+
+
+SIMULATED = "simulated: models played by the runner's simulator; costs are what the real APIs would charge"
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    """An output's manifest.json, or {} for an output without one (a hand-made results/)."""
+    p = out / "manifest.json"
+    return dict(json.loads(p.read_text())) if p.exists() else {}
+
+
+def simulated(manifest: dict[str, Any]) -> bool:
+    """The output's runs called the simulator, not the real APIs."""
+    return manifest.get("mode") == "sim"
+
+
+def load_runs(out: Path) -> dict[str, list[Result]]:
+    """Each run's results, in the config's order of runs (then any others by name): the order a reader
+    wrote them in, and the first is the reference unless the config names another."""
+    order = {name: i for i, name in enumerate(run_names(read_manifest(out)))}
+    paths = sorted((out / "results").glob("*.jsonl"), key=lambda p: (order.get(p.stem, len(order)), p.stem))
+    return {p.stem: read_results(p) for p in paths}
+
+
+def run_names(manifest: dict[str, Any]) -> list[str]:
+    return [str(r.get("name")) for r in manifest.get("runs") or [] if isinstance(r, dict)]
+
+
+def reference_run(manifest: dict[str, Any], runs: dict[str, list[Result]]) -> str | None:
+    """The run the others are compared against: the config's compare_to, else its first run present."""
+    for name in (manifest.get("compare_to"), *runs):
+        if name in runs:
+            return str(name)
+    return None
+
+
+def comparisons(manifest: dict[str, Any], runs: dict[str, list[Result]]) -> list[Paired]:
+    reference = reference_run(manifest, runs)
+    return against(runs, reference) if reference is not None and len(runs) > 1 else []
+
+
+USAGE_COLUMNS = {"prompt_tokens", "input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "cache_saved_usd",
+                 "retries", "cache_hit_rate"}
+
+
+WIDE_COLUMNS = 1000  # --wide: room for every column of every table
+
+
+
+def _cell(v: Any, kind: str) -> str:
+    if v is None:
+        return "unknown" if kind == "usd" else "-"
+    return f"{v:.1%}" if kind == "pct" else f"{v:.4f}" if kind == "usd" else f"{v:.3g}" if kind == "num" else str(v)
+
+
+def _summary_columns(names: list[str], usage: bool, shares: set[str]) -> list[tuple[str, str, str]]:
+    """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first."""
+    cols = [("records", "records", "int"), ("success (95% CI)", "success_rate", "pct"), ("errors", "errors", "int"),
+            ("cut", "cut", "int"), ("success, all records", "success_rate_all", "pct"),
+            ("cost $", "cost_usd", "usd"), *[(k.replace("_", " "), k, "pct" if k in shares else "num") for k in names],
+            ("p50 s", "latency_p50_s", "int"), ("tok in", "prompt_tokens", "int"),
+            ("tok out", "output_tokens", "int"), ("p95 s", "latency_p95_s", "int"), ("retries", "retries", "int"),
+            ("cache", "cache_hit_rate", "pct"), ("cached in", "cache_read_tokens", "int"),
+            ("saved $", "cache_saved_usd", "usd")]
+    return cols if usage else [c for c in cols if c[1] not in USAGE_COLUMNS]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the terminal summary and the reports are made of: computed once per output, shown twice."""
+
+    manifest: dict[str, Any]
+    runs: dict[str, list[Result]]
+    metrics: dict[str, dict[str, Any]]
+    pairs: list[dict[str, Any]]  # every run against the reference (Paired.to_json())
+
+
+def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
+    """`runs`: the results if already read (4,800 of them take ~1.4 s to read)."""
+    manifest = read_manifest(out)
+    runs = load_runs(out) if runs is None else runs
+    metrics = {name: run_metrics(rows, manifest.get("reducer") or "mean") for name, rows in runs.items()}
+    return Analysis(manifest, runs, metrics, [c.to_json() for c in comparisons(manifest, runs)])
+
+
+def print_summary(out: Path, console: Console | None = None, runs: dict[str, list[Result]] | None = None,
+                  analysis: Analysis | None = None, wide: bool = False) -> dict[str, dict[str, Any]]:
+    """The per-run table, as many columns as the terminal is wide (the rest are in report.html; `wide`:
+    every one), then the banners, repeated trials and comparisons. `analysis`: already made (the reports
+    show it too)."""
+    console = console or Console()
+    if wide:  # tables take the width they need; lines of text still wrap at the terminal's
+        console.width = max(console.width, WIDE_COLUMNS)
+    elif not console.is_terminal and not os.environ.get("COLUMNS"):  # piped: wide, unless told how wide
+        console.width = max(console.width, 150)
+    a = analysis or analyse(out, runs)
+    manifest, metrics = a.manifest, a.metrics
+    best = best_run(metrics)
+    names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
+    cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()),
+                            share_metrics(r for rows in a.runs.values() for r in rows))
+    # a cut column where a run has cut turns; the rate over all records where errors or cuts make it differ
+    shown_apart = {"cut": any(m["cut"] for m in metrics.values()),
+                   "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values())}
+    cols = [c for c in cols if shown_apart.get(c[1], True)]
+    cells = {}
+    for name, m in metrics.items():
+        row = [_cell(m["metrics"].get(key) if key in names else m[key], kind)
+               + ("*" if m["cache_hit_rate"] and key in CACHE_MARKED else "") for _, key, kind in cols]
+        lo, hi = m["success_ci95"]
+        row[1] += f" ({lo:.0%}-{hi:.0%})"  # 95 % Wilson interval: how far the rate could be from chance
+        cells[name] = row
+    shown = columns_that_fit([c[0] for c in cols], list(cells.values()),
+                             max([3, *(len(n) + 7 * (n == best) for n in metrics)]), console.width)
+    t = Table(title=f"results in {out}")
+    t.add_column("run", justify="left", no_wrap=True)
+    for label, _, _ in cols[:shown]:
+        t.add_column(label, justify="right", no_wrap=True)
+    for name, row in cells.items():
+        t.add_row(f"[bold]{name} (best)[/bold]" if name == best else name, *row[:shown])
+    console.print(t)
+    for kind, text in banners(manifest, metrics).items():
+        console.print(text, style="bold red" if kind == "incomplete" else "yellow", markup=False)
+    print_trials(metrics, console)
+    print_paired(a.pairs, console)
+    if lost := sum(m["discarded"] for m in metrics.values()):
+        console.print(f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
+                      "whole record (it died, froze or was replaced); only the complete attempts count")
+    for name, m in metrics.items():
+        for field, n in m["unreadable"].items():
+            console.print(f"[yellow]{name}: {field} is not a number in {n} of {m['records']} results: those are "
+                          "left out of its column[/yellow]")
+    if shown < len(cols):
+        console.print(f"[dim]not shown at this width ({', '.join(c[0] for c in cols[shown:])}): see report.html[/dim]")
+    return metrics
+
+
+def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
+    """The model calls a user's harness made through the runner's gateway, per run (from the manifest)."""
+    counts: dict[str, Any] = read_manifest(out).get("gateway") or {}
+    if not counts:
+        return {}
+    console = console or Console()
+    t = Table(title="model calls through the gateway")
+    cols = ("llm_calls", "errors", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens",
+            "output_tokens", "cache_read_tokens")
+    t.add_column("run")
+    for c in (*cols, "cost_usd", "mean latency"):
+        t.add_column(c.replace("_", " ").replace("llm ", "").replace("cache ", ""), justify="right")
+    for run, c in sorted(counts.items()):
+        # A call at an unknown price makes the total unknown, never a silent $0.
+        cost = "unknown" if c.get("unpriced_calls") else f"${c.get('cost_usd', 0):.4f}"
+        answered = c.get("llm_calls", 0) - c.get("cache_hits", 0) - c.get("errors", 0)
+        latency = f"{c.get('latency_seconds', 0) / answered:.2f} s" if answered > 0 else "-"
+        t.add_row(run, *(str(int(c.get(k, 0))) for k in cols), cost, latency)
+    console.print(t)
+    return counts
+
+
+def results_digest(runs: dict[str, list[Result]]) -> str:
+    """What a report was made from: every result's identity and attempt (a rerun changes it)."""
+    h = hashlib.sha256()
+    for name in sorted(runs):
+        for r in runs[name]:
+            h.update(f"{name}\0{r.record_id}\0{r.epoch}\0{r.attempt}\0{r.finished_at}\0{r.status}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def reports_current(out: Path, runs: dict[str, list[Result]]) -> bool:
+    """report.json and report.html already show exactly these results (a resume that had nothing to do)."""
+    try:
+        made_from = json.loads((out / "report.json").read_text()).get("results_digest")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return made_from == results_digest(runs) and (out / "report.html").exists()
+
+
+def warm_renderer() -> None:
+    """Load the charts' renderer (Altair, and vl-convert's JavaScript engine: ~0.6 s) in a thread while the
+    workers run, so the report at the end does not wait for it."""
+    def warm() -> None:
+        with contextlib.suppress(Exception):  # a nicety: the report loads it itself if this failed
+            from runner.report.charts import warm_up
+
+            warm_up()
+
+    global _warming
+    _warming = threading.Thread(target=warm, daemon=True, name="warm-report")
+    _warming.start()
+
+
+_warming: threading.Thread | None = None  # the warm-up, if one was started: the report waits for it, never
+# racing it into its first imports and the renderer's first call
+
+
+def read_comparison(out: Path) -> dict[str, Any] | None:
+    """compare.json, which `runner report A B` writes into B, if this output has one in today's form."""
+    try:
+        doc = json.loads((out / "compare.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("version") == COMPARE_VERSION else None
+
+
+COMPARE_VERSION = 2  # 1: success on shared records, every other metric on each output's own (issue 32)
+
+
+def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
+                  analysis: Analysis | None = None) -> tuple[Path, Path]:
+    """report.json (metrics and breakdowns per run) and report.html, next to the results."""
+    if _warming is not None:
+        _warming.join(timeout=60)
+    from runner.report.html import breakdown, group_names, render
+
+    a = analysis or analyse(out, runs)
+    rows, manifest, metrics, pairs = a.runs, a.manifest, a.metrics, a.pairs
+    sent, through = manifest.get("requests") or {}, manifest.get("gateway") or {}
+    groups = group_names(rows)
+    doc = {"simulated": simulated(manifest), "results_digest": results_digest(rows),
+           "reference": reference_run(manifest, rows), "comparisons": pairs,
+           "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
+                        "gateway": through.get(n)} for n, m in metrics.items()}}
+    (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+    sections = [(pairs, f"Against {doc['reference']}")] if pairs else []
+    if (other := read_comparison(out)) is not None:  # `runner report A B` wrote B's: A's runs as references
+        sections.append((list(other["runs"].values()), f"Against the earlier output {other['a']}"))
+    lost = sum(m["discarded"] for m in metrics.values())
+    notes = banners(manifest, metrics)
+    if lost:
+        notes["discarded"] = (f"{lost} result(s) discarded and their records run again: the sandbox did not serve "
+                              "the whole record")
+    (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent,
+                                            notes=notes,
+                                            flight=manifest.get("in_flight"), pairs=sections), encoding="utf-8")
+    return out / "report.json", out / "report.html"

@@ -1,0 +1,244 @@
+"""Results on disk: one JSONL file per run, the manifest, and the resume index.
+
+Only the supervisor writes here. Each line is flushed as it arrives; a torn last line (a crash
+mid-write) is cut off on resume. finalize() rewrites each file in record order, one line per
+record (the newest attempt wins). Lines are Result records (runner/results/result.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+from loguru import logger
+from pydantic import ValidationError
+
+from runner import __version__
+from runner.errors import OutputInUse, OutputUnwritable, ResumeMismatch
+from runner.results.result import Result, outcome
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """OSError (read-only file system, disk full, permissions) as a run-stopping error naming the path."""
+    try:
+        yield
+    except OSError as e:
+        raise OutputUnwritable(path, e) from e
+
+
+def results_path(out: Path, run: str) -> Path:
+    return out / "results" / f"{run}.jsonl"
+
+
+def read_results(path: Path, *, repair: bool = False) -> list[Result]:
+    """All complete lines; with repair, a torn tail is cut off the file."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    good_end = data.rfind(b"\n") + 1
+    rows = []
+    for n, line in enumerate(data[:good_end].splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(Result.model_validate_json(line))
+            except ValidationError as e:
+                logger.warning("{}:{}: skipping a line that is not a result ({})", path, n,
+                               e.errors()[0]["msg"] if e.errors() else e)
+    if good_end < len(data):
+        logger.warning("{}: ignoring a torn last line ({} bytes)", path, len(data) - good_end)
+        if repair:
+            with path.open("r+b") as f:
+                f.truncate(good_end)
+    return rows
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+class OutputLock:
+    """One run per output directory. An flock, so the kernel releases it when its holder dies, even
+    by kill -9: two runs on one --out would otherwise append to files the other one is rewriting
+    at its end, and both would report complete with results lost."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / ".lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> OutputLock:
+        with writing(self.path):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise OutputInUse(f"{self.path.parent} is in use by another run (pid {holder}): wait for it to end, "
+                              "or give this run another --out") from None
+        self._fd = fd
+        with writing(self.path):  # who holds it, for the message the next run prints
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the lock
+            self._fd = None
+
+
+class ResultSink:
+    def __init__(self, out: Path, runs: list[str]) -> None:
+        self.out = out
+        self.runs = runs
+        with writing(out / "results"):
+            (out / "results").mkdir(parents=True, exist_ok=True)
+        self._files: dict[str, IO[str]] = {}
+        self.errors: Counter[str] = Counter()
+        self.present: dict[str, set[tuple[str, int]]] = {}  # finalize: the trials each run's file holds
+
+    def latest(self, run: str) -> dict[tuple[str, int], Result]:
+        """A run's newest result per record trial (a rerun's line comes after the one it replaces)."""
+        return {r.trial: r for r in read_results(results_path(self.out, run), repair=True)}
+
+    def standing(self, *, rerun_errors: bool) -> tuple[set[tuple[str, str, int]], set[tuple[str, str, int]]]:
+        """One read of every run's results (4,800 take ~1.4 s): the (run, record, epoch) to skip, recorded
+        successfully or recorded at all unless rerun_errors; and those whose latest result failed, was cut
+        or ended in an error (`--lf`)."""
+        done: set[tuple[str, str, int]] = set()
+        failed: set[tuple[str, str, int]] = set()
+        for run in self.runs:
+            for (rid, epoch), r in self.latest(run).items():
+                if r.ok or not rerun_errors:
+                    done.add((run, rid, epoch))
+                if outcome(r) in ("failure", "cut", "error"):
+                    failed.add((run, rid, epoch))
+        return done, failed
+
+    def write(self, result: Result) -> None:
+        """Append one line; if it cannot be written whole (disk full), cut what got out and raise
+        OutputUnwritable, so the file never holds a torn line and every line in it is a result."""
+        path = results_path(self.out, result.run)
+        with writing(path):
+            f = self._files.get(result.run)
+            if f is None:
+                f = self._files[result.run] = path.open("a", encoding="utf-8")
+            end = f.tell()
+            try:
+                f.write(_line(result))
+                f.flush()
+            except OSError:
+                self._files.pop(result.run, None)
+                with contextlib.suppress(OSError):
+                    f.close()  # its buffer cannot be flushed either
+                with contextlib.suppress(OSError):
+                    os.truncate(path, end)
+                raise
+
+    def finalize(self, order: dict[str, int]) -> dict[str, int]:
+        """Rewrite each run's file in dataset order, newest attempt per conversation; return counts.
+        `errors` then holds the failed results by error kind (counted here, while the rows are read)."""
+        self.close()
+        counts = {}
+        for run in self.runs:
+            path = results_path(self.out, run)
+            latest = self.latest(run)
+            rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id, r.epoch))
+            self.errors.update(Counter(str(r.error_kind) for r in rows if not r.ok))
+            self.present[run] = set(latest)
+            tmp = path.with_suffix(".jsonl.tmp")
+            try:
+                with writing(tmp), tmp.open("w", encoding="utf-8") as f:
+                    for r in rows:
+                        f.write(_line(r))
+            except OutputUnwritable:
+                tmp.unlink(missing_ok=True)  # the file as appended stays: complete, in arrival order
+                raise
+            os.replace(tmp, path)
+            counts[run] = len(rows)
+        return counts
+
+    def close(self) -> None:
+        for f in list(self._files.values()):
+            f.close()
+        self._files.clear()
+
+
+def check_manifest(out: Path, manifest: dict[str, Any], *, force: bool) -> dict[str, Any]:
+    """Refuse to resume into an output dir written by an incompatible run (unless forced)."""
+    path = out / "manifest.json"
+    if path.exists():
+        old = json.loads(path.read_text())
+        parts_old, parts_new = old.get("config_parts"), manifest.get("config_parts")
+        by_part = isinstance(parts_old, dict) and isinstance(parts_new, dict)  # older outputs: the whole hash
+        keys = ("dataset_sha256", "shard") if by_part else ("config_fingerprint", "dataset_sha256", "shard")
+        for key in keys:
+            if old.get(key) != manifest.get(key) and not force:
+                raise ResumeMismatch(
+                    f"{out} holds results of another run ({key} was {old.get(key)!r}, now {manifest.get(key)!r}); "
+                    "use another --out, or --force-resume to resume anyway")
+        if isinstance(parts_old, dict) and isinstance(parts_new, dict):
+            # fewer runs (--runs) or more resume; a run or setting that changed would mix two configurations
+            changed = [k for k in parts_new if k in parts_old and parts_old[k] != parts_new[k]]
+            if changed and not force:
+                named = ", ".join(f"run {k[4:]}" if k.startswith("run:") else k for k in changed)
+                raise ResumeMismatch(f"{out} holds results of another configuration: {named} changed since; use "
+                                     "another --out, or --force-resume to add to them anyway")
+            manifest["config_parts"] = {**parts_old, **parts_new}  # runs left out this time keep theirs
+            manifest["runs"] = _runs_kept(old.get("runs") or [], manifest.get("runs") or [])
+        manifest = {**old, **{k: v for k, v in manifest.items() if k != "started_at"}, "resumed": True}
+    write_manifest(out, manifest)
+    return manifest
+
+
+def _runs_kept(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The output's runs in their first order: this invocation's specs, the runs it left out kept, new ones
+    after (the report lists runs in this order)."""
+    fresh = {r.get("name"): r for r in new}
+    return [fresh.pop(r.get("name"), r) for r in old] + list(fresh.values())
+
+
+def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
+    tmp = out / "manifest.json.tmp"
+    with writing(out / "manifest.json"):
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, out / "manifest.json")
+
+
+def base_manifest(**fields: Any) -> dict[str, Any]:
+    return {"package_version": __version__, "git_revision": git_revision(),
+            "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields}
+
+
+# orjson: the stdlib's encoder was a fifth of the supervisor's CPU at 64 conversations in flight
+# (a result carries its transcript). Keys sorted as before; NaN and infinities become null.
+_LINE = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+
+
+def _line(r: Result) -> str:
+    data = r.to_json()
+    try:
+        return orjson.dumps(data, option=_LINE, default=str).decode()
+    except TypeError:  # what orjson refuses and the stdlib takes: an integer past 64 bits from a model's args
+        return json.dumps(data, sort_keys=True, default=str) + "\n"

@@ -1,0 +1,383 @@
+"""One `runner run`: check everything, prepare what workers share, supervise, finalize.
+
+Everything that can fail on bad input fails here, before a worker starts: the records (and the
+harness's own check of them), templates, retired models, the output directory's previous run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import multiprocess as mp
+from loguru import logger
+from rich.console import Console
+
+from runner.budget.concurrency import Layout, layout
+from runner.budget.priority import budget_preference
+from runner.budget.ratelimit import build_limiter
+from runner.budget.throttle import Throttle
+from runner.config import API_KEY_ENV, Config, api_key, check_harness_python, gateway_use, model_endpoints, resolve_mode
+from runner.engine.pool import ProcessTransport, Transport, WorkerPool, restart_cap
+from runner.engine.progress import Progress, RunProgress
+from runner.engine.scheduler import Scheduler
+from runner.engine.services import Service
+from runner.engine.supervisor import Supervisor
+from runner.errors import CUT_KINDS, ConfigError, DatasetError, RunStopped
+from runner.harness import database_spec, id_field, record_check
+from runner.harness.env import check_templates
+from runner.logfiles import add_log_file
+from runner.models.preflight import check_keys, check_retirements, describe_requests, requests_sent, unpriced
+from runner.plan import WorkItem, in_scope, make_plan
+from runner.records import file_hash, iter_records, rejects_path
+from runner.results.sink import OutputLock, ResultSink, base_manifest, check_manifest, write_manifest, writing
+from runner.sandbox.schema import DatabaseSpec
+from runner.select import chosen
+from runner.worker.main import WorkerSpec, preload
+
+if TYPE_CHECKING:  # the servers (aiohttp) load only for runs that start them: a resume of a finished job does not
+    from runner.gateway.process import GatewayServer
+    from runner.models.sim.process import SimServer
+
+
+@dataclass
+class Summary:
+    out: Path
+    counts: dict[str, int]
+    interrupted: bool
+    error: str | None
+    sandbox_kind: str
+    mode: str
+    errors: dict[str, int] = field(default_factory=dict)  # failed results by error kind
+    stopped_early: bool = False  # --maxfail reached
+
+    def errors_left(self) -> dict[str, int]:
+        """Results that ended in an error, by kind: not the agent's outcome (cut turns are), so fail_on_error
+        fails the run on them."""
+        return {k: n for k, n in self.errors.items() if k not in CUT_KINDS and n}
+
+
+def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[[], None] | None = None) -> Summary:
+    """`on_booted`: called once the first workers are all ready (the CLI warms the report's renderer then,
+    off the start-up's critical path and while the workers run records)."""
+    from runner.sandbox import resolve_kind
+
+    kind = resolve_kind(cfg.sandbox)  # first: no engine is said at once, not after the SDKs' types load (~4 s)
+    if cfg.executor == "local" and not (cfg.output_dir / "manifest.json").exists():
+        _warm_forkserver(cfg)  # a new output: records will run (a resume may have nothing left to do)
+    order, warnings, picked, skipped = _preflight(cfg)  # bad input fails here, before the output directory is touched
+    out = cfg.output_dir.resolve()
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+    with OutputLock(out):
+        with writing(out / "logs"):
+            (out / "logs").mkdir(exist_ok=True)
+            log_id = add_log_file(out / "logs" / "supervisor.log")
+        try:
+            for warning in warnings:
+                logger.warning("{}", warning)
+            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped)
+        finally:
+            logger.remove(log_id)
+
+
+def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None, dict[str, Any] | None]:
+    """Record id -> position, warnings, the records -k / --ids choose (None: all) and the dataset lines
+    skip_invalid skipped (None: none); raises on the first bad record (unless skip_invalid), on an empty
+    dataset, a bad template or a retired model."""
+    rejected: list[tuple[int, str]] = []
+    records = list(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
+                                skip_invalid=cfg.skip_invalid, rejected=rejected))
+    order = {r.id: i for i, r in enumerate(records)}
+    if not order:
+        raise DatasetError("no records: nothing to run", path=str(cfg.dataset))
+    picked = chosen(((r.id, r.data) for r in records), cfg.select, cfg.ids)
+    if cfg.ids is not None and (unknown := sorted(set(cfg.ids) - set(order))):
+        raise ConfigError(f"--ids: {', '.join(unknown[:10])} not in {cfg.dataset}", where="command line")
+    check_templates(cfg)
+    check_harness_python(cfg)
+    check_keys(cfg)
+    warnings = check_retirements(cfg)
+    warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
+                 for model in unpriced(cfg)]
+    skipped = None
+    if rejected:  # never silently: said at start, kept in the manifest, shown above the report's numbers
+        lines = [n for n, _ in rejected]
+        skipped = {"count": len(rejected), "lines": lines[:100], "file": str(rejects_path(cfg.dataset))}
+        warnings += [f"skipped (--skip-invalid): {why}" for _, why in rejected[:5]]  # why names file:line
+        warnings.append(f"{len(rejected)} bad line(s) of {cfg.dataset} skipped (--skip-invalid): in no result "
+                        f"and no rate; written with their reasons to {skipped['file']}")
+    return order, warnings, picked, skipped
+
+
+def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
+         on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
+         skipped: dict[str, Any] | None = None) -> Summary:
+    run_id = uuid.uuid4().hex[:12]
+    mode, spec = _mode(cfg), database_spec(cfg)
+    if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
+        logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
+    sink = ResultSink(out, [r.name for r in cfg.runs])
+    manifest = check_manifest(out, base_manifest(
+        config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
+        dataset_sha256=file_hash(cfg.dataset),
+        shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
+        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg),
+        rejected=skipped,
+        compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer),
+        force=cfg.force)
+    plan, done = _what_to_do(cfg, sink, order, picked)
+    _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
+    if plan and cfg.executor == "local":
+        _warm_forkserver(cfg)  # started already for a new output; a resume with work left starts it here
+    image = _image(spec, kind, manifest) if plan else None
+    interrupted = stopped_early = False
+    error = None
+    with contextlib.ExitStack() as stack:
+        if plan:
+            chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
+            lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
+            transport, limiter, host = _transport(cfg, lay.workers, stack)
+            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host)
+            sim_url = sim.url if sim is not None else None
+            # where model calls went (a user harness's through the gateway)
+            manifest["endpoints"] = {**model_endpoints(cfg, sim_url), **({"gateway": gateway.url} if gateway else {})}
+            sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
+                              gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None],
+                              transport, limiter, lay)
+            sup.on_booted = on_booted
+            with sup.progress:
+                try:
+                    sup.run()
+                finally:
+                    _remove_containers(kind, run_id)
+            error, interrupted, stopped_early = sup.error, sup.interrupted, sup.stopped_early
+            _note_invocation(manifest, sup, sim, gateway)
+    expected = {(cid, epoch) for _, cid in in_scope(cfg, order) if picked is None or cid in picked
+                for epoch in range(1, cfg.epochs + 1)}
+    counts = _finish(sink, order, out, manifest, interrupted, error, expected)
+    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early)
+
+
+def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int],
+                picked: set[str] | None) -> tuple[list[Any], set[Any]]:
+    """The plan (what is left to run, with --lf only what did not succeed last) and what is done."""
+    done, failed = sink.standing(rerun_errors=cfg.rerun_errors)
+    chosen_items: set[str] | set[tuple[str, str]] | None = picked
+    if cfg.last_failed:  # the records whose last result was not a success, run again (and nothing else)
+        done -= failed
+        chosen_items = {(run, rid) for run, rid, _ in failed if picked is None or rid in picked}
+    return make_plan(cfg, order, done, chosen_items), done
+
+
+def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, kind: str, manifest: dict[str, Any],
+               user: str) -> None:
+    logger.info("run {}: {} records x {} runs{} = {} items to do ({} already done); harness: {}; providers: {}; "
+                "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs),
+                f" x {cfg.epochs} trials" if cfg.epochs > 1 else "", len(plan), done,
+                cfg.harness.kind, _providers(cfg, mode), kind)
+    for line in describe_requests(manifest["requests"]):  # what each run's models are sent, and left out
+        logger.info("  {}", line)
+    if user == "postgres":
+        logger.warning("the harness logs in as postgres, the superuser (allow_superuser: true): its SQL, or a model's "
+                       "through it, can run programs in the sandbox (COPY ... TO PROGRAM) and read the server's files")
+
+
+def _note_invocation(manifest: dict[str, Any], sup: Supervisor, sim: Any, gateway: Any) -> None:
+    """What this invocation adds to the manifest: its records in flight over time (the report draws them),
+    results thrown away because their sandbox did not serve the whole record, and what the gateway and
+    the simulator served (all invocations added up)."""
+    manifest["in_flight"] = {"capacity": sup.progress.capacity, "samples": sup.progress.timeline()}
+    manifest["discarded"] = dict(Counter(manifest.get("discarded") or {}) + sup.discarded)
+    if gateway is not None:
+        manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
+    if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
+        manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
+
+
+def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: dict[str, Any], interrupted: bool,
+            error: str | None, expected: set[tuple[str, int]]) -> dict[str, int]:
+    """Results in dataset order, the manifest's last word; the run's own error raised after both."""
+    try:
+        counts = sink.finalize(order)
+        # what a reader must know before reading a rate: some records have no result in some runs
+        missing = {run: n for run in counts if (n := len(expected - sink.present.get(run, set())))}
+        manifest.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), interrupted=interrupted, error=error,
+                        counts=counts, missing=missing, complete=not (missing or interrupted or error))
+        write_manifest(out, manifest)
+    except RunStopped:
+        if error:  # the disk that filled mid-run is still full: the first error is the one to read
+            raise _reported(error) from None
+        raise
+    if error:
+        raise _reported(error)
+    return counts
+
+
+def _reported(error: str) -> RunStopped:
+    e = RunStopped(error)
+    e.reported = True  # the supervisor logged it when it happened
+    return e
+
+
+def _providers(cfg: Config, mode: str) -> str:
+    if mode == "none":
+        return "none (the runner calls no model and sets no API variables: gateway: true routes the harness's)"
+    if mode == "real":
+        return "REAL APIs"
+    return "simulator (providers: sim)" if cfg.providers_mode == "sim" else "simulator (no API keys set)"
+
+
+def _image(spec: DatabaseSpec, kind: str, manifest: dict[str, object]) -> str | None:
+    if kind != "docker":
+        return None
+    from runner.sandbox.docker import remove_stale
+    from runner.sandbox.image import ensure_image
+
+    stale = remove_stale()
+    if stale:
+        logger.info("removed {} containers left by crashed runs", stale)
+    image = ensure_image(spec)
+    manifest["image"] = image
+    return image
+
+
+def _uses_gateway(cfg: Config) -> bool:
+    return gateway_use(cfg) is not None
+
+
+def _mode(cfg: Config) -> str:
+    """real or sim for a run that calls models through the runner; none for a harness that does not."""
+    return resolve_mode(cfg) if cfg.model_runs() or _uses_gateway(cfg) else "none"
+
+
+def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack, *,
+                  host: str = "127.0.0.1") -> tuple[SimServer | None, GatewayServer | None]:
+    """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
+    calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack; both
+    listen on `host` (this machine only, unless workers on other nodes must reach them)."""
+    from runner.gateway.process import GatewayServer
+    from runner.models.sim.process import SimServer
+
+    def log(name: str) -> str | None:
+        return str(log_dir / f"{name}.log") if log_dir else None
+
+    sim = None
+    if mode == "sim" and (cfg.model_runs() or _uses_gateway(cfg)):
+        sim = stack.enter_context(SimServer(cfg.simulator.model_copy(update={"host": host}), log_path=log("simulator")))
+    if not _uses_gateway(cfg):
+        return sim, None
+    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway"), host=host))
+    missing = [name for p, name in API_KEY_ENV.items() if not api_key(p)]
+    stand_in = f" and {'/'.join(missing)}=sim-key" if sim and missing else ""
+    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE)"
+                "{}", gw.url, "to the simulator" if sim else "to the real APIs", gateway_use(cfg), stand_in)
+    return sim, gw
+
+
+def _counts(server: GatewayServer | SimServer, name: str, key: str | None = None) -> dict[str, dict[str, float]]:
+    """Per-run (gateway) or per-model (simulator, `played`) counters of a server of this run."""
+    try:
+        stats: Any = server.stats()
+    except OSError as e:
+        logger.warning("could not read the {}'s counts: {}", name, e)
+        return {}
+    stats = stats.get(key, {}) if key else stats
+    return {k: {n: v for n, v in c.items() if isinstance(v, int | float)} for k, c in stats.items()
+            if isinstance(c, dict)}
+
+
+def _added(now: dict[str, dict[str, float]], before: object) -> dict[str, dict[str, float]]:
+    """This invocation's counts added to a resumed run's earlier ones."""
+    totals: dict[str, dict[str, float]] = {k: dict(v) for k, v in before.items()} if isinstance(before, dict) else {}
+    for group, counts in now.items():
+        mine = totals.setdefault(group, {})
+        for k, v in counts.items():
+            mine[k] = round(mine.get(k, 0) + v, 6)
+    return totals
+
+
+def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
+                image: str | None, spec: DatabaseSpec, sim_url: str | None, out: Path,
+                gateway_url: str | None, services: list[Service], transport: Transport, limiter: Any, lay: Layout
+                ) -> Supervisor:
+    if cfg.cache and cfg.model_runs():
+        from runner.cache import DEFAULT_DIR, ResponseCache
+
+        with writing(cfg.cache_dir or DEFAULT_DIR):  # created once, before workers race for it
+            ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()
+    pid = os.getpid()
+
+    chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
+    workers = lay.workers
+    logger.info("{} worker(s) x {} slot(s) = {} records in flight at most ({})", lay.workers, lay.slots, lay.in_flight,
+                lay.why)
+
+    if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
+        cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
+
+    def make_spec(wid: int) -> WorkerSpec:
+        return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, sim_url, str(out / "logs"), str(out / "scratch"),
+                          gateway_url, slots=lay.slots)
+
+    pool = WorkerPool(transport, make_spec, limiter, heartbeat_timeout=cfg.heartbeat_timeout_seconds,
+                      max_restarts=restart_cap(cfg.max_worker_restarts, lay.workers))
+    totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
+    progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console, capacity=lay.in_flight * chunk,
+                        status_path=out / "logs" / "status.json")
+    throttle = None
+    if cfg.concurrency == "auto":
+        throttle = Throttle(capacity=lay.in_flight * chunk, floor=lay.workers * chunk, step=lay.workers * chunk,
+                            window=cfg.concurrency_window_seconds,
+                            round_trip=limiter.round_trip)
+        progress.target, progress.target_why = throttle.target, "start"
+    return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
+                      transport.inbox, workers=workers, services=services, throttle=throttle,
+                      prefer=budget_preference(cfg, limiter),
+                      on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
+
+
+def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[Transport, Any, str]:
+    """Where workers run, the budget they draw from (shared memory locally, an actor on Ray), and the
+    address the simulator and gateway listen on (this machine's loopback, or this node's address on
+    a cluster, so that workers on other nodes reach them)."""
+    if cfg.executor == "ray":
+        try:
+            from runner.engine.ray_executor import RayTransport
+        except ImportError as e:
+            raise ConfigError(f"executor: ray needs Ray installed (pip install 'pgsandbox-runner[ray]'): {e}") from None
+        ray_transport = stack.enter_context(RayTransport(cfg, lanes=workers))
+        return ray_transport, ray_transport.budget, ray_transport.node_address()
+    # Workers are forked from a forkserver (a clean process of ours, no threads or clients), not from
+    # the supervisor: each starts with the runner and the harness's SDKs already imported, in pages
+    # shared with the others (importing anthropic alone costs ~2.5 s of CPU per process here).
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(preload(cfg))
+    return ProcessTransport(ctx), build_limiter(cfg, lanes=workers), "127.0.0.1"
+
+
+def _warm_forkserver(cfg: Config) -> None:
+    """Start the process workers are forked from now: it imports the harness's modules (the SDKs take
+    ~1.4 s for the built-in agents) in parallel with the image check and the simulator's start, instead of
+    after them, when the first worker is spawned (_transport sets the same preload list)."""
+    from multiprocess import forkserver
+
+    mp.get_context("forkserver").set_forkserver_preload(preload(cfg))
+    forkserver.ensure_running()  # returns at once; a second call finds it running
+
+
+def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> None:
+    if kind == "docker":
+        from runner.sandbox.docker import remove_stale
+
+        removed = remove_stale(run_id=run_id, worker=worker)
+        if removed:
+            logger.info("removed {} container(s) of this run{}", removed,
+                        f" (of worker {worker}, dead)" if worker is not None else "")

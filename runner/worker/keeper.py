@@ -1,0 +1,186 @@
+"""A worker's sandbox and what keeps it: its boot (every slot's databases, templates for `reset:
+recreate`), the witness that tells whether one live server served a whole record, its replacement
+when it dies (once, for all slots), and the per-slot database chores (reset, cancel).
+
+Its slots share it: a slot that finds it dead replaces it under `lock` unless another already did (the
+`generation` it saw is gone); readers take `sandbox` once and work on that, since it may be swapped
+under them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from loguru import logger
+
+from runner.config import SLOT_DATA_MIB
+from runner.harness.base import SandboxInfo, sandbox_info, slot_database
+from runner.sandbox import make_sandbox
+from runner.sandbox.base import (
+    Sandbox,
+    cancel_queries,
+    copy_databases,
+    databases_bytes,
+    recreate_database,
+    snapshot_database,
+    template_name,
+)
+from runner.sandbox.witness import Incarnation, SandboxGone, Witness
+from runner.wire.messages import SandboxReplaced
+
+
+def connections_for(slots: int) -> int:
+    """PostgreSQL's max_connections for K slots: a harness may hold a few per database (the CRM holds
+    two, one per database), plus the runner's own and headroom."""
+    return max(100, 4 * slots + 20)
+
+
+class SandboxKeeper:
+    def __init__(self, spec: Any, inbox: Any, *, inline: bool) -> None:
+        """`spec`: the worker's (WorkerSpec); `inline`: one slot on the main thread (no background copies)."""
+        self.spec, self.cfg, self.inbox, self.inline = spec, spec.cfg, inbox, inline
+        self.sandbox: Sandbox | None = None
+        self.witness: Witness | None = None  # the worker's own session: did the sandbox serve a whole record?
+        self.generation = 0
+        self.lock = threading.Lock()  # one replacement of the sandbox at a time
+        # slot k's databases exist in the first sandbox once copied[k] is set (copied in the background)
+        self.copied = [threading.Event() for _ in range(spec.slots)]
+        self.deferred: list[list[tuple[str, str]]] = []
+
+    def boot(self) -> None:
+        """A new sandbox with every slot's databases (and templates for `reset: recreate`)."""
+        s = self.spec
+        sb = make_sandbox(s.sandbox_kind, s.database, image=s.image, run_id=s.run_id, owner_pid=s.supervisor_pid,
+                          name_hint=f"w{s.worker}g{self.generation + 1}", memory=s.cfg.sandbox_memory(s.slots),
+                          cpus=s.cfg.container_cpus, dsn=s.cfg.dsn, tmpfs=s.cfg.container_tmpfs,
+                          connections=connections_for(s.slots), network=s.cfg.sandbox_network())
+        try:
+            sb.start()
+            assert sb.endpoint is not None
+            # Templates while nobody is connected, then every slot's copies of them, by FILE_COPY (a
+            # pair took 2-7 s by WAL once other slots ran). The first sandbox's copies are made in the
+            # background, slot after slot, each slot ready when its own are (4 workers x 63 slots took
+            # 18 s at boot, 4 % of the headline's wall); a replacement's are made here, all at once, and
+            # it is published only then: a slot that looked at it earlier would find no database of its own.
+            slot_dbs = self.own_databases(0, sb) if s.slots > 1 else []
+            if slot_dbs and s.cfg.container_memory is None:
+                self._make_room(sb, slot_dbs)
+            main = self.main_db(sb)
+            names = slot_dbs + ([main] if self.cfg.harness.reset == "recreate" and main not in slot_dbs else [])
+            for name in names:
+                snapshot_database(sb.endpoint, name)
+            copies = [[(template_name(d), slot_database(d, k)) for d in slot_dbs] for k in range(1, s.slots)]
+            if self.generation == 0 and not self.inline:
+                self.deferred = copies
+            else:
+                copy_databases(sb.endpoint, copies)
+            witness = Witness(sb.endpoint.local_dsn())
+            witness.start()
+        except BaseException:
+            sb.stop()
+            raise
+        self.sandbox, self.witness = sb, witness
+        self.generation += 1
+        if self.generation > 1:
+            for e in self.copied:  # a replacement has them all (and the background copier stops)
+                e.set()
+
+    def _make_room(self, sb: Sandbox, names: list[str]) -> None:
+        """Databases larger than the default limit allows for, in memory, K - 1 copies and templates
+        each: raise the container's limit before copying (the server killed for memory mid-run would
+        take every slot's record with it)."""
+        assert sb.endpoint is not None
+        if not sb.data_in_memory():
+            return
+        size, k = databases_bytes(sb.endpoint, names), self.spec.slots
+        extra = int(size * k * 1.25) - SLOT_DATA_MIB * 2**20 * (k - 1)  # a quarter more for what records write
+        if extra > 0 and sb.raise_memory(extra):
+            logger.info("sandbox memory limit raised by {} MiB: {} slots' copies of {} MiB of databases in memory",
+                        extra // 2**20, k, size // 2**20)
+
+    def copy_in_background(self) -> None:
+        """The first sandbox's slot databases, slot 1 first; stops at a replacement (which copies its own)."""
+        self.copied[0].set()
+
+        def done(i: int) -> bool:  # slot i + 1 has its databases; go on unless the sandbox was replaced
+            self.copied[i + 1].set()
+            return self.generation == 1
+
+        try:
+            sb = self.sandbox
+            if self.generation == 1 and sb is not None and sb.endpoint is not None:
+                copy_databases(sb.endpoint, self.deferred, done)
+        except Exception as e:  # the sandbox died: the slot that finds it so replaces it, copies and all
+            logger.warning("copying the slots' databases stopped: {}", e)
+        finally:
+            for ev in self.copied:  # a slot still waiting attaches now and finds out
+                ev.set()
+
+    def wait_copied(self, slot: int) -> None:
+        self.copied[slot].wait()
+
+    def main_db(self, sb: Sandbox | None = None) -> str:
+        return getattr(sb or self.sandbox, "dbname", None) or self.spec.database.name
+
+    def slot_info(self, slot: int, sb: Sandbox | None = None) -> SandboxInfo:
+        sb = sb or self.sandbox
+        assert sb is not None and sb.endpoint is not None
+        return sandbox_info(sb, self.spec.database, self.main_db(sb), slot)
+
+    def own_databases(self, slot: int, sb: Sandbox | None = None) -> list[str]:
+        """The slot's databases but those every slot shares (which no slot resets nor cancels)."""
+        return [d.name for n, d in self.slot_info(slot, sb).databases.items() if n not in self.spec.database.shared]
+
+    def sandbox_id(self) -> str | None:
+        return self.sandbox.id if self.sandbox else None
+
+    def stop(self) -> None:
+        if self.witness is not None:
+            self.witness.stop()
+            self.witness = None
+        if self.sandbox is not None:
+            self.sandbox.stop()
+            self.sandbox = None
+
+    def replace_sandbox(self, why: str, seen: int) -> None:
+        """A new sandbox, unless another slot already replaced the one `seen` (a generation)."""
+        with self.lock:
+            if self.generation != seen:
+                return
+            old = self.sandbox.id if self.sandbox else "?"
+            logger.warning("sandbox {} is gone ({}); starting a new one", old, why)
+            self.stop()
+            self.boot()
+            assert self.sandbox is not None
+            self.inbox.put(SandboxReplaced(self.spec.worker, old, self.sandbox.id, why[:200]))
+
+    def incarnation(self, slot: int) -> tuple[int, Incarnation] | None:
+        """Which sandbox (generation) and which server incarnation serves this slot's databases now; None
+        when it does not answer. Equal before and after a record exactly when one live server served it."""
+        generation, witness, sb = self.generation, self.witness, self.sandbox  # a slot may be replacing them
+        if witness is None or sb is None:
+            return None
+        try:
+            names = [d.name for d in self.slot_info(slot, sb).databases.values()]
+            return generation, witness.observe(names)
+        except SandboxGone as e:
+            logger.warning("slot {}: sandbox {} did not pass the witness check: {}", slot, sb.id, e)
+            return None
+
+    def sandbox_dead(self) -> bool:
+        sb = self.sandbox  # another slot may be replacing it right now
+        try:
+            return sb is None or not sb.alive()
+        except Exception:  # cannot tell: the caller's retry path finds out (replace_sandbox waits its turn)
+            return True
+
+    # another slot may be replacing the sandbox meanwhile: read it once
+    def reset_slot(self, slot: int) -> None:
+        if (sb := self.sandbox) is not None and sb.endpoint is not None:
+            main = self.main_db(sb)
+            recreate_database(sb.endpoint, slot_database(main, slot), template=main)
+
+    def cancel_queries(self, slot: int) -> None:
+        if (sb := self.sandbox) is not None and sb.endpoint is not None:
+            cancel_queries(sb.endpoint, self.own_databases(slot, sb))

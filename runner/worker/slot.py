@@ -1,0 +1,437 @@
+"""A slot: one record at a time, on its own databases of the worker's sandbox, through its own harness.
+
+A worker has K slots. With K = 1 the one slot runs in the worker's main thread and its time limit is
+SIGALRM, as it always was. With K > 1 each slot is a thread (harness code blocks: on the database,
+on the model's API), its databases are copies made from the sandbox's at boot, and its time limit is
+watched by the worker's main thread, which raises the same exception in the slot's thread and
+cancels the slot's queries so a thread blocked in the database returns to take it. Results go to
+the supervisor from whichever thread has them (the outbox is thread-safe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import itertools
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import psycopg
+from loguru import logger
+
+from runner.config import Config
+from runner.errors import ErrorKind, RunStopped
+from runner.gateway.process import set_trial, take_usage
+from runner.harness import Reading, build_result
+from runner.harness.base import Harness, SandboxInfo, Task
+from runner.interrupts import Alarm, cut_lock, shielded_now, unshield
+from runner.models.base import trial
+from runner.records import Record
+from runner.results.result import Result, Usage, error_result, now_iso
+from runner.sandbox.witness import Incarnation
+from runner.wire.messages import Assign, ItemDone, Job, SlotReady
+
+# Which record each slot of this process runs now: marks what the harness prints in the worker's log.
+running: dict[int, str] = {}
+# A command harness enforces its own limit per chunk; the alarm is the backstop a little later.
+ALARM_SLACK_SECONDS = 5.0
+
+
+class Keeper(Protocol):
+    """What a slot needs of the sandbox its worker keeps (runner/worker/keeper.py): replaced under it."""
+
+    generation: int
+
+    def slot_info(self, slot: int) -> SandboxInfo: ...
+    def sandbox_id(self) -> str | None: ...
+    def sandbox_dead(self) -> bool: ...
+    def incarnation(self, slot: int) -> tuple[int, Incarnation] | None: ...
+    def replace_sandbox(self, why: str, seen: int) -> None: ...
+    def reset_slot(self, slot: int) -> None: ...
+    def wait_copied(self, slot: int) -> None: ...
+
+
+class Host(Protocol):
+    """What a slot needs of its worker: its sandbox's keeper, records, the outbox."""
+
+    cfg: Config
+    worker_id: int
+    gateway_url: str | None
+    records: dict[str, Record]
+    reading: Reading
+    inbox: Any
+    keeper: Keeper
+
+    def discard(self, job: Job, reason: str) -> None: ...
+
+
+class Slot:
+    def __init__(self, n: int, host: Host, harness: Harness) -> None:
+        self.n, self.host, self.harness, self.cfg = n, host, harness, host.cfg
+        self.runs = {r.name: r for r in host.cfg.runs}
+        self.generation = 0  # the sandbox generation the harness is attached to
+        self.caller = harness.info.caller  # whom the gateway counts this slot's calls to
+        self.abandoned = False  # stuck where its Alarm cannot reach: whatever it finishes is not sent
+
+    # ------------------------------------------------------------------ the sandbox
+    def attach(self) -> None:
+        """Attach the harness to the worker's current sandbox (this slot's databases there)."""
+        if self.generation:
+            with contextlib.suppress(Exception):
+                self.harness.detach()
+        generation = self.host.keeper.generation
+        self.harness.attach(self.host.keeper.slot_info(self.n))
+        self.generation = generation
+
+    def reconnect(self) -> None:
+        with contextlib.suppress(Exception):
+            self.harness.detach()
+        try:
+            self.harness.attach(self.host.keeper.slot_info(self.n))
+        except Exception as e:  # detached: the next chunk attaches before it runs (handle)
+            logger.warning("slot {} could not reconnect ({}); it attaches again before its next record", self.n, e)
+            self.generation = 0
+
+    # ------------------------------------------------------------------ a chunk
+    def serve(self, msg: Assign, clock: Clock) -> None:
+        """Run a chunk and send each result to the supervisor as it comes."""
+        for job, result in self.handle(msg.jobs, clock):
+            if self.abandoned:
+                return
+            self.send(job, result, sandbox_id=self.host.keeper.sandbox_id())
+
+    def send(self, job: Job, result: Result, *, sandbox_id: str | None = None) -> None:
+        """A job's result to the supervisor, stamped with where and as which attempt it ran."""
+        update: dict[str, object] = {"worker": self.host.worker_id, "attempt": job.attempt, "item_id": job.item_id,
+                                     "index": job.index, "epoch": job.epoch}
+        if sandbox_id is not None:
+            update["sandbox_id"] = sandbox_id
+        self.host.inbox.put(ItemDone(self.host.worker_id, job.item_id, result.model_copy(update=update).to_json()))
+
+    def handle(self, jobs: tuple[Job, ...], clock: Clock) -> Iterator[tuple[Job, Result]]:
+        """Each job's result, kept only if one live sandbox served the whole record.
+
+        The harness's word is not enough: most harnesses catch every exception and report a failed
+        record when their database dies under them. So the worker's witness session (sandbox/witness.py)
+        is asked before and after: a result whose sandbox died, froze, was replaced or lost the slot's
+        databases meanwhile is discarded, the sandbox replaced (once for all slots), and the record run
+        again as its next attempt, until max_attempts."""
+        left = list(jobs)
+        discarded: dict[int, list[str]] = {j.item_id: [] for j in jobs}
+        while left:
+            if self.generation != self.host.keeper.generation:
+                self.attach()
+            seen = self.generation
+            before = self._before_records()
+            lost: list[Job] = []
+            for job, res in self.attempt(left, clock):
+                if before is not None and self.host.keeper.incarnation(self.n) == before:
+                    yield job, res.model_copy(update={"discarded": discarded[job.item_id]}) \
+                        if discarded[job.item_id] else res
+                else:
+                    lost.append(job)
+            if not lost:
+                return
+            why = "the sandbox did not serve the whole record (it died, froze or was replaced meanwhile)"
+            self.host.keeper.replace_sandbox(f"{len(lost)} record(s) ran while the database stopped answering", seen)
+            left = []
+            for job in lost:
+                self.host.discard(job, why)
+                discarded[job.item_id].append(f"sandbox_lost: attempt {job.attempt}")
+                if job.attempt < self.cfg.max_attempts:
+                    left.append(dataclasses.replace(job, attempt=job.attempt + 1))
+                else:
+                    yield job, error_result(job.run, job.record_id, job.index,
+                                            f"{why}, on each of {job.attempt} attempts", kind="sandbox_lost",
+                                            discarded=discarded[job.item_id])
+
+    def _before_records(self) -> tuple[int, Incarnation] | None:
+        """Reset the slot's databases if the harness asks for it, then which sandbox serves them (None:
+        none does, so whatever runs now is lost)."""
+        if self.cfg.harness.reset == "recreate":
+            try:
+                self.host.keeper.reset_slot(self.n)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                logger.warning("slot {}: resetting its databases failed: {}", self.n, e)
+                return None
+        return self.host.keeper.incarnation(self.n)
+
+    def attempt(self, jobs: list[Job], clock: Clock) -> Iterator[tuple[Job, Result]]:
+        """Run jobs through the harness under the time limit; every job comes back with a result.
+
+        The clock runs only while the harness's code does: the cut never lands in the runner's own
+        code (half a message on the supervisor's pipe), only in the harness's.
+        """
+        left = {j.item_id: j for j in jobs}
+        tasks = [self.task(j) for j in jobs]
+        limit = self.cfg.conversation_timeout_seconds * len(jobs)
+        started = (now_iso(), time.monotonic())  # a chunk's records run together
+        usage: list[Usage] = []
+        running[self.n] = f"{jobs[0].run}:{jobs[0].record_id}" + (f" +{len(jobs) - 1}" if len(jobs) > 1 else "")
+        told = trial.set(jobs[0].epoch)  # a chunk is one trial (the scheduler's doing)
+        if self.cfg.epochs > 1 and self.host.gateway_url is not None:
+            self._tell_gateway(jobs[0].epoch)
+        clock.start(limit + (ALARM_SLACK_SECONDS if len(jobs) > 1 else 0))
+        try:
+            outcomes = self.harness.run(tasks)
+            for n in itertools.count():
+                with clock.running():
+                    step = next(outcomes, None)
+                if step is None:
+                    break
+                task, outcome = step
+                job = left.pop(task.item_id)
+                if self.host.gateway_url is not None:
+                    usage = usage or self._gateway_usage(len(jobs))
+                    outcome.usage = usage[n] if n < len(usage) else outcome.usage
+                yield job, build_result(task, outcome, job.index, started, self.host.reading, share=len(jobs))
+        except Alarm:
+            yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_timeout_seconds:g}s",
+                                      "timeout", started, self._spent(len(jobs), usage))
+            self.reconnect()  # the cut may have left a query half-done on a connection
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+            yield from self._fail_all(left, str(e), "database", started, self._spent(len(jobs), usage))
+            if not self.host.keeper.sandbox_dead():
+                self.reconnect()
+        except RunStopped:
+            raise
+        except Exception as e:  # a bug or an unexpected answer: these records fail, the worker goes on
+            logger.exception("harness failed")
+            yield from self._fail_all(left, f"{type(e).__name__}: {e}", "harness_error", started,
+                                      self._spent(len(jobs), usage))
+        finally:
+            clock.stop()
+            trial.reset(told)
+            running.pop(self.n, None)
+
+    def _spent(self, parts: int, taken: list[Usage]) -> list[Usage]:
+        """What the records cut short had cost, in chunk order: the gateway's count for a user harness's
+        SDK calls, else the harness's own count for the record it was running."""
+        if self.host.gateway_url is None:
+            return [self.harness.spent()]
+        return taken or self._gateway_usage(parts)
+
+    def _tell_gateway(self, epoch: int) -> None:
+        """Which trial this slot's SDK calls through the gateway now belong to: their own cache keys."""
+        assert self.host.gateway_url is not None
+        try:
+            set_trial(self.host.gateway_url, self.caller, epoch)
+        except OSError as e:  # then its calls key as the first trial's: a cached answer may repeat
+            logger.warning("could not tell the gateway this record's trial ({}): {}", epoch, e)
+
+    def _gateway_usage(self, parts: int) -> list[Usage]:
+        """What this slot's SDK calls through the gateway cost since its last record."""
+        assert self.host.gateway_url is not None
+        try:
+            return take_usage(self.host.gateway_url, self.caller, parts)
+        except OSError as e:  # the counts are a nicety: the record's result must not wait on them
+            logger.warning("could not read this record's model calls from the gateway: {}", e)
+            return []
+
+    def _fail_all(self, left: dict[int, Job], why: str, kind: ErrorKind, started: tuple[str, float],
+                  spent: list[Usage]) -> Iterator[tuple[Job, Result]]:
+        """Every job left fails with why; each keeps its time and what its calls cost."""
+        started_at, t0 = started
+        wall = round((time.monotonic() - t0) / max(1, len(left)), 4)
+        if len(spent) > 1:  # a share per record of the chunk: the ones already done took theirs
+            spent = spent[-len(left):]
+        shares = spent + [Usage()] * (len(left) - len(spent))
+        for job, usage in zip(list(left.values()), shares, strict=False):
+            yield job, error_result(job.run, job.record_id, job.index, why, kind=kind, started_at=started_at,
+                                    wall_seconds=wall, usage=usage)
+        left.clear()
+
+    def abandon(self, msg: Assign, since: tuple[str, float]) -> None:
+        """Give up on a chunk whose harness code never took its Alarm (blocked in a C call that neither a
+        signal nor a query cancel ends): its records become timeouts; the thread is left behind."""
+        self.abandoned = True
+        limit = self.cfg.conversation_timeout_seconds
+        for job, result in self._fail_all({j.item_id: j for j in msg.jobs},
+                                          f"over the time limit of {limit:g}s (stuck where the limit could not "
+                                          "cut it; its worker was retired)", "timeout", since, []):
+            self.send(job, result)
+
+    def task(self, job: Job) -> Task:
+        return Task(job.item_id, self.runs[job.run], job.record_id, self.host.records[job.record_id].data,
+                    job.attempt, job.epoch)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.harness.detach()
+        with contextlib.suppress(Exception):
+            self.harness.close()
+
+
+# ---------------------------------------------------------------------- clocks
+class Clock:
+    """A chunk's time limit. `start(seconds)` when the chunk starts, `running()` around each stretch of
+    the harness's own code (the only place the cut may land), `stop()` when the chunk ends."""
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+
+    def start(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def stop(self) -> None:
+        self.deadline = None
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        yield
+
+
+SHIELD_RETRY_SECONDS = 0.005  # an alarm that fell inside a shield comes back this much later
+
+
+class AlarmClock(Clock):
+    """K = 1: the slot is the main thread; SIGALRM, armed only while the harness runs, raises Alarm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGALRM, self._on_alarm)
+
+    def _on_alarm(self, signum: int, frame: Any) -> None:
+        if not self.inside:  # a signal handled late, after its harness code returned, is let go
+            return
+        if shielded_now(threading.get_ident()):  # inside the runner's own critical section: a moment later
+            signal.setitimer(signal.ITIMER_REAL, SHIELD_RETRY_SECONDS)
+            return
+        raise Alarm()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        assert self.deadline is not None
+        # Marked inside before the timer is armed: a timer that fires at once (a deadline already near)
+        # must find the mark, or its Alarm is let go and the record runs on until the worker is killed.
+        self.inside = True
+        unshield(threading.get_ident())
+        try:
+            left = self.deadline - time.monotonic()
+            if left <= 0:  # the deadline passed between two stretches of the harness: cut it here
+                raise Alarm()
+            signal.setitimer(signal.ITIMER_REAL, left)
+            yield
+        finally:
+            self.inside = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+_set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
+_clear_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)(
+    ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
+
+
+class WatchedClock(Clock):
+    """K > 1: the slot is a thread; the worker's main thread calls `check()` and, past the deadline while
+    the harness runs, raises Alarm in the slot's thread (at its next Python instruction) and cancels
+    the slot's queries (a thread blocked in the database returns to take it)."""
+
+    def __init__(self, cancel: Callable[[], None]) -> None:
+        super().__init__()
+        self.cancel = cancel
+        self.thread: int | None = None
+        self.started: tuple[str, float] | None = None
+        self._lock = threading.Lock()
+        self._inside = self._raised = False
+        self._raised_at = 0.0
+
+    def start(self, seconds: float) -> None:
+        super().start(seconds)
+        self.started = (now_iso(), time.monotonic())
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        unshield(threading.get_ident())
+        with self._lock:
+            self.thread, self._inside, self._raised = threading.get_ident(), True, False
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._inside = False
+                if self._raised:  # raised but not yet taken: it must not land in the runner's code
+                    _clear_async_exc(self.thread, None)
+
+    def check(self, now: float) -> bool:
+        """Cut the harness if it is past its deadline; True if it was cut now. Not while the thread is in
+        one of the runner's own critical sections (runner/interrupts.py): the next check cuts it."""
+        with self._lock, cut_lock:
+            if not self._inside or self._raised or self.deadline is None or now < self.deadline \
+                    or self.thread is None or shielded_now(self.thread):
+                return False
+            self._raised, self._raised_at = True, now
+            _set_async_exc(self.thread, Alarm)
+        with contextlib.suppress(Exception):
+            self.cancel()
+        return True
+
+    def stuck(self, now: float, grace: float) -> bool:
+        """Cut `grace` seconds ago and still inside the harness's code."""
+        with self._lock:
+            return self._inside and self._raised and now - self._raised_at > grace
+
+
+# ---------------------------------------------------------------------- K > 1: a thread per slot
+class SlotThread(threading.Thread):
+    """Runs its slot's chunks from its own queue, on a WatchedClock the worker's main thread checks."""
+
+    def __init__(self, slot: Slot, cancel: Callable[[int], None]) -> None:
+        super().__init__(daemon=True, name=f"slot-{slot.n}")
+        self.announce = slot.n > 0  # slot 0's readiness is the worker's (WorkerReady)
+        self.slot = slot
+        self.clock = WatchedClock(lambda: cancel(slot.n))
+        self.jobs: queue.SimpleQueue[Assign | None] = queue.SimpleQueue()
+        self.failure: BaseException | None = None  # a RunStopped, or a crash: the worker ends with it
+        self.attached = threading.Event()
+        self.current: Assign | None = None
+
+    def _attach(self) -> None:
+        """Attach; if the sandbox died meanwhile (another slot is replacing it, or this one must),
+        once more on the new one."""
+        seen = self.slot.host.keeper.generation
+        try:
+            self.slot.attach()
+        except Exception as e:
+            if not self.slot.host.keeper.sandbox_dead() and self.slot.host.keeper.generation == seen:
+                raise
+            logger.warning("slot {} could not attach ({}); the sandbox is gone: once more on a new one",
+                           self.slot.n, e)
+            self.slot.host.keeper.replace_sandbox(f"slot {self.slot.n} could not attach: {e}", seen)
+            self.slot.attach()
+
+    def run(self) -> None:
+        try:
+            self.slot.host.keeper.wait_copied(self.slot.n)
+            self._attach()
+            if self.announce:
+                self.slot.host.inbox.put(SlotReady(self.slot.host.worker_id, self.slot.n))
+        except BaseException as e:
+            logger.exception("slot {} could not attach", self.slot.n)
+            self.failure = e
+            return
+        finally:
+            self.attached.set()
+        while True:
+            try:
+                msg = self.jobs.get()
+                if msg is None:
+                    return
+                self.current = msg
+                self.slot.serve(msg, self.clock)
+                self.current = None
+            except BaseException as e:  # RunStopped (a fatal provider error), or a bug in the runner
+                if not isinstance(e, RunStopped):
+                    logger.exception("slot {} crashed", self.slot.n)
+                self.failure = e
+                return

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from loguru import logger
+
+from runner.errors import OutputInUse, ResumeMismatch
+from runner.results.result import Result
+from runner.results.sink import OutputLock, ResultSink, check_manifest, read_results, results_path
+
+
+def _r(rid: str, status: str) -> Result:
+    return Result(run="r", record_id=rid, index=0, status=status, started_at="t", finished_at="t",
+                  error_kind=None if status == "ok" else "harness_error")
+
+
+def test_torn_last_line_is_ignored_and_cut_on_resume(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, ["r"])
+    sink.write(_r("a", "ok"))
+    sink.write(_r("b", "error"))
+    sink.close()
+    path = results_path(tmp_path, "r")
+    with path.open("a") as f:
+        f.write('{"run": "r", "record_id": "c", "sta')
+    assert [r.record_id for r in read_results(path)] == ["a", "b"]
+    assert ResultSink(tmp_path, ["r"]).standing(rerun_errors=True)[0] == {("r", "a", 1)}
+    assert ResultSink(tmp_path, ["r"]).standing(rerun_errors=False)[0] == {("r", "a", 1), ("r", "b", 1)}
+    assert path.read_text().endswith("}\n")
+
+
+def test_a_line_that_is_not_a_result_is_skipped_with_its_line_number(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    path = results_path(tmp_path, "r")
+    path.parent.mkdir(parents=True)
+    path.write_text(_r("a", "ok").model_dump_json() + "\n" + '{"run": "r"}\n' + _r("b", "ok").model_dump_json() + "\n")
+    said: list[str] = []
+    handler = logger.add(lambda m: said.append(str(m)), level="WARNING", format="{message}")
+    try:
+        assert [r.record_id for r in read_results(path)] == ["a", "b"]
+    finally:
+        logger.remove(handler)
+    assert len(said) == 1 and f"{path}:2:" in said[0]  # the file and the line a person opens
+
+
+def test_finalize_orders_by_dataset_and_keeps_the_newest_attempt(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, ["r"])
+    for cid, status in (("c", "ok"), ("a", "error"), ("b", "ok"), ("a", "ok")):
+        sink.write(_r(cid, status))
+    assert sink.finalize({"a": 0, "b": 1, "c": 2}) == {"r": 3}
+    rows = [json.loads(x) for x in results_path(tmp_path, "r").read_text().splitlines()]
+    assert [(r["record_id"], r["status"]) for r in rows] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
+
+
+def test_resuming_into_another_run_is_refused_unless_forced(tmp_path: Path) -> None:
+    check_manifest(tmp_path, {"config_fingerprint": "A", "dataset_sha256": "D", "shard": None}, force=False)
+    with pytest.raises(ResumeMismatch, match="config_fingerprint"):
+        check_manifest(tmp_path, {"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}, force=False)
+    m = check_manifest(tmp_path, {"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}, force=True)
+    assert m["resumed"] is True
+
+
+def test_the_output_lock_refuses_a_second_holder_and_dies_with_its_holder(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from runner.results.sink import OutputLock
+        with OutputLock(Path({str(tmp_path)!r})):
+            print("held", flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with pytest.raises(OutputInUse, match=f"pid {holder.pid}"), OutputLock(tmp_path):
+        pass
+    holder.kill()  # kill -9: no clean-up ran, the kernel released the lock
+    holder.wait()
+    with OutputLock(tmp_path):
+        assert (tmp_path / ".lock").read_text().strip() == str(os.getpid())
+
+
+def test_every_result_is_written_and_read_back_whole_even_what_orjson_refuses(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, ["r"])
+    odd = _r("big", "ok").model_copy(update={"output": {"args": {"n": 10**30}, "ratio": float("nan")},
+                                             "metrics": {"m": float("inf")}})
+    sink.write(_r("a", "ok"))
+    sink.write(odd)
+    sink.close()
+    back = {r.record_id: r for r in read_results(results_path(tmp_path, "r"))}
+    assert set(back) == {"a", "big"}
+    assert back["big"].output is not None and back["big"].output["args"]["n"] == 10**30
+    lines = results_path(tmp_path, "r").read_text().splitlines()
+    assert all(json.loads(line)["record_id"] in back for line in lines)
+
+
+def test_fewer_or_more_runs_resume_and_a_changed_run_is_named(tmp_path: Path) -> None:
+    """Before, `--runs gpt-mini` on an output of four runs was refused with an opaque hash
+    (`config_fingerprint was '063b...', now 'b488...'`) that did not say what changed."""
+    from runner.config import Config
+
+    def manifest(runs: list[dict[str, object]]) -> dict[str, object]:
+        cfg = Config.model_validate({"dataset": "x", "harness": {"kind": "python", "entrypoint": "m:f"},
+                                     "runs": runs})
+        return {"config_fingerprint": cfg.fingerprint(), "config_parts": cfg.fingerprint_parts(),
+                "dataset_sha256": "D", "shard": None, "runs": [r.model_dump(mode="json") for r in cfg.runs]}
+
+    a, b = {"name": "a", "params": {"model": "x"}}, {"name": "b", "params": {"model": "y"}}
+    check_manifest(tmp_path, manifest([a, b]), force=False)
+    check_manifest(tmp_path, manifest([b]), force=False)  # narrowed: resumes
+    check_manifest(tmp_path, manifest([a, b, {"name": "c"}]), force=False)  # widened: resumes
+    with pytest.raises(ResumeMismatch, match=r"run b changed since") as refused:
+        check_manifest(tmp_path, manifest([{"name": "b", "params": {"model": "z"}}]), force=False)
+    assert "config_fingerprint" not in str(refused.value)
+    with pytest.raises(ResumeMismatch, match=r"harness changed since"):
+        cfg = Config.model_validate({"dataset": "x", "harness": {"kind": "python", "entrypoint": "m:g"},
+                                     "runs": [a]})
+        check_manifest(tmp_path, {"config_fingerprint": cfg.fingerprint(), "config_parts": cfg.fingerprint_parts(),
+                                  "dataset_sha256": "D", "shard": None}, force=False)
+    kept = json.loads((tmp_path / "manifest.json").read_text())
+    assert [r["name"] for r in kept["runs"]] == ["a", "b", "c"]  # narrowing left the others listed, in order

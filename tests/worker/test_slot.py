@@ -1,0 +1,120 @@
+"""The slot clock: a time limit cut into a thread's Python code, never into the runner's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from runner.worker.slot import Alarm, AlarmClock, WatchedClock
+
+
+def _watch(clock: WatchedClock, stop: threading.Event) -> None:
+    while not stop.is_set():
+        clock.check(time.monotonic())
+        time.sleep(0.01)
+
+
+def test_a_thread_over_its_limit_takes_alarm_and_its_queries_are_cancelled() -> None:
+    cancelled = threading.Event()
+    clock = WatchedClock(cancelled.set)
+    got: list[str] = []
+
+    def slot() -> None:
+        clock.start(0.2)
+        try:
+            with clock.running():
+                while True:  # harness code that never returns by itself
+                    sum(range(1000))
+        except Alarm:
+            got.append("alarm")
+        finally:
+            clock.stop()
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(clock, stop))
+    watcher.start()
+    t = threading.Thread(target=slot)
+    t0 = time.monotonic()
+    t.start()
+    t.join(5)
+    stop.set()
+    watcher.join()
+    assert got == ["alarm"] and cancelled.is_set() and time.monotonic() - t0 < 2
+
+
+def test_outside_the_harness_the_clock_never_cuts() -> None:
+    clock = WatchedClock(lambda: None)
+    done: list[str] = []
+
+    def slot() -> None:
+        clock.start(0.05)
+        with clock.running():
+            pass  # the harness returned in time
+        time.sleep(0.3)  # the runner's own work past the deadline: sending results, say
+        sum(range(100000))
+        done.append("finished")
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(clock, stop))
+    watcher.start()
+    t = threading.Thread(target=slot)
+    t.start()
+    t.join(5)
+    stop.set()
+    watcher.join()
+    assert done == ["finished"]
+
+
+def test_a_thread_stuck_in_a_c_call_is_reported_stuck() -> None:
+    clock = WatchedClock(lambda: None)
+    entered = threading.Event()
+
+    def slot() -> None:
+        clock.start(0.05)
+        try:
+            with clock.running():
+                entered.set()
+                time.sleep(1.0)  # a C call: the Alarm waits until it returns
+        except Alarm:
+            pass
+
+    t = threading.Thread(target=slot, daemon=True)
+    t.start()
+    entered.wait(2)
+    time.sleep(0.1)
+    assert clock.check(time.monotonic()) is True
+    assert not clock.stuck(time.monotonic(), grace=5.0)
+    assert clock.stuck(time.monotonic() + 6.0, grace=5.0)
+    t.join(3)
+    assert not clock.stuck(time.monotonic() + 6.0, grace=5.0)  # it took the Alarm on its way out
+
+
+def test_an_alarm_that_fires_as_soon_as_it_is_armed_still_cuts_the_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timer is armed for what is left of the deadline; when little is left it can fire before the
+    next line runs. Before, the clock armed the timer and then marked the harness as running: such an alarm
+    found no mark, was let go, and the record ran on unbounded (1 in 3,000 deadlines idle, 21 under load).
+    Here the timer delivers its signal at once, as a near deadline does."""
+    clock = AlarmClock()
+    clock.install()
+    armed = signal.setitimer
+
+    def at_once(which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
+        old = armed(which, 0)
+        if seconds > 0:
+            os.kill(os.getpid(), signal.SIGALRM)  # handled before setitimer's caller runs its next line
+        return old
+
+    monkeypatch.setattr(signal, "setitimer", at_once)
+    try:
+        clock.start(0.5)
+        with pytest.raises(Alarm), clock.running():
+            time.sleep(1.0)  # the harness: it must be cut, not finish
+        clock.start(0.0)  # a deadline already past when the harness's next stretch begins
+        with pytest.raises(Alarm), clock.running():
+            pass
+    finally:
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
