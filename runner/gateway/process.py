@@ -7,6 +7,7 @@ import urllib.request
 from typing import Any
 
 from runner.config import Config
+from runner.models.usage import Counts
 from runner.resources import ServerProcess
 from runner.results.result import Usage
 
@@ -48,15 +49,4 @@ def take_usage(gateway_url: str, worker: int | str, parts: int = 1) -> list[Usag
     req = urllib.request.Request(f"{gateway_url}/workers/{worker}/take", method="POST", data=b"")
     with urllib.request.urlopen(req, timeout=10) as r:
         t: dict[str, Any] = json.loads(r.read())
-    unknown = t.get("unpriced_calls", 0) > 0  # one call at an unknown price makes the cost unknown
-    counts = ("llm_calls", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens", "output_tokens",
-              "cache_read_tokens", "cache_write_tokens")
-    shares = []
-    for i in range(parts):
-        ints = {k: int(t.get(k, 0)) // parts + (i < int(t.get(k, 0)) % parts) for k in counts}
-        floats = {k: t.get(k, 0.0) / parts for k in ("cost_usd", "input_cost_usd", "cache_saved_usd",
-                                                      "latency_seconds")}
-        if unknown:
-            floats["cost_usd"] = floats["input_cost_usd"] = None
-        shares.append(Usage(**ints, **floats))
-    return shares
+    return Counts.from_dict(t).split(parts)

@@ -28,9 +28,9 @@ from runner.cache import ResponseCache
 from runner.config import PROVIDER_BASE_URLS, RetrySettings, api_key
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.upstream import Answer, Call, Upstream
-from runner.gateway.usage import Tally
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
+from runner.models.usage import Counts
 
 
 def upstream_url(base: str, provider: str, path: str) -> str:
@@ -80,8 +80,8 @@ class Gateway:
     def __init__(self, settings: GatewaySettings, *, limiter: Budget | None = None,
                  cache: ResponseCache | None = None) -> None:
         self.settings, self.limiter, self.cache = settings, limiter, cache
-        self.runs: dict[str, Tally] = {}
-        self.workers: dict[str, Tally] = {}
+        self.runs: dict[str, Counts] = {}
+        self.workers: dict[str, Counts] = {}
         self.trials: dict[str, int] = {}  # the trial each worker (slot) runs now, where a job has epochs
         self.upstream: Upstream | None = None
         self._prices: dict[tuple[str, str], Prices | None] = {}
@@ -119,7 +119,7 @@ class Gateway:
 
     async def take(self, request: web.Request) -> web.Response:
         """A worker's counts since it last asked (its last record), and a fresh start."""
-        tally = self.workers.pop(request.match_info["worker"], Tally())
+        tally = self.workers.pop(request.match_info["worker"], Counts())
         return web.json_response(tally.as_dict())
 
     # ------------------------------------------------------------------ one call
@@ -132,7 +132,8 @@ class Gateway:
         raw = await request.read()
         body = _json(raw)
         call = Incoming(run, worker, path, provider, raw, body if isinstance(body, dict) else None)
-        tallies = [self.runs.setdefault(run, Tally())] + ([self.workers.setdefault(worker, Tally())] if worker else [])
+        tallies = [self.runs.setdefault(run, Counts())]
+        tallies += [self.workers.setdefault(worker, Counts())] if worker else []
         key = self._cache_key(call)
         if key is not None and (hit := self._from_cache(key, call)) is not None:
             for t in tallies:

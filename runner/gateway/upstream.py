@@ -1,8 +1,8 @@
 """One call to the upstream API: the shared budget first, then retries the caller never sees.
 
-429 / 529 / 5xx and dropped connections are retried (retry-after and the rate-limit reset headers
-honoured, full-jitter backoff, bounded by the config's `retry:`); a 429 pauses the budget for every
-caller. Other 4xx, and past the bound the upstream's own error, go back unchanged. A stream is
+429 / 529 / 5xx and dropped connections are retried by the runner's one policy (runner/models/retry.py,
+the one the runner's own client follows: retry-after and the rate-limit reset headers honoured, full-jitter
+backoff, bounded by the config's `retry:`; a 429 pauses the budget for every caller). Other 4xx, and past the bound the upstream's own error, go back unchanged. A stream is
 relayed chunk by chunk as it arrives; the answer keeps it whole for the cache.
 """
 
@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +20,10 @@ from loguru import logger
 
 from runner.budget.ratelimit import Budget, Held, Reservation
 from runner.config import RetrySettings
-from runner.gateway.usage import CallUsage, StreamUsage, from_body
+from runner.gateway.usage import StreamUsage, from_body
 from runner.models.base import classify_status
-from runner.models.capabilities import Usage, budget_input_tokens
+from runner.models.retry import RetryPolicy
+from runner.models.usage import Tokens, budget_input_tokens
 
 BROKEN_STREAM = 599  # status of a stream cut after its first bytes reached the caller
 # Response headers worth handing back to the caller (its SDK reads them); the rest describe the hop.
@@ -37,7 +36,7 @@ class Answer:
     body: bytes
     content_type: str
     headers: dict[str, str] = field(default_factory=dict)
-    usage: CallUsage = field(default_factory=CallUsage)
+    usage: Tokens = field(default_factory=Tokens)
     sent: web.StreamResponse | None = None  # a relayed stream: already on its way to the caller
     retries: int = 0
     rate_limited: int = 0
@@ -66,48 +65,36 @@ class Upstream:
         self.retry, self.limiter, self.session = retry, limiter, session
 
     async def send(self, request: web.Request, call: Call) -> Answer:
-        retry = self.retry
-        deadline = time.monotonic() + retry.total_cap_seconds
-        retries = rate_limited = 0
-        for attempt in range(1, retry.max_attempts + 1):
+        shared = self.limiter is not None and call.slot is not None
+        policy = RetryPolicy(self.retry, budget=shared)
+        while True:
             with self._held(await self._reserve(call.slot, len(call.raw) / 4)) as held:
                 # held: settled on any way out, a cancelled task (the caller hung up) included
-                answer, wait, limited = await self._attempt(request, call, attempt, held)
-            if wait is None:
-                answer.retries, answer.rate_limited = retries, rate_limited
+                answer, kind, retry_after = await self._attempt(request, call, held)
+            retry = policy.after(kind, retry_after) if kind is not None else None
+            if retry is None:  # an answer, the caller's own error, or past the bound: the upstream's error
+                answer.retries, answer.rate_limited = policy.retries, policy.rate_limited
                 return answer
-            if limited:
-                rate_limited += 1
-                if self.limiter is not None and call.slot is not None:
-                    self.limiter.pause(call.slot, wait)
-            if attempt == retry.max_attempts or time.monotonic() + wait > deadline:
-                answer.retries, answer.rate_limited = retries, rate_limited
-                return answer  # past the bound: the upstream's own error
-            retries += 1  # noqa: SIM113 - counts retries, not attempts
-            await asyncio.sleep(min(wait, retry.max_backoff_seconds))
-        raise AssertionError("unreachable")
+            if retry.pause is not None and self.limiter is not None and call.slot is not None:
+                self.limiter.pause(call.slot, retry.pause)  # _reserve then waits for it
+            await asyncio.sleep(retry.wait)
 
-    async def _attempt(self, request: web.Request, call: Call, attempt: int, held: Held | None
-                       ) -> tuple[Answer, float | None, bool]:
-        """One upstream call: its answer, how long to wait before another try (None: final), and whether
-        it was a rate limit (which pauses the key for every caller)."""
+    async def _attempt(self, request: web.Request, call: Call, held: Held | None
+                       ) -> tuple[Answer, str | None, float | None]:
+        """One upstream call: its answer, and for an error its kind (runner/models/base.py classifies
+        it) and the server's retry-after; None for an answer the caller takes as it is."""
         try:
             answer = await self._post(request, call)
         except (TimeoutError, aiohttp.ClientError) as e:
             body = {"error": {"type": "api_connection_error", "message": f"upstream unreachable: {e}"}}
-            return Answer(502, json.dumps(body).encode(), "application/json"), _backoff(attempt, self.retry), False
+            return Answer(502, json.dumps(body).encode(), "application/json"), "transient", None
         if answer.status == 200 or answer.sent is not None:
             if held is not None:
-                u = answer.usage
-                spent = Usage(u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens)
-                held.used(budget_input_tokens(call.provider, spent), u.output_tokens)
-            return answer, None, False
+                held.used(budget_input_tokens(call.provider, answer.usage), answer.usage.output_tokens)
+            return answer, None, None
         err = classify_status(answer.status, answer.body[:500].decode(errors="replace"), answer.headers,
                               _json(answer.body))
-        if err.kind not in ("rate_limited", "transient"):
-            return answer, None, False  # the caller's own problem: unchanged
-        wait = err.retry_after if err.retry_after is not None else _backoff(attempt, self.retry)
-        return answer, wait, err.kind == "rate_limited"
+        return answer, err.kind, err.retry_after
 
     async def _post(self, request: web.Request, call: Call) -> Answer:
         async with self.session.post(call.url, data=call.raw, headers=call.headers) as up:
@@ -160,8 +147,3 @@ def _json(body: bytes) -> Any:
         return json.loads(body)
     except ValueError:
         return None
-
-
-def _backoff(attempt: int, retry: RetrySettings) -> float:
-    """Full jitter, capped: spreads the retries of many callers apart."""
-    return random.uniform(0, min(retry.max_backoff_seconds, retry.base_seconds * 2 ** (attempt - 1)))

@@ -10,93 +10,39 @@ OpenAI responses: `usage.input_tokens` / `output_tokens`; streamed, in `response
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import replace
 from typing import Any
 
-from runner.models.capabilities import Prices, Usage, cost
+from runner.models.usage import Tokens
 
 
-@dataclass
-class CallUsage:
-    input_tokens: int = 0  # uncached input
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    def add(self, u: dict[str, Any], api: str) -> None:
-        """Fold one usage object in (streamed answers carry several, each with running totals)."""
-        if api == "anthropic":
-            for field, key in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
-                               ("cache_read_tokens", "cache_read_input_tokens"),
-                               ("cache_write_tokens", "cache_creation_input_tokens")):
-                if isinstance(u.get(key), int):
-                    setattr(self, field, max(getattr(self, field), u[key]))
-            return
-        prompt = u.get("prompt_tokens", u.get("input_tokens"))
-        details = u.get("prompt_tokens_details") or u.get("input_tokens_details") or {}
-        cached = int(details.get("cached_tokens") or 0)
-        if isinstance(prompt, int):
-            self.input_tokens, self.cache_read_tokens = prompt - cached, cached
-        out = u.get("completion_tokens", u.get("output_tokens"))
-        if isinstance(out, int):
-            self.output_tokens = out
+def read_usage(u: dict[str, Any], api: str, seen: Tokens) -> Tokens:
+    """One usage object folded into what was seen before (streamed answers carry several: Anthropic's with
+    running totals, OpenAI's once at the end)."""
+    if api == "anthropic":
+        def most(name: str, key: str) -> int:
+            return max(getattr(seen, name), u[key]) if isinstance(u.get(key), int) else getattr(seen, name)
+        return Tokens(most("input_tokens", "input_tokens"), most("output_tokens", "output_tokens"),
+                      most("cache_write_tokens", "cache_creation_input_tokens"),
+                      most("cache_read_tokens", "cache_read_input_tokens"))
+    prompt = u.get("prompt_tokens", u.get("input_tokens"))
+    details = u.get("prompt_tokens_details") or u.get("input_tokens_details") or {}
+    cached = int(details.get("cached_tokens") or 0)
+    if isinstance(prompt, int):
+        seen = replace(seen, input_tokens=prompt - cached, cache_read_tokens=cached)
+    out = u.get("completion_tokens", u.get("output_tokens"))
+    return replace(seen, output_tokens=out) if isinstance(out, int) else seen
 
 
-@dataclass
-class Tally:
-    """Counts for one run or one worker, named as the result's `usage` fields (runner/results/result.py)."""
-
-    llm_calls: int = 0
-    cache_hits: int = 0
-    cache_misses: int = 0
-    retries: int = 0
-    rate_limited: int = 0
-    errors: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float = 0.0  # of the calls with a known price
-    input_cost_usd: float = 0.0
-    cache_saved_usd: float = 0.0
-    unpriced_calls: int = 0
-    latency_seconds: float = 0.0
-
-    def answered(self, u: CallUsage, prices: Prices | None, latency: float) -> None:
-        """One upstream answer: its tokens, and its cost at the caller's model's prices."""
-        self.input_tokens += u.input_tokens
-        self.output_tokens += u.output_tokens
-        self.cache_read_tokens += u.cache_read_tokens
-        self.cache_write_tokens += u.cache_write_tokens
-        self.latency_seconds += latency
-        total, inp, saved = cost(prices, Usage(u.input_tokens, u.output_tokens, u.cache_write_tokens,
-                                                u.cache_read_tokens))
-        if total is None:
-            self.unpriced_calls += 1
-        else:
-            self.cost_usd += total
-            self.input_cost_usd += inp or 0.0
-            self.cache_saved_usd += saved
-
-    def add(self, other: Tally) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: round(v, 6) if isinstance(v := getattr(self, f.name), float) else v for f in fields(self)}
-
-def from_body(body: dict[str, Any], api: str) -> CallUsage:
-    u = CallUsage()
-    if isinstance(body.get("usage"), dict):
-        u.add(body["usage"], api)
-    return u
+def from_body(body: dict[str, Any], api: str) -> Tokens:
+    return read_usage(body["usage"], api, Tokens()) if isinstance(body.get("usage"), dict) else Tokens()
 
 
 class StreamUsage:
     """Reads server-sent events as they pass and keeps the usage they report."""
 
     def __init__(self, api: str) -> None:
-        self.api, self.usage, self._buf = api, CallUsage(), b""
+        self.api, self.usage, self._buf = api, Tokens(), b""
 
     def feed(self, chunk: bytes) -> None:
         self._buf += chunk
@@ -116,4 +62,4 @@ class StreamUsage:
             return
         for holder in (ev, ev.get("message"), ev.get("response")):
             if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
-                self.usage.add(holder["usage"], self.api)
+                self.usage = read_usage(holder["usage"], self.api, self.usage)

@@ -238,34 +238,3 @@ def retirement_notice(model: str, caps: Capabilities, today: dt.date, *, warn_da
         return f"{model} was retired on {caps.retires.isoformat()}{instead}", True
     days = (caps.retires - today).days
     return f"{model} retires on {caps.retires.isoformat()} (in {days} days){instead}", False
-
-
-@dataclass(frozen=True)
-class Usage:
-    """One call's tokens, split the way the providers bill them (input excludes cached tokens)."""
-
-    input_tokens: int
-    output_tokens: int
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
-
-
-def cost(prices: Prices | None, u: Usage) -> tuple[float | None, float | None, float]:
-    """(total USD, input-side USD, USD saved by cache reads) -- None where prices are unknown."""
-    if prices is None:
-        return None, None, 0.0
-    inp = (u.input_tokens * prices.input + u.cache_write_tokens * prices.cache_write
-           + u.cache_read_tokens * prices.cache_read) / 1e6
-    saved = u.cache_read_tokens * (prices.input - prices.cache_read) / 1e6
-    return inp + u.output_tokens * prices.output / 1e6, inp, saved
-
-
-def budget_input_tokens(provider: str, u: Usage) -> int:
-    """Input tokens a call draws from the provider's input-token budget.
-
-    Anthropic does not count cache reads against ITPM (most current models); OpenAI counts every
-    prompt token, cached or not.
-    """
-    if provider == "anthropic":
-        return u.input_tokens + u.cache_write_tokens
-    return u.input_tokens + u.cache_read_tokens

@@ -1,8 +1,8 @@
 """The one way agents call a model: cache, shared rate limit, provider, retries -- in that order.
 
-Retries live here only (the SDKs' own are off): rate-limit answers pause the shared budget for
-every worker; transient errors back off exponentially with full jitter, bounded by attempts and a
-total time cap. A request the provider rejects (400, 413, 422) fails this conversation only
+Retries live here only (the SDKs' own are off), by the policy the gateway follows too
+(runner/models/retry.py): rate-limit answers pause the shared budget for every worker; transient errors
+back off exponentially with full jitter, bounded by attempts and a total time cap. A request the provider rejects (400, 413, 422) fails this conversation only
 (ProviderRejected); auth, permission, unknown model, exhausted quota and billing stop the run
 (ProviderFatal), since every later call would fail the same way.
 
@@ -12,9 +12,8 @@ does not accept are left out, and costs use its prices, cache reads and writes i
 
 from __future__ import annotations
 
-import random
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from typing import Any
 
 from loguru import logger
@@ -24,41 +23,12 @@ from runner.cache import ResponseCache
 from runner.config import API_KEY_ENV, Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
 from runner.models.base import Completion, Provider, ProviderError, Request, trial
-from runner.models.capabilities import Capabilities, Usage, budget_input_tokens, cost, lookup, split_sampling
+from runner.models.capabilities import Capabilities, lookup, split_sampling
+from runner.models.retry import RetryPolicy
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
+from runner.models.usage import Counts, Tokens, budget_input_tokens
 from runner.models.wire import retries_taken, sim_trial
-
-
-@dataclass
-class CallStats:
-    calls: int = 0
-    cache_hits: int = 0
-    cache_misses: int = 0
-    retries: int = 0
-    rate_limited: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float = 0.0  # of calls with a known price
-    input_cost_usd: float = 0.0
-    cache_saved_usd: float = 0.0
-    unpriced_calls: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    def _counters(self) -> list[str]:
-        return [f.name for f in fields(self) if f.name != "errors"]
-
-    def add(self, other: CallStats) -> None:
-        for k in self._counters():
-            setattr(self, k, getattr(self, k) + getattr(other, k))
-
-    def snapshot(self) -> CallStats:
-        return CallStats(**{k: getattr(self, k) for k in self._counters()})
-
-    def since(self, before: CallStats) -> CallStats:
-        return CallStats(**{k: getattr(self, k) - getattr(before, k) for k in self._counters()})
 
 
 class ModelClient:
@@ -73,7 +43,7 @@ class ModelClient:
         self.prompt_cache = prompt_cache
         self.thinking = thinking or ThinkingChoice()
         self._plans: dict[int, ThinkingPlan] = {}  # by the answer's limit: one per run, in practice
-        self.stats = CallStats()
+        self.stats = Counts()
 
     def thinking_plan(self, answer_tokens: int) -> ThinkingPlan:
         p = self._plans.get(answer_tokens)
@@ -91,7 +61,7 @@ class ModelClient:
 
     def complete(self, req: Request) -> Completion:
         req, _ = self.wire_request(req)
-        self.stats.calls += 1
+        self.stats.llm_calls += 1
         key = req.cache_key(self.provider.name) if self.cache is not None else ""
         if self.cache is not None:
             hit = self.cache.get(key)
@@ -108,32 +78,20 @@ class ModelClient:
             self.cache.put(key, self.provider.name, self.logical_model, c.to_dict())
         return c
 
-    def _usage(self, c: Completion) -> Usage:
-        return Usage(c.input_tokens, c.output_tokens, c.cache_write_tokens, c.cache_read_tokens)
+    def _tokens(self, c: Completion) -> Tokens:
+        return Tokens(c.input_tokens, c.output_tokens, c.cache_write_tokens, c.cache_read_tokens)
 
     def _account(self, c: Completion) -> None:
-        total, inp, saved = cost(self.caps.prices, self._usage(c))
-        c.cost_usd, c.input_cost_usd, c.cache_saved_usd = total, inp, saved
-        st = self.stats
-        st.input_tokens += c.input_tokens
-        st.output_tokens += c.output_tokens
-        st.cache_read_tokens += c.cache_read_tokens
-        st.cache_write_tokens += c.cache_write_tokens
-        st.cache_saved_usd += saved
-        if total is None:
-            st.unpriced_calls += 1
-        else:
-            st.cost_usd += total
-            st.input_cost_usd += inp or 0.0
+        c.cost_usd, c.input_cost_usd, c.cache_saved_usd = self.stats.answered(self._tokens(c), self.caps.prices)
 
     def _with_retries(self, req: Request) -> Completion:
         start = time.monotonic()
-        deadline = start + self.retry.total_cap_seconds
+        policy = RetryPolicy(self.retry, budget=self.limiter is not None and self.slot is not None)
         est_in = req.estimated_input_tokens() if self.limiter is not None else 0
         last = ""
-        for attempt in range(1, self.retry.max_attempts + 1):
+        while True:
             try:
-                c = self._call(req, est_in, deadline, attempt - 1)
+                c = self._call(req, est_in, policy.deadline, policy.attempts)
             except ProviderError as e:
                 last = f"{e.kind} ({e.status or '-'}): {e}"
                 if e.kind == "fatal":
@@ -143,29 +101,19 @@ class ModelClient:
                     raise ProviderRejected(f"{self.provider.name} {self.logical_model} answered HTTP {e.status}: {e}",
                                            status=e.status) from e
                 self.stats.rate_limited += e.kind == "rate_limited"
-                if attempt == self.retry.max_attempts:
-                    break  # no retry follows: neither count one nor wait for it
-                self.stats.retries += 1
-                wait = min(self.retry.max_backoff_seconds, self.retry.base_seconds * 2 ** (attempt - 1))
-                wait = random.uniform(0, wait)  # full jitter
-                if e.kind == "rate_limited":
-                    pause = e.retry_after if e.retry_after is not None else wait
-                    if self.limiter is not None and self.slot is not None:
-                        self.limiter.pause(self.slot, pause)
-                        wait = 0.0  # acquire() now waits for the shared pause
-                    else:
-                        wait = pause
-                elif e.retry_after:
-                    wait = max(wait, e.retry_after)
-                if time.monotonic() + wait > deadline:
+                retry = policy.after(e.kind, e.retry_after)
+                if retry is None:
                     break
+                self.stats.retries += 1
+                if retry.pause is not None and self.limiter is not None and self.slot is not None:
+                    self.limiter.pause(self.slot, retry.pause)  # acquire() then waits for it
                 logger.debug("{} {} attempt {} failed ({}); retrying in {:.2f}s", self.provider.name,
-                             self.logical_model, attempt, last, wait)
-                time.sleep(wait)
+                             self.logical_model, policy.attempts, last, retry.wait)
+                time.sleep(retry.wait)
                 continue
             if c is None:  # the budget would not admit it before the deadline
                 break
-            c.attempts = attempt
+            c.attempts = policy.attempts + 1
             return c
         raise ProviderGaveUp(f"{self.provider.name} {self.logical_model}: gave up after "
                              f"{time.monotonic() - start:.1f}s; last error {last or 'rate-limit wait too long'}")
@@ -190,7 +138,7 @@ class ModelClient:
             if held is None:
                 return None
             c = self.provider.generate(req)
-            held.used(budget_input_tokens(self.provider.name, self._usage(c)), c.output_tokens)
+            held.used(budget_input_tokens(self.provider.name, self._tokens(c)), c.output_tokens)
         return c
 
     def close(self) -> None:

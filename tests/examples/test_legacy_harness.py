@@ -18,7 +18,8 @@ import pytest
 
 from runner.config import load_config
 from runner.harness import database_spec
-from runner.models.capabilities import Usage, cost, lookup
+from runner.models.capabilities import lookup
+from runner.models.usage import Tokens, cost
 from runner.sandbox.base import Sandbox
 from tests.runs import ready_container, worker_pids
 
@@ -130,7 +131,7 @@ def test_sdk_calls_of_the_harness_go_through_the_gateway(tmp_path: Path, example
         # The report's tokens and cost for the run are what the simulator served, at the model's prices.
         assert {k: through[k] for k in tokens} == {k: served.get(k, 0) for k in tokens}
         total, _, _ = cost(lookup(model, "anthropic" if run == "claude" else "openai").prices,
-                           Usage(served["input_tokens"], served["output_tokens"], served.get("cache_write_tokens", 0),
+                           Tokens(served["input_tokens"], served["output_tokens"], served.get("cache_write_tokens", 0),
                                  served.get("cache_read_tokens", 0)))
         assert through["cost_usd"] == pytest.approx(total, abs=1e-6)
         # ... and each record carries its own share: they add up to the run's.

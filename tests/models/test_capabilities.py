@@ -9,8 +9,9 @@ import pytest
 
 from runner.config import load_config
 from runner.errors import ConfigError
-from runner.models.capabilities import Usage, budget_input_tokens, lookup, sdk_request_keys, sdk_retirements
+from runner.models.capabilities import lookup, sdk_request_keys, sdk_retirements
 from runner.models.preflight import check_retirements, requests_sent
+from runner.models.usage import Tokens, budget_input_tokens
 
 DEFAULT = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
 
@@ -67,7 +68,7 @@ def test_original_models_are_one_flag_away_and_retirement_is_checked_first() -> 
 
 
 def test_input_budget_follows_each_providers_rules() -> None:
-    u = Usage(input_tokens=100, output_tokens=5, cache_write_tokens=300, cache_read_tokens=5000)
+    u = Tokens(input_tokens=100, output_tokens=5, cache_write_tokens=300, cache_read_tokens=5000)
     assert budget_input_tokens("anthropic", u) == 400  # cache reads do not count against ITPM
     assert budget_input_tokens("openai", u) == 5100  # every prompt token counts
 

@@ -19,7 +19,8 @@ from runner.harness.crm.agents.baseline import run_baseline
 from runner.harness.crm.anatomy import anatomy
 from runner.harness.crm.dataset import Conversation
 from runner.harness.crm.scoring import CallRecord, expected_state, made_gold_writes, score
-from runner.models.client import CallStats, ModelClient
+from runner.models.client import ModelClient
+from runner.models.usage import Counts
 from runner.results.result import Usage
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema.sql"
@@ -77,8 +78,8 @@ class Expectations:
         return hashlib.sha256((_SCHEMA_DIGEST + conv.model_dump_json()).encode()).hexdigest()
 
 
-def stats_delta(clients: list[ModelClient], before: list[CallStats]) -> CallStats:
-    total = CallStats()
+def stats_delta(clients: list[ModelClient], before: list[Counts]) -> Counts:
+    total = Counts()
     for c, b in zip(clients, before, strict=True):
         total.add(c.stats.since(b))
     return total
@@ -146,13 +147,5 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     return output, usage_of(stats, ep.model_calls)
 
 
-def usage_of(stats: CallStats, model_calls: list[dict[str, Any]]) -> Usage:
-    priced = not stats.unpriced_calls
-    return Usage(llm_calls=stats.calls, cache_hits=stats.cache_hits, cache_misses=stats.cache_misses,
-                 retries=stats.retries, rate_limited=stats.rate_limited, input_tokens=stats.input_tokens,
-                 output_tokens=stats.output_tokens, cache_read_tokens=stats.cache_read_tokens,
-                 cache_write_tokens=stats.cache_write_tokens,
-                 cost_usd=round(stats.cost_usd, 6) if priced else None,
-                 input_cost_usd=round(stats.input_cost_usd, 6) if priced else None,
-                 cache_saved_usd=round(stats.cache_saved_usd, 6),
-                 latency_seconds=round(sum(m["latency_seconds"] for m in model_calls), 4))
+def usage_of(stats: Counts, model_calls: list[dict[str, Any]]) -> Usage:
+    return stats.usage(latency_seconds=sum(m["latency_seconds"] for m in model_calls))

@@ -21,7 +21,8 @@ from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import Conversation, check
 from runner.harness.crm.episode import Expectations, run_episode, stats_delta, usage_of
-from runner.models.client import CallStats, ModelClient, client_over, make_provider
+from runner.models.client import ModelClient, client_over, make_provider
+from runner.models.usage import Counts
 from runner.records import Check
 from runner.results.result import Usage
 from runner.sandbox.schema import DatabaseSpec
@@ -53,7 +54,7 @@ class CrmHarness(Harness):
         self.telemetry_sink = self.shared.telemetry_sink
         self.expectations = Expectations(self.cache)
         self.current: list[ModelClient] = []  # the clients of the record being run, and their counts before it
-        self.before: list[CallStats] = []
+        self.before: list[Counts] = []
         self.crm: psycopg.Connection[Any] | None = None
         self.atlas: psycopg.Connection[Any] | None = None
 
