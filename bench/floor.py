@@ -13,7 +13,6 @@ first minute's burst a full bucket allows; the job's floor is the slowest model'
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from bench.common import WORK, config, dataset, result_rows, seeds_runs, table
 from runner.config import Limits, LimitSpec
+from runner.results import manifest as manifests
 
 P50_MS, P95_MS = 3000.0, 10000.0
 # Per model, as the providers limit them (tier 4; OpenAI's TPM counted as input tokens here).
@@ -54,8 +54,8 @@ def _scaled(lim: Limits, scale: float) -> Limits:
 
 def summarize(out: Path, n: int, scale: float, wall: float, limits: dict[str, Limits]) -> dict[str, Any]:
     rows = result_rows(out)
-    manifest = json.loads((out / "manifest.json").read_text())
-    played: dict[str, dict[str, float]] = manifest.get("simulator", {})
+    manifest = manifests.read(out)
+    played = manifest.simulator
     floors: dict[str, dict[str, Any]] = {}
     for model, lim in limits.items():
         used = played.get(model, {})
@@ -72,8 +72,8 @@ def summarize(out: Path, n: int, scale: float, wall: float, limits: dict[str, Li
     floor = max(float(f["seconds"]) for f in floors.values())
     calls = sum(r.usage.llm_calls for r in rows)
     limited = sum(r.usage.rate_limited for r in rows)
-    samples = manifest.get("in_flight", {}).get("samples", [])
-    capacity = manifest.get("in_flight", {}).get("capacity", 0)
+    samples = manifest.in_flight.samples if manifest.in_flight else []
+    capacity = manifest.in_flight.capacity if manifest.in_flight else 0
     peak = max((s[1] for s in samples), default=0)
     target_end = next((s[2] for s in reversed(samples) if len(s) > 2 and s[2]), None)
     return {"n": n, "conversations": len(rows), "scale": scale, "wall_s": wall, "floor_s": floor,

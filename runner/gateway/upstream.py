@@ -2,8 +2,9 @@
 
 429 / 529 / 5xx and dropped connections are retried by the runner's one policy (runner/models/retry.py,
 the one the runner's own client follows: retry-after and the rate-limit reset headers honoured, full-jitter
-backoff, bounded by the config's `retry:`; a 429 pauses the budget for every caller). Other 4xx, and past the bound the upstream's own error, go back unchanged. A stream is
-relayed chunk by chunk as it arrives; the answer keeps it whole for the cache.
+backoff, bounded by the config's `retry:`; a 429 pauses the budget for every caller). Other 4xx, and
+past the bound the upstream's own error, go back unchanged. A stream is relayed chunk by chunk as it
+arrives; the answer keeps it whole for the cache.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Retries live here only (the SDKs' own are off), by the policy the gateway follows too
 (runner/models/retry.py): rate-limit answers pause the shared budget for every worker; transient errors
-back off exponentially with full jitter, bounded by attempts and a total time cap. A request the provider rejects (400, 413, 422) fails this conversation only
-(ProviderRejected); auth, permission, unknown model, exhausted quota and billing stop the run
-(ProviderFatal), since every later call would fail the same way.
+back off exponentially with full jitter, bounded by attempts and a total time cap. A request the
+provider rejects (400, 413, 422) fails this conversation only (ProviderRejected); auth, permission,
+unknown model, exhausted quota and billing stop the run (ProviderFatal), since every later call would
+fail the same way.
 
 What is sent follows the model's capabilities (models/capabilities.py): sampling parameters it
 does not accept are left out, and costs use its prices, cache reads and writes included.

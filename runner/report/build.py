@@ -18,25 +18,27 @@ from runner.analysis.metrics import CACHE_MARKED, best_run, run_metrics
 from runner.analysis.paired import Paired, against
 from runner.report.paired import columns_that_fit, print_paired
 from runner.report.trials import print_trials
+from runner.results import manifest as manifests
+from runner.results.manifest import Manifest
 from runner.results.result import Result, share_metrics
 from runner.results.sink import read_results
 
 
-def banners(manifest: dict[str, Any], metrics: dict[str, dict[str, Any]]) -> dict[str, str]:
+def banners(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str, str]:
     """What a reader must know before reading any number, by kind: simulated models, an incomplete output,
     answers from the response cache."""
-    out = {"simulated": SIMULATED} if simulated(manifest) else {}
-    if manifest.get("complete") is False:
-        missing = manifest.get("missing") or {}
-        why = "interrupted" if manifest.get("interrupted") else "stopped by an error" if manifest.get("error") else \
+    out = {"simulated": SIMULATED} if manifest.simulated else {}
+    if manifest.complete is False:
+        missing = manifest.missing
+        why = "interrupted" if manifest.interrupted else "stopped by an error" if manifest.error else \
             "records not run (interrupted, stopped early or not selected)"
         n = sum(missing.values())
         out["incomplete"] = (f"INCOMPLETE ({why}): {n} result(s) missing"
                              + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
                              + "; run the same command again to finish")
-    if (skipped := manifest.get("rejected")) and skipped.get("count"):
-        out["rejected"] = (f"{skipped['count']} bad dataset line(s) skipped (--skip-invalid): in no result and no "
-                           f"rate; their reasons are in {skipped.get('file')}")
+    if (skipped := manifest.rejected) and skipped.count:
+        out["rejected"] = (f"{skipped.count} bad dataset line(s) skipped (--skip-invalid): in no result and no "
+                           f"rate; their reasons are in {skipped.file}")
     if cached := {n: m["cache_hit_rate"] for n, m in metrics.items() if m["cache_hit_rate"]}:
         shares = ", ".join(f"{n} {v:.0%}" for n, v in cached.items())
         out["cached"] = (f"from the response cache: {shares} of model calls; cost and latency marked * are the "
@@ -47,38 +49,23 @@ def banners(manifest: dict[str, Any], metrics: dict[str, dict[str, Any]]) -> dic
 SIMULATED = "simulated: models played by the runner's simulator; costs are what the real APIs would charge"
 
 
-def read_manifest(out: Path) -> dict[str, Any]:
-    """An output's manifest.json, or {} for an output without one (a hand-made results/)."""
-    p = out / "manifest.json"
-    return dict(json.loads(p.read_text())) if p.exists() else {}
-
-
-def simulated(manifest: dict[str, Any]) -> bool:
-    """The output's runs called the simulator, not the real APIs."""
-    return manifest.get("mode") == "sim"
-
-
 def load_runs(out: Path) -> dict[str, list[Result]]:
     """Each run's results, in the config's order of runs (then any others by name): the order a reader
     wrote them in, and the first is the reference unless the config names another."""
-    order = {name: i for i, name in enumerate(run_names(read_manifest(out)))}
+    order = {name: i for i, name in enumerate(manifests.read(out).run_names())}
     paths = sorted((out / "results").glob("*.jsonl"), key=lambda p: (order.get(p.stem, len(order)), p.stem))
     return {p.stem: read_results(p) for p in paths}
 
 
-def run_names(manifest: dict[str, Any]) -> list[str]:
-    return [str(r.get("name")) for r in manifest.get("runs") or [] if isinstance(r, dict)]
-
-
-def reference_run(manifest: dict[str, Any], runs: dict[str, list[Result]]) -> str | None:
+def reference_run(manifest: Manifest, runs: dict[str, list[Result]]) -> str | None:
     """The run the others are compared against: the config's compare_to, else its first run present."""
-    for name in (manifest.get("compare_to"), *runs):
+    for name in (manifest.compare_to, *runs):
         if name in runs:
             return str(name)
     return None
 
 
-def comparisons(manifest: dict[str, Any], runs: dict[str, list[Result]]) -> list[Paired]:
+def comparisons(manifest: Manifest, runs: dict[str, list[Result]]) -> list[Paired]:
     reference = reference_run(manifest, runs)
     return against(runs, reference) if reference is not None and len(runs) > 1 else []
 
@@ -113,7 +100,7 @@ def _summary_columns(names: list[str], usage: bool, shares: set[str]) -> list[tu
 class Analysis:
     """What the terminal summary and the reports are made of: computed once per output, shown twice."""
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     runs: dict[str, list[Result]]
     metrics: dict[str, dict[str, Any]]
     pairs: list[dict[str, Any]]  # every run against the reference (Paired.to_json())
@@ -121,9 +108,9 @@ class Analysis:
 
 def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
     """`runs`: the results if already read (4,800 of them take ~1.4 s to read)."""
-    manifest = read_manifest(out)
+    manifest = manifests.read(out)
     runs = load_runs(out) if runs is None else runs
-    metrics = {name: run_metrics(rows, manifest.get("reducer") or "mean") for name, rows in runs.items()}
+    metrics = {name: run_metrics(rows, manifest.reducer) for name, rows in runs.items()}
     return Analysis(manifest, runs, metrics, [c.to_json() for c in comparisons(manifest, runs)])
 
 
@@ -181,7 +168,7 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
 
 def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
     """The model calls a user's harness made through the runner's gateway, per run (from the manifest)."""
-    counts: dict[str, Any] = read_manifest(out).get("gateway") or {}
+    counts = manifests.read(out).gateway
     if not counts:
         return {}
     console = console or Console()
@@ -191,12 +178,12 @@ def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
     t.add_column("run")
     for c in (*cols, "cost_usd", "mean latency"):
         t.add_column(c.replace("_", " ").replace("llm ", "").replace("cache ", ""), justify="right")
-    for run, c in sorted(counts.items()):
+    for run, n in sorted(counts.items()):
         # A call at an unknown price makes the total unknown, never a silent $0.
-        cost = "unknown" if c.get("unpriced_calls") else f"${c.get('cost_usd', 0):.4f}"
-        answered = c.get("llm_calls", 0) - c.get("cache_hits", 0) - c.get("errors", 0)
-        latency = f"{c.get('latency_seconds', 0) / answered:.2f} s" if answered > 0 else "-"
-        t.add_row(run, *(str(int(c.get(k, 0))) for k in cols), cost, latency)
+        cost = "unknown" if n.get("unpriced_calls") else f"${n.get('cost_usd', 0):.4f}"
+        answered = n.get("llm_calls", 0) - n.get("cache_hits", 0) - n.get("errors", 0)
+        latency = f"{n.get('latency_seconds', 0) / answered:.2f} s" if answered > 0 else "-"
+        t.add_row(run, *(str(int(n.get(k, 0))) for k in cols), cost, latency)
     console.print(t)
     return counts
 
@@ -258,9 +245,9 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
 
     a = analysis or analyse(out, runs)
     rows, manifest, metrics, pairs = a.runs, a.manifest, a.metrics, a.pairs
-    sent, through = manifest.get("requests") or {}, manifest.get("gateway") or {}
+    sent, through = manifest.requests, manifest.gateway
     groups = group_names(rows)
-    doc = {"simulated": simulated(manifest), "results_digest": results_digest(rows),
+    doc = {"simulated": manifest.simulated, "results_digest": results_digest(rows),
            "reference": reference_run(manifest, rows), "comparisons": pairs,
            "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
                         "gateway": through.get(n)} for n, m in metrics.items()}}
@@ -269,11 +256,11 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
     if (other := read_comparison(out)) is not None:  # `runner report A B` wrote B's: A's runs as references
         sections.append((list(other["runs"].values()), f"Against the earlier output {other['a']}"))
     lost = sum(m["discarded"] for m in metrics.values())
+    flight = manifest.in_flight.model_dump() if manifest.in_flight else None
     notes = banners(manifest, metrics)
     if lost:
         notes["discarded"] = (f"{lost} result(s) discarded and their records run again: the sandbox did not serve "
                               "the whole record")
     (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent,
-                                            notes=notes,
-                                            flight=manifest.get("in_flight"), pairs=sections), encoding="utf-8")
+                                            notes=notes, flight=flight, pairs=sections), encoding="utf-8")
     return out / "report.json", out / "report.html"

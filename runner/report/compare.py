@@ -18,17 +18,19 @@ from rich.table import Table
 from runner.analysis.metrics import percentile
 from runner.analysis.paired import pair
 from runner.errors import ConfigError
-from runner.report.build import COMPARE_VERSION, load_runs, read_manifest, simulated
+from runner.report.build import COMPARE_VERSION, load_runs
 from runner.report.paired import print_paired
+from runner.results import manifest as manifests
+from runner.results.manifest import Manifest
 from runner.results.result import Result
 
 SHOWN_IDS = 10
 
 
-def check_datasets(a: Path, b: Path, ma: dict[str, Any], mb: dict[str, Any], *, allow: bool) -> bool:
+def check_datasets(a: Path, b: Path, ma: Manifest, mb: Manifest, *, allow: bool) -> bool:
     """True when both outputs (their manifests ma, mb) ran the same dataset file (by hash); raises when
     not, unless allowed."""
-    ha, hb = ma.get("dataset_sha256"), mb.get("dataset_sha256")
+    ha, hb = ma.dataset_sha256, mb.dataset_sha256
     same = ha == hb
     if not same and not allow:
         raise ConfigError(f"{a} and {b} ran different datasets (sha256 {str(ha)[:12]} vs {str(hb)[:12]}): their "
@@ -60,11 +62,11 @@ def compare(a: Path, b: Path, *, allow_different_datasets: bool = False,
             console: Console | None = None) -> dict[str, Any]:
     """Per run present in both outputs: B's run against A's on the records both have (runner/analysis/paired.py),
     and live cost and latency apart from cached answers. JSON-able; B's report.html shows it."""
-    ma, mb = read_manifest(a), read_manifest(b)
+    ma, mb = manifests.read(a), manifests.read(b)
     same = check_datasets(a, b, ma, mb, allow=allow_different_datasets)
     runs_a, runs_b = load_runs(a), load_runs(b)
     doc: dict[str, Any] = {"version": COMPARE_VERSION, "a": str(a), "b": str(b), "same_dataset": same,
-                           "simulated": {"a": simulated(ma), "b": simulated(mb)}, "runs": {},
+                           "simulated": {"a": ma.simulated, "b": mb.simulated}, "runs": {},
                            "only_in_one": sorted(set(runs_a) ^ set(runs_b))}
     for name in [n for n in runs_b if n in runs_a]:
         c = pair(f"{name} in A", runs_a[name], name, runs_b[name])

@@ -1,4 +1,4 @@
-"""Results on disk: one JSONL file per run, the manifest, and the resume index.
+"""Results on disk: one JSONL file per run and the resume index (the manifest beside them: manifest.py).
 
 Only the supervisor writes here. Each line is flushed as it arrives; a torn last line (a crash
 mid-write) is cut off on resume. finalize() rewrites each file in record order, one line per
@@ -8,23 +8,20 @@ record (the newest attempt wins). Lines are Result records (runner/results/resul
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import json
 import os
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import orjson
 from loguru import logger
 from pydantic import ValidationError
 
-from runner import __version__
-from runner.errors import OutputInUse, OutputUnwritable, ResumeMismatch
+from runner.errors import OutputInUse, OutputUnwritable
 from runner.results.result import Result, outcome
 
 
@@ -61,15 +58,6 @@ def read_results(path: Path, *, repair: bool = False) -> list[Result]:
             with path.open("r+b") as f:
                 f.truncate(good_end)
     return rows
-
-
-def git_revision() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 class OutputLock:
@@ -178,57 +166,6 @@ class ResultSink:
         for f in list(self._files.values()):
             f.close()
         self._files.clear()
-
-
-def check_manifest(out: Path, manifest: dict[str, Any], *, force: bool) -> dict[str, Any]:
-    """Refuse to resume into an output dir written by an incompatible run (unless forced)."""
-    path = out / "manifest.json"
-    if path.exists():
-        old = json.loads(path.read_text())
-        parts_old, parts_new = old.get("config_parts"), manifest.get("config_parts")
-        by_part = isinstance(parts_old, dict) and isinstance(parts_new, dict)  # older outputs: the whole hash
-        keys = ("dataset_sha256", "shard") if by_part else ("config_fingerprint", "dataset_sha256", "shard")
-        for key in keys:
-            if old.get(key) != manifest.get(key) and not force:
-                raise ResumeMismatch(
-                    f"{out} holds results of another run ({key} was {old.get(key)!r}, now {manifest.get(key)!r}); "
-                    "use another --out, or --force-resume to resume anyway")
-        if isinstance(parts_old, dict) and isinstance(parts_new, dict):
-            # fewer runs (--runs) or more resume; a run or setting that changed would mix two configurations
-            changed = [k for k in parts_new if k in parts_old and parts_old[k] != parts_new[k]]
-            if changed and not force:
-                named = ", ".join(f"run {k[4:]}" if k.startswith("run:") else k for k in changed)
-                raise ResumeMismatch(f"{out} holds results of another configuration: {named} changed since; use "
-                                     "another --out, or --force-resume to add to them anyway")
-            manifest["config_parts"] = {**parts_old, **parts_new}  # runs left out this time keep theirs
-            manifest["runs"] = _runs_kept(old.get("runs") or [], manifest.get("runs") or [])
-        manifest = {**old, **{k: v for k, v in manifest.items() if k != "started_at"}, "resumed": True}
-    write_manifest(out, manifest)
-    return manifest
-
-
-def _runs_kept(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The output's runs in their first order: this invocation's specs, the runs it left out kept, new ones
-    after (the report lists runs in this order)."""
-    fresh = {r.get("name"): r for r in new}
-    return [fresh.pop(r.get("name"), r) for r in old] + list(fresh.values())
-
-
-def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
-    tmp = out / "manifest.json.tmp"
-    with writing(out / "manifest.json"):
-        out.mkdir(parents=True, exist_ok=True)
-        try:
-            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, out / "manifest.json")
-
-
-def base_manifest(**fields: Any) -> dict[str, Any]:
-    return {"package_version": __version__, "git_revision": git_revision(),
-            "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields}
 
 
 # orjson: the stdlib's encoder was a fifth of the supervisor's CPU at 64 conversations in flight

@@ -37,7 +37,9 @@ from runner.logfiles import add_log_file
 from runner.models.preflight import check_keys, check_retirements, describe_requests, requests_sent, unpriced
 from runner.plan import WorkItem, in_scope, make_plan
 from runner.records import file_hash, iter_records, rejects_path
-from runner.results.sink import OutputLock, ResultSink, base_manifest, check_manifest, write_manifest, writing
+from runner.results import manifest as manifests
+from runner.results.manifest import InFlight, Manifest, Rejected
+from runner.results.sink import OutputLock, ResultSink, writing
 from runner.sandbox.schema import DatabaseSpec
 from runner.select import chosen
 from runner.worker.main import WorkerSpec, preload
@@ -88,7 +90,7 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
             logger.remove(log_id)
 
 
-def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None, dict[str, Any] | None]:
+def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None, Rejected | None]:
     """Record id -> position, warnings, the records -k / --ids choose (None: all) and the dataset lines
     skip_invalid skipped (None: none); raises on the first bad record (unless skip_invalid), on an empty
     dataset, a bad template or a retired model."""
@@ -110,22 +112,22 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
     skipped = None
     if rejected:  # never silently: said at start, kept in the manifest, shown above the report's numbers
         lines = [n for n, _ in rejected]
-        skipped = {"count": len(rejected), "lines": lines[:100], "file": str(rejects_path(cfg.dataset))}
+        skipped = Rejected(count=len(rejected), lines=lines[:100], file=str(rejects_path(cfg.dataset)))
         warnings += [f"skipped (--skip-invalid): {why}" for _, why in rejected[:5]]  # why names file:line
         warnings.append(f"{len(rejected)} bad line(s) of {cfg.dataset} skipped (--skip-invalid): in no result "
-                        f"and no rate; written with their reasons to {skipped['file']}")
+                        f"and no rate; written with their reasons to {skipped.file}")
     return order, warnings, picked, skipped
 
 
 def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
          on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
-         skipped: dict[str, Any] | None = None) -> Summary:
+         skipped: Rejected | None = None) -> Summary:
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
         logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
     sink = ResultSink(out, [r.name for r in cfg.runs])
-    manifest = check_manifest(out, base_manifest(
+    manifest = manifests.check(out, Manifest.new(
         config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
         dataset_sha256=file_hash(cfg.dataset),
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
@@ -148,7 +150,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host)
             sim_url = sim.url if sim is not None else None
             # where model calls went (a user harness's through the gateway)
-            manifest["endpoints"] = {**model_endpoints(cfg, sim_url), **({"gateway": gateway.url} if gateway else {})}
+            manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway.url} if gateway else {})}
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
                               gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None],
                               transport, limiter, lay)
@@ -177,41 +179,42 @@ def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int],
     return make_plan(cfg, order, done, chosen_items), done
 
 
-def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, kind: str, manifest: dict[str, Any],
+def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, kind: str, manifest: Manifest,
                user: str) -> None:
     logger.info("run {}: {} records x {} runs{} = {} items to do ({} already done); harness: {}; providers: {}; "
                 "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs),
                 f" x {cfg.epochs} trials" if cfg.epochs > 1 else "", len(plan), done,
                 cfg.harness.kind, _providers(cfg, mode), kind)
-    for line in describe_requests(manifest["requests"]):  # what each run's models are sent, and left out
+    for line in describe_requests(manifest.requests):  # what each run's models are sent, and left out
         logger.info("  {}", line)
     if user == "postgres":
         logger.warning("the harness logs in as postgres, the superuser (allow_superuser: true): its SQL, or a model's "
                        "through it, can run programs in the sandbox (COPY ... TO PROGRAM) and read the server's files")
 
 
-def _note_invocation(manifest: dict[str, Any], sup: Supervisor, sim: Any, gateway: Any) -> None:
+def _note_invocation(manifest: Manifest, sup: Supervisor, sim: Any, gateway: Any) -> None:
     """What this invocation adds to the manifest: its records in flight over time (the report draws them),
     results thrown away because their sandbox did not serve the whole record, and what the gateway and
     the simulator served (all invocations added up)."""
-    manifest["in_flight"] = {"capacity": sup.progress.capacity, "samples": sup.progress.timeline()}
-    manifest["discarded"] = dict(Counter(manifest.get("discarded") or {}) + sup.discarded)
+    manifest.in_flight = InFlight(capacity=sup.progress.capacity, samples=sup.progress.timeline())
+    manifest.discarded = dict(Counter(manifest.discarded) + sup.discarded)
     if gateway is not None:
-        manifest["gateway"] = _added(_counts(gateway, "gateway"), manifest.get("gateway"))
+        manifest.gateway = _added(_counts(gateway, "gateway"), manifest.gateway)
     if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
-        manifest["simulator"] = _added(_counts(sim, "simulator", "played"), manifest.get("simulator"))
+        manifest.simulator = _added(_counts(sim, "simulator", "played"), manifest.simulator)
 
 
-def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: dict[str, Any], interrupted: bool,
+def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: Manifest, interrupted: bool,
             error: str | None, expected: set[tuple[str, int]]) -> dict[str, int]:
     """Results in dataset order, the manifest's last word; the run's own error raised after both."""
     try:
         counts = sink.finalize(order)
         # what a reader must know before reading a rate: some records have no result in some runs
         missing = {run: n for run in counts if (n := len(expected - sink.present.get(run, set())))}
-        manifest.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), interrupted=interrupted, error=error,
-                        counts=counts, missing=missing, complete=not (missing or interrupted or error))
-        write_manifest(out, manifest)
+        manifest.finished_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        manifest.interrupted, manifest.error, manifest.counts = interrupted, error, counts
+        manifest.missing, manifest.complete = missing, not (missing or interrupted or error)
+        manifests.write(out, manifest)
     except RunStopped:
         if error:  # the disk that filled mid-run is still full: the first error is the one to read
             raise _reported(error) from None
@@ -235,7 +238,7 @@ def _providers(cfg: Config, mode: str) -> str:
     return "simulator (providers: sim)" if cfg.providers_mode == "sim" else "simulator (no API keys set)"
 
 
-def _image(spec: DatabaseSpec, kind: str, manifest: dict[str, object]) -> str | None:
+def _image(spec: DatabaseSpec, kind: str, manifest: Manifest) -> str | None:
     if kind != "docker":
         return None
     from runner.sandbox.docker import remove_stale
@@ -245,7 +248,7 @@ def _image(spec: DatabaseSpec, kind: str, manifest: dict[str, object]) -> str | 
     if stale:
         logger.info("removed {} containers left by crashed runs", stale)
     image = ensure_image(spec)
-    manifest["image"] = image
+    manifest.image = image
     return image
 
 
@@ -294,9 +297,9 @@ def _counts(server: GatewayServer | SimServer, name: str, key: str | None = None
             if isinstance(c, dict)}
 
 
-def _added(now: dict[str, dict[str, float]], before: object) -> dict[str, dict[str, float]]:
+def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """This invocation's counts added to a resumed run's earlier ones."""
-    totals: dict[str, dict[str, float]] = {k: dict(v) for k, v in before.items()} if isinstance(before, dict) else {}
+    totals: dict[str, dict[str, Any]] = {k: dict(v) for k, v in before.items()}
     for group, counts in now.items():
         mine = totals.setdefault(group, {})
         for k, v in counts.items():

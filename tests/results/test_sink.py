@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from runner.errors import OutputInUse, ResumeMismatch
+from runner.errors import OutputInUse
 from runner.results.result import Result
-from runner.results.sink import OutputLock, ResultSink, check_manifest, read_results, results_path
+from runner.results.sink import OutputLock, ResultSink, read_results, results_path
 
 
 def _r(rid: str, status: str) -> Result:
@@ -57,14 +57,6 @@ def test_finalize_orders_by_dataset_and_keeps_the_newest_attempt(tmp_path: Path)
     assert [(r["record_id"], r["status"]) for r in rows] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
 
 
-def test_resuming_into_another_run_is_refused_unless_forced(tmp_path: Path) -> None:
-    check_manifest(tmp_path, {"config_fingerprint": "A", "dataset_sha256": "D", "shard": None}, force=False)
-    with pytest.raises(ResumeMismatch, match="config_fingerprint"):
-        check_manifest(tmp_path, {"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}, force=False)
-    m = check_manifest(tmp_path, {"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}, force=True)
-    assert m["resumed"] is True
-
-
 def test_the_output_lock_refuses_a_second_holder_and_dies_with_its_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
@@ -95,30 +87,3 @@ def test_every_result_is_written_and_read_back_whole_even_what_orjson_refuses(tm
     assert back["big"].output is not None and back["big"].output["args"]["n"] == 10**30
     lines = results_path(tmp_path, "r").read_text().splitlines()
     assert all(json.loads(line)["record_id"] in back for line in lines)
-
-
-def test_fewer_or_more_runs_resume_and_a_changed_run_is_named(tmp_path: Path) -> None:
-    """Before, `--runs gpt-mini` on an output of four runs was refused with an opaque hash
-    (`config_fingerprint was '063b...', now 'b488...'`) that did not say what changed."""
-    from runner.config import Config
-
-    def manifest(runs: list[dict[str, object]]) -> dict[str, object]:
-        cfg = Config.model_validate({"dataset": "x", "harness": {"kind": "python", "entrypoint": "m:f"},
-                                     "runs": runs})
-        return {"config_fingerprint": cfg.fingerprint(), "config_parts": cfg.fingerprint_parts(),
-                "dataset_sha256": "D", "shard": None, "runs": [r.model_dump(mode="json") for r in cfg.runs]}
-
-    a, b = {"name": "a", "params": {"model": "x"}}, {"name": "b", "params": {"model": "y"}}
-    check_manifest(tmp_path, manifest([a, b]), force=False)
-    check_manifest(tmp_path, manifest([b]), force=False)  # narrowed: resumes
-    check_manifest(tmp_path, manifest([a, b, {"name": "c"}]), force=False)  # widened: resumes
-    with pytest.raises(ResumeMismatch, match=r"run b changed since") as refused:
-        check_manifest(tmp_path, manifest([{"name": "b", "params": {"model": "z"}}]), force=False)
-    assert "config_fingerprint" not in str(refused.value)
-    with pytest.raises(ResumeMismatch, match=r"harness changed since"):
-        cfg = Config.model_validate({"dataset": "x", "harness": {"kind": "python", "entrypoint": "m:g"},
-                                     "runs": [a]})
-        check_manifest(tmp_path, {"config_fingerprint": cfg.fingerprint(), "config_parts": cfg.fingerprint_parts(),
-                                  "dataset_sha256": "D", "shard": None}, force=False)
-    kept = json.loads((tmp_path / "manifest.json").read_text())
-    assert [r["name"] for r in kept["runs"]] == ["a", "b", "c"]  # narrowing left the others listed, in order

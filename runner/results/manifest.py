@@ -1,0 +1,158 @@
+"""An output's manifest.json, typed: what ran, on what, how it ended, and what every invocation added.
+
+Written by the run (runner/run/job.py) at its start and end, and by `runner merge`; read by the report,
+`runner report A B`, the benchmarks and a resume, which refuses an output of another configuration. Keys
+this version does not know (an output written by a newer one) are kept as they are when it is rewritten.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runner import __version__
+from runner.errors import ResumeMismatch
+from runner.results.sink import writing
+
+NAME = "manifest.json"
+
+
+class Rejected(BaseModel):
+    """Lines of the records file skipped (--skip-invalid): never silently."""
+
+    count: int
+    lines: list[int] = Field(default_factory=list)  # the first 100
+    file: str | None = None  # where they are written with their reasons
+
+
+class InFlight(BaseModel):
+    """Records in flight over the last invocation: the report draws them against the capacity."""
+
+    capacity: int = 0
+    samples: list[tuple[int | float, ...]] = Field(default_factory=list)  # (seconds, in flight[, target])
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    package_version: str | None = None
+    git_revision: str | None = None
+    run_id: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    # what makes two invocations one run (a resume checks them)
+    config_fingerprint: str | None = None
+    config_parts: dict[str, str] | None = None
+    dataset: str | None = None
+    dataset_sha256: str | None = None
+    shard: list[int] | None = None
+    # what ran
+    mode: str | None = None  # real, sim, or none (a harness that calls no model through the runner)
+    sandbox: str | None = None
+    image: str | None = None
+    harness: str | None = None
+    runs: list[dict[str, Any]] = Field(default_factory=list)  # the runs' specs, in the report's order
+    requests: dict[str, Any] = Field(default_factory=dict)  # what each run's models are sent, and left out
+    compare_to: str | None = None
+    epochs: int = 1
+    reducer: str = "mean"
+    endpoints: dict[str, str] = Field(default_factory=dict)
+    rejected: Rejected | None = None
+    # what every invocation added
+    in_flight: InFlight | None = None
+    discarded: dict[str, int] = Field(default_factory=dict)  # results thrown away, by why
+    gateway: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a user harness's calls, per run
+    simulator: dict[str, dict[str, Any]] = Field(default_factory=dict)  # what the simulator played, per model
+    resumed: bool = False
+    # how it ended
+    interrupted: bool = False
+    error: str | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    missing: dict[str, int] = Field(default_factory=dict)  # records with no result, per run
+    complete: bool | None = None
+    # runner merge
+    merged_from: list[str] | None = None
+    shards: list[list[int] | None] | None = None
+
+    @classmethod
+    def new(cls, **fields: Any) -> Manifest:
+        return cls(package_version=__version__, git_revision=git_revision(),
+                   started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields)
+
+    def run_names(self) -> list[str]:
+        return [str(r.get("name")) for r in self.runs]
+
+    @property
+    def simulated(self) -> bool:
+        """Numbers from the simulator: the report says so above them."""
+        return self.mode == "sim"
+
+
+def read(out: Path) -> Manifest:
+    """An output's manifest, or an empty one for an output without (a hand-made results/)."""
+    p = out / NAME
+    return Manifest.model_validate_json(p.read_bytes()) if p.is_file() else Manifest()
+
+
+def write(out: Path, m: Manifest) -> None:
+    tmp = out / f"{NAME}.tmp"
+    with writing(out / NAME):
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.write_text(json.dumps(m.model_dump(mode="json", exclude_unset=True), indent=2, sort_keys=True,
+                                      default=str))
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, out / NAME)
+
+
+def check(out: Path, m: Manifest, *, force: bool) -> Manifest:
+    """This invocation's manifest over the output's own, written back; an output of another run (dataset,
+    shard, a run or setting changed) is refused unless forced."""
+    if not (out / NAME).is_file():
+        write(out, m)
+        return m
+    old = read(out)
+    by_part = old.config_parts is not None and m.config_parts is not None  # older outputs: the whole hash
+    keys = ("dataset_sha256", "shard") if by_part else ("config_fingerprint", "dataset_sha256", "shard")
+    for key in keys:
+        if getattr(old, key) != getattr(m, key) and not force:
+            raise ResumeMismatch(
+                f"{out} holds results of another run ({key} was {getattr(old, key)!r}, now {getattr(m, key)!r}); "
+                "use another --out, or --force-resume to resume anyway")
+    new = m.model_dump(exclude_unset=True, exclude={"started_at"})
+    if old.config_parts is not None and m.config_parts is not None:
+        # fewer runs (--runs) or more resume; a run or setting that changed would mix two configurations
+        changed = [k for k in m.config_parts if k in old.config_parts and old.config_parts[k] != m.config_parts[k]]
+        if changed and not force:
+            named = ", ".join(f"run {k[4:]}" if k.startswith("run:") else k for k in changed)
+            raise ResumeMismatch(f"{out} holds results of another configuration: {named} changed since; use "
+                                 "another --out, or --force-resume to add to them anyway")
+        new["config_parts"] = {**old.config_parts, **m.config_parts}  # runs left out this time keep theirs
+        new["runs"] = _runs_kept(old.runs, m.runs)
+    merged = Manifest.model_validate({**old.model_dump(exclude_unset=True), **new, "resumed": True})
+    write(out, merged)
+    return merged
+
+
+def _runs_kept(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The output's runs in their first order: this invocation's specs, the runs it left out kept, new ones
+    after (the report lists runs in this order)."""
+    fresh = {r.get("name"): r for r in new}
+    return [fresh.pop(r.get("name"), r) for r in old] + list(fresh.values())
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None

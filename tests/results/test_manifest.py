@@ -1,0 +1,68 @@
+"""manifest.json: typed, merged over a resumed output's own, refused for another run's output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.errors import ResumeMismatch
+from runner.results.manifest import InFlight, Manifest, check, read, write
+
+
+def test_resuming_into_another_run_is_refused_unless_forced(tmp_path: Path) -> None:
+    check(tmp_path, Manifest(**{"config_fingerprint": "A", "dataset_sha256": "D", "shard": None}), force=False)
+    with pytest.raises(ResumeMismatch, match="config_fingerprint"):
+        check(tmp_path, Manifest(**{"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}), force=False)
+    m = check(tmp_path, Manifest(**{"config_fingerprint": "B", "dataset_sha256": "D", "shard": None}), force=True)
+    assert m.resumed is True
+
+
+
+def test_fewer_or_more_runs_resume_and_a_changed_run_is_named(tmp_path: Path) -> None:
+    """Before, `--runs gpt-mini` on an output of four runs was refused with an opaque hash
+    (`config_fingerprint was '063b...', now 'b488...'`) that did not say what changed."""
+    from runner.config import Config
+
+    def manifest(runs: list[dict[str, object]]) -> Manifest:
+        cfg = Config.model_validate({"dataset": "x", "harness": {"kind": "python", "entrypoint": "m:f"},
+                                     "runs": runs})
+        return Manifest(config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(),
+                        dataset_sha256="D", shard=None, runs=[r.model_dump(mode="json") for r in cfg.runs])
+
+    a: dict[str, object] = {"name": "a", "params": {"model": "x"}}
+    b: dict[str, object] = {"name": "b", "params": {"model": "y"}}
+    check(tmp_path, manifest([a, b]), force=False)
+    check(tmp_path, manifest([b]), force=False)  # narrowed: resumes
+    check(tmp_path, manifest([a, b, {"name": "c"}]), force=False)  # widened: resumes
+    with pytest.raises(ResumeMismatch, match=r"run b changed since") as refused:
+        check(tmp_path, manifest([{"name": "b", "params": {"model": "z"}}]), force=False)
+    assert "config_fingerprint" not in str(refused.value)
+    with pytest.raises(ResumeMismatch, match=r"harness changed since"):
+        cfg = Config.model_validate({"dataset": "x", "harness": {"kind": "python", "entrypoint": "m:g"},
+                                     "runs": [a]})
+        check(tmp_path, Manifest(**{"config_fingerprint": cfg.fingerprint(), "config_parts": cfg.fingerprint_parts(),
+                                  "dataset_sha256": "D", "shard": None}), force=False)
+    kept = json.loads((tmp_path / "manifest.json").read_text())
+    assert [r["name"] for r in kept["runs"]] == ["a", "b", "c"]  # narrowing left the others listed, in order
+
+
+def test_it_reads_back_what_it_wrote_and_keeps_keys_a_newer_version_added(tmp_path: Path) -> None:
+    m = Manifest.new(mode="sim", runs=[{"name": "a"}], epochs=3)
+    m.in_flight = InFlight(capacity=4, samples=[(1.0, 2), (2.0, 4, 8)])
+    write(tmp_path, m)
+    raw = json.loads((tmp_path / "manifest.json").read_text())
+    assert raw["in_flight"] == {"capacity": 4, "samples": [[1.0, 2], [2.0, 4, 8]]}
+    assert "complete" not in raw and "image" not in raw  # what no one set is not written
+    raw["from_a_newer_runner"] = {"x": 1}
+    (tmp_path / "manifest.json").write_text(json.dumps(raw))
+    back = read(tmp_path)
+    assert back.simulated and back.epochs == 3 and back.run_names() == ["a"]
+    write(tmp_path, back)
+    assert json.loads((tmp_path / "manifest.json").read_text())["from_a_newer_runner"] == {"x": 1}
+
+
+def test_an_output_without_a_manifest_reads_as_an_empty_one(tmp_path: Path) -> None:
+    m = read(tmp_path)
+    assert m.run_names() == [] and not m.simulated and m.reducer == "mean" and m.complete is None
