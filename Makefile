@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install ray engine helpdesk-venv browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick bench-smoke clean
+.PHONY: install ray engine helpdesk-venv browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick bench-smoke soak clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
@@ -103,7 +103,7 @@ run-example: install $(HELPDESK)
 	$(BIN)/runner run examples/helpdesk/runner.yaml $(ARGS)
 
 # Every benchmark (about 15 minutes on 2 cores); the headline on 300 conversations per run.
-bench: image $(RAY)
+bench: image $(RAY) $(HELPDESK)
 	$(BIN)/python -m bench.all --out docs/benchmarks.md
 
 # The seeds' whole job (3 baselines + Atlas, 1,200 conversations each: ~12 minutes on 2 cores);
@@ -111,12 +111,19 @@ bench: image $(RAY)
 bench-headline: image
 	$(BIN)/python -m bench.all --only headline --headline-n 1200 --out docs/benchmarks.md
 
-bench-quick: image $(RAY)
+# The fault campaign (bench/soak.py): random faults from a seeded schedule on the default job and on a
+# user harness with slots, each round compared with a clean run; its section of docs/benchmarks.md.
+SOAK_MINUTES ?= 10
+SOAK_SEED ?= 1
+soak: image $(HELPDESK)
+	$(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED) --out docs/benchmarks.md
+
+bench-quick: image $(RAY) $(HELPDESK)
 	$(BIN)/python -m bench.all --quick
 
 # Every benchmark at its smallest size (~5 minutes): that each one's measuring code runs. `make test`
 # renders every section from recorded results and runs a few end to end (tests/bench/).
-bench-smoke: image $(RAY)
+bench-smoke: image $(RAY) $(HELPDESK)
 	BENCH_DIR=$$(mktemp -d) $(BIN)/python -m bench.all --tiny --out /dev/null
 
 clean:

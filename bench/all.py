@@ -30,6 +30,7 @@ from bench import (
     ratelimit,
     ray_budget,
     scaling,
+    soak,
     startup,
     targets,
 )
@@ -43,7 +44,7 @@ def main() -> None:
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
     ap.add_argument("--only", help="comma-separated subset: scaling,slots,startup,memory,inflight,ratelimit,ray,cached,"
-                    "harness,helpdesk,gateway,headline,floor; with --out naming an existing document, only those "
+                    "harness,helpdesk,gateway,headline,floor,soak; with --out naming an existing document, only those "
                     "sections of it are replaced")
     ap.add_argument("--floor-n", type=int, default=1200,
                     help="conversations per run in the rate-limit-bound headline (1200 = the seeds' whole job)")
@@ -100,6 +101,8 @@ def main() -> None:
                                   headline.render))
     step("floor", lambda: _one(floor.headline_auto(size(3, 40, args.floor_n), size(1 / 20, 1 / 10, args.floor_scale)),
                                floor.render))
+    # the fault campaign at a short setting (`make soak` runs it for as long as it is told)
+    step("soak", lambda: _one(soak.soak(size(0, 2, 10), seed=1), soak.render))
     total = time.monotonic() - t_all
     raw = _merge_raw(raw, q, partial=bool(only))
     sections.insert(0, targets.summary(raw))
