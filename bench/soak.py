@@ -76,7 +76,7 @@ def helpdesk_job(work: Path, records: int) -> Job:
     text = text.replace("schema: [schema]", f"schema: [{HELPDESK / 'schema'}]")
     text = text.replace("${HELPDESK_PYTHON:-../../.venv-helpdesk}", str(HELPDESK_PYTHON))
     text = text.replace("workers: 4", "workers: 2\nslots: 3\nconversation_timeout_seconds: 10\nmax_attempts: 4\n"
-                        "providers: sim\ngateway: true\nsimulator: {latency: {p50_ms: 60}}")
+                        "providers: sim\ngateway: true\ncache: false\nsimulator: {latency: {p50_ms: 60}}")
     cfg = work / "helpdesk.yaml"
     cfg.write_text(text)
     return Job("helpdesk", cfg, ("--sandbox", "docker", "--limit", str(records)), ("replay", "careless"), FAULTS)
