@@ -19,7 +19,7 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
         ├── TurnCut                 the model did not finish a turn: output limit, refusal, context window
         └── BadRecord               the record's own data cannot run (a gold call failing on its seed)
 
-A result that failed carries one of ERROR_KINDS (below), so reports group failures by cause. Some
+A result that failed carries one of the ErrorKind values (below), so reports group failures by cause. Some
 causes are not exceptions of ours: a time limit (SIGALRM in the worker), a sandbox that did not serve
 the whole record (the worker's witness checks it around every record, whatever the harness said: the
 result is discarded and the record run again; `sandbox_lost` once its attempts are spent), a harness
@@ -49,7 +49,6 @@ ErrorKind = Literal[
     "context_window",    # the transcript outgrew the model's context window
     "pause_turn",        # the API paused a long turn (server tools) and the agent does not resume it
 ]
-ERROR_KINDS: tuple[str, ...] = ErrorKind.__args__  # type: ignore[attr-defined]
 # Turns the model did not finish: reported apart from the machine's and the provider's errors.
 CUT_KINDS: tuple[ErrorKind, ...] = ("max_tokens", "refusal", "context_window", "pause_turn")
 

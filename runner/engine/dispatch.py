@@ -1,5 +1,5 @@
 """What each worker is sent next: a chunk per free slot, from the scheduler, within the concurrency
-throttle's target, each with the deadline after which the pool calls it overdue; Stop once there is no
+throttle's target, each with the time after which the scheduler calls it overdue; Stop once there is no
 work left for a worker that holds none. The supervisor's loop decides when (runner/engine/supervisor.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from loguru import logger
 
 from runner.budget.throttle import Throttle
 from runner.config import Config
-from runner.engine.pool import Chunk, WorkerHandle, WorkerPool
+from runner.engine.pool import WorkerHandle, WorkerPool
 from runner.engine.progress import Progress
 from runner.engine.scheduler import Scheduler
 from runner.wire.messages import Assign, Job, Stop
@@ -36,22 +36,21 @@ class Dispatcher:
         """A chunk for each free slot of the worker; Stop once there is no work left and it holds none."""
         if not h.ready or h.stopping:
             return
-        for slot in h.free_slots():
+        s = self.scheduler
+        for slot in s.free_slots(h.id, h.ready_slots):
             if self.held_back(h):
                 return  # its share of the target in use, not out of work: no Stop
-            chunk = self.scheduler.take(h.id, self.prefer(self.scheduler.left) if self.prefer is not None else None)
+            chunk = s.take(h.id, slot, prefer=self.prefer(s.left) if self.prefer is not None else None,
+                           now=time.monotonic(), limit_per_item=self.cfg.conversation_timeout_seconds,
+                           margin=ALARM_SLACK_SECONDS + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds))
             if not chunk:
                 break
-            h.chunks[slot] = Chunk({a.item.id for a in chunk}, time.monotonic(),
-                                   self.cfg.conversation_timeout_seconds * len(chunk) + ALARM_SLACK_SECONDS
-                                   + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds))
             h.send(Assign(tuple(Job(a.item.id, a.item.run, a.item.record_id, a.item.index, a.attempt, a.item.epoch)
                                 for a in chunk), slot))
-            first = chunk[0].item
+            first, held = chunk[0].item, s.slots_held(h.id)
             self.progress.worker(h.id).item = f"{first.run}:{first.record_id}" + (
-                f" +{len(h.chunks) - 1} slots" if len(h.chunks) > 1 else f" +{len(chunk) - 1}" if len(chunk) > 1
-                else "")
-        if not h.chunks:
+                f" +{held - 1} slots" if held > 1 else f" +{len(chunk) - 1}" if len(chunk) > 1 else "")
+        if not s.busy(h.id):
             h.send(Stop())
             h.stopping = True
 
@@ -59,7 +58,7 @@ class Dispatcher:
         """Under --concurrency auto: the target is in use, or this worker holds its share of it."""
         t = self.throttle
         return t is not None and (self.scheduler.in_flight() >= t.target
-                                  or h.holding() >= -(-t.target // max(1, len(self.pool.workers))))
+                                  or self.scheduler.holds(h.id) >= -(-t.target // max(1, len(self.pool.workers))))
 
     def steer(self) -> None:
         """--concurrency auto: let the throttle judge the window; when it allows more, fill slots."""
@@ -73,5 +72,5 @@ class Dispatcher:
         # Room under the target (it grew, or records finished elsewhere), or the work ran out while a
         # worker was held back: either way an idle slot gets work, or its worker gets Stop.
         for h in list(self.pool.workers.values()):
-            if h.ready and not h.stopping and h.free_slots():
+            if h.ready and not h.stopping and self.scheduler.free_slots(h.id, h.ready_slots):
                 self.assign(h)

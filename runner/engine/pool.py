@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -118,18 +118,6 @@ class ProcessTransport:
 
 
 @dataclass
-class Chunk:
-    """What one slot of a worker holds: the items not yet done, since when, and for how long at most."""
-
-    items: set[int]
-    since: float
-    limit: float
-
-    def overdue(self, now: float) -> bool:
-        return now - self.since > self.limit
-
-
-@dataclass
 class WorkerHandle:
     id: int
     link: Link
@@ -137,41 +125,15 @@ class WorkerHandle:
     started: float = field(default_factory=time.monotonic)
     ready: bool = False
     last_beat: float = field(default_factory=time.monotonic)
-    chunks: dict[int, Chunk] = field(default_factory=dict)  # by slot
     ready_slots: set[int] = field(default_factory=lambda: {0})  # slots > 0 say when their databases are made
     killing_since: float | None = None  # when the pool began to kill it (stale or overdue)
     boot_seconds: float = 0.0
     stopping: bool = False
     lane: int = -1
 
-    def holding(self) -> int:
-        """Records in flight on this worker."""
-        return sum(len(c.items) for c in self.chunks.values())
-
-    def free_slots(self) -> list[int]:
-        return [n for n in sorted(self.ready_slots) if n not in self.chunks]
-
-    def done(self, item_id: int) -> bool:
-        """An item of this worker finished; True if that freed its slot."""
-        for n, chunk in self.chunks.items():
-            if item_id in chunk.items:
-                chunk.items.discard(item_id)
-                if not chunk.items:
-                    del self.chunks[n]
-                    return True
-                return False
-        return False
-
     def send(self, msg: Any) -> None:
         with contextlib.suppress(Exception):  # a dead worker's queue: the reaper will notice
             self.link.send(msg)
-
-    def restart_clocks(self, item_id: int | None = None) -> None:
-        """Its chunks' time limits (or the one holding `item_id`'s) start again now, in full: a record run
-        again on a new sandbox, or after a discarded result, is never cut short by its first try's time."""
-        for chunk in self.chunks.values():
-            if item_id is None or item_id in chunk.items:
-                chunk.since = time.monotonic()
 
     @property
     def exitcode(self) -> int | None:
@@ -192,14 +154,12 @@ class WorkerPool:
         self.heartbeat_timeout = heartbeat_timeout
         self.workers: dict[int, WorkerHandle] = {}
         self.next_id = 0
-        self.spawned = 0
         self.last_turn = time.monotonic()  # the supervisor's last loop turn (excuse_stall)
         self.restarts, self.max_restarts = 0, max_restarts  # workers replaced after dying, and the cap
 
     def spawn(self) -> WorkerHandle:
         wid = self.next_id
         self.next_id += 1
-        self.spawned += 1
         taken = {h.lane for h in self.workers.values()}
         lane = next((n for n in range(self.limiter.lanes if self.limiter else 0) if n not in taken), -1)
         spec = dataclasses.replace(self.make_spec(wid), lane=lane)
@@ -217,8 +177,6 @@ class WorkerPool:
             case SandboxReplaced():
                 logger.warning("worker {}: sandbox {} died ({}); replaced by {}", msg.worker, msg.old_id, msg.reason,
                                msg.new_id)
-                if h is not None:
-                    h.restart_clocks()  # each chunk's retry starts now, with its full time limit
             case SlotReady():
                 if h is not None:
                     h.ready_slots.add(msg.slot)
@@ -247,17 +205,16 @@ class WorkerPool:
                 h.last_beat = max(h.last_beat, now)
         self.last_turn = now
 
-    def gone(self) -> Iterator[WorkerHandle]:
-        """Workers that exited, including those killed here for a stale heartbeat or an overdue chunk
-        (once their exit is seen: the kill itself never waits)."""
+    def gone(self, overdue: Collection[int] = ()) -> Iterator[WorkerHandle]:
+        """Workers that exited, including those killed here for a stale heartbeat or an overdue chunk (the
+        scheduler's judgement, `overdue`), once their exit is seen: the kill itself never waits."""
         now = time.monotonic()
         for h in list(self.workers.values()):
             if h.exitcode is None:
                 if h.killing_since is not None:
                     continue  # being killed: gone when its exit code shows
                 stale = h.ready and now - h.last_beat > self.heartbeat_timeout
-                overdue = any(c.overdue(now) for c in h.chunks.values())
-                if stale or overdue:
+                if stale or h.id in overdue:
                     logger.warning("worker {} {}; killing it", h.id, "stopped beating" if stale else "is overdue")
                     self.kill(h)
                 if h.exitcode is None:

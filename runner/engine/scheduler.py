@@ -1,9 +1,11 @@
-"""Which worker does what next: pending work, what each worker holds, what is finished.
+"""Which worker does what next: pending work, what each slot of each worker holds and until when, what
+is finished.
 
-Pure (no processes, no clocks, no I/O), so every rule is unit-tested with fake workers, after
-pytest-xdist's scheduler: `take` hands out a chunk, `complete` records an item exactly once,
-`lose` returns what a dead worker held to the front of the queue, or, past the attempt limit,
-to the caller to record as failed.
+Pure (no processes, no clock of its own, no I/O: the caller says what time it is), so every rule is
+unit-tested with fake workers, after pytest-xdist's scheduler: `take` hands a slot a chunk with its
+deadline, `complete` records an item exactly once, `overdue` names the workers past a deadline, `lose`
+returns what a dead worker held to the front of the queue, or, past the attempt limit, to the caller to
+record as failed. The pool (runner/engine/pool.py) keeps only the processes.
 
 With slots a worker holds several items at once; when it dies, any of them may be what killed it.
 Each goes back marked `alone`: it runs only on a worker holding nothing else, and nothing joins it
@@ -14,7 +16,9 @@ finish (otherwise the requeued group would be taken together again and exhaust t
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from runner.plan import WorkItem
@@ -29,25 +33,39 @@ class Assignment:
     alone: bool = False  # held by a worker that died holding others too: run it by itself
 
 
+@dataclass
+class Held:
+    """What one slot of a worker holds: the items not yet done, since when, and for how long at most."""
+
+    items: dict[int, Assignment]
+    since: float
+    limit: float
+
+    def overdue(self, now: float) -> bool:
+        return now - self.since > self.limit
+
+
 class Scheduler:
     def __init__(self, items: list[WorkItem], *, max_attempts: int, chunk_size: int = 1) -> None:
         self.pending: deque[Assignment] = deque(Assignment(i, 1) for i in items)
         self.max_attempts = max_attempts
         self.chunk_size = chunk_size
-        self.holding: dict[int, dict[int, Assignment]] = {}
+        self.holding: dict[int, dict[int, Held]] = {}  # worker -> slot -> what it holds
         self.completed: set[int] = set()
         self._run_of = {i.id: i.run for i in items}
         self.left = Counter(i.run for i in items)  # per run, items not yet completed (pending or held)
 
-    def take(self, worker: int, prefer: str | None = None) -> list[Assignment]:
-        """Up to chunk_size pending items of one run (a harness call serves one run); [] when none.
+    def take(self, worker: int, slot: int = 0, *, prefer: str | None = None, now: float = 0.0,
+             limit_per_item: float = math.inf, margin: float = 0.0) -> list[Assignment]:
+        """Up to chunk_size pending items of one run (a harness call serves one run) for a free slot of the
+        worker, overdue past `now` + limit_per_item x their number + margin; [] when none.
         `prefer`: that run's next items if one is among the next PREFER_SCAN, else plan order.
 
         An `alone` item goes only to a worker that holds nothing, as a chunk of its own; a worker that
         holds one gets nothing more until it is done."""
         chunk: list[Assignment] = []
         skipped: list[Assignment] = []
-        held = self.holding.setdefault(worker, {})
+        held = self._items(worker)
         if any(a.alone for a in held.values()):
             return []
         if prefer is not None:
@@ -70,8 +88,9 @@ class Scheduler:
                 continue
             chunk.append(a)
         self.pending.extendleft(reversed(skipped))
-        for a in chunk:
-            held[a.item.id] = a
+        if chunk:
+            self.holding.setdefault(worker, {})[slot] = Held({a.item.id: a for a in chunk}, now,
+                                                             limit_per_item * len(chunk) + margin)
         return chunk
 
     def _bring_forward(self, run: str) -> None:
@@ -84,8 +103,12 @@ class Scheduler:
                 return
 
     def complete(self, worker: int, item_id: int) -> bool:
-        """True the first time an item finishes; False for a late duplicate (then nothing changes)."""
-        self.holding.get(worker, {}).pop(item_id, None)
+        """True the first time an item finishes; False for a late duplicate (then nothing changes). Its
+        slot is free once the whole chunk is done."""
+        slots = self.holding.get(worker, {})
+        for slot, h in list(slots.items()):
+            if h.items.pop(item_id, None) is not None and not h.items:
+                del slots[slot]
         if item_id in self.completed:
             return False
         self.completed.add(item_id)
@@ -94,15 +117,43 @@ class Scheduler:
             self.left[run] -= 1
         return True
 
-    def again(self, worker: int, item_id: int) -> None:
-        """The worker runs an item it holds once more (its result was discarded): one more attempt spent."""
+    def again(self, worker: int, item_id: int, now: float = 0.0) -> None:
+        """The worker runs an item it holds once more (its result was discarded): one more attempt spent,
+        and its chunk's clock starts again."""
+        for h in self.holding.get(worker, {}).values():
+            if (a := h.items.get(item_id)) is not None:
+                h.items[item_id] = Assignment(a.item, a.attempt + 1, a.alone)
+                h.since = now
+
+    def restart_clocks(self, worker: int, now: float) -> None:
+        """Its chunks' time limits start again now, in full: records run again on a new sandbox are never
+        cut short by their first try's time."""
+        for h in self.holding.get(worker, {}).values():
+            h.since = now
+
+    def overdue(self, now: float, workers: Iterable[int] | None = None) -> set[int]:
+        """Workers holding a chunk past its deadline: stuck where their own alarm cannot reach them."""
+        return {w for w, slots in self.holding.items() if (workers is None or w in workers)
+                and any(h.overdue(now) for h in slots.values())}
+
+    def free_slots(self, worker: int, ready: Iterable[int]) -> list[int]:
         held = self.holding.get(worker, {})
-        if (a := held.get(item_id)) is not None:
-            held[item_id] = Assignment(a.item, a.attempt + 1, a.alone)
+        return [n for n in sorted(ready) if n not in held]
+
+    def slots_held(self, worker: int) -> int:
+        return len(self.holding.get(worker, {}))
+
+    def holds(self, worker: int) -> int:
+        """Records in flight on this worker."""
+        return len(self._items(worker))
+
+    def _items(self, worker: int) -> dict[int, Assignment]:
+        return {i: a for h in self.holding.get(worker, {}).values() for i, a in h.items.items()}
 
     def lose(self, worker: int) -> list[Assignment]:
         """The worker is gone: requeue its unfinished items first in line; return the exhausted ones."""
-        held = self.holding.pop(worker, {})
+        held = self._items(worker)
+        self.holding.pop(worker, None)
         exhausted: list[Assignment] = []
         retry: list[Assignment] = []
         unfinished = [a for a in held.values() if a.item.id not in self.completed]
@@ -114,7 +165,7 @@ class Scheduler:
         return [Assignment(a.item, a.attempt - 1) for a in exhausted]
 
     def held(self, worker: int) -> list[Assignment]:
-        return list(self.holding.get(worker, {}).values())
+        return list(self._items(worker).values())
 
     def busy(self, worker: int) -> bool:
         return bool(self.holding.get(worker))
@@ -123,4 +174,4 @@ class Scheduler:
         return any(a.item.id not in self.completed for a in self.pending)
 
     def in_flight(self) -> int:
-        return sum(len(h) for h in self.holding.values())
+        return sum(len(h.items) for slots in self.holding.values() for h in slots.values())

@@ -117,6 +117,8 @@ class Supervisor:
             case SandboxReplaced() | SlotReady() | WorkerRetiring():  # the worker's own state: the pool's
                 if (h := self.pool.note(msg)) is not None and isinstance(msg, SlotReady):
                     self.assign(h)
+                if isinstance(msg, SandboxReplaced):  # each chunk's retry starts now, with its full time limit
+                    self.scheduler.restart_clocks(msg.worker, time.monotonic())
             case WorkerFailed():
                 self.fail(f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: {msg.error}")
             case _:
@@ -154,17 +156,14 @@ class Supervisor:
         h = self.pool.get(m.worker)
         if h is not None:
             h.last_beat = time.monotonic()
-            if h.done(m.item_id):
-                if not h.chunks:
-                    self.progress.worker(h.id).item = "-"
-                self.assign(h)
+            if not self.scheduler.busy(h.id):
+                self.progress.worker(h.id).item = "-"
+            self.assign(h)
 
     def on_discarded(self, m: ResultDiscarded) -> None:
         """Emitted when a worker threw a result away (its sandbox did not serve the whole record) and runs
         the record again: that is the record's next attempt."""
-        self.scheduler.again(m.worker, m.item_id)
-        if (h := self.pool.get(m.worker)) is not None:
-            h.restart_clocks(m.item_id)
+        self.scheduler.again(m.worker, m.item_id, time.monotonic())
         self.discarded["sandbox_lost"] += 1  # the one reason a worker discards a result today
         self.progress.discarded += 1
 
@@ -187,7 +186,7 @@ class Supervisor:
 
     def reap(self) -> None:
         """Notice workers that are gone; requeue what they held; replace them while work remains."""
-        for h in list(self.pool.gone()):
+        for h in list(self.pool.gone(self.scheduler.overdue(time.monotonic()))):
             self.drain()
             how = self.pool.remove(h)
             self.progress.workers.pop(h.id, None)

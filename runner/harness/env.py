@@ -13,7 +13,6 @@ import os
 import string
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from dotenv import dotenv_values
 
@@ -113,8 +112,3 @@ def check_templates(cfg: Config) -> None:
         for i, arg in enumerate(cfg.harness.command or []):
             render(arg, vals, where=f"harness.command[{i}]")
 
-
-def scratch_dir(root: Path, worker: int) -> Path:
-    d = root / f"worker-{worker}"
-    d.mkdir(parents=True, exist_ok=True)
-    return d

@@ -8,7 +8,6 @@ import pytest
 
 from runner.budget.concurrency import layout, split
 from runner.config import load_config
-from runner.engine.pool import Chunk, WorkerHandle
 
 
 def _cfg(tmp_path: Path, **over: object) -> object:
@@ -44,16 +43,3 @@ def test_layout_lets_workers_or_slots_win_and_never_exceeds_the_work(tmp_path: P
     assert lay.in_flight >= 10 and lay.slots <= 10 and lay.workers == 1  # 10 records fill one worker's slots
     lay = layout(_cfg(tmp_path, concurrency=64), items=1000, kind="external")  # type: ignore[arg-type]
     assert (lay.workers, lay.slots) == (1, 1)
-
-
-def test_a_worker_handle_frees_a_slot_when_its_whole_chunk_is_done() -> None:
-    h = WorkerHandle(0, link=None, slots=3)  # type: ignore[arg-type]  # no worker behind it: bookkeeping only
-    assert h.free_slots() == [0]  # slots > 0 are free once they said they are ready (SlotReady)
-    h.ready_slots |= {1, 2}
-    h.chunks[0] = Chunk({1, 2}, 0.0, 10.0)
-    h.chunks[2] = Chunk({3}, 0.0, 10.0)
-    assert h.free_slots() == [1]
-    assert h.done(1) is False and h.free_slots() == [1]  # half a chunk: the slot is still busy
-    assert h.done(2) is True and h.free_slots() == [0, 1]
-    assert h.done(99) is False  # not this worker's (a late duplicate): changes nothing
-    assert h.chunks[2].overdue(11.0) and not h.chunks[2].overdue(9.0)

@@ -25,7 +25,3 @@ class SimServer(ServerProcess):
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:
             return dict(json.loads(r.read()))
 
-    def reset_stats(self) -> None:
-        req = urllib.request.Request(f"{self.url}/stats/reset", method="POST")
-        with urllib.request.urlopen(req, timeout=10):
-            pass

@@ -447,17 +447,6 @@ async def _stats(request: web.Request) -> web.Response:
                               "uptime_seconds": time.monotonic() - state.started})
 
 
-async def _reset_stats(request: web.Request) -> web.Response:
-    state: SimState = request.app["state"]
-    state.stats.clear()
-    state.per_model.clear()
-    state.played.clear()
-    state.buckets.clear()
-    state.prompt_cache = PromptCache()
-    state.started = time.monotonic()
-    return web.json_response({"ok": True})
-
-
 async def _health(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
@@ -479,7 +468,7 @@ def make_app(settings: SimSettings) -> web.Application:
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
                     web.post("/v1/responses", _responses),
                     web.post("/v1/messages/count_tokens", _count_tokens),
-                    web.get("/stats", _stats), web.post("/stats/reset", _reset_stats), web.get("/health", _health)])
+                    web.get("/stats", _stats), web.get("/health", _health)])
     return app
 
 
