@@ -384,3 +384,7 @@ def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> Non
         if removed:
             logger.info("removed {} container(s) of this run{}", removed,
                         f" (of worker {worker}, dead)" if worker is not None else "")
+        # At the end, crashed runs' containers again: a run killed while its workers were starting sandboxes
+        # leaves the engine finishing them after its start-up sweep (the fault campaign found them).
+        if worker is None and (late := remove_stale()):
+            logger.info("removed {} container(s) left by crashed runs", late)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from runner.sandbox.base import LABEL
 from runner.sandbox.docker import remove_stale
 from runner.sandbox.owner import owner_identity
+from tests.runs import finish, run_config, start_run, wait_for_results
 
 pytestmark = [pytest.mark.docker]
 
@@ -64,3 +66,24 @@ def test_a_sweep_from_another_pid_namespace_removes_nothing_it_cannot_judge(cont
     remove_stale()  # from the owners' own namespace: the dead owner's container goes, the live one stays
     assert _exists(containers["live"])
     assert not _exists(containers["dead"])
+
+
+def test_a_crashed_runs_container_that_appears_mid_run_is_gone_when_the_run_ends(tmp_path: Path,
+                                                                                  sandbox_image: str) -> None:
+    """A run killed while its workers start sandboxes leaves the engine finishing them after the next run's
+    start-up sweep (the fault campaign found them left behind): the run's end sweeps again."""
+    out = tmp_path / "out"
+    p = start_run(run_config(tmp_path, p50_ms=100, runs="strong"), out, "--sandbox", "docker", "-w", "1",
+                  "--limit", "4")
+    wait_for_results(out, 1, p)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    identity = owner_identity(dead.pid)
+    dead.wait()
+    client = docker.from_env()
+    late = client.containers.create(sandbox_image, labels={
+        LABEL: "1", f"{LABEL}.run": "pytest-late", f"{LABEL}.owner-pid": str(dead.pid),
+        f"{LABEL}.owner": identity, f"{LABEL}.keep": "0"}).id
+    client.close()
+    code, log = finish(p)
+    assert code == 0, log[-2000:]
+    assert not _exists(late)
