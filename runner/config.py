@@ -121,6 +121,20 @@ class Faults(_Frozen):
     slow_seconds: float = Field(5.0, gt=0)
 
 
+class BatchTurnaround(_Frozen):
+    """How the simulator's batch APIs take their time (runner/models/sim/batches.py). The real ones end most
+    batches within an hour and every one within 24 h: here each request of a batch is done after a lognormal
+    draw through a median and a 95th percentile; the batch ends when all are done, and a request not done by
+    the end of the window expires."""
+
+    median_seconds: float = Field(2.0, gt=0, description="median time a request in a batch takes to be done")
+    p95_seconds: float | None = Field(None, gt=0, description="95th percentile (None: every request the median)")
+    window_seconds: float = Field(86400.0, gt=0, description="the batch's 24 h: a request not done by then expires")
+    errored: float = Field(0.0, ge=0, le=1, description="share of requests that end in an API error (a 500)")
+    expired: float = Field(0.0, ge=0, le=1, description="share of requests that never finish (they expire)")
+    seed: int = 0
+
+
 class SimSettings(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(0, ge=0, le=65535)
@@ -132,6 +146,7 @@ class SimSettings(_Frozen):
     stream_interval_ms: float = Field(0.0, ge=0, description="pause between streamed events (a slow stream)")
     compress: bool = Field(False, description="answer gzip/deflate-encoded to clients that accept it, as the real "
                                               "APIs do (off by default: it costs the simulator CPU)")
+    batches: BatchTurnaround = BatchTurnaround()
 
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]

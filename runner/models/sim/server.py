@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +29,10 @@ from runner import heap
 from runner.config import Limits, SimSettings
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import BUILTIN, Capabilities, lookup
-from runner.models.sim import responses, strict, wire
+from runner.models.sim import batch_routes, responses, strict, wire
 from runner.models.sim import thinking as sim_thinking
+from runner.models.sim.auth import unauthorized
+from runner.models.sim.batches import Batches
 from runner.models.sim.body import parse as parse_body
 from runner.models.sim.policy import PROFILES, Action, Msg, respond
 from runner.models.sim.promptcache import PromptCache, segments
@@ -258,7 +260,7 @@ async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> w
         arrived += state.settings.faults.slow_seconds
     headers = {"request-id" if api == "anthropic" else "x-request-id": f"req_{rid[:20]}",
                **_ratelimit_headers(api, remaining, 0, lim)}
-    payload = await _answer(request, api, body, segs, rid, limited, out_estimate, arrived)
+    payload = await _answer(state, request.headers, api, body, segs, rid, limited, out_estimate, arrived)
     if request.get("responses") is not None:
         payload = responses.from_chat(payload, request["responses"])
     if fault == "malformed":
@@ -267,6 +269,27 @@ async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> w
     if body.get("stream"):
         return await _stream(request, api, payload, headers, body)
     return web.json_response(payload, headers=headers, dumps=_dumps)
+
+
+async def answer_inside(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any]
+                        ) -> tuple[int, dict[str, Any]]:
+    """One request inside a batch, as the interactive endpoint would take it: refused (status and the API's
+    error body) or answered (200 and the message), at once. A batch takes its time from its own turnaround
+    (runner/models/sim/batches.py) and draws nothing from the per-minute limits."""
+    err = wire.anthropic_error if api == "anthropic" else wire.openai_error
+    if (invalid := invalid_request(state, headers, api, body)) is not None:
+        status, message, param, code = invalid
+        return status, err(status, message, param=param, code=code)
+    model = str(body.get("model", ""))
+    state.per_model.setdefault(model, Counter())["requests"] += 1
+    state.per_model[model]["batched"] += 1
+    raw = orjson.dumps(body)
+    rid = hashlib.sha256(api.encode() + b"\x1f" + raw).hexdigest()
+    out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
+    # no bucket is named "": nothing charged, nothing refunded; arrived long ago: no latency to wait for
+    payload = await _answer(state, headers, api, body, segments(api, body), rid, "", out_estimate, -math.inf)
+    state.stats["ok"] += 1
+    return 200, payload
 
 
 def _dumps(value: Any) -> str:
@@ -285,41 +308,43 @@ def offered_only(action: Action, body: dict[str, Any]) -> Action:
 def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimState,
             err: Callable[..., dict[str, Any]]) -> web.Response | None:
     """401 without a key, 404 for a model nobody serves, 400 for what the real API would reject."""
+    if (refused := unauthorized(request, api, state.stats)) is not None:
+        return refused
+    if (invalid := invalid_request(state, request.headers, api, body)) is not None:
+        status, message, param, code = invalid
+        return web.json_response(err(status, message, param=param, code=code), status=status)
+    return None
+
+
+def invalid_request(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any]
+                    ) -> tuple[int, str, str | None, str | None] | None:
+    """What the real API refuses in a request's body (a model nobody serves: 404; a parameter the model or the
+    API refuses: 400) as (status, message, param, code); None when it would be answered. Interactive and
+    inside a batch alike."""
     model = str(body.get("model", ""))
-    # Each API reads its own header: OpenAI only `Authorization: Bearer`, Anthropic `x-api-key` (or a
-    # bearer token): a client that sent the other one would pass here and fail against the real API.
-    bearer = request.headers.get("authorization", "")
-    auth = (request.headers.get("x-api-key") or bearer) if api == "anthropic" else bearer
-    if not auth or auth.strip() in ("Bearer", "Bearer invalid", "invalid"):
-        state.stats["401"] += 1
-        missing = ("x-api-key header is required" if api == "anthropic" else
-                   "You didn't provide an API key. You need to provide your API key in an Authorization header "
-                   "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
-        wrong = "invalid x-api-key" if api == "anthropic" else "Incorrect API key provided."
-        return web.json_response(err(401, wrong if auth else missing), status=401)
     if model not in PROFILES and model not in BUILTIN:
         state.stats["404"] += 1
-        return web.json_response(err(404, f"model: {model}"), status=404)
+        return 404, f"model: {model}", None, None
     try:
-        strict.validate(api, body, request.headers.get("x-sim-plays"))
-        sim_thinking.check(api, body, played(request, model), caps_of(request, api, model))
+        strict.validate(api, body, headers.get("x-sim-plays"))
+        sim_thinking.check(api, body, played(headers, model), caps_of(headers, api, model))
     except strict.Rejected as e:
         state.stats["400"] += 1
         state.per_model.setdefault(model, Counter())["400"] += 1
         print(f"400 {api} {model}: {e}", file=sys.stderr, flush=True)
-        return web.json_response(err(400, str(e), param=e.param, code=e.code), status=400)
+        return 400, str(e), e.param, e.code
     return None
 
 
-def played(request: web.Request, model: str) -> str:
+def played(headers: Mapping[str, str], model: str) -> str:
     """The real model a request is held to: the one the caller says it plays, or the model asked for."""
-    return request.headers.get("x-sim-plays") or model
+    return headers.get("x-sim-plays") or model
 
 
-def caps_of(request: web.Request, api: str, model: str) -> Capabilities | None:
+def caps_of(headers: Mapping[str, str], api: str, model: str) -> Capabilities | None:
     """The played model's capabilities (None for a simulator model that plays no real one)."""
-    name = played(request, model)
-    return _caps(name, api) if name in BUILTIN or request.headers.get("x-sim-plays") else None
+    name = played(headers, model)
+    return _caps(name, api) if name in BUILTIN or headers.get("x-sim-plays") else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -336,28 +361,27 @@ def profile_of(model: str) -> str:
     return "sim-mini" if any(w in model for w in ("mini", "nano", "haiku")) else "sim-strong"
 
 
-def _trial(request: web.Request, body: dict[str, Any]) -> int:
+def _trial(headers: Mapping[str, str], body: dict[str, Any]) -> int:
     """Which trial of its record a call belongs to (x-sim-trial, from the runner); at temperature 0 a
     model answers alike each time, so every trial is the first."""
     try:
-        t = int(request.headers.get(TRIAL_HEADER) or 1)
+        t = int(headers.get(TRIAL_HEADER) or 1)
     except ValueError:
         return 1
     return 1 if body.get("temperature") == 0 else t
 
 
-async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: list[Any], rid: str, limited: str,
-                  out_estimate: int, arrived: float) -> dict[str, Any]:
+async def _answer(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any], segs: list[Any],
+                  rid: str, limited: str, out_estimate: int, arrived: float) -> dict[str, Any]:
     """The model's move, after its latency, with usage as the provider would count it."""
-    state: SimState = request.app["state"]
     model = str(body["model"])
-    plays = request.headers.get("x-sim-plays")
-    caps = caps_of(request, api, model)
+    plays = headers.get("x-sim-plays")
+    caps = caps_of(headers, api, model)
     usage = state.prompt_cache.account(api, segs, min_tokens=caps.min_cache_tokens if caps else 1024)
     if api == "anthropic":
         state.refund(limited, "input", usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
-    action = offered_only(respond(profile_of(model), msgs, _trial(request, body)), body)
+    action = offered_only(respond(profile_of(model), msgs, _trial(headers, body)), body)
     await asyncio.sleep(max(0.0, arrived + state.latency(rid) - time.monotonic()))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
     think = sim_thinking.mode(api, body, caps)
@@ -382,7 +406,7 @@ async def _answer(request: web.Request, api: str, body: dict[str, Any], segs: li
         counter["thinking_tokens"] += think_tokens
     fields = _usage_fields(api, usage, out_tokens + think_tokens)
     if api == "anthropic":
-        block = {"type": "thinking", "thinking": thought, "signature": sim_thinking.signature(played(request, model),
+        block = {"type": "thinking", "thinking": thought, "signature": sim_thinking.signature(played(headers, model),
                                                                                               thought)}
         return wire.anthropic_response(action, model, rid, fields, thinking=block if think.thinks else None,
                                        stop="max_tokens" if cut else None)
@@ -464,7 +488,9 @@ def make_app(settings: SimSettings) -> web.Application:
     # Resolving the SDKs' types takes ~2 s: do it beside the server, not before it listens.
     strict.start_warm_up()
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_compress] if settings.compress else [])
-    app["state"] = SimState(settings)
+    app["state"] = state = SimState(settings)
+    app["batches"] = Batches(settings.batches, functools.partial(answer_inside, state), state.stats)
+    batch_routes.add_routes(app)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
                     web.post("/v1/responses", _responses),
                     web.post("/v1/messages/count_tokens", _count_tokens),
