@@ -137,8 +137,11 @@ class DockerSandbox(Sandbox):
     def _container_spec(self, password: str) -> tuple[DockerContainer, str | None]:
         """The container as this sandbox runs it (CONFINED, its mounts, its network), not yet started, and
         the host directory of its extra Unix socket, if it has one."""
+        owner = owner_identity(self.owner_pid)
+        if owner.endswith("/?"):  # the run is gone (a killed supervisor): a container now would be nobody's
+            raise SandboxBootError(f"{self.id}: the run that owns it (pid {self.owner_pid}) is gone; not starting it")
         labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.owner-pid": str(self.owner_pid),
-                  f"{LABEL}.owner": owner_identity(self.owner_pid), f"{LABEL}.keep": "1" if self.keep else "0"}
+                  f"{LABEL}.owner": owner, f"{LABEL}.keep": "1" if self.keep else "0"}
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
         c.with_command(f"-c max_connections={self.connections}")  # the entrypoint hands these to postgres
         if not self.offline:

@@ -53,9 +53,12 @@ def owner_identity(pid: int) -> str:
 
 def owner_state(identity: str | None) -> OwnerState:
     parts = (identity or "").split("/")
-    if len(parts) != 4 or "?" in parts or parts[0] != _boot_id() or parts[1] != _pid_namespace():
+    if len(parts) != 4 or parts[0] != _boot_id() or parts[1] != _pid_namespace() or not parts[2].isdigit():
         return "unknown"
-    return "alive" if _start_ticks(int(parts[2])) == parts[3] else "dead"
+    now = _start_ticks(int(parts[2]))
+    if parts[3] == "?":  # labelled when its owner was already gone: dead unless the pid is in use (reused?)
+        return "dead" if now is None else "unknown"
+    return "alive" if now == parts[3] else "dead"
 
 
 def is_stale(identity: str | None, created_unix: float, *, now: float | None = None) -> bool:

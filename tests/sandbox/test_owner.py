@@ -31,3 +31,28 @@ def test_an_owner_in_another_namespace_or_boot_is_unknown_until_very_old() -> No
         assert owner_state(other) == "unknown"
         assert not is_stale(other, time.time() - 3600 * (STALE_AFTER_HOURS - 1))
         assert is_stale(other, time.time() - 3600 * (STALE_AFTER_HOURS + 1))
+
+
+def test_an_owner_labelled_after_it_was_gone_is_dead_once_its_pid_is_free() -> None:
+    """A worker that started a sandbox after its supervisor was killed wrote "?" for the start time; such
+    containers were judged unknown and stayed 48 h (the fault campaign found them)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    late = owner_identity(p.pid)
+    assert late.endswith("/?")
+    assert owner_state(late) == "dead" and is_stale(late, time.time())
+    boot, ns, _, _ = late.split("/")
+    assert owner_state(f"{boot}/{ns}/{os.getpid()}/?") == "unknown"  # a pid in use: perhaps reused, cannot tell
+
+
+def test_no_sandbox_starts_for_a_run_that_is_gone() -> None:
+    import pytest
+
+    from runner.errors import SandboxBootError
+    from runner.sandbox.docker import DockerSandbox
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    sb = DockerSandbox("no-such-image", "u", run_id="gone", owner_pid=p.pid, name_hint="t")
+    with pytest.raises(SandboxBootError, match="is gone"):
+        sb._container_spec("pw")
