@@ -93,6 +93,21 @@ class RetrySettings(_Frozen):
     total_cap_seconds: float = Field(300.0, gt=0)
 
 
+class BatchSettings(_Frozen):
+    """Batch mode (runner/gateway/batcher.py): model calls held for a short window and sent as one batch per
+    provider and model, at half the price and outside the per-minute limits; each caller answered when its
+    own result arrives (usually minutes, at most 24 h)."""
+
+    enabled: bool = Field(False, description="every run in batch mode (a run's own `batch:` decides for it)")
+    window_seconds: float = Field(2.0, gt=0, description="calls are held this long after the first of a batch")
+    max_requests: int = Field(1000, ge=1, le=50_000, description="a batch goes as soon as this many calls are held "
+                                                                 "(the APIs take up to 100,000 and 50,000)")
+    poll_min_seconds: float = Field(1.0, gt=0, description="first wait before asking whether a batch has ended")
+    poll_max_seconds: float = Field(60.0, gt=0, description="the wait between asks doubles up to this")
+    retries: int = Field(2, ge=0, description="an errored, expired or cancelled request goes into the next batch "
+                                              "this many times; then the caller gets the error")
+
+
 class ProviderSettings(_Frozen):
     base_url: str | None = Field(None, description="what the provider's SDK takes as base_url (OpenAI's ends in "
                                                    "/v1, Anthropic's does not)")
@@ -194,6 +209,8 @@ class RunSpec(Thinking):
     original_model: str | None = Field(None, description="the seeds' model id, used with --original-models")
     agent: Literal["baseline", "atlas"] = "baseline"
     teacher: ModelRef | None = None
+    batch: bool | None = Field(None, description="this run's model calls through the providers' batch APIs (None: "
+                                                 "as `batch.enabled`); not part of what makes runs comparable")
     temperature: float = Field(0.0, ge=0, le=2)
     max_output_tokens: int = Field(800, ge=1)
     step_limit: int = Field(8, ge=1, le=100)
@@ -386,6 +403,7 @@ class Config(_Frozen):
                                 "3 round trips of a model call, as the shared budget times them; 10 s until one is)")
     adaptive_concurrency: bool | None = Field(None, description="default: on where no limit is configured")
     retry: RetrySettings = RetrySettings()
+    batch: BatchSettings = BatchSettings()
     anthropic: ProviderSettings = ProviderSettings()
     openai: ProviderSettings = ProviderSettings()
     models: dict[str, ModelSpec] = Field(default_factory=dict, description="per-model capability overrides")
@@ -449,7 +467,7 @@ class Config(_Frozen):
     def fingerprint(self) -> str:
         """What makes two runs comparable (resume refuses a different one): not workers or timing."""
         keep = self.model_dump(mode="json", include={"runs", "providers_mode", "models", "harness", "database",
-                                                     "id_field"})
+                                                     "id_field"}, exclude={"runs": {"__all__": {"batch"}}})
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
     def fingerprint_parts(self) -> dict[str, str]:
@@ -460,7 +478,11 @@ class Config(_Frozen):
 
         whole = self.model_dump(mode="json", include={"providers_mode", "models", "harness", "database", "id_field"})
         return {**{k: digest(v) for k, v in whole.items()},
-                **{f"run:{r.name}": digest(r.model_dump(mode="json")) for r in self.runs}}
+                **{f"run:{r.name}": digest(r.model_dump(mode="json", exclude={"batch"})) for r in self.runs}}
+
+    def batch_runs(self) -> set[str]:
+        """The runs whose model calls go through the batch APIs."""
+        return {r.name for r in self.runs if (r.batch if r.batch is not None else self.batch.enabled)}
 
     def model_overrides(self) -> dict[str, dict[str, Any]]:
         return {k: v.model_dump(exclude_none=True) for k, v in self.models.items()}
@@ -617,7 +639,8 @@ def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) 
 
 
 # What `runner gateway` reads of a config; a file holding only these is a whole gateway config.
-GATEWAY_KEYS = ("rate_limits", "retry", "anthropic", "openai", "models", "cache", "cache_dir", "adaptive_concurrency")
+GATEWAY_KEYS = ("rate_limits", "retry", "anthropic", "openai", "models", "cache", "cache_dir", "adaptive_concurrency",
+                "batch", "out")
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None, *,

@@ -23,7 +23,7 @@ ELSEWHERE = {
     "runner image build examples/legacy-harness/runner.yaml": "tests/examples/test_legacy_harness.py",
     "make bench": "tests/bench/test_bench_smoke.py (each benchmark's code; the whole takes ~15 minutes)",
     "make bench-smoke": "tests/bench/test_bench_smoke.py",
-    "make soak SOAK_MINUTES=60": "tests/bench/test_soak.py (its bookkeeping; its faults run in `make bench` for 10 minutes)",
+    "make soak SOAK_MINUTES=60": "tests/bench/test_soak.py (its bookkeeping; its faults run in `make bench`)",
 }
 SET_UP = {"make run-all-parallel": "the walkthrough's first line runs its job (on 10 records); the Makefile's "
                                     "bootstrap is what `make test` itself runs in CI",

@@ -20,8 +20,14 @@ def build_gateway(cfg: Config, *, sim_url: str | None = None, cache: bool | None
     keys = sorted(cfg.rate_limits)
     limiter = SharedLimiter({k: cfg.rate_limits[k].resolved() for k in keys},
                             {k: bool(cfg.adaptive_concurrency) for k in keys}) if keys else None
+    # batch mode for the runs that ask for it; with `batch.enabled` and no run opting out, for every caller
+    # (`runner gateway` serves callers of any run name)
+    every = cfg.batch.enabled and all(r.batch is not False for r in cfg.runs)
+    batch_runs = frozenset(cfg.batch_runs() | ({"*"} if every else set()))
     settings = GatewaySettings(upstreams=upstreams, retry=cfg.retry, limit_keys={k: k for k in keys},
-                               sim_models={} if sim_url else None, model_overrides=cfg.model_overrides())
+                               sim_models={} if sim_url else None, model_overrides=cfg.model_overrides(),
+                               batch=cfg.batch if batch_runs else None, batch_runs=batch_runs,
+                               journal=str(cfg.output_dir / "batches.jsonl") if batch_runs else None)
     response_cache = None
     if cfg.cache if cache is None else cache:
         from runner.cache import DEFAULT_DIR, ResponseCache

@@ -17,6 +17,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -25,12 +26,16 @@ from loguru import logger
 
 from runner.budget.ratelimit import Budget
 from runner.cache import ResponseCache
-from runner.config import PROVIDER_BASE_URLS, RetrySettings, api_key
+from runner.config import PROVIDER_BASE_URLS, BatchSettings, RetrySettings, api_key
+from runner.gateway.batch_api import BATCH_PATHS, Endpoint
+from runner.gateway.batcher import CARRIED, Batcher
+from runner.gateway.journal import Journal
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.upstream import Answer, Call, Upstream
+from runner.gateway.usage import from_body
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
-from runner.models.usage import Counts
+from runner.models.usage import Counts, Tokens
 
 
 def upstream_url(base: str, provider: str, path: str) -> str:
@@ -50,6 +55,9 @@ UNCACHED = {"/v1/messages/count_tokens"}
 class GatewaySettings:
     upstreams: dict[str, str] = field(default_factory=lambda: dict(PROVIDER_BASE_URLS))
     retry: RetrySettings = field(default_factory=RetrySettings)
+    batch: BatchSettings | None = None  # batch mode for the runs in batch_runs ("*": every run)
+    batch_runs: frozenset[str] = frozenset()
+    journal: str | None = None  # where batch mode keeps its batches (an output directory's batches.jsonl)
     limit_keys: dict[str, str] = field(default_factory=dict)  # "provider/model" or "provider" -> limiter key
     sim_models: dict[str, str] | None = None  # simulator mode: model -> the simulator model that plays it
     model_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # the config's `models:` (prices)
@@ -84,11 +92,13 @@ class Gateway:
         self.workers: dict[str, Counts] = {}
         self.trials: dict[str, int] = {}  # the trial each worker (slot) runs now, where a job has epochs
         self.upstream: Upstream | None = None
+        self.batcher: Batcher | None = None
         self._prices: dict[tuple[str, str], Prices | None] = {}
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/stats", self.get_stats)
+        app.router.add_get("/batches", self.get_batches)
         app.router.add_post("/workers/{worker}/take", self.take)
         app.router.add_post("/workers/{worker}/trial/{trial:[0-9]+}", self.set_trial)
         app.router.add_post("/{path:.*}", self.handle)
@@ -103,13 +113,26 @@ class Gateway:
         session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0),
                                         auto_decompress=True)
         self.upstream = Upstream(self.settings.retry, self.limiter, session)
+        if (batch := self.settings.batch) is not None:
+            journal = Journal(Path(self.settings.journal)) if self.settings.journal else None
+            self.batcher = Batcher(session, batch, journal)
+            if journal is not None and (pending := journal.pending()):
+                logger.info("{} batch(es) left out by an earlier run: collecting them", len(pending))
+                self.batcher.resume([(self._endpoint(p, {}), bid, keys) for p, bid, keys in pending])
 
     async def _close(self, app: web.Application) -> None:
+        if self.batcher is not None:
+            await self.batcher.close()
         if self.upstream is not None:
             await self.upstream.session.close()
 
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response({run: t.as_dict() for run, t in self.runs.items()})
+
+    async def get_batches(self, request: web.Request) -> web.Response:
+        """Batch mode's counts: batches out and ended, requests held, answered, retried, given up."""
+        b = self.batcher
+        return web.json_response({**b.stats, "waited_seconds": round(b.waited, 3)} if b is not None else {})
 
     async def set_trial(self, request: web.Request) -> web.Response:
         """The trial a worker's next calls belong to (config epochs): their own cache keys, and the
@@ -143,6 +166,8 @@ class Gateway:
         t0 = time.monotonic()
         answer = await self._forward(request, call)
         prices = self._price(provider, call.model)
+        if answer.batched and prices is not None:  # the batch APIs bill every token at half the price
+            prices = Prices(prices.input / 2, prices.output / 2, prices.cache_write / 2, prices.cache_read / 2)
         for t in tallies:
             t.llm_calls += 1
             t.cache_misses += key is not None
@@ -158,6 +183,9 @@ class Gateway:
 
     async def _forward(self, request: web.Request, call: Incoming) -> Answer:
         s = self.settings
+        if self.batcher is not None and call.path in BATCH_PATHS and call.body is not None and \
+                ("*" in s.batch_runs or call.run in s.batch_runs):
+            return await self._batched(request, call)
         raw = call.raw
         if s.sim_models is not None and call.body is not None and call.model:
             raw = json.dumps({**call.body, "model": s.sim_models.get(call.model, SIM_DEFAULT)}).encode()
@@ -166,6 +194,32 @@ class Gateway:
             call.provider, upstream_url(s.upstreams[call.provider], call.provider, call.path), raw,
             self._upstream_headers(request, call), call.streaming,
             self._slot(call.provider, call.model)))
+
+    async def _batched(self, request: web.Request, call: Incoming) -> Answer:
+        """Through a batch: held with others, answered when its result arrives; a streaming caller gets its
+        stream cut from the final message."""
+        assert self.batcher is not None and call.body is not None
+        body = dict(call.body)
+        if self.settings.sim_models is not None and call.model:
+            body["model"] = self.settings.sim_models.get(call.model, SIM_DEFAULT)
+        ep = self._endpoint(call.provider, self._upstream_headers(request, call))
+        told = self.trials.get(call.worker or "", 1)
+        status, answer = await self.batcher.send(ep, call.model, body, salt=f"trial {told}" if told > 1 else "")
+        usage = from_body(answer, call.provider) if status == 200 else Tokens()
+        if status == 200 and call.streaming and (stream := as_stream(call.path, answer, call.body)) is not None:
+            return Answer(200, stream, "text/event-stream", usage=usage, batched=True)
+        return Answer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
+
+    def _endpoint(self, provider: str, headers: dict[str, str]) -> Endpoint:
+        carried = {k: v for k, v in headers.items() if k.lower() in CARRIED}
+        # a batch left by an earlier gateway is polled with the environment's key (keys are never journaled),
+        # or on the simulator with a stand-in
+        key = api_key(provider) or ("sim-key" if self.settings.sim_models is not None else None)
+        if not any(k.lower() in ("x-api-key", "authorization") for k in carried) and key:
+            carried.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
+        if provider == "anthropic":
+            carried.setdefault("anthropic-version", "2023-06-01")
+        return Endpoint(provider, self.settings.upstreams[provider], carried)
 
     def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
         provider, model = call.provider, call.model

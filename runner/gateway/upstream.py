@@ -41,6 +41,7 @@ class Answer:
     sent: web.StreamResponse | None = None  # a relayed stream: already on its way to the caller
     retries: int = 0
     rate_limited: int = 0
+    batched: bool = False  # answered through a batch API: billed at half the price
 
     def response(self) -> web.StreamResponse:
         if self.sent is not None:

@@ -1,0 +1,226 @@
+"""Batch mode: calls held for a short window, sent upstream as one batch per provider and model, each
+caller answered when its own result arrives.
+
+An agent's conversation is a loop, so one batch holds one step of many conversations: every caller waits
+on its own HTTP request while the batch is out (a worker's slot, nothing more). A batch is sent when
+`max_requests` calls are held or `window_seconds` after the first, polled with backoff from
+`poll_min_seconds` to `poll_max_seconds`, and its results matched to callers by custom_id. A request that
+came back worth another try (a provider error, expired, cancelled) goes into the next batch, up to
+`retries` times; then the caller gets an error as an interactive call would.
+
+Resume without paying twice: which request (its canonical key) each custom_id stands for is journaled
+before the batch is submitted, its id once it is (journal.py). A gateway started on the same output
+watches the batches its predecessor left pending, and a caller asking the same request again is answered
+from them instead of a new batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from loguru import logger
+
+from runner.config import BatchSettings
+from runner.gateway.batch_api import Endpoint, Outcome, collect, state, submit
+from runner.gateway.journal import Journal
+
+# What of a caller's headers a batch carries upstream: its key and API version, the simulator's markers.
+CARRIED = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization",
+           "openai-project", "x-sim-plays", "x-sim-trial")
+
+
+def request_key(provider: str, body: dict[str, Any], salt: str = "") -> str:
+    """A request's identity across runs of the gateway: its canonical JSON, `stream` aside; `salt` sets
+    apart what must not share an answer (another trial of the same record)."""
+    canon = json.dumps({k: v for k, v in body.items() if k != "stream"}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{provider}\0{canon}\0{salt}".encode()).hexdigest()
+
+
+@dataclass
+class Held:
+    key: str
+    body: dict[str, Any]
+    done: asyncio.Future[tuple[int, dict[str, Any]]]
+    since: float = field(default_factory=time.monotonic)
+    tries: int = 0
+
+
+@dataclass
+class Group:
+    endpoint: Endpoint
+    held: list[Held] = field(default_factory=list)
+    timer: asyncio.TimerHandle | None = None
+
+
+class Batcher:
+    def __init__(self, session: aiohttp.ClientSession, settings: BatchSettings, journal: Journal | None = None
+                 ) -> None:
+        self.session, self.settings, self.journal = session, settings, journal
+        self.groups: dict[tuple[str, ...], Group] = {}
+        self.ready: dict[str, tuple[int, dict[str, Any]]] = {}  # from a predecessor's batches, by request key
+        self.awaited: dict[str, list[asyncio.Future[tuple[int, dict[str, Any]]]]] = {}  # callers of those
+        self.resumed: set[str] = set()  # request keys in a predecessor's batches still out
+        self.holding: dict[str, Held] = {}  # by request key: held or out in a batch of ours
+        self.ids = itertools.count(1)
+        self.stats: Counter[str] = Counter()
+        self.waited = 0.0  # seconds callers spent waiting on batches, summed
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = ""
+                   ) -> tuple[int, dict[str, Any]]:
+        """The caller's answer (status, body), once its batch has it. The same request held twice (an SDK
+        that timed out waiting and asked again) is one request in one batch."""
+        key = request_key(endpoint.provider, body, salt)
+        if (same := self.holding.get(key)) is not None:
+            self.stats["requests_joined"] += 1
+            return await asyncio.shield(same.done)
+        if (found := self.ready.pop(key, None)) is not None:
+            self.stats["answered_from_resumed"] += 1
+            return found
+        loop = asyncio.get_running_loop()
+        if key in self.resumed:  # a predecessor's batch holds it: wait for that one, pay nothing again
+            fut: asyncio.Future[tuple[int, dict[str, Any]]] = loop.create_future()
+            self.awaited.setdefault(key, []).append(fut)
+            with contextlib.suppress(_Again):  # it came back without an answer: a batch of our own
+                found = await fut
+                self.stats["answered_from_resumed"] += 1
+                return found
+        held = Held(key, body, loop.create_future())
+        self.holding[key] = held
+        held.done.add_done_callback(lambda _: self.holding.pop(key, None))
+        self._hold(endpoint, model, held)
+        status, answer = await asyncio.shield(held.done)  # a caller that hangs up leaves it for one that asks again
+        self.waited += time.monotonic() - held.since
+        return status, answer
+
+    def _hold(self, endpoint: Endpoint, model: str, held: Held) -> None:
+        gkey = (endpoint.provider, endpoint.base, model, *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())))
+        group = self.groups.setdefault(gkey, Group(endpoint))
+        group.held.append(held)
+        self.stats["requests_held"] += 1
+        if len(group.held) >= self.settings.max_requests:
+            self._flush(gkey)
+        elif group.timer is None:
+            group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
+
+    def _flush(self, gkey: tuple[str, ...]) -> None:
+        group = self.groups.get(gkey)
+        if group is None or not group.held:
+            return
+        if group.timer is not None:
+            group.timer.cancel()
+            group.timer = None
+        batch, group.held = group.held[:self.settings.max_requests], group.held[self.settings.max_requests:]
+        if group.held:
+            group.timer = asyncio.get_running_loop().call_later(0, self._flush, gkey)
+        self._spawn(self._out(group.endpoint, gkey, batch))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _out(self, ep: Endpoint, gkey: tuple[str, ...], batch: list[Held]) -> None:
+        """Submit one batch, watch it, answer or requeue each of its requests."""
+        by_id = {f"r{next(self.ids)}-{h.key[:16]}": h for h in batch}
+        if self.journal is not None:
+            self.journal.intend(ep.provider, {cid: h.key for cid, h in by_id.items()})
+        try:
+            batch_id = await submit(self.session, ep, [(cid, h.body) for cid, h in by_id.items()])
+        except (aiohttp.ClientError, TimeoutError) as e:
+            logger.warning("a batch of {} could not be submitted ({}); trying again in the next", len(batch), e)
+            self._again(ep, gkey, list(by_id.values()), why=str(e))
+            return
+        if self.journal is not None:
+            self.journal.submitted(ep.provider, batch_id, {cid: h.key for cid, h in by_id.items()})
+        self.stats["batches_submitted"] += 1
+        logger.info("batch {} out: {} request(s) to {}", batch_id, len(batch), ep.provider)
+        outcomes = await self._watch(ep, batch_id)
+        retry = []
+        for cid, h in by_id.items():
+            outcome = outcomes.get(cid)
+            if outcome is None:
+                retry.append(h)
+            elif not h.done.done():
+                h.done.set_result(outcome)
+                self.stats["requests_answered"] += 1
+        self._again(ep, gkey, retry, why=f"errored, expired or cancelled in batch {batch_id}")
+
+    async def _watch(self, ep: Endpoint, batch_id: str) -> dict[str, Outcome]:
+        wait = self.settings.poll_min_seconds
+        while True:
+            await asyncio.sleep(wait)
+            try:
+                ended, obj = await state(self.session, ep, batch_id)
+                if ended:
+                    outcomes = await collect(self.session, ep, obj)
+                    if self.journal is not None:
+                        self.journal.collected(batch_id)
+                    self.stats["batches_ended"] += 1
+                    return outcomes
+            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+                logger.warning("batch {}: {} (polling on)", batch_id, e)
+            wait = min(self.settings.poll_max_seconds, wait * 2)
+
+    def _again(self, ep: Endpoint, gkey: tuple[str, ...], held: list[Held], *, why: str) -> None:
+        for h in held:
+            h.tries += 1
+            if h.tries > self.settings.retries:
+                self.stats["requests_given_up"] += 1
+                if not h.done.done():
+                    h.done.set_result((500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
+                continue
+            self.stats["requests_retried"] += 1
+            group = self.groups.setdefault(gkey, Group(ep))
+            group.held.append(h)
+            if group.timer is None:
+                group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
+
+    # ------------------------------------------------------------------ a predecessor's batches
+    def resume(self, pending: list[tuple[Endpoint, str, dict[str, str]]]) -> None:
+        """Watch the batches a gateway before this one left out: their answers go to whoever asks again."""
+        for ep, batch_id, keys in pending:
+            self.resumed |= set(keys.values())
+            self._spawn(self._collect_resumed(ep, batch_id, keys))
+
+    async def _collect_resumed(self, ep: Endpoint, batch_id: str, keys: dict[str, str]) -> None:
+        outcomes = await self._watch(ep, batch_id)
+        for cid, key in keys.items():
+            outcome = outcomes.get(cid)
+            self.resumed.discard(key)
+            waiting = self.awaited.pop(key, [])
+            if outcome is None:  # worth another try: asked again, it goes into a new batch
+                for fut in waiting:
+                    fut.set_exception(_Again())
+                continue
+            if waiting:
+                for fut in waiting:
+                    fut.set_result(outcome)
+            else:
+                self.ready[key] = outcome
+        logger.info("batch {} (left by an earlier gateway) collected", batch_id)
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+class _Again(Exception):
+    """A predecessor's batch came back without this request's answer: ask again."""
+
+
+def _error(provider: str, message: str) -> dict[str, Any]:
+    if provider == "anthropic":
+        return {"type": "error", "error": {"type": "api_error", "message": message}}
+    return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}

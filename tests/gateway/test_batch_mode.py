@@ -1,0 +1,136 @@
+"""Batch mode through the gateway: callers' blocking SDK calls held, sent as one batch per provider and model,
+each caller answered with what an interactive call would have got (streamed ones too), at half the price;
+a gateway killed with batches out is replaced by one that collects them instead of sending them again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from runner.config import BatchTurnaround, SimSettings
+from runner.models.sim.process import SimServer
+
+ASKS = ["Move the Cedar Pilot opportunity to negotiation.", "Log a deal for Vertex Foods.",
+        "Find the contact for Blue Harbor.", "Close the Atlas Freight opportunity as won."]
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimServer]:
+    with SimServer(SimSettings(batches=BatchTurnaround(median_seconds=0.5, p95_seconds=1.5))) as s:
+        yield s
+
+
+def _gateway(tmp: Path, sim_url: str, *, window: float = 0.5) -> tuple[subprocess.Popen[str], str]:
+    cfg = tmp / "gw.yaml"
+    cfg.write_text(f"cache: false\nout: {tmp / 'out'}\n"
+                   f"batch: {{enabled: true, window_seconds: {window}, poll_min_seconds: 0.2, poll_max_seconds: 1}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    p = subprocess.Popen([sys.executable, "-m", "runner", "gateway", str(cfg), "--port", "0", "--upstream-sim",
+                          sim_url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    said = []
+    while p.stdout is not None and not (line := p.stdout.readline()).startswith("listening on "):
+        said.append(line)
+        assert line and len(said) < 50, "".join(said)
+    return p, line.split()[-1]
+
+
+def _stop(p: subprocess.Popen[str]) -> None:
+    p.terminate()
+    p.wait(10)
+
+
+def _get(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return dict(json.loads(r.read()))
+
+
+def _claude(url: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key="sim-key", base_url=f"{url}/run/r/worker/0", max_retries=0, timeout=120)
+
+
+def _ask(client: anthropic.Anthropic, text: str, *, stream: bool = False) -> Any:
+    kw: Any = {"model": "claude-sonnet-5-5", "max_tokens": 256, "messages": [{"role": "user", "content": text}]}
+    if not stream:
+        return client.messages.create(**kw)
+    with client.messages.stream(**kw) as s:
+        return s.get_final_message()
+
+
+def test_concurrent_callers_share_one_batch_and_get_the_interactive_answers(sim: SimServer, tmp_path: Path) -> None:
+    p, url = _gateway(tmp_path, sim.url)
+    try:
+        client = _claude(url)
+        with ThreadPoolExecutor(len(ASKS) + 1) as pool:  # blocking callers, as a harness's threads are
+            plain = list(pool.map(lambda t: _ask(client, t), ASKS))
+        streamed = _ask(client, ASKS[0], stream=True)
+        stats = _get(f"{url}/batches")
+        direct = anthropic.Anthropic(api_key="sim-key", base_url=sim.url, max_retries=0)
+        for text, got in zip(ASKS, plain, strict=True):
+            alone = direct.messages.create(model="claude-sonnet-5-5", max_tokens=256,
+                                           messages=[{"role": "user", "content": text}],
+                                           extra_headers={"x-sim-plays": "claude-sonnet-5-5"})
+            assert [b.type for b in got.content] == [b.type for b in alone.content]
+            assert got.stop_reason == alone.stop_reason
+        assert [b.type for b in streamed.content] == [b.type for b in plain[0].content]
+        assert stats["batches_submitted"] == 2 and stats["requests_answered"] == 5  # 4 together, then 1
+        run = _get(f"{url}/stats")["r"]
+        assert run["llm_calls"] == 5 and run["cost_usd"] > 0
+    finally:
+        _stop(p)
+
+
+def test_openai_callers_are_batched_too_and_a_refusal_comes_back_as_its_400(sim: SimServer, tmp_path: Path) -> None:
+    p, url = _gateway(tmp_path, sim.url, window=0.3)
+    try:
+        client = openai.OpenAI(api_key="sim-key", base_url=f"{url}/run/r/worker/0/v1", max_retries=0, timeout=120)
+        reply = client.chat.completions.create(model="gpt-5.4-mini", max_completion_tokens=256,
+                                               messages=[{"role": "user", "content": ASKS[1]}])
+        assert reply.choices[0].message is not None and reply.usage is not None
+        with pytest.raises(openai.BadRequestError):  # a reasoning model refuses max_tokens, batched or not
+            client.chat.completions.create(model="gpt-5.4-mini", max_tokens=64,
+                                           messages=[{"role": "user", "content": ASKS[1]}])
+        assert _get(f"{url}/batches")["batches_submitted"] == 2
+    finally:
+        _stop(p)
+
+
+def test_a_gateway_killed_with_a_batch_out_is_followed_by_one_that_collects_it(tmp_path: Path) -> None:
+    """Batches that take 3 s: kill -9 the gateway once its batch is out, start another on the same output;
+    the caller asking again is answered from that batch, and no new batch goes out."""
+    with SimServer(SimSettings(batches=BatchTurnaround(median_seconds=3.0))) as slow:
+        p, url = _gateway(tmp_path, slow.url, window=0.2)
+        client = _claude(url)
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(_ask, client, ASKS[2])
+            journal = tmp_path / "out" / "batches.jsonl"
+            deadline = time.monotonic() + 30
+            while '"submitted"' not in (journal.read_text() if journal.exists() else ""):
+                assert time.monotonic() < deadline, "no batch went out"
+                time.sleep(0.05)
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(10)
+            with pytest.raises(anthropic.APIConnectionError):
+                first.result(timeout=30)
+        p, url = _gateway(tmp_path, slow.url, window=0.2)
+        try:
+            again = _ask(_claude(url), ASKS[2])
+            assert again.content
+            stats = _get(f"{url}/batches")
+            assert stats.get("batches_submitted", 0) == 0 and stats["answered_from_resumed"] == 1
+            submitted = [json.loads(x) for x in journal.read_text().splitlines() if '"submitted"' in x]
+            assert len(submitted) == 1  # one batch paid for, in both lives
+        finally:
+            _stop(p)
