@@ -138,6 +138,8 @@ class ConcurrencyType(click.ParamType):
 @click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]),
               help="auto: real APIs when keys are set, else the simulator.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
+@click.option("--batch", is_flag=True, help="Every run's model calls through the providers' batch APIs: half the "
+                                            "price, minutes to hours per step (batch: in the config).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives.")
 @click.option("--rerun-errors", is_flag=True, help="Redo conversations whose recorded result is an error.")
 @click.option("-k", "select", metavar="EXPR", help="Only records whose id, tags or fields match EXPR: words joined "
@@ -225,6 +227,9 @@ def _run_config(config: str | None, o: dict[str, Any]) -> Config:
         fail_under=_thresholds(o["fail_under"]) or None, select=o["select"], ids=_id_list(o["ids"]),
         last_failed=o["last_failed"] or None, maxfail=1 if o["exitfirst"] else o["maxfail"], epochs=o["epochs"],
         reducer=o["reducer"]))
+    if o["batch"]:
+        cfg = cfg.model_copy(update={"batch": cfg.batch.model_copy(update={"enabled": True}),
+                                     "runs": [r.model_copy(update={"batch": None}) for r in cfg.runs]})
     if o["ray_address"]:
         ray = cfg.ray.model_copy(update={"address": o["ray_address"]})
         cfg = cfg.model_copy(update={"executor": "ray", "ray": ray})

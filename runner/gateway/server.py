@@ -118,7 +118,7 @@ class Gateway:
             self.batcher = Batcher(session, batch, journal)
             if journal is not None and (pending := journal.pending()):
                 logger.info("{} batch(es) left out by an earlier run: collecting them", len(pending))
-                self.batcher.resume([(self._endpoint(p, {}), bid, keys) for p, bid, keys in pending])
+                self.batcher.resume([(batch_endpoint(self.settings, p, {}), bid, keys) for p, bid, keys in pending])
 
     async def _close(self, app: web.Application) -> None:
         if self.batcher is not None:
@@ -188,7 +188,7 @@ class Gateway:
             return await self._batched(request, call)
         raw = call.raw
         if s.sim_models is not None and call.body is not None and call.model:
-            raw = json.dumps({**call.body, "model": s.sim_models.get(call.model, SIM_DEFAULT)}).encode()
+            raw = json.dumps({**call.body, "model": self._sim_model(call.model)}).encode()
         assert self.upstream is not None
         return await self.upstream.send(request, Call(
             call.provider, upstream_url(s.upstreams[call.provider], call.provider, call.path), raw,
@@ -201,8 +201,8 @@ class Gateway:
         assert self.batcher is not None and call.body is not None
         body = dict(call.body)
         if self.settings.sim_models is not None and call.model:
-            body["model"] = self.settings.sim_models.get(call.model, SIM_DEFAULT)
-        ep = self._endpoint(call.provider, self._upstream_headers(request, call))
+            body["model"] = self._sim_model(call.model)
+        ep = batch_endpoint(self.settings, call.provider, self._upstream_headers(request, call))
         told = self.trials.get(call.worker or "", 1)
         status, answer = await self.batcher.send(ep, call.model, body, salt=f"trial {told}" if told > 1 else "")
         usage = from_body(answer, call.provider) if status == 200 else Tokens()
@@ -210,16 +210,11 @@ class Gateway:
             return Answer(200, stream, "text/event-stream", usage=usage, batched=True)
         return Answer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
 
-    def _endpoint(self, provider: str, headers: dict[str, str]) -> Endpoint:
-        carried = {k: v for k, v in headers.items() if k.lower() in CARRIED}
-        # a batch left by an earlier gateway is polled with the environment's key (keys are never journaled),
-        # or on the simulator with a stand-in
-        key = api_key(provider) or ("sim-key" if self.settings.sim_models is not None else None)
-        if not any(k.lower() in ("x-api-key", "authorization") for k in carried) and key:
-            carried.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
-        if provider == "anthropic":
-            carried.setdefault("anthropic-version", "2023-06-01")
-        return Endpoint(provider, self.settings.upstreams[provider], carried)
+    def _sim_model(self, model: str) -> str:
+        """Who plays a model on the simulator: the mapping's, a simulator model asked for by its name (the
+        built-in agents do), else the default."""
+        assert self.settings.sim_models is not None
+        return self.settings.sim_models.get(model, model if model.startswith("sim-") else SIM_DEFAULT)
 
     def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
         provider, model = call.provider, call.model
@@ -284,6 +279,19 @@ class Gateway:
             else:
                 entry["content_type"] = "text/event-stream"
         self.cache.put(key, call.provider, call.model, entry)
+
+
+def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str]) -> Endpoint:
+    """Where a batch of this provider goes, with what of a caller's headers it carries; a batch left by an
+    earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
+    with a stand-in."""
+    carried = {k: v for k, v in headers.items() if k.lower() in CARRIED}
+    key = api_key(provider) or ("sim-key" if settings.sim_models is not None else None)
+    if not any(k.lower() in ("x-api-key", "authorization") for k in carried) and key:
+        carried.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
+    if provider == "anthropic":
+        carried.setdefault("anthropic-version", "2023-06-01")
+    return Endpoint(provider, settings.upstreams[provider], carried)
 
 
 def _sse(body: bytes) -> web.Response:

@@ -151,6 +151,9 @@ class Harness(ABC):
 
     defaults = Defaults()
     chunk_size = 1
+    # A harness whose model calls the runner cannot see (a user's SDK) has them counted by the gateway; one
+    # that makes them through the runner's own clients (the built-in CRM) counts its own, batched or not.
+    counts_own_calls = False
     # Modules every worker of this harness imports anyway: imported once, in the process workers are
     # forked from (runner/engine/pool.py), instead of once per worker (the SDKs take seconds of CPU each).
     preload: tuple[str, ...] = ()

@@ -24,7 +24,7 @@ from runner.cache import ResponseCache
 from runner.config import API_KEY_ENV, Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
 from runner.models.base import Completion, Provider, ProviderError, Request, trial
-from runner.models.capabilities import Capabilities, lookup, split_sampling
+from runner.models.capabilities import Capabilities, Prices, lookup, split_sampling
 from runner.models.retry import RetryPolicy
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
@@ -146,8 +146,14 @@ class ModelClient:
         self.provider.close()
 
 
-def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Provider, str]:
-    """The SDK client for ref, aimed at the real API or the simulator; and the model name to send."""
+# How long a batch run's call may wait for its batch: the providers' 24 h window, and a margin.
+BATCH_WAIT_SECONDS = 25 * 3600.0
+
+
+def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None = None
+                  ) -> tuple[Provider, str]:
+    """The SDK client for ref, aimed at the real API or the simulator (or `via` a gateway of this run, which
+    sends on to either: batch mode); and the model name to send."""
     from runner.models.anthropic import AnthropicProvider
     from runner.models.openai import OpenAIProvider
 
@@ -164,10 +170,13 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None) -> tuple[Prov
             raise ConfigError(f"{API_KEY_ENV[ref.provider]} is not set (needed by {ref.provider} {ref.model})")
         key, base, model = key_value, settings.base_url or None, ref.model  # type: ignore[assignment]
         headers = {}
+    timeout = settings.timeout_seconds
+    if via is not None:  # a batch can take up to its 24 h window: the call waits for it
+        base, timeout = sdk_base_url(via, ref.provider), max(timeout, BATCH_WAIT_SECONDS)
     cls: Any = AnthropicProvider if ref.provider == "anthropic" else OpenAIProvider
     # the SDK's own request code on the real APIs; the lean wire where CPU binds (the simulator)
     lean = settings.transport == "lean" or (settings.transport == "auto" and resolve_mode(cfg) == "sim")
-    return cls(key, base_url=base, timeout=settings.timeout_seconds, headers=headers, lean=lean), model
+    return cls(key, base_url=base, timeout=timeout, headers=headers, lean=lean), model
 
 
 def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Budget | None,
@@ -177,13 +186,18 @@ def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Bud
 
 
 def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config, *, limiter: Budget | None,
-                cache: ResponseCache | None) -> ModelClient:
-    """A client with its own counts over a provider (SDK client) that others may share."""
+                cache: ResponseCache | None, batch: bool = False) -> ModelClient:
+    """A client with its own counts over a provider (SDK client) that others may share; `batch`: its calls
+    are billed at the batch APIs' price, half of every token's."""
     slot = None
     if limiter is not None:
         k = limiter_key(cfg, ref.provider, ref.model)
         slot = limiter.slot(k) if k in limiter.keys else None
+    caps = lookup(ref.model, ref.provider, cfg.model_overrides())
+    if batch and caps.prices is not None:
+        p = caps.prices
+        caps = replace(caps, prices=Prices(p.input / 2, p.output / 2, p.cache_write / 2, p.cache_read / 2))
     return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
-                       cache=cache, retry=cfg.retry, caps=lookup(ref.model, ref.provider, cfg.model_overrides()),
+                       cache=cache, retry=cfg.retry, caps=caps,
                        prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref),
                        simulated=resolve_mode(cfg) == "sim")

@@ -187,7 +187,7 @@ class Slot:
                     break
                 task, outcome = step
                 job = left.pop(task.item_id)
-                if self.host.gateway_url is not None:
+                if self._usage_from_gateway():
                     usage = usage or self._gateway_usage(len(jobs))
                     outcome.usage = usage[n] if n < len(usage) else outcome.usage
                 yield job, build_result(task, outcome, job.index, started, self.host.reading, share=len(jobs))
@@ -213,9 +213,12 @@ class Slot:
     def _spent(self, parts: int, taken: list[Usage]) -> list[Usage]:
         """What the records cut short had cost, in chunk order: the gateway's count for a user harness's
         SDK calls, else the harness's own count for the record it was running."""
-        if self.host.gateway_url is None:
+        if not self._usage_from_gateway():
             return [self.harness.spent()]
         return taken or self._gateway_usage(parts)
+
+    def _usage_from_gateway(self) -> bool:
+        return self.host.gateway_url is not None and not self.harness.counts_own_calls
 
     def _tell_gateway(self, epoch: int) -> None:
         """Which trial this slot's SDK calls through the gateway now belong to: their own cache keys."""

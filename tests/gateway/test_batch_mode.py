@@ -21,7 +21,9 @@ import openai
 import pytest
 
 from runner.config import BatchTurnaround, SimSettings
+from runner.models.capabilities import lookup
 from runner.models.sim.process import SimServer
+from runner.models.usage import Tokens, cost
 
 ASKS = ["Move the Cedar Pilot opportunity to negotiation.", "Log a deal for Vertex Foods.",
         "Find the contact for Blue Harbor.", "Close the Atlas Freight opportunity as won."]
@@ -134,3 +136,37 @@ def test_a_gateway_killed_with_a_batch_out_is_followed_by_one_that_collects_it(t
             assert len(submitted) == 1  # one batch paid for, in both lives
         finally:
             _stop(p)
+
+
+def test_the_default_job_in_batch_mode_ends_as_it_does_interactively_at_half_the_price(tmp_path: Path,
+                                                                                       local_bindir: str) -> None:
+    """The built-in agents (a baseline and Atlas with its teacher) through batches: every record's outcome as
+    in the interactive run, exactly once, each call billed at half the price."""
+    from tests.runs import finish, rows_of, run_config, start_run
+
+    extra = ("simulator: {batches: {median_seconds: 0.2}}\n"
+             "batch: {window_seconds: 0.2, poll_min_seconds: 0.1, poll_max_seconds: 0.2}\n")
+    outcomes, usages = {}, {}
+    for mode in ("interactive", "batch"):
+        out = tmp_path / mode
+        args = ["--sandbox", "local", "-w", "4", "--limit", "4"] + (["--batch"] if mode == "batch" else [])
+        code, log = finish(start_run(run_config(tmp_path, extra=extra), out, *args), timeout=300)
+        assert code == 0, log[-3000:]
+        rows = [r for run in ("strong", "atlas") for r in rows_of(out, run)]
+        assert len(rows) == len({(r["run"], r["record_id"]) for r in rows}) == 8
+        outcomes[mode] = {(r["run"], r["record_id"]): (r["status"], r["success"], r["metrics"]) for r in rows}
+        usages[mode] = {r["record_id"]: r["usage"] for r in rows if r["run"] == "strong"}
+        if mode == "batch":
+            journal = [json.loads(x) for x in (out / "batches.jsonl").read_text().splitlines()]
+            assert any(e["event"] == "collected" for e in journal)
+            assert "batch mode for atlas, strong" in log
+    assert outcomes["batch"] == outcomes["interactive"]
+    # the baseline calls one model: its cost is its tokens at that model's prices, halved (which tokens were
+    # cache reads depends on what ran beside it, in either mode)
+    prices = lookup("claude-sonnet-5-5", "anthropic").prices
+    assert prices is not None
+    for rid, u in usages["batch"].items():
+        full, _, _ = cost(prices, Tokens(u["input_tokens"], u["output_tokens"], u["cache_write_tokens"],
+                                         u["cache_read_tokens"]))
+        assert full and u["cost_usd"] == pytest.approx(full / 2, rel=1e-4), rid
+        assert u["llm_calls"] == usages["interactive"][rid]["llm_calls"]

@@ -38,6 +38,7 @@ class CrmHarness(Harness):
     defaults = Defaults(success_field="success", metrics={k: f"scores.{k}" for k in SCORES},
                         group_by={"difficulty": "record.difficulty", "tag": "record.tags"})
     preload = ("anthropic", "openai", "runner.cache")
+    counts_own_calls = True  # its batch runs' calls go through the gateway, counted here all the same
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
@@ -47,9 +48,11 @@ class CrmHarness(Harness):
         cfg = info.cfg
         self.cache = self.shared.cache
         self.clients: dict[str, tuple[ModelClient, ModelClient | None]] = {}
+        batched = cfg.batch_runs()
         for run in cfg.model_runs():
-            agent = self.shared.client(run.model_ref())
-            teacher = self.shared.client(run.teacher) if run.teacher else None
+            via = run.name if run.name in batched else None  # its calls through the gateway's batches
+            agent = self.shared.client(run.model_ref(), batch_run=via)
+            teacher = self.shared.client(run.teacher, batch_run=via) if run.teacher else None
             self.clients[run.name] = (agent, teacher)
         self.telemetry_sink = self.shared.telemetry_sink
         self.expectations = Expectations(self.cache)
@@ -115,7 +118,7 @@ class _Shared:
             from runner.cache import DEFAULT_DIR, ResponseCache
 
             self.cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
-        self.providers: dict[tuple[str, str, str], tuple[Any, str]] = {}
+        self.providers: dict[tuple[str, str, str, str], tuple[Any, str]] = {}
         self.telemetry_sink: psycopg.Connection[Any] | None = None
         if cfg.telemetry_dsn:
             try:
@@ -130,13 +133,21 @@ class _Shared:
         shared.members += 1
         return shared
 
-    def client(self, ref: ModelRef) -> ModelClient:
-        """A client of its own (its counts are one slot's), over the process's one SDK client for ref."""
-        key = (ref.provider, ref.model, ref.sim_model or "")
+    def client(self, ref: ModelRef, *, batch_run: str | None = None) -> ModelClient:
+        """A client of its own (its counts are one slot's), over the process's one SDK client for ref. A batch
+        run's calls go to the gateway, which holds them for the providers' batch APIs: no per-minute budget
+        is drawn, each waits as long as its batch takes, and is billed at the batch price."""
+        key = (ref.provider, ref.model, ref.sim_model or "", batch_run or "")
         if key not in self.providers:
-            self.providers[key] = make_provider(ref, self.cfg, self.info.sim_url)
+            via = None
+            if batch_run is not None:
+                if self.info.gateway_url is None:
+                    raise SandboxBootError(f"run {batch_run} is in batch mode, but no gateway was started")
+                via = f"{self.info.gateway_url}/run/{batch_run}/worker/{self.info.worker}"
+            self.providers[key] = make_provider(ref, self.cfg, self.info.sim_url, via=via)
         provider, wire_model = self.providers[key]
-        return client_over(provider, wire_model, ref, self.cfg, limiter=self.info.limiter, cache=self.cache)
+        return client_over(provider, wire_model, ref, self.cfg, limiter=None if batch_run else self.info.limiter,
+                           cache=self.cache, batch=batch_run is not None)
 
     def leave(self) -> None:
         self.members -= 1
