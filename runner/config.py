@@ -162,6 +162,8 @@ class SimSettings(_Frozen):
     compress: bool = Field(False, description="answer gzip/deflate-encoded to clients that accept it, as the real "
                                               "APIs do (off by default: it costs the simulator CPU)")
     batches: BatchTurnaround = BatchTurnaround()
+    state_dir: str | None = Field(None, description="where batches outlive the simulator's process, as a "
+                                                    "provider's do (a run sets its output's simulator/)")
 
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]

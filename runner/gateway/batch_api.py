@@ -56,10 +56,19 @@ async def submit(session: aiohttp.ClientSession, ep: Endpoint, items: list[tuple
     return str(created["id"])
 
 
+class BatchGone(Exception):
+    """The provider does not know the batch (404): nothing of it will ever come back."""
+
+
 async def state(session: aiohttp.ClientSession, ep: Endpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
-    """(ended, the batch object)."""
+    """(ended, the batch object); BatchGone for a batch the provider does not know."""
     path = f"/v1/messages/batches/{batch_id}" if ep.provider == "anthropic" else f"/v1/batches/{batch_id}"
-    b = await _json(session, "GET", ep.url(path), ep)
+    try:
+        b = await _json(session, "GET", ep.url(path), ep)
+    except aiohttp.ClientResponseError as e:
+        if e.status == 404:
+            raise BatchGone(batch_id) from e
+        raise
     ended = b.get("processing_status") == "ended" if ep.provider == "anthropic" else b.get("status") in _OPENAI_ENDED
     return ended, b
 

@@ -30,7 +30,7 @@ import aiohttp
 from loguru import logger
 
 from runner.config import BatchSettings
-from runner.gateway.batch_api import Endpoint, Outcome, collect, state, submit
+from runner.gateway.batch_api import BatchGone, Endpoint, Outcome, collect, state, submit
 from runner.gateway.journal import Journal
 
 # What of a caller's headers a batch carries upstream: its key and API version, the simulator's markers.
@@ -167,6 +167,11 @@ class Batcher:
                         self.journal.collected(batch_id)
                     self.stats["batches_ended"] += 1
                     return outcomes
+            except BatchGone:
+                logger.warning("batch {} is unknown to {}: its requests go out again", batch_id, ep.provider)
+                if self.journal is not None:
+                    self.journal.collected(batch_id)
+                return {}
             except (aiohttp.ClientError, TimeoutError, ValueError) as e:
                 logger.warning("batch {}: {} (polling on)", batch_id, e)
             wait = min(self.settings.poll_max_seconds, wait * 2)

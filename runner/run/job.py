@@ -274,7 +274,10 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
 
     sim = None
     if mode == "sim" and (cfg.model_runs() or _uses_gateway(cfg)):
-        sim = stack.enter_context(SimServer(cfg.simulator.model_copy(update={"host": host}), log_path=log("simulator")))
+        # its batches kept in the output, as a provider keeps them: a run resumed after kill -9 collects them
+        kept = str(log_dir.parent / "simulator") if log_dir else None
+        sim = stack.enter_context(SimServer(cfg.simulator.model_copy(update={"host": host, "state_dir": kept}),
+                                            log_path=log("simulator")))
     if not _uses_gateway(cfg):
         return sim, None
     gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway"), host=host))

@@ -170,3 +170,31 @@ def test_the_default_job_in_batch_mode_ends_as_it_does_interactively_at_half_the
                                          u["cache_read_tokens"]))
         assert full and u["cost_usd"] == pytest.approx(full / 2, rel=1e-4), rid
         assert u["llm_calls"] == usages["interactive"][rid]["llm_calls"]
+
+
+def test_a_batched_job_killed_with_batches_out_resumes_without_sending_them_again(tmp_path: Path,
+                                                                                 local_bindir: str) -> None:
+    """kill -9 of the supervisor once a batch is out (batches take 1 s), then the same command: that batch
+    is collected, no request goes out twice, every record once."""
+    from tests.runs import finish, rows_of, run_config, start_run
+
+    extra = ("simulator: {batches: {median_seconds: 1.0}}\n"
+             "batch: {enabled: true, window_seconds: 0.2, poll_min_seconds: 0.1, poll_max_seconds: 0.3}\n")
+    cfg, out = run_config(tmp_path, runs="strong", extra=extra), tmp_path / "out"
+    args = ("--sandbox", "local", "-w", "2", "--limit", "2")
+    p = start_run(cfg, out, *args)
+    journal = out / "batches.jsonl"
+    deadline = time.monotonic() + 60
+    while '"submitted"' not in (journal.read_text() if journal.exists() else ""):
+        assert p.poll() is None and time.monotonic() < deadline, "no batch went out"
+        time.sleep(0.05)
+    p.kill()
+    p.wait()
+    code, log = finish(start_run(cfg, out, *args), timeout=300)
+    assert code == 0, log[-3000:]
+    assert "left out by an earlier run: collecting them" in (out / "logs" / "gateway.log").read_text()
+    rows = rows_of(out, "strong")
+    assert sorted(r["record_id"] for r in rows) == sorted({r["record_id"] for r in rows}) and len(rows) == 2
+    sent = [key for e in map(json.loads, journal.read_text().splitlines()) if e["event"] == "submitted"
+            for key in e["keys"].values()]
+    assert len(sent) == len(set(sent)), "a request went out in two batches"

@@ -187,3 +187,26 @@ def test_create_checks_name_what_is_wrong() -> None:
     assert entries == [] and problems[0]["code"] == "invalid_method" and problems[0]["line"] == 1
     entries, problems = openai_lines(b"not json\n", "/v1/chat/completions")
     assert problems[0]["code"] == "invalid_json_line"
+
+
+def test_a_batch_outlives_the_simulators_process_as_a_providers_does(tmp_path: Any) -> None:
+    async def answer(headers: Any, api: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, {"echo": body["n"]}
+
+    settings = BatchTurnaround(median_seconds=0.3)
+    first = Batches(settings, answer, Counter(), str(tmp_path))
+    b = first.new("openai", "batch_abc", [("a", {"n": 1}), ("b", {"n": 2})], {"x-sim-plays": "gpt-5.4"},
+                  endpoint="/v1/chat/completions")
+    again = Batches(settings, answer, Counter(), str(tmp_path))  # another process, the same disk
+    kept = again.get("batch_abc")
+    assert kept is not None and kept.headers == {"x-sim-plays": "gpt-5.4"} and kept.endpoint == b.endpoint
+    assert [i.custom_id for i in kept.items] == ["a", "b"]
+
+    async def until_ended() -> None:
+        while kept.ended is None:
+            await again.advance(kept)
+            await asyncio.sleep(0.02)
+
+    asyncio.run(until_ended())
+    assert [i.outcome for i in kept.items] == [(200, {"echo": 1}), (200, {"echo": 2})]
+    assert again.get("../etc/passwd") is None and again.get("batch_nothing") is None

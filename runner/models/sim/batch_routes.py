@@ -46,7 +46,7 @@ async def _found(request: web.Request, api: str) -> SimBatch | web.Response:
     if (refused := unauthorized(request, api, _batches(request).stats)) is not None:
         return refused
     bs = _batches(request)
-    b = bs.batches.get(request.match_info["id"])
+    b = bs.get(request.match_info["id"])
     if b is None or b.api != api:
         return json_error(api, 404, f"no batch {request.match_info['id']!r}")
     await bs.advance(b)
@@ -78,6 +78,7 @@ async def anthropic_cancel(request: web.Request) -> web.Response:
         return b
     if b.ended is None and b.cancelled is None:
         b.cancelled = time.monotonic()  # canceling now; ended, with what was done, when next looked at
+        _batches(request).save(b)
     return web.json_response(anthropic_batch(b, _origin(request)))
 
 
@@ -165,6 +166,7 @@ async def openai_cancel(request: web.Request) -> web.Response:
         return b
     if b.ended is None and b.failed is None and b.cancelled is None:
         b.cancelled = time.monotonic()
+        _batches(request).save(b)
     return web.json_response(openai_batch(b))
 
 

@@ -21,13 +21,16 @@ batch submitted again ends alike.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
+import os
 import random
 import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -75,12 +78,28 @@ class SimBatch:
 
 
 class Batches:
-    """The simulator's batches and uploaded files, advanced lazily: whenever one is looked at."""
+    """The simulator's batches and uploaded files, advanced lazily: whenever one is looked at. With a
+    `state_dir`, each batch is also kept on disk, as a provider keeps it: a simulator started again (a run
+    resumed after kill -9) still knows the batches the last one took, and ends them on time."""
 
-    def __init__(self, settings: BatchTurnaround, answer: Answer, stats: Any) -> None:
+    def __init__(self, settings: BatchTurnaround, answer: Answer, stats: Any, state_dir: str | None = None) -> None:
         self.settings, self.answer, self.stats = settings, answer, stats
+        self.state_dir = Path(state_dir) if state_dir else None
         self.batches: dict[str, SimBatch] = {}
         self.files: dict[str, tuple[dict[str, Any], bytes]] = {}
+
+    def get(self, bid: str) -> SimBatch | None:
+        if bid not in self.batches and self.state_dir is not None and CUSTOM_ID.match(bid) \
+                and (self.state_dir / f"{bid}.json").is_file():
+            self.batches[bid] = _loaded(json.loads((self.state_dir / f"{bid}.json").read_text()))
+        return self.batches.get(bid)
+
+    def save(self, b: SimBatch) -> None:
+        if self.state_dir is not None:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_dir / f"{b.id}.json.tmp"
+            tmp.write_text(json.dumps(_saved(b)))
+            os.replace(tmp, self.state_dir / f"{b.id}.json")
 
     def new(self, api: str, bid: str, entries: list[tuple[str, dict[str, Any]]], headers: Mapping[str, str],
             **extra: Any) -> SimBatch:
@@ -94,6 +113,7 @@ class Batches:
         b = SimBatch(bid, api, items, {k: v for k in PASSED_ON if (v := headers.get(k))}, now, time.time(),
                      now + s.window_seconds, **extra)
         self.batches[bid] = b
+        self.save(b)
         self.stats["batches"] += 1
         self.stats["batch_requests"] += len(items)
         return b
@@ -124,6 +144,30 @@ class Batches:
         if item.body.get("stream"):
             return 400, err(400, "stream: a request in a batch cannot stream", param="stream")
         return await self.answer(b.headers, b.api, item.body)
+
+
+def _saved(b: SimBatch) -> dict[str, Any]:
+    """A batch as times after its creation (the monotonic clock does not outlive a process)."""
+    def after(mono: float | None) -> float | None:
+        return None if mono is None else mono - b.started
+
+    return {"id": b.id, "api": b.api, "headers": b.headers, "created_wall": b.created_wall,
+            "window": after(b.window_end), "cancelled": after(b.cancelled), "endpoint": b.endpoint,
+            "input_file_id": b.input_file_id, "metadata": b.metadata, "failed": b.failed,
+            "items": [{"custom_id": i.custom_id, "body": i.body, "due": after(i.due), "errored": i.errored,
+                       "line_id": i.line_id} for i in b.items]}
+
+
+def _loaded(d: dict[str, Any]) -> SimBatch:
+    started = time.monotonic() - (time.time() - d["created_wall"])
+
+    def at(after: float | None) -> float | None:
+        return None if after is None else started + after
+
+    items = [Item(i["custom_id"], i["body"], at(i["due"]), i["errored"], line_id=i["line_id"]) for i in d["items"]]
+    return SimBatch(d["id"], d["api"], items, d["headers"], started, d["created_wall"], started + d["window"],
+                    cancelled=at(d["cancelled"]), endpoint=d["endpoint"], input_file_id=d["input_file_id"],
+                    metadata=d["metadata"], failed=d["failed"])
 
 
 # ---------------------------------------------------------------- Anthropic: /v1/messages/batches

@@ -489,7 +489,8 @@ def make_app(settings: SimSettings) -> web.Application:
     strict.start_warm_up()
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_compress] if settings.compress else [])
     app["state"] = state = SimState(settings)
-    app["batches"] = Batches(settings.batches, functools.partial(answer_inside, state), state.stats)
+    app["batches"] = Batches(settings.batches, functools.partial(answer_inside, state), state.stats,
+                             settings.state_dir)
     batch_routes.add_routes(app)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
                     web.post("/v1/responses", _responses),
