@@ -35,6 +35,11 @@ class GatewayServer(ServerProcess):
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:
             return dict(json.loads(r.read()))
 
+    def batches(self) -> dict[str, float]:
+        """Batch mode's counts: batches out and ended, requests held, answered, retried, given up."""
+        with urllib.request.urlopen(f"{self.url}/batches", timeout=10) as r:
+            return {k: v for k, v in json.loads(r.read()).items() if isinstance(v, int | float)}
+
 
 def set_trial(gateway_url: str, worker: int | str, epoch: int) -> None:
     """Tell the gateway which trial of its record a worker's (slot's) next calls belong to."""

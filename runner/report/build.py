@@ -39,11 +39,25 @@ def banners(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str,
     if (skipped := manifest.rejected) and skipped.count:
         out["rejected"] = (f"{skipped.count} bad dataset line(s) skipped (--skip-invalid): in no result and no "
                            f"rate; their reasons are in {skipped.file}")
+    if manifest.batch_runs:
+        out["batched"] = _batched(manifest, metrics)
     if cached := {n: m["cache_hit_rate"] for n, m in metrics.items() if m["cache_hit_rate"]}:
         shares = ", ".join(f"{n} {v:.0%}" for n, v in cached.items())
         out["cached"] = (f"from the response cache: {shares} of model calls; cost and latency marked * are the "
                          "cache's, not the models' (--no-cache calls the models)")
     return out
+
+
+def _batched(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> str:
+    """Batch mode in one line: its batches, its requests, the time calls waited, what it saved."""
+    b = manifest.batches
+    paid = sum(m.get("cost_usd") or 0.0 for n, m in metrics.items() if n in manifest.batch_runs)
+    answered = int(b.get("requests_answered", 0) + b.get("answered_from_resumed", 0))
+    waited = b.get("waited_seconds", 0.0) / answered if answered else 0.0
+    return (f"batch mode ({', '.join(manifest.batch_runs)}): {int(b.get('batches_submitted', 0))} batch(es), "
+            f"{answered} call(s) answered, {int(b.get('requests_retried', 0))} sent again, "
+            f"{int(b.get('requests_given_up', 0))} given up; a call waited {waited:.1f} s on average; at batch "
+            f"prices, ${paid:.4f} saved against interactive")
 
 
 SIMULATED = "simulated: models played by the runner's simulator; costs are what the real APIs would charge"

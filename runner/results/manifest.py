@@ -68,6 +68,8 @@ class Manifest(BaseModel):
     in_flight: InFlight | None = None
     discarded: dict[str, int] = Field(default_factory=dict)  # results thrown away, by why
     gateway: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a user harness's calls, per run
+    batches: dict[str, float] = Field(default_factory=dict)  # batch mode's counts (runner/gateway/batcher.py)
+    batch_runs: list[str] = Field(default_factory=list)  # the runs in batch mode
     simulator: dict[str, dict[str, Any]] = Field(default_factory=dict)  # what the simulator played, per model
     resumed: bool = False
     # how it ended

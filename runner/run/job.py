@@ -133,7 +133,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
         harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg),
         rejected=skipped,
-        compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer),
+        compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
+        batch_runs=sorted(cfg.batch_runs())),
         force=cfg.force)
     plan, done = _what_to_do(cfg, sink, order, picked)
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
@@ -200,6 +201,13 @@ def _note_invocation(manifest: Manifest, sup: Supervisor, sim: Any, gateway: Any
     manifest.discarded = dict(Counter(manifest.discarded) + sup.discarded)
     if gateway is not None:
         manifest.gateway = _added(_counts(gateway, "gateway"), manifest.gateway)
+        if manifest.batch_runs:
+            try:
+                now = gateway.batches()
+            except OSError as e:
+                logger.warning("could not read the gateway's batch counts: {}", e)
+                now = {}
+            manifest.batches = _added({"all": now}, {"all": manifest.batches})["all"]
     if sim is not None:  # what the stand-in for the APIs served: the run's bill, simulated
         manifest.simulator = _added(_counts(sim, "simulator", "played"), manifest.simulator)
 
