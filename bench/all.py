@@ -19,6 +19,7 @@ from typing import Any
 from loguru import logger
 
 from bench import (
+    batch,
     cached,
     floor,
     gateway,
@@ -44,12 +45,14 @@ def main() -> None:
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
     ap.add_argument("--only", help="comma-separated subset: scaling,slots,startup,memory,inflight,ratelimit,ray,cached,"
-                    "harness,helpdesk,gateway,headline,floor,soak; with --out naming an existing document, only those "
-                    "sections of it are replaced")
+                    "harness,helpdesk,gateway,headline,floor,batch,soak; with --out naming an existing document, only "
+                    "those sections of it are replaced")
     ap.add_argument("--floor-n", type=int, default=1200,
                     help="conversations per run in the rate-limit-bound headline (1200 = the seeds' whole job)")
     ap.add_argument("--floor-scale", type=float, default=1 / 2,
                     help="time scale of the rate-limit-bound headline (1/2: ~11 minutes; faster, and 2 cores bind)")
+    ap.add_argument("--batch-n", type=int, default=1200,
+                    help="conversations per run in the batch-mode benchmark (1200 = the seeds' whole job)")
     ap.add_argument("--headline-n", type=int, default=300,
                     help="conversations per run in the headline (1200 = the seeds' whole job)")
     args = ap.parse_args()
@@ -101,6 +104,8 @@ def main() -> None:
                                   headline.render))
     step("floor", lambda: _one(floor.headline_auto(size(3, 40, args.floor_n), size(1 / 20, 1 / 10, args.floor_scale)),
                                floor.render))
+    step("batch", lambda: _one(batch.batch(size(2, 32, args.batch_n), size(8, 128, 1024),
+                                           median=size(1.0, 5.0, 10.0), p95=size(2.0, 20.0, 60.0)), batch.render))
     # the fault campaign at a short setting (`make soak` runs it for as long as it is told)
     step("soak", lambda: _one(soak.soak(size(0, 2, 10), seed=1), soak.render))
     total = time.monotonic() - t_all
