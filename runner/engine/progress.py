@@ -62,6 +62,7 @@ class Progress:
     flight: list[tuple[Any, ...]] = field(default_factory=list)  # (seconds, in flight[, target]), ~1/s
     discarded: int = 0  # results thrown away (their sandbox did not serve the whole record) and run again
     status_path: Path | None = None  # where the state is written every second, for whoever watches the run
+    batches: str = ""  # batch mode: what is waiting on the batch APIs now (set from the gateway's counts)
     _live: Live | None = None
     _last_line: float = 0.0
     _last_state: tuple[Any, ...] = ()
@@ -148,6 +149,8 @@ class Progress:
                         p.rate_limited, p.cache_hits, p.cost)
         if self.discarded:
             logger.info("{} result(s) discarded (sandbox lost mid-record) and run again", self.discarded)
+        if self.batches:
+            logger.info("batch mode: {}", self.batches)
         if self.capacity > 1:
             logger.info("in flight: {} of {}{}", self.in_flight, self.capacity,
                         f" (target {self.target}: {self.target_why})" if self.target is not None else "")
@@ -159,6 +162,8 @@ class Progress:
             flying += f", target {self.target}: {self.target_why}"
         if self.discarded:
             flying += f", {self.discarded} discarded (sandbox lost) and rerun"
+        if self.batches:
+            flying += f", batches: {self.batches}"
         t = Table(title=f"runs ({elapsed:.0f}s{flying})", expand=False)
         for col in ("run", "done", "solved", "failed", "errors", "rate/s", "ETA", "retries", "429s", "cache hits",
                     "cost"):

@@ -73,6 +73,7 @@ class Batcher:
         self.ids = itertools.count(1)
         self.stats: Counter[str] = Counter()
         self.waited = 0.0  # seconds callers spent waiting on batches, summed
+        self.out = 0  # requests in batches submitted and not yet collected
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = ""
@@ -144,7 +145,11 @@ class Batcher:
             self.journal.submitted(ep.provider, batch_id, {cid: h.key for cid, h in by_id.items()})
         self.stats["batches_submitted"] += 1
         logger.info("batch {} out: {} request(s) to {}", batch_id, len(batch), ep.provider)
-        outcomes = await self._watch(ep, batch_id)
+        self.out += len(batch)
+        try:
+            outcomes = await self._watch(ep, batch_id)
+        finally:
+            self.out -= len(batch)
         retry = []
         for cid, h in by_id.items():
             outcome = outcomes.get(cid)
@@ -213,6 +218,11 @@ class Batcher:
             else:
                 self.ready[key] = outcome
         logger.info("batch {} (left by an earlier gateway) collected", batch_id)
+
+    def now(self) -> dict[str, int]:
+        """What is waiting right now: calls held for the next batch, calls in batches out, and those batches."""
+        return {"held_now": sum(len(g.held) for g in self.groups.values()), "out_now": self.out,
+                "batches_out": self.stats["batches_submitted"] - self.stats["batches_ended"]}
 
     async def close(self) -> None:
         for task in list(self.tasks):

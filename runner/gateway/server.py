@@ -132,7 +132,8 @@ class Gateway:
     async def get_batches(self, request: web.Request) -> web.Response:
         """Batch mode's counts: batches out and ended, requests held, answered, retried, given up."""
         b = self.batcher
-        return web.json_response({**b.stats, "waited_seconds": round(b.waited, 3)} if b is not None else {})
+        return web.json_response({**b.stats, **b.now(), "waited_seconds": round(b.waited, 3)} if b is not None
+                                 else {})
 
     async def set_trial(self, request: web.Request) -> web.Response:
         """The trial a worker's next calls belong to (config epochs): their own cache keys, and the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import uuid
 from collections import Counter
@@ -156,6 +157,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                               gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None],
                               transport, limiter, lay)
             sup.on_booted = on_booted
+            if gateway is not None and cfg.batch_runs():
+                _watch_batches(gateway, sup.progress, stack)
             with sup.progress:
                 try:
                     sup.run()
@@ -294,6 +297,23 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
     logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE)"
                 "{}", gw.url, "to the simulator" if sim else "to the real APIs", gateway_use(cfg), stand_in)
     return sim, gw
+
+
+def _watch_batches(gateway: GatewayServer, progress: Progress, stack: contextlib.ExitStack) -> None:
+    """Batch mode's state in the progress display, from the gateway's counts every few seconds (off the
+    supervisor's loop: a slow answer must not hold it)."""
+    done = threading.Event()
+    stack.callback(done.set)
+
+    def watch() -> None:
+        while not done.wait(3.0):
+            with contextlib.suppress(OSError, ValueError):
+                b = gateway.batches()
+                progress.batches = (f"{int(b.get('held_now', 0))} call(s) held for the next batch, "
+                                    f"{int(b.get('out_now', 0))} in {int(b.get('batches_out', 0))} batch(es) out, "
+                                    f"{int(b.get('batches_ended', 0))} ended")
+
+    threading.Thread(target=watch, name="batch-watch", daemon=True).start()
 
 
 def _counts(server: GatewayServer | SimServer, name: str, key: str | None = None) -> dict[str, dict[str, float]]:

@@ -37,3 +37,12 @@ def test_lines_count_results_and_the_closing_line_repeats_nothing() -> None:
                              "$0.0000")
     finally:
         logger.remove(sink)
+
+
+def test_batch_mode_shows_what_waits_on_the_batch_apis() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    p = Progress({"a": RunProgress(3)}, console, capacity=4)
+    p.batches = "3 call(s) held for the next batch, 12 in 2 batch(es) out, 5 ended"
+    shown = Console(file=io.StringIO(), width=300, record=True)
+    shown.print(p._render())
+    assert "batches: 3 call(s) held for the next batch, 12 in 2 batch(es) out" in shown.export_text()

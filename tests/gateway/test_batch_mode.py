@@ -88,6 +88,7 @@ def test_concurrent_callers_share_one_batch_and_get_the_interactive_answers(sim:
             assert got.stop_reason == alone.stop_reason
         assert [b.type for b in streamed.content] == [b.type for b in plain[0].content]
         assert stats["batches_submitted"] == 2 and stats["requests_answered"] == 5  # 4 together, then 1
+        assert (stats["held_now"], stats["out_now"], stats["batches_out"]) == (0, 0, 0)  # nothing left waiting
         run = _get(f"{url}/stats")["r"]
         assert run["llm_calls"] == 5 and run["cost_usd"] > 0
     finally:
