@@ -105,7 +105,10 @@ class BatchSettings(_Frozen):
     poll_min_seconds: float = Field(1.0, gt=0, description="first wait before asking whether a batch has ended")
     poll_max_seconds: float = Field(60.0, gt=0, description="the wait between asks doubles up to this")
     retries: int = Field(2, ge=0, description="an errored, expired or cancelled request goes into the next batch "
-                                              "this many times; then the caller gets the error")
+                                              "this many times")
+    then: Literal["interactive", "error"] = Field("interactive", description="past `retries`: the request goes "
+                                                  "interactive (full price, the per-minute budget), or the caller "
+                                                  "gets the error")
 
 
 class ProviderSettings(_Frozen):

@@ -33,6 +33,9 @@ from runner.config import BatchSettings
 from runner.gateway.batch_api import BatchGone, Endpoint, Outcome, collect, state, submit
 from runner.gateway.journal import Journal
 
+# The answer meaning "not through a batch: send it interactively" (batch.then: interactive).
+INTERACTIVE: tuple[int, dict[str, Any]] = (0, {})
+
 # What of a caller's headers a batch carries upstream: its key and API version, the simulator's markers.
 CARRIED = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization",
            "openai-project", "x-sim-plays", "x-sim-trial")
@@ -185,9 +188,11 @@ class Batcher:
         for h in held:
             h.tries += 1
             if h.tries > self.settings.retries:
-                self.stats["requests_given_up"] += 1
+                interactive = self.settings.then == "interactive"
+                self.stats["requests_sent_interactive" if interactive else "requests_given_up"] += 1
                 if not h.done.done():
-                    h.done.set_result((500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
+                    h.done.set_result(INTERACTIVE if interactive else
+                                      (500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
                 continue
             self.stats["requests_retried"] += 1
             group = self.groups.setdefault(gkey, Group(ep))

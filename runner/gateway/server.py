@@ -28,7 +28,7 @@ from runner.budget.ratelimit import Budget
 from runner.cache import ResponseCache
 from runner.config import PROVIDER_BASE_URLS, BatchSettings, RetrySettings, api_key
 from runner.gateway.batch_api import BATCH_PATHS, Endpoint
-from runner.gateway.batcher import CARRIED, Batcher
+from runner.gateway.batcher import CARRIED, INTERACTIVE, Batcher
 from runner.gateway.journal import Journal
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.upstream import Answer, Call, Upstream
@@ -184,38 +184,38 @@ class Gateway:
 
     async def _forward(self, request: web.Request, call: Incoming) -> Answer:
         s = self.settings
-        if self.batcher is not None and call.path in BATCH_PATHS and call.body is not None and \
-                ("*" in s.batch_runs or call.run in s.batch_runs):
-            return await self._batched(request, call)
+        if self.batcher is not None and ("*" in s.batch_runs or call.run in s.batch_runs):
+            if call.path in BATCH_PATHS and call.body is not None:
+                answer = await self._batched(request, call)
+                if answer is not None:
+                    return answer
+            else:  # what the batch APIs do not take (count_tokens, the Responses API) goes as it came
+                self.batcher.stats["interactive_unbatchable"] += 1
         raw = call.raw
         if s.sim_models is not None and call.body is not None and call.model:
-            raw = json.dumps({**call.body, "model": self._sim_model(call.model)}).encode()
+            raw = json.dumps({**call.body, "model": sim_model(self.settings, call.model)}).encode()
         assert self.upstream is not None
         return await self.upstream.send(request, Call(
             call.provider, upstream_url(s.upstreams[call.provider], call.provider, call.path), raw,
             self._upstream_headers(request, call), call.streaming,
             self._slot(call.provider, call.model)))
 
-    async def _batched(self, request: web.Request, call: Incoming) -> Answer:
+    async def _batched(self, request: web.Request, call: Incoming) -> Answer | None:
         """Through a batch: held with others, answered when its result arrives; a streaming caller gets its
-        stream cut from the final message."""
+        stream cut from the final message. None: past its batches' retries, it goes interactive."""
         assert self.batcher is not None and call.body is not None
         body = dict(call.body)
         if self.settings.sim_models is not None and call.model:
-            body["model"] = self._sim_model(call.model)
+            body["model"] = sim_model(self.settings, call.model)
         ep = batch_endpoint(self.settings, call.provider, self._upstream_headers(request, call))
         told = self.trials.get(call.worker or "", 1)
         status, answer = await self.batcher.send(ep, call.model, body, salt=f"trial {told}" if told > 1 else "")
+        if (status, answer) == INTERACTIVE:
+            return None
         usage = from_body(answer, call.provider) if status == 200 else Tokens()
         if status == 200 and call.streaming and (stream := as_stream(call.path, answer, call.body)) is not None:
             return Answer(200, stream, "text/event-stream", usage=usage, batched=True)
         return Answer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
-
-    def _sim_model(self, model: str) -> str:
-        """Who plays a model on the simulator: the mapping's, a simulator model asked for by its name (the
-        built-in agents do), else the default."""
-        assert self.settings.sim_models is not None
-        return self.settings.sim_models.get(model, model if model.startswith("sim-") else SIM_DEFAULT)
 
     def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
         provider, model = call.provider, call.model
@@ -280,6 +280,13 @@ class Gateway:
             else:
                 entry["content_type"] = "text/event-stream"
         self.cache.put(key, call.provider, call.model, entry)
+
+
+def sim_model(settings: GatewaySettings, model: str) -> str:
+    """Who plays a model on the simulator: the mapping's, a simulator model asked for by its name (the
+    built-in agents do), else the default."""
+    assert settings.sim_models is not None
+    return settings.sim_models.get(model, model if model.startswith("sim-") else SIM_DEFAULT)
 
 
 def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str]) -> Endpoint:

@@ -35,10 +35,11 @@ def sim() -> Iterator[SimServer]:
         yield s
 
 
-def _gateway(tmp: Path, sim_url: str, *, window: float = 0.5) -> tuple[subprocess.Popen[str], str]:
+def _gateway(tmp: Path, sim_url: str, *, window: float = 0.5, more: str = "") -> tuple[subprocess.Popen[str], str]:
+    tmp.mkdir(parents=True, exist_ok=True)
     cfg = tmp / "gw.yaml"
-    cfg.write_text(f"cache: false\nout: {tmp / 'out'}\n"
-                   f"batch: {{enabled: true, window_seconds: {window}, poll_min_seconds: 0.2, poll_max_seconds: 1}}\n")
+    cfg.write_text(f"cache: false\nout: {tmp / 'out'}\nbatch: {{enabled: true, window_seconds: {window}, "
+                   f"poll_min_seconds: 0.2, poll_max_seconds: 1{more}}}\n")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     p = subprocess.Popen([sys.executable, "-m", "runner", "gateway", str(cfg), "--port", "0", "--upstream-sim",
                           sim_url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -108,6 +109,26 @@ def test_openai_callers_are_batched_too_and_a_refusal_comes_back_as_its_400(sim:
         assert _get(f"{url}/batches")["batches_submitted"] == 2
     finally:
         _stop(p)
+
+
+def test_past_its_retries_a_request_goes_interactive_or_fails_as_configured(tmp_path: Path) -> None:
+    """A provider whose every batched request errors: with `then: interactive` the caller still gets its
+    answer (at full price, counted as such); with `then: error`, the provider's error."""
+    with SimServer(SimSettings(batches=BatchTurnaround(median_seconds=0.1, errored=1.0))) as failing:
+        p, url = _gateway(tmp_path / "i", failing.url, window=0.1, more=", retries: 1, then: interactive")
+        try:
+            assert _ask(_claude(url), ASKS[3]).content
+            stats = _get(f"{url}/batches")
+            assert stats["batches_submitted"] == 2 and stats["requests_sent_interactive"] == 1
+            assert _get(f"{url}/stats")["r"]["llm_calls"] == 1
+        finally:
+            _stop(p)
+        p, url = _gateway(tmp_path / "e", failing.url, window=0.1, more=", retries: 0, then: error")
+        try:
+            with pytest.raises(anthropic.InternalServerError, match="gave up after 1 batch"):
+                _ask(_claude(url), ASKS[3])
+        finally:
+            _stop(p)
 
 
 def test_a_gateway_killed_with_a_batch_out_is_followed_by_one_that_collects_it(tmp_path: Path) -> None:
