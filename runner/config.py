@@ -106,6 +106,8 @@ class BatchSettings(_Frozen):
     poll_max_seconds: float = Field(60.0, gt=0, description="the wait between asks doubles up to this")
     retries: int = Field(2, ge=0, description="an errored, expired or cancelled request goes into the next batch "
                                               "this many times")
+    max_queued: dict[str, int] = Field(default_factory=dict, description="per provider, requests in batches not "
+                                       "yet ended at most (your tier's batch queue limit); more wait their turn")
     then: Literal["interactive", "error"] = Field("interactive", description="past `retries`: the request goes "
                                                   "interactive (full price, the per-minute budget), or the caller "
                                                   "gets the error")

@@ -77,6 +77,7 @@ class Batcher:
         self.stats: Counter[str] = Counter()
         self.waited = 0.0  # seconds callers spent waiting on batches, summed
         self.out = 0  # requests in batches submitted and not yet collected
+        self.queued: Counter[str] = Counter()  # the same, by provider: what its batch queue limit counts
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = ""
@@ -123,7 +124,16 @@ class Batcher:
         if group.timer is not None:
             group.timer.cancel()
             group.timer = None
-        batch, group.held = group.held[:self.settings.max_requests], group.held[self.settings.max_requests:]
+        provider = group.endpoint.provider
+        limit = self.settings.max_queued.get(provider)
+        room = self.settings.max_requests if limit is None else min(self.settings.max_requests,
+                                                                     limit - self.queued[provider])
+        if room <= 0:  # the provider's queue is full: try again once a batch may have ended
+            self.stats["flushes_waiting_for_queue"] += 1
+            group.timer = asyncio.get_running_loop().call_later(self.settings.poll_min_seconds, self._flush, gkey)
+            return
+        batch, group.held = group.held[:room], group.held[room:]
+        self.queued[provider] += len(batch)
         if group.held:
             group.timer = asyncio.get_running_loop().call_later(0, self._flush, gkey)
         self._spawn(self._out(group.endpoint, gkey, batch))
@@ -135,6 +145,12 @@ class Batcher:
 
     async def _out(self, ep: Endpoint, gkey: tuple[str, ...], batch: list[Held]) -> None:
         """Submit one batch, watch it, answer or requeue each of its requests."""
+        try:
+            await self._submit_and_answer(ep, gkey, batch)
+        finally:
+            self.queued[ep.provider] -= len(batch)
+
+    async def _submit_and_answer(self, ep: Endpoint, gkey: tuple[str, ...], batch: list[Held]) -> None:
         by_id = {f"r{next(self.ids)}-{h.key[:16]}": h for h in batch}
         if self.journal is not None:
             self.journal.intend(ep.provider, {cid: h.key for cid, h in by_id.items()})

@@ -111,6 +111,21 @@ def test_openai_callers_are_batched_too_and_a_refusal_comes_back_as_its_400(sim:
         _stop(p)
 
 
+def test_the_providers_batch_queue_limit_is_kept(sim: SimServer, tmp_path: Path) -> None:
+    """With room for two requests in the provider's queue, four callers go out as two batches of two, the
+    second once the first has ended."""
+    p, url = _gateway(tmp_path, sim.url, window=0.2, more=", max_queued: {anthropic: 2}")
+    try:
+        client = _claude(url)
+        with ThreadPoolExecutor(len(ASKS)) as pool:
+            assert all(r.content for r in pool.map(lambda t: _ask(client, t), ASKS))
+        stats = _get(f"{url}/batches")
+        assert stats["batches_submitted"] == 2 and stats["requests_answered"] == 4
+        assert stats["flushes_waiting_for_queue"] >= 1
+    finally:
+        _stop(p)
+
+
 def test_past_its_retries_a_request_goes_interactive_or_fails_as_configured(tmp_path: Path) -> None:
     """A provider whose every batched request errors: with `then: interactive` the caller still gets its
     answer (at full price, counted as such); with `then: error`, the provider's error."""
