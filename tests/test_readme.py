@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ELSEWHERE = {
     "runner run configs/default.yaml --concurrency 256": "tests/worker/test_slots.py (concurrency; the real APIs are "
                                                          "out of reach here)",
-    "runner run configs/default.yaml --batch": "tests/gateway/test_batch_mode.py (the default job batched, on 4 "
+    "runner run configs/default.yaml --batch": "tests/gateway/test_batch_mode.py (the default job batched, on 2 "
                                                "records; resumed after kill -9)",
     "runner run examples/legacy-harness/runner.yaml": "tests/examples/test_legacy_harness.py",
     "runner image build examples/legacy-harness/runner.yaml": "tests/examples/test_legacy_harness.py",

@@ -36,6 +36,9 @@ from runner.gateway.journal import Journal
 # The answer meaning "not through a batch: send it interactively" (batch.then: interactive).
 INTERACTIVE: tuple[int, dict[str, Any]] = (0, {})
 
+# A batch's size on the wire at most: OpenAI takes an input file of 200 MB, Anthropic a batch of 256 MB.
+MAX_BATCH_BYTES = 150 * 2**20
+
 # What of a caller's headers a batch carries upstream: its key and API version, the simulator's markers.
 CARRIED = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization",
            "openai-project", "x-sim-plays", "x-sim-trial")
@@ -52,6 +55,7 @@ def request_key(provider: str, body: dict[str, Any], salt: str = "") -> str:
 class Held:
     key: str
     body: dict[str, Any]
+    size: int  # its JSON's bytes
     done: asyncio.Future[tuple[int, dict[str, Any]]]
     since: float = field(default_factory=time.monotonic)
     tries: int = 0
@@ -61,6 +65,7 @@ class Held:
 class Group:
     endpoint: Endpoint
     held: list[Held] = field(default_factory=list)
+    size: int = 0  # the held requests' bytes
     timer: asyncio.TimerHandle | None = None
 
 
@@ -99,7 +104,7 @@ class Batcher:
                 found = await fut
                 self.stats["answered_from_resumed"] += 1
                 return found
-        held = Held(key, body, loop.create_future())
+        held = Held(key, body, len(json.dumps(body)), loop.create_future())
         self.holding[key] = held
         held.done.add_done_callback(lambda _: self.holding.pop(key, None))
         self._hold(endpoint, model, held)
@@ -111,8 +116,9 @@ class Batcher:
         gkey = (endpoint.provider, endpoint.base, model, *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())))
         group = self.groups.setdefault(gkey, Group(endpoint))
         group.held.append(held)
+        group.size += held.size
         self.stats["requests_held"] += 1
-        if len(group.held) >= self.settings.max_requests:
+        if len(group.held) >= self.settings.max_requests or group.size >= MAX_BATCH_BYTES:
             self._flush(gkey)
         elif group.timer is None:
             group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
@@ -132,7 +138,12 @@ class Batcher:
             self.stats["flushes_waiting_for_queue"] += 1
             group.timer = asyncio.get_running_loop().call_later(self.settings.poll_min_seconds, self._flush, gkey)
             return
-        batch, group.held = group.held[:room], group.held[room:]
+        take, size = 0, 0
+        while take < min(room, len(group.held)) and (take == 0 or size + group.held[take].size <= MAX_BATCH_BYTES):
+            size += group.held[take].size
+            take += 1
+        batch, group.held = group.held[:take], group.held[take:]
+        group.size -= size
         self.queued[provider] += len(batch)
         if group.held:
             group.timer = asyncio.get_running_loop().call_later(0, self._flush, gkey)
@@ -213,6 +224,7 @@ class Batcher:
             self.stats["requests_retried"] += 1
             group = self.groups.setdefault(gkey, Group(ep))
             group.held.append(h)
+            group.size += h.size
             if group.timer is None:
                 group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
 

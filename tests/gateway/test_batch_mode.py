@@ -186,11 +186,11 @@ def test_the_default_job_in_batch_mode_ends_as_it_does_interactively_at_half_the
     outcomes, usages = {}, {}
     for mode in ("interactive", "batch"):
         out = tmp_path / mode
-        args = ["--sandbox", "local", "-w", "4", "--limit", "4"] + (["--batch"] if mode == "batch" else [])
+        args = ["--sandbox", "local", "-w", "4", "--limit", "2"] + (["--batch"] if mode == "batch" else [])
         code, log = finish(start_run(run_config(tmp_path, extra=extra), out, *args), timeout=300)
         assert code == 0, log[-3000:]
         rows = [r for run in ("strong", "atlas") for r in rows_of(out, run)]
-        assert len(rows) == len({(r["run"], r["record_id"]) for r in rows}) == 8
+        assert len(rows) == len({(r["run"], r["record_id"]) for r in rows}) == 4
         outcomes[mode] = {(r["run"], r["record_id"]): (r["status"], r["success"], r["metrics"]) for r in rows}
         usages[mode] = {r["record_id"]: r["usage"] for r in rows if r["run"] == "strong"}
         if mode == "batch":
