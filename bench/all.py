@@ -105,7 +105,7 @@ def main() -> None:
     step("floor", lambda: _one(floor.headline_auto(size(3, 40, args.floor_n), size(1 / 20, 1 / 10, args.floor_scale)),
                                floor.render))
     step("batch", lambda: _one(batch.batch(size(2, 32, args.batch_n), size(8, 128, 1024),
-                                           median=size(1.0, 5.0, 10.0), p95=size(2.0, 20.0, 60.0)), batch.render))
+                                           median=size(1.0, 2.0, 3.0), p95=size(2.0, 4.0, 6.0)), batch.render))
     # the fault campaign at a short setting (`make soak` runs it for as long as it is told)
     step("soak", lambda: _one(soak.soak(size(0, 2, 10), seed=1), soak.render))
     total = time.monotonic() - t_all
