@@ -17,6 +17,15 @@ from types import TracebackType
 from typing import Any, Self
 
 
+def fd_ready(fd: int, timeout: float, *, write: bool = False) -> bool:
+    """Whether `fd` can be read (or written) within `timeout` seconds. poll(2), not select(2): a worker with
+    hundreds of slots holds more than 1,024 descriptors, and select() refuses any numbered past that
+    ("filedescriptor out of range": 672 of 1,024 records of a batch-mode run failed on it)."""
+    p = select.poll()
+    p.register(fd, select.POLLOUT if write else select.POLLIN)
+    return bool(p.poll(max(0.0, timeout) * 1000))
+
+
 class Resource(ABC):
     @abstractmethod
     def start(self) -> None: ...
@@ -156,7 +165,7 @@ class ServerProcess(Resource):
         fd, buf = self._proc.stdout.fileno(), b""
         deadline = time.monotonic() + self.boot_timeout
         while b"\n" not in buf and (left := deadline - time.monotonic()) > 0:
-            if select.select([fd], [], [], left)[0]:
+            if fd_ready(fd, left):
                 chunk = os.read(fd, 4096)
                 if not chunk:  # it exited
                     break

@@ -108,3 +108,25 @@ def _gone_after_killing(parent: subprocess.Popen[str], child: int) -> bool:
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not _alive(child)
+
+
+def test_fd_ready_takes_descriptors_past_1024() -> None:
+    """A worker with hundreds of slots holds more than 1,024 descriptors; select() refused them and 672 of
+    1,024 records of a batch-mode run failed ("filedescriptor out of range in select()")."""
+    import resource
+
+    from runner.resources import fd_ready
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    r, w = os.pipe()
+    high = [os.dup2(r, 1500), os.dup2(w, 1501)]
+    try:
+        assert fd_ready(1501, 0, write=True)
+        assert not fd_ready(1500, 0.01)
+        os.write(1501, b"x")
+        assert fd_ready(1500, 0)
+    finally:
+        for fd in (r, w, *high):
+            os.close(fd)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import threading
@@ -20,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runner.resources import Resource
+from runner.resources import Resource, fd_ready
 
 SHIM = Path(__file__).with_name("shim.py")
 # Run by path without its directory on sys.path (ours holds modules named base, env, command...).
@@ -77,7 +76,7 @@ class Interpreter(Resource):
             raise InterpreterExited(self._ended(proc)) from None
         fd = proc.stdout.fileno()
         while b"\n" not in self._buffer:
-            if not select.select([fd], [], [], POLL_SECONDS)[0]:
+            if not fd_ready(fd, POLL_SECONDS):
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:

@@ -24,7 +24,6 @@ retries would): the runner retries, not the SDK, and sets `retries_taken` around
 from __future__ import annotations
 
 import http.client
-import select
 import socket
 import threading
 import urllib.request
@@ -40,6 +39,7 @@ import httpx2
 import orjson
 
 from runner.models.base import TRIAL_HEADER, ProviderError, classify_status, json_body, sdk_errors
+from runner.resources import fd_ready
 
 # How many retries came before this attempt (the client's retry loop sets it; each thread has its own).
 retries_taken: ContextVar[int] = ContextVar("retries_taken", default=0)
@@ -204,7 +204,7 @@ class Wire:
 
 
 def _readable(sock: socket.socket) -> bool:
-    return bool(select.select([sock], [], [], 0)[0])
+    return fd_ready(sock.fileno(), 0)
 
 
 def _no_delay(sock: socket.socket) -> None:

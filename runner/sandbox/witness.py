@@ -15,7 +15,6 @@ frozen server (docker pause) keeps its socket open and a blocking read would wai
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import pq
 
-from runner.resources import Resource
+from runner.resources import Resource, fd_ready
 
 # A trivial catalog query on a healthy server answers in well under a millisecond; this long means
 # frozen or dying. Generous on purpose: a false alarm costs a sandbox and a retry, never a wrong result.
@@ -108,8 +107,7 @@ class Witness(Resource):
         if left <= 0:
             raise SandboxGone("the server did not answer the witness in time (frozen or overloaded)")
         fd = pg.socket
-        ready = select.select([], [fd], [], left) if write else select.select([fd], [], [], left)
-        if not any(ready):
+        if not fd_ready(fd, left, write=write):
             raise SandboxGone("the server did not answer the witness in time (frozen or overloaded)")
 
 
