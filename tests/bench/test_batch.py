@@ -20,6 +20,6 @@ def test_the_verdicts_follow_the_targets() -> None:
     assert "**0.500** (target 0.5: met)" in render(_result(1024, 0.5, 7.5))
     assert "7.5 MiB each** (target 8 at 1,024: met)" in render(_result(1024, 0.5, 7.5))
     assert "(target 8 at 1,024: missed)" in render(_result(1024, 0.5, 9.0))
-    assert "not judged below 1,024" in render(_result(128, 0.5, 9.0))
+    assert "not judged: 128 waiting at the fullest sample, below 1,024" in render(_result(128, 0.5, 9.0))
     assert "(target 0.5: missed)" in render(_result(1024, 0.6, 7.0))
     assert "no sample with conversations waiting" in render(_result(8, 0.5, None))
