@@ -200,7 +200,7 @@ def test_the_default_job_in_batch_mode_ends_as_it_does_interactively_at_half_the
             manifest = json.loads((out / "manifest.json").read_text())
             assert manifest["batch_runs"] == ["atlas", "strong"] and manifest["batches"]["batches_submitted"] > 0
             assert manifest["batches"]["requests_answered"] == sum(r["usage"]["llm_calls"] for r in rows)
-            assert "batch mode (atlas, strong):" in log and "saved against interactive" in log
+            assert 'id="batched"' in (out / "report.html").read_text()  # the report says it above its numbers
     assert outcomes["batch"] == outcomes["interactive"]
     # the baseline calls one model: its cost is its tokens at that model's prices, halved (which tokens were
     # cache reads depends on what ran beside it, in either mode)

@@ -66,6 +66,7 @@ class SimState:
     def __init__(self, settings: SimSettings) -> None:
         self.settings = settings
         self.rng = random.Random(settings.seed)
+        self.asked: Counter[str] = Counter()  # by request: how many times it came (a retry draws its fault anew)
         self.buckets: dict[tuple[str, str], Bucket] = {}
         self.stats: Counter[str] = Counter()
         self.per_model: dict[str, Counter[str]] = {}
@@ -119,9 +120,13 @@ class SimState:
         z = random.Random(rid).gauss(0, 1)
         return lat.p50_ms * math.exp(sigma * z) * lat.scale / 1000
 
-    def fault(self) -> str | None:
+    def fault(self, rid: str) -> str | None:
+        """A fault at the configured rates, drawn from the request and how many times it came before: the
+        same job meets the same faults whatever the order its calls arrive in (a run is reproducible), and
+        a retried call draws again."""
         f = self.settings.faults
-        roll = self.rng.random()
+        self.asked[rid] += 1
+        roll = random.Random(f"{self.settings.seed}\x1f{rid}\x1f{self.asked[rid]}").random()
         for name, rate in (("http_500", f.http_500), ("overloaded", f.overloaded), ("drop", f.drop),
                            ("slow", f.slow), ("malformed", f.malformed), ("bad_request", f.bad_request)):
             if roll < rate:
@@ -249,7 +254,7 @@ async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> w
     if wait > 0:
         return _throttled(api, state, model, limited, wait, remaining, err)
     # x-sim-fault forces one (tests); otherwise faults come at the configured rates.
-    fault = request.headers.get("x-sim-fault") or state.fault()
+    fault = request.headers.get("x-sim-fault") or state.fault(rid)
     if fault:
         state.stats[f"fault_{fault}" if fault != "429" else "429"] += 1
         failed = _fault_response(api, fault, err, request)
