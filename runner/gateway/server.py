@@ -35,7 +35,7 @@ from runner.gateway.upstream import Answer, Call, Upstream
 from runner.gateway.usage import from_body
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
-from runner.models.usage import Counts, Tokens
+from runner.models.usage import Counts, Tokens, at_batch_price
 
 
 def upstream_url(base: str, provider: str, path: str) -> str:
@@ -168,7 +168,7 @@ class Gateway:
         answer = await self._forward(request, call)
         prices = self._price(provider, call.model)
         if answer.batched and prices is not None:  # the batch APIs bill every token at half the price
-            prices = Prices(prices.input / 2, prices.output / 2, prices.cache_write / 2, prices.cache_read / 2)
+            prices = at_batch_price(prices)
         for t in tallies:
             t.llm_calls += 1
             t.cache_misses += key is not None

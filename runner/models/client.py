@@ -24,11 +24,11 @@ from runner.cache import ResponseCache
 from runner.config import API_KEY_ENV, Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
 from runner.models.base import Completion, Provider, ProviderError, Request, trial
-from runner.models.capabilities import Capabilities, Prices, lookup, split_sampling
+from runner.models.capabilities import Capabilities, lookup, split_sampling
 from runner.models.retry import RetryPolicy
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
-from runner.models.usage import Counts, Tokens, budget_input_tokens
+from runner.models.usage import Counts, Tokens, at_batch_price, budget_input_tokens
 from runner.models.wire import retries_taken, sim_trial
 
 
@@ -195,8 +195,7 @@ def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config,
         slot = limiter.slot(k) if k in limiter.keys else None
     caps = lookup(ref.model, ref.provider, cfg.model_overrides())
     if batch and caps.prices is not None:
-        p = caps.prices
-        caps = replace(caps, prices=Prices(p.input / 2, p.output / 2, p.cache_write / 2, p.cache_read / 2))
+        caps = replace(caps, prices=at_batch_price(caps.prices))
     return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
                        cache=cache, retry=cfg.retry, caps=caps,
                        prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref),

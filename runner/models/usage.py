@@ -33,6 +33,11 @@ def cost(prices: Prices | None, t: Tokens) -> tuple[float | None, float | None, 
     return inp + t.output_tokens * prices.output / 1e6, inp, saved
 
 
+def at_batch_price(p: Prices) -> Prices:
+    """The batch APIs bill every token, cached or not, at half the price."""
+    return Prices(p.input / 2, p.output / 2, p.cache_write / 2, p.cache_read / 2)
+
+
 def budget_input_tokens(provider: str, t: Tokens) -> int:
     """Input tokens a call draws from the provider's input-token budget.
 
