@@ -175,8 +175,6 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
     is under its --fail-under; 2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal
     provider answer); 130 interrupted (run the same command again to finish)."""
-    from runner.run.job import run_job
-
     cfg = _run_config(config, o)
     cfg = _select_runs(cfg, runs)
     from runner.report.build import (
@@ -188,6 +186,7 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
         warm_renderer,
         write_reports,
     )
+    from runner.run.job import run_job
 
     summary = run_job(cfg, on_booted=warm_renderer)
     results = load_runs(summary.out)  # read once for the table and the reports

@@ -158,6 +158,11 @@ class Harness(ABC):
     # forked from (runner/engine/pool.py), instead of once per worker (the SDKs take seconds of CPU each).
     preload: tuple[str, ...] = ()
 
+    @classmethod
+    def preload_for(cls, cfg: Config) -> tuple[str, ...]:
+        """What this config's workers import anyway (`preload`, unless a harness knows better)."""
+        return cls.preload
+
     def __init__(self, info: WorkerInfo) -> None:
         self.info = info
         self.sandbox: SandboxInfo | None = None

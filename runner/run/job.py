@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from runner.budget.ratelimit import build_limiter
 from runner.budget.throttle import Throttle
 from runner.config import API_KEY_ENV, Config, api_key, check_harness_python, gateway_use, model_endpoints, resolve_mode
 from runner.engine.pool import ProcessTransport, Transport, WorkerPool, restart_cap
+from runner.engine.prestart import Prestart
 from runner.engine.progress import Progress, RunProgress
 from runner.engine.scheduler import Scheduler
 from runner.engine.services import Service
@@ -72,9 +73,9 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
     off the start-up's critical path and while the workers run records)."""
     from runner.sandbox import resolve_kind
 
-    kind = resolve_kind(cfg.sandbox)  # first: no engine is said at once, not after the SDKs' types load (~4 s)
     if cfg.executor == "local" and not (cfg.output_dir / "manifest.json").exists():
         _warm_forkserver(cfg)  # a new output: records will run (a resume may have nothing left to do)
+    kind = resolve_kind(cfg.sandbox)  # the forkserver's imports go on meanwhile, in their own process
     order, warnings, picked, skipped = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
     with writing(out):
@@ -148,14 +149,14 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         if plan:
             chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
+            specs = _specs(cfg, spec, kind, image, run_id, out, lay, stack)
             transport, limiter, host = _transport(cfg, lay.workers, stack)
             sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host)
-            sim_url = sim.url if sim is not None else None
+            sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
             # where model calls went (a user harness's through the gateway)
-            manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway.url} if gateway else {})}
-            sup = _supervisor(cfg, plan, sink, console, run_id, kind, image, spec, sim_url, out,
-                              gateway.url if gateway else None, [s for s in (sim, gateway) if s is not None],
-                              transport, limiter, lay)
+            manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
+            sup = _supervisor(cfg, plan, sink, console, run_id, kind, out, lambda w: specs(w, sim_url, gateway_url),
+                              [s for s in (sim, gateway) if s is not None], transport, limiter, lay)
             sup.on_booted = on_booted
             if gateway is not None and cfg.batch_runs():
                 _watch_batches(gateway, sup.progress, stack)
@@ -338,29 +339,42 @@ def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) 
     return totals
 
 
+def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id: str, out: Path, lay: Layout,
+           stack: contextlib.ExitStack) -> Callable[[int, str | None, str | None], WorkerSpec]:
+    """Worker w's spec, given the model servers' addresses (known once they are up). Locally, each first
+    worker's sandbox is launched now (engine/prestart.py): it boots while the servers start and the
+    worker's process is made, and the worker takes it over."""
+    if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
+        cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
+    pid = os.getpid()
+
+    def base(wid: int) -> WorkerSpec:
+        return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
+                          slots=lay.slots)
+
+    prestart = None
+    if kind == "docker" and cfg.executor == "local":
+        prestart = stack.enter_context(Prestart([base(w) for w in range(lay.workers)]))
+
+    def make_spec(wid: int, sim_url: str | None, gateway_url: str | None) -> WorkerSpec:
+        return replace(base(wid), sim_url=sim_url, gateway_url=gateway_url,
+                       launched=prestart.take(wid) if prestart else None)
+
+    return make_spec
+
+
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
-                image: str | None, spec: DatabaseSpec, sim_url: str | None, out: Path,
-                gateway_url: str | None, services: list[Service], transport: Transport, limiter: Any, lay: Layout
-                ) -> Supervisor:
+                out: Path, make_spec: Callable[[int], WorkerSpec], services: list[Service], transport: Transport,
+                limiter: Any, lay: Layout) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
         with writing(cfg.cache_dir or DEFAULT_DIR):  # created once, before workers race for it
             ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()
-    pid = os.getpid()
-
     chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
     workers = lay.workers
     logger.info("{} worker(s) x {} slot(s) = {} records in flight at most ({})", lay.workers, lay.slots, lay.in_flight,
                 lay.why)
-
-    if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
-        cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
-
-    def make_spec(wid: int) -> WorkerSpec:
-        return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, sim_url, str(out / "logs"), str(out / "scratch"),
-                          gateway_url, slots=lay.slots)
-
     pool = WorkerPool(transport, make_spec, limiter, heartbeat_timeout=cfg.heartbeat_timeout_seconds,
                       max_restarts=restart_cap(cfg.max_worker_restarts, lay.workers))
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}

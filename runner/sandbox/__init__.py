@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.errors import SandboxBootError
-from runner.sandbox.base import Sandbox
+from runner.sandbox.base import Launched, Sandbox
 from runner.sandbox.schema import DatabaseSpec
 
 
@@ -30,15 +30,19 @@ def resolve_kind(requested: str) -> str:
 
 def make_sandbox(kind: str, spec: DatabaseSpec, *, image: str | None, run_id: str, owner_pid: int, name_hint: str,
                  memory: str = "256m", cpus: float = 1.0, dsn: str | None = None, keep: bool = False,
-                 tmpfs: bool = False, connections: int = 100, network: str = "bridge") -> Sandbox:
+                 tmpfs: bool = False, connections: int = 100, network: str = "bridge",
+                 launched: Launched | None = None) -> Sandbox:
+    """`launched`: a docker container started ahead of this sandbox's owner (Prestart), which start() takes
+    over instead of starting one."""
     if kind == "docker":
         from runner.sandbox.docker import DockerSandbox
 
         if image is None:
             raise SandboxBootError("docker sandbox without an image")
-        return DockerSandbox(image, spec.user, run_id=run_id, owner_pid=owner_pid, memory=memory, cpus=cpus, keep=keep,
-                             name_hint=name_hint, tmpfs=tmpfs, connections=connections,
-                             network=network)
+        sb = DockerSandbox(image, spec.user, run_id=run_id, owner_pid=owner_pid, memory=memory, cpus=cpus, keep=keep,
+                           name_hint=name_hint, tmpfs=tmpfs, connections=connections, network=network)
+        sb.launched = launched
+        return sb
     if kind == "local":
         from runner.sandbox.local import LocalSandbox
 

@@ -43,6 +43,19 @@ class Endpoint:
         return f"postgresql://{self.user}:***@{self.host}:{self.port}/{dbname}"
 
 
+@dataclass(frozen=True)
+class Launched:
+    """A container started ahead of the worker that will own it: the supervisor starts each worker's
+    first sandbox while the worker's process is being made (forked once the harness's SDKs are
+    imported), so the server's boot is off the way to the first result. What the worker needs to take
+    it over; its password crosses to the worker with the rest of the worker's spec, never to a log."""
+
+    id: str  # the sandbox's id: its container is named pgsr-<id>
+    container_id: str
+    password: str = field(repr=False)
+    socket_home: str | None = None  # the host directory holding its Unix socket's, if it has one
+
+
 SOCKET_PORT = 5432  # the server's own port inside its container: it names the socket file
 
 
@@ -102,6 +115,7 @@ class Sandbox(Resource):
         self.endpoint: Endpoint | None = None
         self.id: str = ""
         self.boot_seconds: float = 0.0
+        self.launched: Launched | None = None  # started ahead of its worker (docker only): start() takes it over
 
     def alive(self) -> bool:
         """Whether the server still answers (used to tell a lost sandbox from a bad query)."""

@@ -6,6 +6,7 @@ instead and `remove_stale` clears those of crashed runs. Ports bind to 127.0.0.1
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -30,6 +31,7 @@ from runner.sandbox.base import (
     SOCKET_PORT,
     TMPFS_PATH,
     Endpoint,
+    Launched,
     Sandbox,
     logs_in,
     new_password,
@@ -99,40 +101,67 @@ class DockerSandbox(Sandbox):
                                    f"a Docker engine on this machine (DOCKER_HOST is {engine_address()}) and no "
                                    "kept sandbox: use container_network: bridge")
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
-        self._container: DockerContainer | None = None
+        self._container: Container | None = None  # once taken over (start)
+        self._client: docker.DockerClient | None = None
         self._socket_home: str | None = None
 
     def start(self) -> None:
-        password = new_password()
-        c, socket_dir = self._container_spec(password)
-        self._container = c
         t0 = time.monotonic()
+        launched = self.launched or self.launch()
+        self.launched = None  # taken: a later start() of this object (there is none) would launch anew
+        self._take(launched)
+        self.boot_seconds = time.monotonic() - t0
+        logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)
+
+    def launch(self) -> Launched:
+        """Create and start the container, without waiting for its server: where it may run ahead of
+        its worker (the supervisor's Prestart), the server boots while the worker's process is made."""
+        password = new_password()
+        c, _ = self._container_spec(password)
         try:
             # testcontainers would try a registry pull for a missing image; there is none here.
             c.get_docker_client().client.images.get(self.image)
             c.start()
-        except ImageNotFound as e:
-            raise SandboxBootError(f"sandbox image {self.image} is missing: run `make image`") from e
+            return Launched(self.id, c.get_wrapped_container().id, password, self._socket_home)
+        except BaseException as e:
+            with contextlib.suppress(Exception):  # created, then not started: removed with its socket
+                c.stop(force=True, delete_volume=True)
+            remove_socket_dir(self._socket_home)
+            if isinstance(e, ImageNotFound):
+                raise SandboxBootError(f"sandbox image {self.image} is missing: run `make image`") from e
+            if isinstance(e, DockerException):
+                raise SandboxBootError(f"docker could not start the sandbox: {e}") from e
+            raise
+        finally:
+            c.get_docker_client().client.close()
+
+    def _take(self, launched: Launched) -> None:
+        """Own a launched container (this process's, or the supervisor's): wait until its server takes a
+        login, then settle how to reach it."""
+        self.id, self._socket_home = launched.id, launched.socket_home
+        try:
+            self._client = docker.from_env()
+            self._container = self._client.containers.get(launched.container_id)
+        except NotFound as e:
+            raise SandboxBootError(f"{self.id}: its container was removed before its worker took it") from e
         except DockerException as e:
             raise SandboxBootError(f"docker could not start the sandbox: {e}") from e
+        socket_dir = os.path.join(launched.socket_home, "run") if launched.socket_home else None
         if self.offline:  # the socket is all there is: every DSN, the harness's included, names it
             assert socket_dir is not None
-            self.endpoint = Endpoint(socket_dir, SOCKET_PORT, self.user, password, socket_dir=socket_dir)
+            self.endpoint = Endpoint(socket_dir, SOCKET_PORT, self.user, launched.password, socket_dir=socket_dir)
             wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
-        else:
-            wrapped = c.get_wrapped_container()
-            wrapped.reload()
-            binding = wrapped.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
-            self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user, password)
-            wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
-            if socket_dir is not None:  # ready over TCP (what users get); the socket only where it answers
-                local = replace(self.endpoint, socket_dir=socket_dir)
-                if logs_in(local.local_dsn()):  # a mount this process cannot see does not answer
-                    self.endpoint = local
-                else:
-                    logger.debug("{}: no login through the socket in {}; TCP only", self.id, socket_dir)
-        self.boot_seconds = time.monotonic() - t0
-        logger.debug("{} ready in {:.2f}s", self.describe(), self.boot_seconds)
+            return
+        binding = self._container.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
+        self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user,
+                                 launched.password)
+        wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+        if socket_dir is not None:  # ready over TCP (what users get); the socket only where it answers
+            local = replace(self.endpoint, socket_dir=socket_dir)
+            if logs_in(local.local_dsn()):  # a mount this process cannot see does not answer
+                self.endpoint = local
+            else:
+                logger.debug("{}: no login through the socket in {}; TCP only", self.id, socket_dir)
 
     def _container_spec(self, password: str) -> tuple[DockerContainer, str | None]:
         """The container as this sandbox runs it (CONFINED, its mounts, its network), not yet started, and
@@ -178,12 +207,12 @@ class DockerSandbox(Sandbox):
         # the entrypoint keeps a data directory too large for the limit on disk
         if not self.tmpfs or self._container is None:
             return False
-        return self._container.get_wrapped_container().exec_run(["test", "-d", f"{TMPFS_PATH}/data"]).exit_code == 0
+        return self._container.exec_run(["test", "-d", f"{TMPFS_PATH}/data"]).exit_code == 0
 
     def raise_memory(self, extra_bytes: int) -> bool:
         if self._container is None:
             return False
-        w = self._container.get_wrapped_container()
+        w = self._container
         w.reload()
         new = int(w.attrs["HostConfig"]["Memory"]) + extra_bytes
         w.update(mem_limit=new, memswap_limit=2 * new)  # swap as docker's default: as much as the memory
@@ -194,7 +223,7 @@ class DockerSandbox(Sandbox):
         if self._container is None:
             return "never created"
         try:
-            w = self._container.get_wrapped_container()
+            w = self._container
             w.reload()
             if w.status in ("exited", "dead"):
                 return f"status {w.status}; logs: {w.logs(tail=20).decode(errors='replace')}"
@@ -208,21 +237,39 @@ class DockerSandbox(Sandbox):
         return self._exit_reason() is None and super().alive()
 
     def container_id(self) -> str | None:
-        return self._container.get_wrapped_container().id if self._container else None
+        return self._container.id if self._container else None
 
     def stop(self) -> None:
         if self.keep:
             return
         if self._container is not None:
             try:
-                self._container.stop(force=True, delete_volume=True)
+                self._container.remove(force=True, v=True)
             except NotFound:
                 pass
             except DockerException as e:
                 logger.warning("could not remove container of {}: {}", self.id, e)
             self._container = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         remove_socket_dir(self._socket_home)
         self._socket_home = None
+
+
+def remove_launched(launched: Launched) -> None:
+    """Remove a container launched ahead that no worker took over, and its socket directory."""
+    try:
+        client = docker.from_env(timeout=30)
+        try:
+            client.containers.get(launched.container_id).remove(force=True, v=True)
+        finally:
+            client.close()
+    except NotFound:
+        pass
+    except DockerException as e:  # the run's end-of-run sweep tries again
+        logger.warning("could not remove container of {}: {}", launched.id, e)
+    remove_socket_dir(launched.socket_home)
 
 
 def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int:

@@ -18,6 +18,8 @@ from typing import Any
 
 from multiprocess.connection import wait  # the pipes come from multiprocess's spawn context
 
+IDLE_SECONDS = 0.01
+
 Connection = Any  # multiprocess.connection.Connection (no type stubs)
 
 
@@ -53,8 +55,8 @@ class Inbox:
     def get(self, timeout: float) -> Any:
         while True:
             if not self._ready:
-                if not self._readers:  # no worker alive right now: wait as a queue would
-                    time.sleep(timeout)
+                if not self._readers:  # no worker's pipe open: briefly, for a worker exiting is not yet
+                    time.sleep(min(timeout, IDLE_SECONDS))  # reaped (the caller's loop looks again)
                     return None
                 ready = wait(self._readers, timeout)
                 if not ready:

@@ -15,9 +15,11 @@ from typing import Any
 from loguru import logger
 
 from runner.config import SLOT_DATA_MIB
+from runner.errors import SandboxBootError
 from runner.harness.base import SandboxInfo, sandbox_info, slot_database
 from runner.sandbox import make_sandbox
 from runner.sandbox.base import (
+    Launched,
     Sandbox,
     cancel_queries,
     copy_databases,
@@ -36,6 +38,16 @@ def connections_for(slots: int) -> int:
     return max(100, 4 * slots + 20)
 
 
+def new_sandbox(spec: Any, generation: int, launched: Launched | None = None) -> Sandbox:
+    """The sandbox a worker (its WorkerSpec) has in its `generation`-th life, not started: the worker
+    starts it, or the supervisor launches the first one ahead (engine/prestart.py)."""
+    s = spec
+    return make_sandbox(s.sandbox_kind, s.database, image=s.image, run_id=s.run_id, owner_pid=s.supervisor_pid,
+                        name_hint=f"w{s.worker}g{generation}", memory=s.cfg.sandbox_memory(s.slots),
+                        cpus=s.cfg.container_cpus, dsn=s.cfg.dsn, tmpfs=s.cfg.container_tmpfs,
+                        connections=connections_for(s.slots), network=s.cfg.sandbox_network(), launched=launched)
+
+
 class SandboxKeeper:
     def __init__(self, spec: Any, inbox: Any, *, inline: bool) -> None:
         """`spec`: the worker's (WorkerSpec); `inline`: one slot on the main thread (no background copies)."""
@@ -51,12 +63,8 @@ class SandboxKeeper:
     def boot(self) -> None:
         """A new sandbox with every slot's databases (and templates for `reset: recreate`)."""
         s = self.spec
-        sb = make_sandbox(s.sandbox_kind, s.database, image=s.image, run_id=s.run_id, owner_pid=s.supervisor_pid,
-                          name_hint=f"w{s.worker}g{self.generation + 1}", memory=s.cfg.sandbox_memory(s.slots),
-                          cpus=s.cfg.container_cpus, dsn=s.cfg.dsn, tmpfs=s.cfg.container_tmpfs,
-                          connections=connections_for(s.slots), network=s.cfg.sandbox_network())
+        sb = self._started(new_sandbox(s, self.generation + 1, s.launched if self.generation == 0 else None))
         try:
-            sb.start()
             assert sb.endpoint is not None
             # Templates while nobody is connected, then every slot's copies of them, by FILE_COPY (a
             # pair took 2-7 s by WAL once other slots ran). The first sandbox's copies are made in the
@@ -85,6 +93,26 @@ class SandboxKeeper:
         if self.generation > 1:
             for e in self.copied:  # a replacement has them all (and the background copier stops)
                 e.set()
+
+    def _started(self, sb: Sandbox) -> Sandbox:
+        """`sb` started; one launched ahead of this worker that does not come up (its container removed
+        meanwhile, say) gives way to a fresh one, once."""
+        ahead = sb.launched is not None
+        try:
+            sb.start()
+            return sb
+        except BaseException as e:
+            sb.stop()
+            if not ahead or not isinstance(e, SandboxBootError):
+                raise
+            logger.warning("the sandbox started ahead of this worker failed ({}); starting a new one", e)
+        fresh = new_sandbox(self.spec, self.generation + 1, None)
+        try:
+            fresh.start()
+        except BaseException:
+            fresh.stop()
+            raise
+        return fresh
 
     def _make_room(self, sb: Sandbox, names: list[str]) -> None:
         """Databases larger than the default limit allows for, in memory, K - 1 copies and templates

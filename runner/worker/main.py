@@ -33,6 +33,7 @@ from runner.logfiles import add_log_file, capture_output
 from runner.records import Record, load_records
 from runner.resources import die_with_parent, leave_forkserver
 from runner.results.result import now_iso
+from runner.sandbox.base import Launched
 from runner.sandbox.schema import DatabaseSpec
 from runner.wire.inbox import Connection, Outbox
 from runner.wire.messages import (
@@ -72,6 +73,7 @@ class WorkerSpec:
     gateway_url: str | None = None
     lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
     slots: int = 1
+    launched: Launched | None = None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
 
 
 class Worker:
@@ -191,7 +193,7 @@ def preload(cfg: Config) -> list[str]:
     """What the process workers are forked from imports first: this module (the runner's side of a
     worker) and what the harness names, so each worker starts with them in memory, shared."""
     harness = harness_class(cfg.harness.kind)
-    return [__name__, harness.__module__, *harness.preload]
+    return [__name__, harness.__module__, *harness.preload_for(cfg)]
 
 
 def _on_term(signum: int, frame: object) -> None:

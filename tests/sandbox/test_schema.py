@@ -136,7 +136,8 @@ def test_databases_in_memory_get_room_for_their_copies_or_stay_on_disk(tmp_path:
     with DockerSandbox(image, "app", run_id="pytest-schema", owner_pid=os.getpid(), tmpfs=True) as sb:
         assert sb.endpoint is not None
         assert sb.data_in_memory() and 30 * 2**20 < databases_bytes(sb.endpoint, ["app"]) < 60 * 2**20
-        w = sb._container.get_wrapped_container()  # type: ignore[union-attr]
+        w = sb._container
+        assert w is not None
         assert sb.raise_memory(100 * 2**20)
         w.reload()
         assert w.attrs["HostConfig"]["Memory"] == (256 + 100) * 2**20
@@ -145,5 +146,5 @@ def test_databases_in_memory_get_room_for_their_copies_or_stay_on_disk(tmp_path:
     with DockerSandbox(image, "app", run_id="pytest-schema", owner_pid=os.getpid(), tmpfs=True, memory="96m") as sb:
         assert sb.endpoint is not None
         assert not sb.data_in_memory()
-        logs = sb._container.get_wrapped_container().logs().decode()  # type: ignore[union-attr]
+        logs = sb._container.logs().decode()  # type: ignore[union-attr]
         assert "MiB kept on disk (memory limit 96 MiB; raise container_memory" in logs, logs
