@@ -179,7 +179,7 @@ def test_a_base_url_in_the_wrong_meaning_is_named_at_start(tmp_path: Path, key: 
 
 
 def test_the_gateway_sends_each_path_under_the_sdk_base_url() -> None:
-    from runner.gateway.server import upstream_url
+    from runner.gateway.request import upstream_url
 
     assert upstream_url("https://api.openai.com/v1", "openai", "/v1/chat/completions") == \
         "https://api.openai.com/v1/chat/completions"  # not /v1/v1/...

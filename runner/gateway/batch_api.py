@@ -19,6 +19,8 @@ from typing import Any
 
 import aiohttp
 
+from runner.gateway.request import upstream_url
+
 Outcome = tuple[int, dict[str, Any]] | None
 BATCH_PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai"}
 # Anthropic's error types as the HTTP status an interactive call would have had
@@ -34,19 +36,17 @@ class Endpoint:
     headers: dict[str, str]  # the key, and the simulator's x-sim-* where it answers
 
     def url(self, path: str) -> str:
-        if self.provider == "openai" and path.startswith("/v1/"):
-            path = path[3:]
-        return self.base.rstrip("/") + path
+        return upstream_url(self.base, self.provider, path)
 
 
 async def submit(session: aiohttp.ClientSession, ep: Endpoint, items: list[tuple[str, dict[str, Any]]]) -> str:
-    """One batch of (custom_id, request body); its id. Raises aiohttp.ClientError on any refusal."""
-    bodies = [(cid, {k: v for k, v in body.items() if k != "stream"}) for cid, body in items]
+    """One batch of (custom_id, request body without `stream`); its id. Raises aiohttp.ClientError on
+    any refusal."""
     if ep.provider == "anthropic":
-        payload = {"requests": [{"custom_id": cid, "params": body} for cid, body in bodies]}
+        payload = {"requests": [{"custom_id": cid, "params": body} for cid, body in items]}
         return str((await _json(session, "POST", ep.url("/v1/messages/batches"), ep, json=payload))["id"])
     lines = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
-                    + "\n" for cid, body in bodies)
+                    + "\n" for cid, body in items)
     form = aiohttp.FormData()
     form.add_field("purpose", "batch")
     form.add_field("file", lines.encode(), filename="batch.jsonl", content_type="application/jsonl")

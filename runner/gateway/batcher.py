@@ -32,6 +32,7 @@ from loguru import logger
 from runner.config import BatchSettings
 from runner.gateway.batch_api import BatchGone, Endpoint, Outcome, collect, state, submit
 from runner.gateway.journal import Journal
+from runner.gateway.request import canonical, unstreamed
 
 # The answer meaning "not through a batch: send it interactively" (batch.then: interactive).
 INTERACTIVE: tuple[int, dict[str, Any]] = (0, {})
@@ -47,8 +48,7 @@ CARRIED = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", 
 def request_key(provider: str, body: dict[str, Any], salt: str = "") -> str:
     """A request's identity across runs of the gateway: its canonical JSON, `stream` aside; `salt` sets
     apart what must not share an answer (another trial of the same record)."""
-    canon = json.dumps({k: v for k, v in body.items() if k != "stream"}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{provider}\0{canon}\0{salt}".encode()).hexdigest()
+    return hashlib.sha256(provider.encode() + b"\0" + canonical(body) + b"\0" + salt.encode()).hexdigest()
 
 
 @dataclass
@@ -104,6 +104,7 @@ class Batcher:
                 found = await fut
                 self.stats["answered_from_resumed"] += 1
                 return found
+        body = unstreamed(body)  # a batch answers whole: the gateway streams it to a caller that asked so
         held = Held(key, body, len(json.dumps(body)), loop.create_future())
         self.holding[key] = held
         held.done.add_done_callback(lambda _: self.holding.pop(key, None))

@@ -31,18 +31,13 @@ from runner.gateway.batch_api import BATCH_PATHS, Endpoint
 from runner.gateway.batcher import CARRIED, INTERACTIVE, Batcher
 from runner.gateway.journal import Journal
 from runner.gateway.replay import as_stream, final_message
+from runner.gateway.request import canonical, upstream_url
 from runner.gateway.upstream import Answer, Call, Upstream
 from runner.gateway.usage import from_body
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
 from runner.models.usage import Counts, Tokens, at_batch_price
 
-
-def upstream_url(base: str, provider: str, path: str) -> str:
-    """Where a caller's /v1/... path goes on a provider whose SDK base URL is `base`."""
-    if provider == "openai" and path.startswith("/v1/"):
-        path = path[3:]  # the base URL carries the version
-    return base.rstrip("/") + path
 # Headers that describe the caller or the hop, not the request: never forwarded.
 _HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", "keep-alive"}
 SIM_DEFAULT = "sim-strong"  # who plays a model the simulator does not know
@@ -246,8 +241,7 @@ class Gateway:
         """The canonical request: same JSON whatever the key order, spacing or `stream`; no headers."""
         if self.cache is None or call.path in UNCACHED:
             return None
-        canon = call.raw if call.body is None else json.dumps(
-            {k: v for k, v in call.body.items() if k != "stream"}, sort_keys=True, separators=(",", ":")).encode()
+        canon = call.raw if call.body is None else canonical(call.body)
         # trial 1 keys as a single-trial run's calls; each later trial apart (as models/base.py Request)
         told = self.trials.get(call.worker or "", 1)
         trial = f"\0trial {told}".encode() if told > 1 else b""
