@@ -181,12 +181,12 @@ def test_the_default_job_in_batch_mode_ends_as_it_does_interactively_at_half_the
     in the interactive run, exactly once, each call billed at half the price."""
     from tests.runs import finish, rows_of, run_config, start_run
 
-    extra = ("simulator: {batches: {median_seconds: 0.2}}\n"
-             "batch: {window_seconds: 0.2, poll_min_seconds: 0.1, poll_max_seconds: 0.2}\n")
+    extra = ("simulator: {batches: {median_seconds: 0.05}}\n"
+             "batch: {window_seconds: 0.05, poll_min_seconds: 0.05, poll_max_seconds: 0.1}\n")
     outcomes, usages = {}, {}
     for mode in ("interactive", "batch"):
         out = tmp_path / mode
-        args = ["--sandbox", "local", "-w", "4", "--limit", "2"] + (["--batch"] if mode == "batch" else [])
+        args = ["--sandbox", "local", "-w", "2", "--limit", "2"] + (["--batch"] if mode == "batch" else [])
         code, log = finish(start_run(run_config(tmp_path, extra=extra), out, *args), timeout=300)
         assert code == 0, log[-3000:]
         rows = [r for run in ("strong", "atlas") for r in rows_of(out, run)]
