@@ -108,6 +108,10 @@ class BatchSettings(_Frozen):
                                               "this many times")
     max_queued: dict[str, int] = Field(default_factory=dict, description="per provider, requests in batches not "
                                        "yet ended at most (your tier's batch queue limit); more wait their turn")
+    max_queued_tokens: dict[str, int] = Field(
+        default_factory=dict, description="per model (key provider/model, or provider for each of its models), "
+        "input tokens in batches not yet ended at most (OpenAI's enqueued-token limit; estimated as a quarter of "
+        "each request's bytes); more wait their turn")
     then: Literal["interactive", "error"] = Field("interactive", description="past `retries`: the request goes "
                                                   "interactive (full price, the per-minute budget), or the caller "
                                                   "gets the error")

@@ -51,6 +51,12 @@ def request_key(provider: str, body: dict[str, Any], salt: str = "") -> str:
     return hashlib.sha256(provider.encode() + b"\0" + canonical(body) + b"\0" + salt.encode()).hexdigest()
 
 
+def tokens_of(held: Held) -> int:
+    """A held request's input tokens, estimated as the gateway's budget does before a call: a quarter of
+    its bytes (the provider counts its own; this only has to keep the queue under its limit)."""
+    return held.size // 4
+
+
 @dataclass
 class Held:
     key: str
@@ -64,6 +70,7 @@ class Held:
 @dataclass
 class Group:
     endpoint: Endpoint
+    model: str
     held: list[Held] = field(default_factory=list)
     size: int = 0  # the held requests' bytes
     timer: asyncio.TimerHandle | None = None
@@ -83,6 +90,7 @@ class Batcher:
         self.waited = 0.0  # seconds callers spent waiting on batches, summed
         self.out = 0  # requests in batches submitted and not yet collected
         self.queued: Counter[str] = Counter()  # the same, by provider: what its batch queue limit counts
+        self.queued_tokens: Counter[tuple[str, str]] = Counter()  # their input tokens, by (provider, model)
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = ""
@@ -115,7 +123,7 @@ class Batcher:
 
     def _hold(self, endpoint: Endpoint, model: str, held: Held) -> None:
         gkey = (endpoint.provider, endpoint.base, model, *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())))
-        group = self.groups.setdefault(gkey, Group(endpoint))
+        group = self.groups.setdefault(gkey, Group(endpoint, model))
         group.held.append(held)
         group.size += held.size
         self.stats["requests_held"] += 1
@@ -131,36 +139,54 @@ class Batcher:
         if group.timer is not None:
             group.timer.cancel()
             group.timer = None
-        provider = group.endpoint.provider
-        limit = self.settings.max_queued.get(provider)
-        room = self.settings.max_requests if limit is None else min(self.settings.max_requests,
-                                                                     limit - self.queued[provider])
-        if room <= 0:  # the provider's queue is full: try again once a batch may have ended
+        take = self._room(group)
+        if take == 0:  # the provider's queue is full: try again once a batch may have ended
             self.stats["flushes_waiting_for_queue"] += 1
             group.timer = asyncio.get_running_loop().call_later(self.settings.poll_min_seconds, self._flush, gkey)
             return
-        take, size = 0, 0
-        while take < min(room, len(group.held)) and (take == 0 or size + group.held[take].size <= MAX_BATCH_BYTES):
-            size += group.held[take].size
-            take += 1
         batch, group.held = group.held[:take], group.held[take:]
-        group.size -= size
-        self.queued[provider] += len(batch)
+        group.size -= sum(h.size for h in batch)
+        self._queue(group, batch, +1)
         if group.held:
             group.timer = asyncio.get_running_loop().call_later(0, self._flush, gkey)
-        self._spawn(self._out(group.endpoint, gkey, batch))
+        self._spawn(self._out(group, gkey, batch))
+
+    def _room(self, group: Group) -> int:
+        """How many of the group's first held requests the next batch takes: within the batch's own bounds
+        and the provider's queue limits (requests per provider, input tokens per model). A request alone
+        larger than the tokens limit goes once nothing else of its model is queued (the provider judges)."""
+        provider, s = group.endpoint.provider, self.settings
+        limit = s.max_queued.get(provider)
+        room = s.max_requests if limit is None else min(s.max_requests, limit - self.queued[provider])
+        tokens_limit = s.max_queued_tokens.get(f"{provider}/{group.model}", s.max_queued_tokens.get(provider))
+        queued_tokens = self.queued_tokens[(provider, group.model)]
+        take, size, tokens = 0, 0, 0
+        while take < min(room, len(group.held)):
+            h = group.held[take]
+            if take and size + h.size > MAX_BATCH_BYTES:
+                break
+            if tokens_limit is not None and queued_tokens + tokens + tokens_of(h) > tokens_limit and \
+                    (take or queued_tokens):
+                break
+            size, tokens, take = size + h.size, tokens + tokens_of(h), take + 1
+        return take
+
+    def _queue(self, group: Group, batch: list[Held], sign: int) -> None:
+        """Count a batch into (+1) or out of (-1) the provider's queue."""
+        self.queued[group.endpoint.provider] += sign * len(batch)
+        self.queued_tokens[(group.endpoint.provider, group.model)] += sign * sum(map(tokens_of, batch))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _out(self, ep: Endpoint, gkey: tuple[str, ...], batch: list[Held]) -> None:
+    async def _out(self, group: Group, gkey: tuple[str, ...], batch: list[Held]) -> None:
         """Submit one batch, watch it, answer or requeue each of its requests."""
         try:
-            await self._submit_and_answer(ep, gkey, batch)
+            await self._submit_and_answer(group.endpoint, gkey, batch)
         finally:
-            self.queued[ep.provider] -= len(batch)
+            self._queue(group, batch, -1)
 
     async def _submit_and_answer(self, ep: Endpoint, gkey: tuple[str, ...], batch: list[Held]) -> None:
         by_id = {f"r{next(self.ids)}-{h.key[:16]}": h for h in batch}
@@ -223,7 +249,7 @@ class Batcher:
                                       (500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
                 continue
             self.stats["requests_retried"] += 1
-            group = self.groups.setdefault(gkey, Group(ep))
+            group = self.groups.setdefault(gkey, Group(ep, gkey[2]))  # (provider, base, model, ...)
             group.held.append(h)
             group.size += h.size
             if group.timer is None:

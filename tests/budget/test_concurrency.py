@@ -43,3 +43,22 @@ def test_layout_lets_workers_or_slots_win_and_never_exceeds_the_work(tmp_path: P
     assert lay.in_flight >= 10 and lay.slots <= 10 and lay.workers == 1  # 10 records fill one worker's slots
     lay = layout(_cfg(tmp_path, concurrency=64), items=1000, kind="external")  # type: ignore[arg-type]
     assert (lay.workers, lay.slots) == (1, 1)
+
+
+def test_conversations_that_wait_on_batches_with_their_data_on_disk_are_planned_smaller(tmp_path: Path,
+                                                                                       monkeypatch: pytest.MonkeyPatch
+                                                                                       ) -> None:
+    """1,024 waiting conversations fit this 24 GiB machine's plan (half its memory) at 8 MiB each; at the
+    interactive 12 MiB they do not."""
+    import runner.budget.concurrency as concurrency
+
+    monkeypatch.setattr(concurrency, "available_mib", lambda: 22_000.0)
+    monkeypatch.setattr(concurrency.os, "cpu_count", lambda: 2)
+    runs = [{"name": "a", "provider": "anthropic", "model": "claude-sonnet-4-5"}]
+    base = {"concurrency": 1024, "runs": runs, "compare_to": "a"}
+    waiting = layout(_cfg(tmp_path, **base, container_tmpfs=False, batch={"enabled": True}),  # type: ignore[arg-type]
+                     items=4800)
+    assert waiting.in_flight >= 1024 and "memory allows" not in waiting.why
+    for over in ({"container_tmpfs": True, "batch": {"enabled": True}}, {"container_tmpfs": False}):
+        busy = layout(_cfg(tmp_path, **base, **over), items=4800)  # type: ignore[arg-type]
+        assert busy.in_flight < 1024 and "memory allows" in busy.why

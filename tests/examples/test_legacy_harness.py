@@ -140,3 +140,45 @@ def test_sdk_calls_of_the_harness_go_through_the_gateway(tmp_path: Path, example
         assert sum(r["usage"]["output_tokens"] for r in rows) == served["output_tokens"]
         assert sum(r["usage"]["cost_usd"] for r in rows) == pytest.approx(total, abs=1e-6)
     assert "model calls through the gateway" in p.stdout
+
+
+def test_its_sdk_calls_in_batch_mode_end_as_they_do_interactively_at_half_the_price(tmp_path: Path,
+                                                                                     example_image: str) -> None:
+    """Batch mode for a user's harness, unmodified: its blocking SDK calls are held by the gateway, sent in
+    batches across workers, each caller answered when its batch ends; the same outcomes as interactive."""
+    text = (EXAMPLE / "runner.yaml").read_text().split("runs:")[0].replace("conversations.jsonl",
+                                                                           str(EXAMPLE / "conversations.jsonl"))
+    text = text.replace("pythonpath: [.]", f"pythonpath: [{EXAMPLE}]").replace("schema: [schema]",
+                                                                               f"schema: [{EXAMPLE / 'schema'}]")
+    cfg = tmp_path / "sdk.yaml"
+    cfg.write_text(text + "gateway: true\nworkers: 2\n"
+                   "simulator: {batches: {median_seconds: 0.05}}\n"
+                   "batch: {window_seconds: 0.05, poll_min_seconds: 0.05, poll_max_seconds: 0.1}\n"
+                   "runs:\n  - {name: claude, params: {provider: anthropic, model: claude-sonnet-5-5}}\n"
+                   "  - {name: gpt, params: {provider: openai, model: gpt-5.4}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for mode in ("interactive", "batch"):
+        out = tmp_path / mode
+        p = subprocess.run([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), "--limit", "3",
+                            "--no-cache", *(["--batch"] if mode == "batch" else [])],
+                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+        rows[mode] = sorted((json.loads(x) for run in ("claude", "gpt")
+                             for x in (out / "results" / f"{run}.jsonl").read_text().splitlines()),
+                            key=lambda r: (r["run"], r["record_id"]))
+    assert len(rows["batch"]) == 6 and all(r["status"] == "ok" for r in rows["batch"])
+    assert [(r["run"], r["record_id"], r["success"], r["metrics"]) for r in rows["batch"]] == \
+        [(r["run"], r["record_id"], r["success"], r["metrics"]) for r in rows["interactive"]]
+    manifest = json.loads((tmp_path / "batch" / "manifest.json").read_text())
+    assert manifest["batch_runs"] == ["claude", "gpt"] and manifest["batches"]["batches_submitted"] >= 2
+    calls = sum(r["usage"]["llm_calls"] for r in rows["batch"])
+    assert calls == sum(r["usage"]["llm_calls"] for r in rows["interactive"]) > 0
+    assert manifest["batches"]["requests_answered"] == calls  # every call of the harness went in a batch
+    for run, model in (("claude", "claude-sonnet-5-5"), ("gpt", "gpt-5.4")):
+        served = manifest["simulator"][model]
+        full, _, _ = cost(lookup(model, "anthropic" if run == "claude" else "openai").prices,
+                          Tokens(served["input_tokens"], served["output_tokens"], served.get("cache_write_tokens", 0),
+                                 served.get("cache_read_tokens", 0)))
+        paid = sum(r["usage"]["cost_usd"] for r in rows["batch"] if r["run"] == run)
+        assert paid == pytest.approx(full / 2, abs=1e-6)  # each call at the batch price

@@ -239,3 +239,23 @@ def test_a_batched_job_killed_with_batches_out_resumes_without_sending_them_agai
     sent = [key for e in map(json.loads, journal.read_text().splitlines()) if e["event"] == "submitted"
             for key in e["keys"].values()]
     assert len(sent) == len(set(sent)), "a request went out in two batches"
+
+
+def test_the_providers_queued_tokens_limit_is_kept(sim: SimServer, tmp_path: Path) -> None:
+    """OpenAI's enqueued-token limit, per model: with room for about two of these requests' input tokens,
+    four callers go out as batches of at most two, the next once one has ended."""
+    body_tokens = len(json.dumps({"model": "gpt-5.4-mini", "max_completion_tokens": 256,
+                                  "messages": [{"role": "user", "content": ASKS[0]}]})) // 4
+    p, url = _gateway(tmp_path, sim.url, window=0.2,
+                      more=f", max_queued_tokens: {{openai/gpt-5.4-mini: {2 * body_tokens + 10}}}")
+    try:
+        client = openai.OpenAI(api_key="sim-key", base_url=f"{url}/run/r/worker/0/v1", max_retries=0, timeout=120)
+        with ThreadPoolExecutor(len(ASKS)) as pool:
+            replies = list(pool.map(lambda t: client.chat.completions.create(
+                model="gpt-5.4-mini", max_completion_tokens=256, messages=[{"role": "user", "content": t}]), ASKS))
+        assert all(r.choices[0].message is not None for r in replies)
+        stats = _get(f"{url}/batches")
+        assert stats["batches_submitted"] >= 2 and stats["requests_answered"] == 4
+        assert stats["flushes_waiting_for_queue"] >= 1
+    finally:
+        _stop(p)
