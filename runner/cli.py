@@ -177,6 +177,10 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     provider answer); 130 interrupted (run the same command again to finish)."""
     cfg = _run_config(config, o)
     cfg = _select_runs(cfg, runs)
+    if not (cfg.output_dir / "manifest.json").exists():  # a new output: its imports go on while ours do
+        from runner.engine import forkserver
+
+        forkserver.warm(cfg)
     from runner.report.build import (
         analyse,
         load_runs,

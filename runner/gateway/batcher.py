@@ -76,6 +76,42 @@ class Group:
     timer: asyncio.TimerHandle | None = None
 
 
+class ProviderQueue:
+    """What the providers' batch queues hold of ours, against their limits: requests per provider
+    (Anthropic's queue limit, `max_queued`) and input tokens per model (OpenAI's enqueued-token limit,
+    `max_queued_tokens`)."""
+
+    def __init__(self, settings: BatchSettings) -> None:
+        self.settings = settings
+        self.requests: Counter[str] = Counter()
+        self.tokens: Counter[tuple[str, str]] = Counter()  # by (provider, model)
+
+    def room(self, group: Group) -> int:
+        """How many of the group's first held requests the next batch takes: within the batch's own bounds
+        and the queue limits. A request alone larger than the tokens limit goes once nothing else of its
+        model is queued (the provider judges)."""
+        provider, s = group.endpoint.provider, self.settings
+        limit = s.max_queued.get(provider)
+        room = s.max_requests if limit is None else min(s.max_requests, limit - self.requests[provider])
+        tokens_limit = s.max_queued_tokens.get(f"{provider}/{group.model}", s.max_queued_tokens.get(provider))
+        queued_tokens = self.tokens[(provider, group.model)]
+        take, size, tokens = 0, 0, 0
+        while take < min(room, len(group.held)):
+            h = group.held[take]
+            if take and size + h.size > MAX_BATCH_BYTES:
+                break
+            if tokens_limit is not None and queued_tokens + tokens + tokens_of(h) > tokens_limit and \
+                    (take or queued_tokens):
+                break
+            size, tokens, take = size + h.size, tokens + tokens_of(h), take + 1
+        return take
+
+    def count(self, group: Group, batch: list[Held], sign: int) -> None:
+        """A batch into (+1) or out of (-1) the queues."""
+        self.requests[group.endpoint.provider] += sign * len(batch)
+        self.tokens[(group.endpoint.provider, group.model)] += sign * sum(map(tokens_of, batch))
+
+
 class Batcher:
     def __init__(self, session: aiohttp.ClientSession, settings: BatchSettings, journal: Journal | None = None
                  ) -> None:
@@ -89,8 +125,7 @@ class Batcher:
         self.stats: Counter[str] = Counter()
         self.waited = 0.0  # seconds callers spent waiting on batches, summed
         self.out = 0  # requests in batches submitted and not yet collected
-        self.queued: Counter[str] = Counter()  # the same, by provider: what its batch queue limit counts
-        self.queued_tokens: Counter[tuple[str, str]] = Counter()  # their input tokens, by (provider, model)
+        self.queue = ProviderQueue(settings)  # the same, against the providers' batch queue limits
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = ""
@@ -139,42 +174,17 @@ class Batcher:
         if group.timer is not None:
             group.timer.cancel()
             group.timer = None
-        take = self._room(group)
+        take = self.queue.room(group)
         if take == 0:  # the provider's queue is full: try again once a batch may have ended
             self.stats["flushes_waiting_for_queue"] += 1
             group.timer = asyncio.get_running_loop().call_later(self.settings.poll_min_seconds, self._flush, gkey)
             return
         batch, group.held = group.held[:take], group.held[take:]
         group.size -= sum(h.size for h in batch)
-        self._queue(group, batch, +1)
+        self.queue.count(group, batch, +1)
         if group.held:
             group.timer = asyncio.get_running_loop().call_later(0, self._flush, gkey)
         self._spawn(self._out(group, gkey, batch))
-
-    def _room(self, group: Group) -> int:
-        """How many of the group's first held requests the next batch takes: within the batch's own bounds
-        and the provider's queue limits (requests per provider, input tokens per model). A request alone
-        larger than the tokens limit goes once nothing else of its model is queued (the provider judges)."""
-        provider, s = group.endpoint.provider, self.settings
-        limit = s.max_queued.get(provider)
-        room = s.max_requests if limit is None else min(s.max_requests, limit - self.queued[provider])
-        tokens_limit = s.max_queued_tokens.get(f"{provider}/{group.model}", s.max_queued_tokens.get(provider))
-        queued_tokens = self.queued_tokens[(provider, group.model)]
-        take, size, tokens = 0, 0, 0
-        while take < min(room, len(group.held)):
-            h = group.held[take]
-            if take and size + h.size > MAX_BATCH_BYTES:
-                break
-            if tokens_limit is not None and queued_tokens + tokens + tokens_of(h) > tokens_limit and \
-                    (take or queued_tokens):
-                break
-            size, tokens, take = size + h.size, tokens + tokens_of(h), take + 1
-        return take
-
-    def _queue(self, group: Group, batch: list[Held], sign: int) -> None:
-        """Count a batch into (+1) or out of (-1) the provider's queue."""
-        self.queued[group.endpoint.provider] += sign * len(batch)
-        self.queued_tokens[(group.endpoint.provider, group.model)] += sign * sum(map(tokens_of, batch))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -186,7 +196,7 @@ class Batcher:
         try:
             await self._submit_and_answer(group.endpoint, gkey, batch)
         finally:
-            self._queue(group, batch, -1)
+            self.queue.count(group, batch, -1)
 
     async def _submit_and_answer(self, ep: Endpoint, gkey: tuple[str, ...], batch: list[Held]) -> None:
         by_id = {f"r{next(self.ids)}-{h.key[:16]}": h for h in batch}

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import multiprocess as mp
 from loguru import logger
 from rich.console import Console
 
@@ -26,6 +25,7 @@ from runner.budget.priority import budget_preference
 from runner.budget.ratelimit import build_limiter
 from runner.budget.throttle import Throttle
 from runner.config import API_KEY_ENV, Config, api_key, check_harness_python, gateway_use, model_endpoints, resolve_mode
+from runner.engine import forkserver
 from runner.engine.pool import ProcessTransport, Transport, WorkerPool, restart_cap
 from runner.engine.prestart import Prestart
 from runner.engine.progress import Progress, RunProgress
@@ -44,7 +44,7 @@ from runner.results.manifest import InFlight, Manifest, Rejected
 from runner.results.sink import OutputLock, ResultSink, writing
 from runner.sandbox.schema import DatabaseSpec
 from runner.select import chosen
-from runner.worker.main import WorkerSpec, preload
+from runner.worker.main import WorkerSpec
 
 if TYPE_CHECKING:  # the servers (aiohttp) load only for runs that start them: a resume of a finished job does not
     from runner.gateway.process import GatewayServer
@@ -73,8 +73,8 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
     off the start-up's critical path and while the workers run records)."""
     from runner.sandbox import resolve_kind
 
-    if cfg.executor == "local" and not (cfg.output_dir / "manifest.json").exists():
-        _warm_forkserver(cfg)  # a new output: records will run (a resume may have nothing left to do)
+    if not (cfg.output_dir / "manifest.json").exists():
+        forkserver.warm(cfg)  # a new output: records will run (a resume may have nothing left to do)
     kind = resolve_kind(cfg.sandbox)  # the forkserver's imports go on meanwhile, in their own process
     order, warnings, picked, skipped = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
@@ -140,8 +140,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         force=cfg.force)
     plan, done = _what_to_do(cfg, sink, order, picked)
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
-    if plan and cfg.executor == "local":
-        _warm_forkserver(cfg)  # started already for a new output; a resume with work left starts it here
+    if plan:
+        forkserver.warm(cfg)  # started already for a new output; a resume with work left starts it here
     image = _image(spec, kind, manifest) if plan else None
     interrupted = stopped_early = False
     error = None
@@ -406,19 +406,7 @@ def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[
     # Workers are forked from a forkserver (a clean process of ours, no threads or clients), not from
     # the supervisor: each starts with the runner and the harness's SDKs already imported, in pages
     # shared with the others (importing anthropic alone costs ~2.5 s of CPU per process here).
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(preload(cfg))
-    return ProcessTransport(ctx), build_limiter(cfg, lanes=workers), "127.0.0.1"
-
-
-def _warm_forkserver(cfg: Config) -> None:
-    """Start the process workers are forked from now: it imports the harness's modules (the SDKs take
-    ~1.4 s for the built-in agents) in parallel with the image check and the simulator's start, instead of
-    after them, when the first worker is spawned (_transport sets the same preload list)."""
-    from multiprocess import forkserver
-
-    mp.get_context("forkserver").set_forkserver_preload(preload(cfg))
-    forkserver.ensure_running()  # returns at once; a second call finds it running
+    return ProcessTransport(forkserver.context(cfg)), build_limiter(cfg, lanes=workers), "127.0.0.1"
 
 
 def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> None:
