@@ -281,6 +281,11 @@ class HarnessSettings(_Frozen):
         return self
 
 
+CONVERSATION_SECONDS = 300.0  # a conversation's time limit, unless the config sets one
+# In batch mode each step of a conversation waits on a batch (usually minutes, at most 24 h each): a day
+# in all, unless the config says otherwise; a conversation cut then is a `timeout` error, run again by
+# --rerun-errors.
+BATCH_CONVERSATION_SECONDS = 86_400.0
 SLOT_SESSIONS_MIB = 8  # a slot's PostgreSQL sessions, in the default container memory
 SLOT_DATA_MIB = 16  # a slot's database copies in memory (tmpfs): two almost empty databases
 
@@ -368,7 +373,9 @@ class Config(_Frozen):
     providers_mode: Literal["auto", "real", "sim"] = "auto"  # YAML `providers`, as the flag
     limit: int | None = Field(None, ge=1)
     shard: tuple[int, int] | None = None
-    conversation_timeout_seconds: float = Field(300.0, gt=0)
+    conversation_timeout_seconds: float | None = Field(
+        None, gt=0, description="per-conversation time limit; unset: 300 s, or 24 h where a run is in batch mode "
+                                "(each step waits on a batch: minutes, at most 24 h)")
     max_attempts: int = Field(3, ge=1, le=10, description="per record, across worker crashes")
     max_worker_restarts: int | None = Field(None, ge=0, description="default: 3 x workers + 10")
     heartbeat_timeout_seconds: float = Field(60.0, gt=0)
@@ -490,6 +497,12 @@ class Config(_Frozen):
         whole = self.model_dump(mode="json", include={"providers_mode", "models", "harness", "database", "id_field"})
         return {**{k: digest(v) for k, v in whole.items()},
                 **{f"run:{r.name}": digest(r.model_dump(mode="json", exclude={"batch"})) for r in self.runs}}
+
+    def conversation_limit(self) -> float:
+        """The per-conversation time limit in force: as set, else the default for how the runs call."""
+        if self.conversation_timeout_seconds is not None:
+            return self.conversation_timeout_seconds
+        return BATCH_CONVERSATION_SECONDS if self.batch_runs() else CONVERSATION_SECONDS
 
     def batch_runs(self) -> set[str]:
         """The runs whose model calls go through the batch APIs."""

@@ -220,3 +220,14 @@ def test_compare_to_names_a_run_of_the_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="compare_to: 'z' is not a run of this config"):
         load_config(_write(tmp_path, GOOD + "compare_to: z\n"))
     assert load_config(None).compare_to == "atlas"  # the default job: every baseline against Atlas
+
+
+def test_a_conversation_gets_a_day_in_batch_mode_unless_the_config_says_otherwise() -> None:
+    plain = load_config(None)
+    assert plain.conversation_timeout_seconds is None and plain.conversation_limit() == 300
+    batched = load_config(None, {"batch": {"enabled": True}})
+    assert batched.conversation_limit() == 86_400
+    set_one = load_config(None, {"batch": {"enabled": True}, "conversation_timeout_seconds": 900})
+    assert set_one.conversation_limit() == 900
+    one = plain.model_copy(update={"runs": [plain.runs[0].model_copy(update={"batch": True}), *plain.runs[1:]]})
+    assert one.batch_runs() == {plain.runs[0].name} and one.conversation_limit() == 86_400

@@ -41,7 +41,7 @@ class Dispatcher:
             if self.held_back(h):
                 return  # its share of the target in use, not out of work: no Stop
             chunk = s.take(h.id, slot, prefer=self.prefer(s.left) if self.prefer is not None else None,
-                           now=time.monotonic(), limit_per_item=self.cfg.conversation_timeout_seconds,
+                           now=time.monotonic(), limit_per_item=self.cfg.conversation_limit(),
                            margin=ALARM_SLACK_SECONDS + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds))
             if not chunk:
                 break

@@ -47,7 +47,7 @@ class CommandHarness(Harness):
         env = harness_env(cfg, self.sandbox, run, {"input": str(inp), "output": str(outp)},
                           gateway=self.gateway_env(run.name), epoch=tasks[0].epoch)  # a chunk: one trial
         cwd = resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
-        why = self._execute(argv, env, cwd, cfg.conversation_timeout_seconds * len(tasks))
+        why = self._execute(argv, env, cwd, cfg.conversation_limit() * len(tasks))
         answers = self._read(outp, tasks)
         for t in tasks:
             got = answers.get(t.record_id)

@@ -192,6 +192,9 @@ def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, 
                 cfg.harness.kind, _providers(cfg, mode), kind)
     for line in describe_requests(manifest.requests):  # what each run's models are sent, and left out
         logger.info("  {}", line)
+    if cfg.batch_runs() and cfg.conversation_timeout_seconds is None:
+        logger.info("batch mode: a conversation may take {:g} h in all (each step waits on a batch); "
+                    "conversation_timeout_seconds sets another limit", cfg.conversation_limit() / 3600)
     if user == "postgres":
         logger.warning("the harness logs in as postgres, the superuser (allow_superuser: true): its SQL, or a model's "
                        "through it, can run programs in the sandbox (COPY ... TO PROGRAM) and read the server's files")

@@ -170,7 +170,7 @@ class Slot:
         """
         left = {j.item_id: j for j in jobs}
         tasks = [self.task(j) for j in jobs]
-        limit = self.cfg.conversation_timeout_seconds * len(jobs)
+        limit = self.cfg.conversation_limit() * len(jobs)
         started = (now_iso(), time.monotonic())  # a chunk's records run together
         usage: list[Usage] = []
         running[self.n] = f"{jobs[0].run}:{jobs[0].record_id}" + (f" +{len(jobs) - 1}" if len(jobs) > 1 else "")
@@ -192,7 +192,7 @@ class Slot:
                     outcome.usage = usage[n] if n < len(usage) else outcome.usage
                 yield job, build_result(task, outcome, job.index, started, self.host.reading, share=len(jobs))
         except Alarm:
-            yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_timeout_seconds:g}s",
+            yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_limit():g}s",
                                       "timeout", started, self._spent(len(jobs), usage))
             self.reconnect()  # the cut may have left a query half-done on a connection
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
@@ -254,7 +254,7 @@ class Slot:
         """Give up on a chunk whose harness code never took its Alarm (blocked in a C call that neither a
         signal nor a query cancel ends): its records become timeouts; the thread is left behind."""
         self.abandoned = True
-        limit = self.cfg.conversation_timeout_seconds
+        limit = self.cfg.conversation_limit()
         for job, result in self._fail_all({j.item_id: j for j in msg.jobs},
                                           f"over the time limit of {limit:g}s (stuck where the limit could not "
                                           "cut it; its worker was retired)", "timeout", since, []):
