@@ -254,6 +254,11 @@ def _providers(cfg: Config, mode: str) -> str:
 
 
 def _image(spec: DatabaseSpec, kind: str, manifest: Manifest) -> str | None:
+    if kind == "local":
+        from runner.sandbox.local import remove_stale_local
+
+        if stale := remove_stale_local():
+            logger.info("removed {} local sandbox directories left by killed runs", stale)
     if kind != "docker":
         return None
     from runner.sandbox.docker import remove_stale

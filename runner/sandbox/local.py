@@ -30,7 +30,13 @@ from runner.config import environment
 from runner.errors import SandboxBootError
 from runner.resources import stop_process
 from runner.sandbox.base import Endpoint, Sandbox, new_password, wait_connectable
+from runner.sandbox.owner import is_stale, owner_identity
 from runner.sandbox.schema import DatabaseSpec
+
+# A sandbox's directory says who owns it (the process that made it: its server dies with it) and
+# whether `runner debug` keeps it, so that one left by a process killed outright is found and removed.
+OWNER_FILE, KEEP_FILE = "owner", "keep"
+ORPHAN_SECONDS = 3600  # a directory with no owner file: an old version's, or one being made right now
 
 _CONF = """
 listen_addresses = '127.0.0.1'
@@ -226,6 +232,10 @@ class LocalSandbox(Sandbox):
         template = ensure_template(bindir, self.spec)
         user = _run_user()
         self._dir = environment().state_dir / "local" / self.id
+        self._dir.mkdir(parents=True)
+        (self._dir / OWNER_FILE).write_text(owner_identity(os.getpid()))
+        if self.keep:
+            (self._dir / KEEP_FILE).touch()
         data = self._dir / "data"
         shutil.copytree(template, data, symlinks=True)
         (self._dir / "sock").mkdir()
@@ -278,3 +288,31 @@ class LocalSandbox(Sandbox):
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+def remove_stale_local() -> int:
+    """Remove the local sandboxes' directories whose owner is gone (killed outright: its server died with
+    it, its directory stayed), leaving kept ones (`runner debug`) and any whose server still runs."""
+    removed = 0
+    for d in (environment().state_dir / "local").glob("local-*"):
+        try:
+            if (d / KEEP_FILE).exists() or _server_running(d):
+                continue
+            age = time.time() - d.stat().st_mtime
+            owner = (d / OWNER_FILE).read_text().strip() if (d / OWNER_FILE).exists() else None
+        except OSError:  # removed meanwhile by another run's sweep
+            continue
+        if (age > ORPHAN_SECONDS) if owner is None else is_stale(owner, time.time() - age):
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _server_running(d: Path) -> bool:
+    """Whether a PostgreSQL server runs on this directory's data (its postmaster.pid names a live one)."""
+    try:
+        pid = int((d / "data" / "postmaster.pid").read_text().split("\n", 1)[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return str(d).encode() in f.read()
+    except (OSError, ValueError):
+        return False

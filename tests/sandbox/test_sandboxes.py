@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -332,3 +335,33 @@ def test_no_network_needs_the_socket_of_an_engine_on_this_machine(monkeypatch: p
     with pytest.raises(SandboxBootError, match=r"container_network: none .*\(DOCKER_HOST is tcp://10\.0\.0\.9:2375\)"):
         DockerSandbox("img", "sandbox", run_id="x", owner_pid=os.getpid(), network="none")
     assert not DockerSandbox("img", "sandbox", run_id="x", owner_pid=os.getpid(), network="auto").offline
+
+
+def test_local_sandbox_directories_of_killed_owners_are_swept(local_bindir: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed outright takes its server with it but leaves its directory (70 MiB each): the next
+    run's sweep removes those whose owner is gone, and leaves a live one's, a kept one's, a fresh one."""
+    from runner.harness.crm.harness import DATABASE as CRM
+    from runner.sandbox.local import KEEP_FILE, OWNER_FILE, LocalSandbox, remove_stale_local
+
+    state = Path(tempfile.mkdtemp(prefix="pgsr-state-"))  # not pytest's: the server's own user must reach it
+    os.chmod(state, 0o755)
+    monkeypatch.setenv("RUNNER_STATE_DIR", str(state))
+    gone = subprocess.Popen(["sleep", "30"])
+    dead_owner = owner_identity(gone.pid)
+    gone.kill()
+    gone.wait()
+    local = state / "local"
+    for name, owner, keep, age in (("local-w-dead", dead_owner, False, 0), ("local-w-kept", dead_owner, True, 0),
+                                   ("local-w-old", None, False, 7200), ("local-w-new", None, False, 0)):
+        (local / name / "data").mkdir(parents=True)
+        if owner:
+            (local / name / OWNER_FILE).write_text(owner)
+        if keep:
+            (local / name / KEEP_FILE).touch()
+        os.utime(local / name, (time.time() - age, time.time() - age))
+    with LocalSandbox(CRM, name_hint="w") as live:  # ours, running
+        assert remove_stale_local() == 2
+        assert sorted(p.name for p in local.glob("local-*")) == sorted(["local-w-kept", "local-w-new", live.id])
+    assert not (local / live.id).exists()  # stopped: its own directory went with it
+    shutil.rmtree(state)
