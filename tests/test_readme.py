@@ -84,7 +84,7 @@ def test_the_walkthrough_runs_verbatim_and_each_line_exits_as_promised(tmp_path:
         assert (ws / "data" / "crm-1200.jsonl").read_text().count("\n") == 1200
         assert "crm-7-00004" in done.stdout and "against" in done.stdout  # show, and report A B
     finally:  # runner debug leaves its sandbox up, and says how to remove it
-        for stop in re.findall(r"stop:\s+(docker rm -f \S+)", done.stdout):
+        for stop in re.findall(r"stop:\s+(docker rm -f -v \S+)", done.stdout):
             subprocess.run(stop.split(), capture_output=True)
 
 

@@ -75,7 +75,7 @@ def _printer(console: Console) -> Any:
 
 def stop_command(sb: Sandbox) -> str:
     if sb.kind == "docker":
-        return f"docker rm -f pgsr-{sb.id}"
+        return f"docker rm -f -v pgsr-{sb.id}"  # -v: its data volume too
     if sb.kind == "local":
         pid = getattr(sb, "pid", lambda: None)()
         data = getattr(sb, "_dir", None)

@@ -39,7 +39,7 @@ def containers(sandbox_image: str) -> Iterator[dict[str, str]]:
     yield made
     for cid in made.values():
         with contextlib.suppress(docker.errors.NotFound):
-            client.containers.get(cid).remove(force=True)
+            client.containers.get(cid).remove(force=True, v=True)
     client.close()
 
 

@@ -115,7 +115,7 @@ def test_a_runs_sandboxes_run_no_healthcheck_and_a_kept_one_keeps_the_images(san
         with kept:
             assert client.containers.get(f"pgsr-{kept.id}").attrs["Config"]["Healthcheck"]["Test"] == image_check
     finally:
-        client.containers.get(f"pgsr-{kept.id}").remove(force=True)
+        client.containers.get(f"pgsr-{kept.id}").remove(force=True, v=True)
 
 
 def test_kept_containers_and_remote_engines_get_no_socket(monkeypatch: pytest.MonkeyPatch) -> None:
