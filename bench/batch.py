@@ -46,11 +46,24 @@ def _config(path: Path, data: Path, concurrency: int, *, batched: bool, latency_
     return path
 
 
+def _is_simulator(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"\0sim\0serve\0" in f.read()
+    except OSError:
+        return False
+
+
 def _sample(p: subprocess.Popen[bytes], out: Path) -> dict[str, float]:
+    """PSS of the run (the supervisor, the forkserver, the workers, the gateway) and its PostgreSQL servers;
+    the simulator apart: it stands in for the providers, who hold the batches of a real run."""
     flying = _in_flight(out)
-    runner = sum(_proc_mib(x)[1] for x in descendants(p.pid))
+    procs = descendants(p.pid)
+    simulator = sum(_proc_mib(x)[1] for x in procs if _is_simulator(x))
+    runner = sum(_proc_mib(x)[1] for x in procs if not _is_simulator(x))
     postgres = sum(_proc_mib(x)[1] for x in _container_pids(_container_ids(p.pid)))
-    return {"in_flight": flying, "runner_pss": runner, "postgres_pss": postgres, "total": runner + postgres}
+    return {"in_flight": flying, "runner_pss": runner, "postgres_pss": postgres, "total": runner + postgres,
+            "simulator_pss": simulator}
 
 
 def _one(name: str, cfg: Path, sample_every: float) -> dict[str, Any]:
@@ -115,5 +128,8 @@ def render(r: dict[str, Any]) -> str:
               f"{int(b['batches'].get('requests_answered', 0))}, sent again "
               f"{int(b['batches'].get('requests_retried', 0))}\n"
             + (f"- memory while batches were out: {m.get('total', 0):.0f} MiB PSS for {m.get('in_flight', 0):.0f} "
-               f"conversations waiting: **{mib:.1f} MiB each** (target {TARGET_MIB:g} at 1,024: {verdict})\n"
+               f"conversations waiting: **{mib:.1f} MiB each** (target {TARGET_MIB:g} at 1,024: {verdict}); of it "
+               f"the runner's processes {m.get('runner_pss', 0):.0f} MiB, PostgreSQL {m.get('postgres_pss', 0):.0f} "
+               f"MiB; not counted, the simulator standing in for the providers' batch service: "
+               f"{m.get('simulator_pss', 0):.0f} MiB\n"
                if mib is not None else "- memory: no sample with conversations waiting\n"))

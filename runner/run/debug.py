@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shlex
+import threading
 import time
 from typing import Any
 
@@ -120,7 +121,8 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
         atlas = stack.enter_context(db.connect(sb.dsn("atlas")))
         telemetry.ensure_schema(atlas)
         started = (now_iso(), time.monotonic())
-        output, usage = run_episode(conv, spec, crm=crm, atlas=atlas, agent=agent, teacher=teacher,
+        writer = telemetry.Writer(atlas, None, threading.Lock())
+        output, usage = run_episode(conv, spec, crm=crm, telemetry_out=writer, agent=agent, teacher=teacher,
                                     expectations=Expectations(), emit=_printer(console))
     console.rule("outcome")
     # read as a run reads it (success_field, metrics), then said as `runner show` says it

@@ -86,24 +86,18 @@ def stats_delta(clients: list[ModelClient], before: list[Counts]) -> Counts:
 
 
 def _telemetry(conv: Conversation, spec: RunSpec, ep: Episode, scores: dict[str, Any],
-               atlas: psycopg.Connection[Any] | None, sink: psycopg.Connection[Any] | None) -> Any:
+               writer: telemetry.Writer | None) -> Any:
     """Atlas's steps and scores into the sandbox's telemetry database (and the long-lived copy, which
     outlives the disposable sandbox); what the record's output carries of it."""
-    if spec.agent != "atlas" or atlas is None or spec.teacher is None:
+    if spec.agent != "atlas" or writer is None or spec.teacher is None:
         return None
-    exported = None
-    for conn in (atlas, sink):
-        if conn is not None:
-            done = telemetry.record(conn, run=spec.name, conversation_id=conv.id, student=spec.model or "",
-                                    teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
-            exported = done if conn is atlas else exported
-    return exported
+    return writer.record(run=spec.name, conversation_id=conv.id, student=spec.model or "",
+                         teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
 
 
 def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[Any],
-                atlas: psycopg.Connection[Any] | None, agent: ModelClient, teacher: ModelClient | None,
-                expectations: Expectations, emit: EventSink = no_events,
-                telemetry_sink: psycopg.Connection[Any] | None = None) -> tuple[dict[str, Any], Usage]:
+                telemetry_out: telemetry.Writer | None, agent: ModelClient, teacher: ModelClient | None,
+                expectations: Expectations, emit: EventSink = no_events) -> tuple[dict[str, Any], Usage]:
     """Run and score one conversation: its output record and the model usage it caused.
 
     Raises only for errors that are not the agent's (sandbox, provider)."""
@@ -129,7 +123,7 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     expected_ms = (time.monotonic() - t_expected) * 1000
     scores = score(conv, ep.calls_per_turn, final, expected, completed=not ep.step_limit_hit).to_dict()
     why = None if scores["success"] else anatomy(crm, conv, ep.calls_per_turn, scores["state_match"])
-    atlas_export = _telemetry(conv, spec, ep, scores, atlas, telemetry_sink)
+    atlas_export = _telemetry(conv, spec, ep, scores, telemetry_out)
     stats = stats_delta(clients, before)
     emit("scores", scores)
     output = {

@@ -8,6 +8,7 @@ runner's own model clients (shared budget, retries, response cache), and scores 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,12 +62,11 @@ class CrmHarness(Harness):
             agent = self.shared.client(run.model_ref(), batch_run=via)
             teacher = self.shared.client(run.teacher, batch_run=via) if run.teacher else None
             self.clients[run.name] = (agent, teacher)
-        self.telemetry_sink = self.shared.telemetry_sink
         self.expectations = Expectations(self.cache)
         self.current: list[ModelClient] = []  # the clients of the record being run, and their counts before it
         self.before: list[Counts] = []
         self.crm: psycopg.Connection[Any] | None = None
-        self.atlas: psycopg.Connection[Any] | None = None
+        self.telemetry: telemetry.Writer | None = None
 
     @staticmethod
     def record_check() -> Check | None:
@@ -75,16 +75,16 @@ class CrmHarness(Harness):
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
         self.crm = db.connect(sandbox.databases["crm"].local_dsn())
-        self.atlas = db.connect(sandbox.databases["atlas"].local_dsn())
-        telemetry.ensure_schema(self.atlas)
+        self.telemetry = self.shared.telemetry_writer(sandbox.databases["atlas"].local_dsn())
         self.expectations = Expectations(self.cache)  # a new sandbox: replay expectations there
 
     def detach(self) -> None:
-        for c in (self.crm, self.atlas):
-            if c is not None:
-                with contextlib.suppress(Exception):
-                    c.close()
-        self.crm = self.atlas = None
+        if self.crm is not None:
+            with contextlib.suppress(Exception):
+                self.crm.close()
+        if self.telemetry is not None:
+            self.shared.release(self.telemetry)
+        self.crm = self.telemetry = None
         super().detach()
 
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
@@ -98,8 +98,8 @@ class CrmHarness(Harness):
         self.before = [c.stats.snapshot() for c in self.current]
         conv = Conversation.model_validate(task.record)
         try:
-            output, usage = run_episode(conv, task.run, crm=self.crm, atlas=self.atlas, agent=agent, teacher=teacher,
-                                        expectations=self.expectations, telemetry_sink=self.telemetry_sink)
+            output, usage = run_episode(conv, task.run, crm=self.crm, telemetry_out=self.telemetry, agent=agent,
+                                        teacher=teacher, expectations=self.expectations)
         except ConversationFailed as e:
             return Outcome.failed(str(e), e.kind, usage=self.spent())
         return Outcome(output, usage=usage)
@@ -127,6 +127,8 @@ class _Shared:
             self.cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
         self.providers: dict[tuple[str, str, str, str], tuple[Any, str]] = {}
         self.telemetry_sink: psycopg.Connection[Any] | None = None
+        self.telemetry_lock = threading.Lock()  # one write at a time on the shared telemetry connections
+        self.atlas: dict[str, tuple[psycopg.Connection[Any], int]] = {}  # sandbox's telemetry DSN -> (conn, users)
         if cfg.telemetry_dsn:
             try:
                 self.telemetry_sink = db.connect(cfg.telemetry_dsn)
@@ -155,6 +157,29 @@ class _Shared:
         provider, wire_model = self.providers[key]
         return client_over(provider, wire_model, ref, self.cfg, limiter=None if batch_run else self.info.limiter,
                            cache=self.cache, batch=batch_run is not None)
+
+    def telemetry_writer(self, dsn: str) -> telemetry.Writer:
+        """A slot's way to the telemetry databases: one connection to its sandbox's, shared by every slot
+        on that sandbox (a replacement sandbox gets its own), and the long-lived sink."""
+        with self.telemetry_lock:
+            conn, users = self.atlas.get(dsn, (None, 0))
+            if conn is None or conn.closed:
+                conn = db.connect(dsn)
+                telemetry.ensure_schema(conn)
+            self.atlas[dsn] = (conn, users + 1)
+        return telemetry.Writer(conn, self.telemetry_sink, self.telemetry_lock)
+
+    def release(self, writer: telemetry.Writer) -> None:
+        """A slot leaves its sandbox: the sandbox's telemetry connection closes with its last slot."""
+        with self.telemetry_lock:
+            for dsn, (conn, users) in list(self.atlas.items()):
+                if conn is writer.atlas:
+                    if users > 1:
+                        self.atlas[dsn] = (conn, users - 1)
+                        return
+                    del self.atlas[dsn]
+                    with contextlib.suppress(Exception):
+                        conn.close()
 
     def leave(self) -> None:
         self.members -= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ def outcomes(shared_local_sandbox: Sandbox) -> Iterator[dict[str, list[dict[str,
         atlas = db.connect(shared_local_sandbox.dsn("atlas"))
         telemetry.ensure_schema(atlas)
         atlas.execute("TRUNCATE atlas_sessions CASCADE")
+        writer = telemetry.Writer(atlas, None, threading.Lock())
         exp = Expectations()
         out: dict[str, list[dict[str, Any]]] = {}
         for name, spec in RUNS.items():
@@ -45,7 +47,7 @@ def outcomes(shared_local_sandbox: Sandbox) -> Iterator[dict[str, list[dict[str,
                 if spec.teacher else None
             out[name] = []
             for c in convs:
-                output, usage = run_episode(c, spec, crm=crm, atlas=atlas, agent=agent, teacher=teacher,
+                output, usage = run_episode(c, spec, crm=crm, telemetry_out=writer, agent=agent, teacher=teacher,
                                             expectations=exp)
                 out[name].append({**output, "usage": usage.model_dump()})
         out["_telemetry"] = [telemetry.export(atlas, sid) for (sid,) in

@@ -6,6 +6,8 @@ what a reader of the result sees is what the database held.
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -68,3 +70,25 @@ def export(conn: psycopg.Connection[Any], session_id: int) -> dict[str, Any]:
     return {**dict(zip(keys, s, strict=True)),
             "step_log": [dict(zip(("turn", "step", "verdict", "guidance", "proposed", "executed"), r, strict=True))
                          for r in steps]}
+
+
+@dataclass
+class Writer:
+    """Where a worker's slots write Atlas's sessions: the sandbox's telemetry database and the long-lived
+    sink, one connection each for all the worker's slots (a connection a slot was ~2 MiB of server memory
+    for every conversation in flight), one write at a time: two threads' transactions on one connection
+    would interleave."""
+
+    atlas: psycopg.Connection[Any] | None
+    sink: psycopg.Connection[Any] | None
+    lock: threading.Lock
+
+    def record(self, **session: Any) -> dict[str, Any] | None:
+        """Write one session to both; what the sandbox's database holds of it (None without one)."""
+        exported = None
+        with self.lock:
+            for conn in (self.atlas, self.sink):
+                if conn is not None:
+                    done = record(conn, **session)
+                    exported = done if conn is self.atlas else exported
+        return exported
