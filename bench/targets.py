@@ -106,8 +106,10 @@ def summary(raw: dict[str, Any]) -> str:
                 rows.append([f"a harness with real habits (helpdesk), {r['label']}: ≥ 0.9·W x its CLI, launch to exit",
                              f"{r['x']:.2f}x (target {r['target'] / h['cli']['rate']:.2f}x)", _verdict(r["met"])])
         f = h["fixed"]
-        rows += [["a user harness's 1-worker job: first result ≤ 1.0 s after launch (record ~0.3 s)",
-                  f"{f['user_first_s']:.2f} s", _verdict(f["user_first_s"] <= 1.0 + 0.3)],
+        record = f.get("user_record_s", 0.3)
+        rows += [["a user harness's 1-worker job: first result ≤ 1.0 s after launch, besides the record's own time",
+                  f"{f['user_first_s']:.2f} s (the record {record:.2f} s)",
+                  _verdict(f["user_first_s"] <= 1.0 + record)],
                  ["exit ≤ 0.5 s after the last result", f"{f['user_exit_after_last_s']:.2f} s",
                   _verdict(f["user_exit_after_last_s"] <= 0.5)],
                  ["resume of a finished job ≤ 1.0 s", f"{f['resume_s']:.2f} s", _verdict(f["resume_s"] <= 1.0)],
@@ -115,9 +117,29 @@ def summary(raw: dict[str, Any]) -> str:
                   _verdict(f["builtin_wall_s"] <= 3.0)]]
     if "gateway" in raw:
         rows += _gateway(raw["gateway"])
+    if "batch" in raw:
+        rows += _batch(raw["batch"])
     if "headline" in raw:
         h = raw["headline"]
         rows.append([f"the seeds' whole job ({h['conversations']} conversations): wall vs one at a time",
                      f"{h['wall_s']:.0f} s vs {h['ideal_sequential_s']:.0f} s contention-free "
                      f"({h['ideal_speedup']:.1f}x), {h['errors']} errors", ""])
     return f"{HEADING}\n\n" + table(["target", "measured", ""], rows) + "\n"
+
+
+def _batch(b: dict[str, Any]) -> list[list[str]]:
+    from bench.batch import TARGET_COST_SHARE, TARGET_MIB
+
+    rows = []
+    n = b["batch"]["conversations"]
+    if b.get("cost_share") is not None:
+        rows.append([f"batch mode, {n} conversations: model cost ≤ {TARGET_COST_SHARE:g} x interactive",
+                     f"{b['cost_share']:.3f} x ({b['batch']['wall_s']:.0f} s vs {b['interactive']['wall_s']:.0f} s)",
+                     _verdict(b["cost_share"] <= TARGET_COST_SHARE + 0.01)])
+    m = b.get("memory") or {}
+    if b.get("mib_per_waiting") is not None:
+        waiting = m.get("in_flight", 0)
+        rows.append([f"batch mode: ≤ {TARGET_MIB:g} MiB per conversation waiting, 1,024 waiting (all processes "
+                     "but the providers' stand-in)", f"{b['mib_per_waiting']:.1f} MiB at {waiting:.0f} waiting",
+                     _verdict(b["mib_per_waiting"] <= TARGET_MIB) if waiting >= 1024 else "not judged"])
+    return rows
