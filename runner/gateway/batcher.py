@@ -23,6 +23,7 @@ import itertools
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,20 @@ class Held:
     done: asyncio.Future[tuple[int, dict[str, Any]]]
     since: float = field(default_factory=time.monotonic)
     tries: int = 0
+    waiting: list[Callable[[], bool]] = field(default_factory=list)  # its callers: has each hung up?
+
+    def abandoned(self) -> bool:
+        """Whether every caller waiting on it has hung up (one asking the same now is one of them again)."""
+        return all(gone() for gone in self.waiting)
+
+
+async def wait_on(held: Held, gone: Callable[[], bool]) -> tuple[int, dict[str, Any]]:
+    """A caller's wait for a held request's answer (`gone`: whether it has hung up meanwhile)."""
+    held.waiting.append(gone)
+    try:  # a caller that hangs up leaves it for one that asks again
+        return await asyncio.shield(held.done)
+    finally:
+        held.waiting.remove(gone)
 
 
 @dataclass
@@ -117,9 +132,7 @@ class Batcher:
                  ) -> None:
         self.session, self.settings, self.journal = session, settings, journal
         self.groups: dict[tuple[str, ...], Group] = {}
-        self.ready: dict[str, tuple[int, dict[str, Any]]] = {}  # from a predecessor's batches, by request key
-        self.awaited: dict[str, list[asyncio.Future[tuple[int, dict[str, Any]]]]] = {}  # callers of those
-        self.resumed: set[str] = set()  # request keys in a predecessor's batches still out
+        self.inherited = Inherited()  # what a gateway before this one left out
         self.holding: dict[str, Held] = {}  # by request key: held or out in a batch of ours
         self.ids = itertools.count(1)
         self.stats: Counter[str] = Counter()
@@ -128,33 +141,55 @@ class Batcher:
         self.queue = ProviderQueue(settings)  # the same, against the providers' batch queue limits
         self.tasks: set[asyncio.Task[None]] = set()
 
-    async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = ""
-                   ) -> tuple[int, dict[str, Any]]:
-        """The caller's answer (status, body), once its batch has it. The same request held twice (an SDK
-        that timed out waiting and asked again) is one request in one batch."""
-        key = request_key(endpoint.provider, body, salt)
+    async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = "",
+                   gone: Callable[[], bool] = lambda: False) -> tuple[int, dict[str, Any]]:
+        """The caller's answer (status, body), once its batch has it; `gone` says whether this caller has
+        hung up. The same request asked again once its caller hung up (an SDK that timed out waiting and
+        tried again) joins the one held, and is one request in one batch; the same request from another
+        caller still waiting (two conversations that ask alike) is a request of its own, as it would be
+        interactively: each pays, each gets its own answer."""
+        key = self._key(endpoint.provider, body, salt)
         if (same := self.holding.get(key)) is not None:
             self.stats["requests_joined"] += 1
-            return await asyncio.shield(same.done)
-        if (found := self.ready.pop(key, None)) is not None:
+            return await wait_on(same, gone)
+        if (found := await self.inherited.answer(key)) is not None:  # paid for already: not again
             self.stats["answered_from_resumed"] += 1
             return found
         loop = asyncio.get_running_loop()
-        if key in self.resumed:  # a predecessor's batch holds it: wait for that one, pay nothing again
-            fut: asyncio.Future[tuple[int, dict[str, Any]]] = loop.create_future()
-            self.awaited.setdefault(key, []).append(fut)
-            with contextlib.suppress(_Again):  # it came back without an answer: a batch of our own
-                found = await fut
-                self.stats["answered_from_resumed"] += 1
-                return found
         body = unstreamed(body)  # a batch answers whole: the gateway streams it to a caller that asked so
         held = Held(key, body, len(json.dumps(body)), loop.create_future())
         self.holding[key] = held
-        held.done.add_done_callback(lambda _: self.holding.pop(key, None))
+        held.done.add_done_callback(lambda _: self._done(held))
         self._hold(endpoint, model, held)
-        status, answer = await asyncio.shield(held.done)  # a caller that hangs up leaves it for one that asks again
+        status, answer = await wait_on(held, gone)
         self.waited += time.monotonic() - held.since
         return status, answer
+
+    def _key(self, provider: str, body: dict[str, Any], salt: str) -> str:
+        """The request's key: the n-th caller asking the same while the ones before still wait gets
+        occurrence n (the first keeps the plain key, as journals of earlier versions hold it). A
+        predecessor's answer or batch for an occurrence nobody has taken comes first; then the first
+        occurrence not in use (one whose callers all hung up is free: a retry joins it)."""
+        free = None
+        for n in itertools.count():
+            key = request_key(provider, body, salt if n == 0 else f"{salt}\0#{n}")
+            if self.inherited.claimable(key):
+                return key
+            same, inherited = self.holding.get(key), self.inherited.taken(key)
+            if free is None and not inherited and (same is None or same.abandoned()):
+                free = key
+            if same is None and not inherited and not self.inherited.holds(key):  # past every occurrence in use
+                assert free is not None
+                return free
+        raise AssertionError("unreachable")
+
+    def _done(self, held: Held) -> None:
+        """Its answer is in: an answer whose every caller hung up (an SDK that timed out waiting) is kept for
+        the one that asks again, paid once."""
+        self.holding.pop(held.key, None)
+        if not held.done.cancelled() and held.done.exception() is None and held.abandoned():
+            self.inherited.ready[held.key] = held.done.result()
+            self.stats["answers_kept_for_a_retry"] += 1
 
     def _hold(self, endpoint: Endpoint, model: str, held: Held) -> None:
         gkey = (endpoint.provider, endpoint.base, model, *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())))
@@ -269,24 +304,13 @@ class Batcher:
     def resume(self, pending: list[tuple[Endpoint, str, dict[str, str]]]) -> None:
         """Watch the batches a gateway before this one left out: their answers go to whoever asks again."""
         for ep, batch_id, keys in pending:
-            self.resumed |= set(keys.values())
+            self.inherited.out |= set(keys.values())
             self._spawn(self._collect_resumed(ep, batch_id, keys))
 
     async def _collect_resumed(self, ep: Endpoint, batch_id: str, keys: dict[str, str]) -> None:
         outcomes = await self._watch(ep, batch_id)
         for cid, key in keys.items():
-            outcome = outcomes.get(cid)
-            self.resumed.discard(key)
-            waiting = self.awaited.pop(key, [])
-            if outcome is None:  # worth another try: asked again, it goes into a new batch
-                for fut in waiting:
-                    fut.set_exception(_Again())
-                continue
-            if waiting:
-                for fut in waiting:
-                    fut.set_result(outcome)
-            else:
-                self.ready[key] = outcome
+            self.inherited.collected(key, outcomes.get(cid))
         logger.info("batch {} (left by an earlier gateway) collected", batch_id)
 
     def now(self) -> dict[str, int]:
@@ -303,6 +327,52 @@ class Batcher:
 
 class _Again(Exception):
     """A predecessor's batch came back without this request's answer: ask again."""
+
+
+class Inherited:
+    """Answers paid for and not yet taken, by request key: what a gateway before this one left out (a run
+    resumed after kill -9), answers of its batches nobody has asked for again yet and its batches still
+    out, whose callers wait for them; and answers of ours whose callers hung up before they came."""
+
+    def __init__(self) -> None:
+        self.ready: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.out: set[str] = set()
+        self.awaited: dict[str, list[asyncio.Future[tuple[int, dict[str, Any]]]]] = {}  # callers of those
+
+    def holds(self, key: str) -> bool:
+        return key in self.ready or key in self.out
+
+    def taken(self, key: str) -> bool:
+        """A caller waits on its batch already."""
+        return bool(self.awaited.get(key))
+
+    def claimable(self, key: str) -> bool:
+        return key in self.ready or (key in self.out and not self.taken(key))
+
+    async def answer(self, key: str) -> tuple[int, dict[str, Any]] | None:
+        """Its answer, now or once the predecessor's batch is collected; None where there is none (the
+        request goes into a batch of ours)."""
+        if (found := self.ready.pop(key, None)) is not None:
+            return found
+        if key not in self.out:
+            return None
+        fut: asyncio.Future[tuple[int, dict[str, Any]]] = asyncio.get_running_loop().create_future()
+        self.awaited.setdefault(key, []).append(fut)
+        try:
+            return await fut
+        except _Again:  # its batch came back without it
+            return None
+
+    def collected(self, key: str, outcome: Outcome) -> None:
+        self.out.discard(key)
+        waiting = self.awaited.pop(key, [])
+        for fut in waiting:
+            if outcome is None:  # worth another try: asked again, it goes into a new batch
+                fut.set_exception(_Again())
+            else:
+                fut.set_result(outcome)
+        if outcome is not None and not waiting:
+            self.ready[key] = outcome
 
 
 def _error(provider: str, message: str) -> dict[str, Any]:

@@ -204,7 +204,11 @@ class Gateway:
             body["model"] = sim_model(self.settings, call.model)
         ep = batch_endpoint(self.settings, call.provider, self._upstream_headers(request, call))
         told = self.trials.get(call.worker or "", 1)
-        status, answer = await self.batcher.send(ep, call.model, body, salt=f"trial {told}" if told > 1 else "")
+        def gone() -> bool:  # the caller hung up (an SDK that timed out waiting, and may ask again)
+            return request.transport is None or request.transport.is_closing()
+
+        status, answer = await self.batcher.send(ep, call.model, body, salt=f"trial {told}" if told > 1 else "",
+                                                 gone=gone)
         if (status, answer) == INTERACTIVE:
             return None
         usage = from_body(answer, call.provider) if status == 200 else Tokens()

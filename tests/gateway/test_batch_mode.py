@@ -259,3 +259,25 @@ def test_the_providers_queued_tokens_limit_is_kept(sim: SimServer, tmp_path: Pat
         assert stats["flushes_waiting_for_queue"] >= 1
     finally:
         _stop(p)
+
+
+def test_two_conversations_asking_alike_each_get_their_own_request_and_a_retry_joins_its_own(sim: SimServer,
+                                                                                             tmp_path: Path) -> None:
+    """The same request from two callers both waiting is two requests, paid twice, as interactively; one
+    asked again by an SDK that timed out waiting joins the request it left held, paid once."""
+    p, url = _gateway(tmp_path, sim.url, window=0.3)
+    try:
+        client = _claude(url)
+        with ThreadPoolExecutor(2) as pool:
+            assert all(r.content for r in pool.map(lambda _: _ask(client, ASKS[2]), range(2)))
+        stats = _get(f"{url}/batches")
+        assert (stats["requests_answered"], stats.get("requests_joined", 0)) == (2, 0)
+        # a caller that gives up after 0.2 s and tries again: its tries join the one request held
+        impatient = anthropic.Anthropic(api_key="sim-key", base_url=f"{url}/run/r/worker/0", max_retries=20,
+                                        timeout=0.2)
+        assert _ask(impatient, ASKS[3]).content
+        after = _get(f"{url}/batches")
+        assert after["requests_answered"] == 3  # one request in one batch, however many tries
+        assert after.get("requests_joined", 0) + after.get("answers_kept_for_a_retry", 0) >= 1
+    finally:
+        _stop(p)
