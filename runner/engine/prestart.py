@@ -1,7 +1,7 @@
 """Each worker's first sandbox, launched by the supervisor as soon as the image is known.
 
-A worker's process is forked once the harness's modules are imported (the forkserver's preload: ~1.4 s
-for the built-in agents' SDKs), and its sandbox's server then takes ~0.35 s more to boot. Launched here,
+A worker's process is forked once the harness's modules are imported (the forkserver's preload: ~0.9 s
+for the Anthropic SDK alone), and its sandbox's server then takes ~0.35 s more to boot. Launched here,
 the container boots meanwhile, and the worker takes it over (the sandbox's `launched`) and owns it from
 then on: it replaces it, and removes it. A launch that fails only costs the head start: the worker
 starts its own. A container nobody took (the run stopped before its worker was spawned) is removed on

@@ -154,14 +154,11 @@ class Harness(ABC):
     # A harness whose model calls the runner cannot see (a user's SDK) has them counted by the gateway; one
     # that makes them through the runner's own clients (the built-in CRM) counts its own, batched or not.
     counts_own_calls = False
-    # Modules every worker of this harness imports anyway: imported once, in the process workers are
-    # forked from (runner/engine/pool.py), instead of once per worker (the SDKs take seconds of CPU each).
-    preload: tuple[str, ...] = ()
-
     @classmethod
     def preload_for(cls, cfg: Config) -> tuple[str, ...]:
-        """What this config's workers import anyway (`preload`, unless a harness knows better)."""
-        return cls.preload
+        """Modules this config's workers import anyway: imported once, in the process workers are forked
+        from (runner/engine/forkserver.py), instead of once per worker (an SDK is ~1 s of CPU)."""
+        return ()
 
     def __init__(self, info: WorkerInfo) -> None:
         self.info = info

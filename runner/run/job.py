@@ -73,9 +73,7 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
     off the start-up's critical path and while the workers run records)."""
     from runner.sandbox import resolve_kind
 
-    if not (cfg.output_dir / "manifest.json").exists():
-        forkserver.warm(cfg)  # a new output: records will run (a resume may have nothing left to do)
-    kind = resolve_kind(cfg.sandbox)  # the forkserver's imports go on meanwhile, in their own process
+    kind = resolve_kind(cfg.sandbox)  # (`runner run` started the forkserver already for a new output)
     order, warnings, picked, skipped = _preflight(cfg)  # bad input fails here, before the output directory is touched
     out = cfg.output_dir.resolve()
     with writing(out):
@@ -141,7 +139,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     plan, done = _what_to_do(cfg, sink, order, picked)
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
     if plan:
-        forkserver.warm(cfg)  # started already for a new output; a resume with work left starts it here
+        forkserver.warm(cfg)  # at the latest: before the image check and the servers, not at the first spawn
     image = _image(spec, kind, manifest) if plan else None
     interrupted = stopped_early = False
     error = None
@@ -411,9 +409,7 @@ def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[
             raise ConfigError(f"executor: ray needs Ray installed (pip install 'pgsandbox-runner[ray]'): {e}") from None
         ray_transport = stack.enter_context(RayTransport(cfg, lanes=workers))
         return ray_transport, ray_transport.budget, ray_transport.node_address()
-    # Workers are forked from a forkserver (a clean process of ours, no threads or clients), not from
-    # the supervisor: each starts with the runner and the harness's SDKs already imported, in pages
-    # shared with the others (importing anthropic alone costs ~2.5 s of CPU per process here).
+    # Workers are forked from a forkserver (engine/forkserver.py), not from the supervisor.
     return ProcessTransport(forkserver.context(cfg)), build_limiter(cfg, lanes=workers), "127.0.0.1"
 
 

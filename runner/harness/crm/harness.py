@@ -38,7 +38,7 @@ SCORES = ("tool_selection", "args_exact", "args_normalized", "state_match")
 class CrmHarness(Harness):
     defaults = Defaults(success_field="success", metrics={k: f"scores.{k}" for k in SCORES},
                         group_by={"difficulty": "record.difficulty", "tag": "record.tags"})
-    preload = ("anthropic", "openai", "runner.cache")
+    counts_own_calls = True  # its batch runs' calls go through the gateway, counted here all the same
 
     @classmethod
     def preload_for(cls, cfg: Config) -> tuple[str, ...]:
@@ -46,7 +46,6 @@ class CrmHarness(Harness):
         to a job's first result (workers fork once the preload is in)."""
         used = {ref.provider for run in cfg.model_runs() for ref in (run.model_ref(), run.teacher) if ref}
         return (*sorted(used), "runner.cache")
-    counts_own_calls = True  # its batch runs' calls go through the gateway, counted here all the same
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
