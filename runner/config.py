@@ -258,6 +258,8 @@ class HarnessSettings(_Frozen):
     python: Path | None = Field(None, description="python: run the function in this interpreter (a virtualenv's "
                                 "bin/python, or the virtualenv's directory) instead of the runner's; command: what "
                                 "{python} means")
+    warm: bool = Field(True, description="python with python: fork each slot's interpreter from one that imported "
+                       "the harness's libraries once (false: each slot starts its own)")
     command: list[str] | None = Field(None, min_length=1, description="command: argv template")
     chunk_size: int = Field(4, ge=1, le=10_000, description="command: records per invocation")
     cwd: Path | None = Field(None, description="where the harness runs (default: the config's directory)")

@@ -149,13 +149,18 @@ def restart_cap(configured: int | None, workers: int) -> int:
 
 class WorkerPool:
     def __init__(self, transport: Transport, make_spec: Callable[[int], WorkerSpec], limiter: Any,
-                 *, heartbeat_timeout: float, max_restarts: int) -> None:
+                 *, heartbeat_timeout: float, max_restarts: int,
+                 spawnable: Callable[[int], bool] | None = None) -> None:
+        """`spawnable(id)`: whether worker id's spec is made without waiting (its sandbox launched ahead
+        is): the supervisor's loop spawns the first workers as they can be, instead of waiting on each."""
         self.transport, self.make_spec, self.limiter = transport, make_spec, limiter
+        self.spawnable = spawnable or (lambda wid: True)
         self.heartbeat_timeout = heartbeat_timeout
         self.workers: dict[int, WorkerHandle] = {}
         self.next_id = 0
         self.last_turn = time.monotonic()  # the supervisor's last loop turn (excuse_stall)
         self.restarts, self.max_restarts = 0, max_restarts  # workers replaced after dying, and the cap
+        self.unspawned = 0  # first workers not spawned yet (spawn_first)
 
     def spawn(self) -> WorkerHandle:
         wid = self.next_id
@@ -166,6 +171,22 @@ class WorkerPool:
         h = self.workers[wid] = WorkerHandle(wid, self.transport.start(spec, self.limiter), slots=spec.slots,
                                              lane=lane)
         return h
+
+    def spawn_first(self, *, stopping: bool) -> list[WorkerHandle]:
+        """The first workers, each as soon as its spec is made without waiting: a worker whose sandbox is
+        still being launched holds neither the supervisor's loop nor the workers before it, which get
+        records meanwhile. The very first is spawned at once (there is nothing else to do)."""
+        if stopping:
+            self.unspawned = 0
+        spawned = []
+        while self.unspawned and (self.spawnable(self.next_id) or not self.workers):
+            spawned.append(self.spawn())
+            self.unspawned -= 1
+        return spawned
+
+    def all_ready(self) -> bool:
+        """Every first worker spawned and ready: start-up is over."""
+        return not self.unspawned and all(w.ready for w in self.workers.values())
 
     def get(self, wid: int) -> WorkerHandle | None:
         return self.workers.get(wid)

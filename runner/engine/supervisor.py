@@ -45,6 +45,7 @@ from runner.worker.main import EXIT_BOOT_FAILED, EXIT_RETIRED
 
 STOP_GRACE_AFTER_FAILURE_SECONDS = 5.0
 INBOX_WAIT_SECONDS = 0.2
+SPAWN_WAIT_SECONDS = 0.01  # while first workers wait for their sandboxes' launch: how soon to look again
 INBOX_BATCH = 1000
 
 
@@ -70,8 +71,7 @@ class Supervisor:
     def run(self) -> None:
         try:
             with self.signals:
-                for _ in range(self.target_workers):
-                    self.spawn()
+                self.pool.unspawned = self.target_workers
                 self.loop()
         finally:
             self.pool.shutdown(Stop(), hard=self.hard_stop)
@@ -84,7 +84,9 @@ class Supervisor:
             self.handle_signals()
             if self.hard_stop:
                 return
-            msg = self.inbox.get(INBOX_WAIT_SECONDS)
+            for h in self.pool.spawn_first(stopping=self.stopping):
+                self.progress.worker(h.id)
+            msg = self.inbox.get(SPAWN_WAIT_SECONDS if self.pool.unspawned else INBOX_WAIT_SECONDS)
             for _ in range(INBOX_BATCH):  # all that waits, before judging anyone's silence
                 if msg is None:
                     break
@@ -98,7 +100,7 @@ class Supervisor:
                 self.dispatcher.steer()
             self.progress.flying(self.scheduler.in_flight())
             self.progress.tick()
-            if not self.pool.workers:
+            if not self.pool.workers and not self.pool.unspawned:
                 return
             if self.stopping and self.grace_deadline and time.monotonic() > self.grace_deadline:
                 logger.warning("grace period over; stopping workers now")
@@ -140,7 +142,7 @@ class Supervisor:
         logger.info("worker {} ready: {} sandbox {} in {:.2f}s", m.worker, m.sandbox_kind, m.sandbox_id,
                     m.boot_seconds)
         self.assign(h)
-        if (booted := self.on_booted) is not None and all(w.ready for w in self.pool.workers.values()):
+        if (booted := self.on_booted) is not None and self.pool.all_ready():
             self.on_booted = None
             booted()
 

@@ -139,6 +139,7 @@ class WorkerInfo:
     gateway_url: str | None = None  # a user harness's SDK calls go here (runner/gateway)
     slot: int = 0  # one of the worker's K slots (runner/worker/slot.py); slots > 0 run in threads
     slots: int = 1
+    warm: str | None = None  # harness.python: the run's warm interpreter's socket (harness/warm.py)
 
     @property
     def caller(self) -> str:

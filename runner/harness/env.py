@@ -18,7 +18,7 @@ from dotenv import dotenv_values
 
 from runner.config import Config, RunSpec, harness_python, resolve_path
 from runner.errors import ConfigError
-from runner.harness.base import Database, SandboxInfo
+from runner.harness.base import Database, SandboxInfo, gateway_env
 
 
 def connection_env(sb: SandboxInfo) -> dict[str, str]:
@@ -45,6 +45,17 @@ def per_slot_keys(cfg: Config, sb: SandboxInfo) -> set[str]:
     for run in cfg.runs:
         keys |= run.env.keys()
     return keys | {"RUNNER_RUN", "RUNNER_EPOCH"}
+
+
+def marked_env(cfg: Config, mark: str) -> dict[str, str]:
+    """The environment of the run's warm interpreter (harness/zygote.py): a record's, with `mark` for every
+    value that differs between slots (its databases, the gateway's URLs and keys, the run): a library
+    that keeps one at import is then found out, instead of handing every slot a value that is none's."""
+    dbs = {n: Database(mark, 1, mark, mark, mark) for n in ("main", *(cfg.database.extra_databases
+                                                                    if cfg.database else ()))}
+    gateway = {k: mark for k in gateway_env("http://h", "r", 0, simulated=True)}
+    return {**harness_env(cfg, SandboxInfo("warm", dbs, "main"), cfg.runs[0], gateway=gateway),
+            "RUNNER_RUN": mark, "RUNNER_EPOCH": "1"}
 
 
 def template_values(cfg: Config, sb: SandboxInfo, run: RunSpec) -> dict[str, str]:

@@ -17,46 +17,81 @@ import subprocess
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
+from loguru import logger
+
+from runner.harness.shim import END_OF_OUTPUT
+from runner.harness.warm import BOOT, fork_from
 from runner.resources import Resource, fd_ready
 
 SHIM = Path(__file__).with_name("shim.py")
-# Run by path without its directory on sys.path (ours holds modules named base, env, command...).
-BOOT = "import runpy, sys; path = sys.argv[1]; sys.argv = sys.argv[1:]; runpy.run_path(path, run_name='__main__')"
 POLL_SECONDS = 0.1  # how often a wait for a reply gives the time limit a chance to land
+# How long a reply waits for the lines printed before it (they travel on stderr, read by another thread):
+# a process that printed past its pipe's end is not waited for longer.
+OUTPUT_WAIT_SECONDS = 1.0
 
 
 class InterpreterExited(Exception):
     """The harness's interpreter ended (the function killed its process, a crash, a bad venv)."""
 
 
+class Process(Protocol):
+    """A slot's shim process: a Popen, or one forked by the run's warm interpreter (harness/warm.py)."""
+
+    pid: int
+    stdin: IO[bytes] | None
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class Interpreter(Resource):
-    def __init__(self, python: str, env: Mapping[str, str], cwd: Path, log: Callable[[str], None]) -> None:
-        self.python, self.env, self.cwd, self.log = python, dict(env), cwd, log
-        self.proc: subprocess.Popen[bytes] | None = None
+    def __init__(self, python: str, env: Mapping[str, str], cwd: Path, log: Callable[[str], None], *,
+                 warm: str | None = None) -> None:
+        self.python, self.env, self.cwd, self.log, self.warm = python, dict(env), cwd, log, warm
+        self.proc: Process | None = None
         self._buffer = b""
         self._reader: threading.Thread | None = None
+        self._output_read = threading.Event()  # END_OF_OUTPUT seen: every line of the request is logged
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([self.python, "-c", BOOT, str(SHIM)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
-                                     start_new_session=True)
+        """Forked from the run's warm interpreter (its libraries imported once for every slot), or, without
+        one that will, started afresh."""
+        if self.warm is not None:
+            self.proc = fork_from(self.warm, self.env, self.cwd, self._cold)
+        if self.proc is None:
+            self.proc = subprocess.Popen([self.python, "-c", BOOT, str(SHIM)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
+                                         start_new_session=True)
         self._reader = threading.Thread(target=self._copy_stderr, args=(self.proc,), daemon=True,
                                         name="harness-stderr")
         self._reader.start()
 
-    def _copy_stderr(self, proc: subprocess.Popen[bytes]) -> None:
+    def _cold(self, why: str) -> None:
+        logger.debug("harness interpreter started afresh, not forked from the warm one: {}", why)
+
+    def _copy_stderr(self, proc: Process) -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
-            self.log(line.decode(errors="replace").rstrip("\n"))
+            end = line.endswith(END_OF_OUTPUT)  # after a last line left without its newline, too
+            if end:
+                line = line[:-len(END_OF_OUTPUT)]
+            if line:
+                self.log(line.decode(errors="replace").rstrip("\n"))
+            if end:
+                self._output_read.set()
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):  # a fork not yet its own group leader
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGKILL)
         for stream in (proc.stdin, proc.stdout):
             with contextlib.suppress(OSError):
                 if stream is not None:
@@ -69,6 +104,7 @@ class Interpreter(Resource):
         """Send one request and wait for its reply (interruptible between short waits)."""
         proc = self.proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        self._output_read.clear()
         try:
             proc.stdin.write(json.dumps(msg).encode() + b"\n")
             proc.stdin.flush()
@@ -84,9 +120,10 @@ class Interpreter(Resource):
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         reply: dict[str, Any] = json.loads(line)
+        self._output_read.wait(OUTPUT_WAIT_SECONDS)  # its lines logged under its record's mark, not the next's
         return reply
 
-    def _ended(self, proc: subprocess.Popen[bytes]) -> str:
+    def _ended(self, proc: Process) -> str:
         try:
             code = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -19,12 +19,33 @@ from typing import Any
 
 from loguru import logger
 
-from runner.config import harness_python, resolve_path
+from runner.config import Config, harness_python, resolve_path
 from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task
-from runner.harness.env import harness_env, per_slot_keys
+from runner.harness.env import harness_env, marked_env, per_slot_keys
 from runner.harness.interpreter import Interpreter, InterpreterExited
 from runner.harness.shim import calling, load_entrypoint
 from runner.harness.slot_env import install, set_slot_env
+from runner.harness.warm import WarmInterpreter, marker
+
+
+def warm_interpreter(cfg: Config) -> WarmInterpreter | None:
+    """The run's warm interpreter (harness/zygote.py), for a python harness in its own interpreter: every
+    slot's shim is forked from it with the harness's libraries imported once."""
+    python = harness_python(cfg)
+    if cfg.harness.kind != "python" or python is None or not cfg.harness.warm:
+        return None
+    mark = marker()
+    return WarmInterpreter(str(python), marked_env(cfg, mark), _cwd(cfg), _load(cfg), mark)
+
+
+def _cwd(cfg: Config) -> Path:
+    return resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
+
+
+def _load(cfg: Config) -> dict[str, Any]:
+    """What the shim's `load` (and the warm interpreter) needs: where the entrypoint is found."""
+    return {"entrypoint": cfg.harness.entrypoint, "cwd": str(_cwd(cfg)),
+            "pythonpath": [str(resolve_path(cfg, p)) for p in cfg.harness.pythonpath]}
 
 
 @dataclass(frozen=True)
@@ -111,12 +132,10 @@ class PythonHarness(Harness):
         python = harness_python(cfg)
         assert python is not None
         env = harness_env(cfg, sb, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
-        cwd = resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
-        interp = Interpreter(str(python), env, cwd, self._log_line)
+        interp = Interpreter(str(python), env, _cwd(cfg), self._log_line, warm=self.info.warm)
         interp.start()
         try:
-            reply = interp.ask({"op": "load", "entrypoint": cfg.harness.entrypoint, "env": env, "cwd": str(cwd),
-                                "pythonpath": [str(resolve_path(cfg, p)) for p in cfg.harness.pythonpath]})
+            reply = interp.ask({"op": "load", "env": env, **_load(cfg)})
         except BaseException:
             interp.stop()
             raise

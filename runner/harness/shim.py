@@ -9,6 +9,7 @@ ours and may pin whatever SDK versions it likes.
     worker -> shim   {"op": "load", "entrypoint": "pkg.mod:fn", "pythonpath": [...], "cwd": ..., "env": {...}}
                      {"op": "call", "record": {...}, "ctx": {...}, "env": {...}}
     shim -> worker   {"ok": true} | {"output": {...}} | {"error": "traceback", "kind": "raised" | "load"}
+                     and on stderr, after each request's own lines, END_OF_OUTPUT
 
 `calling` is shared with the in-process kind, so both call a function the same way.
 """
@@ -26,6 +27,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+END_OF_OUTPUT = b"\x00pgsr: end of output\n"  # on stderr after each request's own lines
 
 
 def calling(fn: Callable[..., Any]) -> Callable[[dict[str, Any], Any], Any]:
@@ -156,6 +159,7 @@ def main() -> None:
     for line in requests:
         reply = shim.answer(json.loads(line))
         sys.stderr.flush()
+        os.write(2, END_OF_OUTPUT)  # what the record printed is all ahead of this: its lines get its mark
         replies.write(json.dumps(reply).encode() + b"\n")
         replies.flush()
 

@@ -35,6 +35,7 @@ from runner.engine.supervisor import Supervisor
 from runner.errors import CUT_KINDS, ConfigError, DatasetError, RunStopped
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
+from runner.harness.python import warm_interpreter
 from runner.logfiles import add_log_file
 from runner.models.preflight import check_keys, check_retirements, describe_requests, requests_sent, unpriced
 from runner.plan import WorkItem, in_scope, make_plan
@@ -147,14 +148,14 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         if plan:
             chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
-            specs = _specs(cfg, spec, kind, image, run_id, out, lay, stack)
+            specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack)
             transport, limiter, host = _transport(cfg, lay.workers, stack)
             sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host)
             sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
             # where model calls went (a user harness's through the gateway)
             manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, out, lambda w: specs(w, sim_url, gateway_url),
-                              [s for s in (sim, gateway) if s is not None], transport, limiter, lay)
+                              [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable)
             sup.on_booted = on_booted
             if gateway is not None and cfg.batch_runs():
                 _watch_batches(gateway, sup.progress, stack)
@@ -346,10 +347,12 @@ def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) 
 
 
 def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id: str, out: Path, lay: Layout,
-           stack: contextlib.ExitStack) -> Callable[[int, str | None, str | None], WorkerSpec]:
+           stack: contextlib.ExitStack) -> tuple[Callable[[int, str | None, str | None], WorkerSpec],
+                                                  Callable[[int], bool]]:
     """Worker w's spec, given the model servers' addresses (known once they are up). Locally, each first
     worker's sandbox is launched now (engine/prestart.py): it boots while the servers start and the
-    worker's process is made, and the worker takes it over."""
+    worker's process is made, and the worker takes it over. A python harness in its own interpreter gets
+    the run's warm interpreter now too (harness/warm.py): its libraries import meanwhile."""
     if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
     pid = os.getpid()
@@ -358,20 +361,22 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
         return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
                           slots=lay.slots)
 
-    prestart = None
+    prestart = warm = None
     if kind == "docker" and cfg.executor == "local":
         prestart = stack.enter_context(Prestart([base(w) for w in range(lay.workers)]))
+    if cfg.executor == "local" and (interpreter := warm_interpreter(cfg)) is not None:
+        warm = stack.enter_context(interpreter).socket or None
 
     def make_spec(wid: int, sim_url: str | None, gateway_url: str | None) -> WorkerSpec:
-        return replace(base(wid), sim_url=sim_url, gateway_url=gateway_url,
+        return replace(base(wid), sim_url=sim_url, gateway_url=gateway_url, warm=warm,
                        launched=prestart.take(wid) if prestart else None)
 
-    return make_spec
+    return make_spec, (prestart.launched if prestart else lambda wid: True)
 
 
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
                 out: Path, make_spec: Callable[[int], WorkerSpec], services: list[Service], transport: Transport,
-                limiter: Any, lay: Layout) -> Supervisor:
+                limiter: Any, lay: Layout, spawnable: Callable[[int], bool]) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
@@ -382,7 +387,7 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     logger.info("{} worker(s) x {} slot(s) = {} records in flight at most ({})", lay.workers, lay.slots, lay.in_flight,
                 lay.why)
     pool = WorkerPool(transport, make_spec, limiter, heartbeat_timeout=cfg.heartbeat_timeout_seconds,
-                      max_restarts=restart_cap(cfg.max_worker_restarts, lay.workers))
+                      max_restarts=restart_cap(cfg.max_worker_restarts, lay.workers), spawnable=spawnable)
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
     progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console, capacity=lay.in_flight * chunk,
                         status_path=out / "logs" / "status.json")

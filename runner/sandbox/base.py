@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -78,28 +79,45 @@ def new_password() -> str:
     return secrets.token_urlsafe(24)
 
 
+def socket_file(socket_dir: str, port: int = SOCKET_PORT) -> str:
+    """The server's socket in its directory (libpq's name for it)."""
+    return os.path.join(socket_dir, f".s.PGSQL.{port}")
+
+
+DEATH_CHECK_SECONDS = 0.25  # how often a wait for a server asks whether it died (an engine call each time)
+STAT_SECONDS = 0.01  # how often a wait looks for a booting server's socket file
+
+
 def wait_connectable(endpoint: Endpoint, *, timeout: float, is_dead: object = None) -> float:
     """Poll until a real login succeeds; return the seconds it took.
 
-    A login (not a port probe) is the readiness test: it proves the password is in place.
-    `is_dead`, if given, is a callable returning an explanation when the server has exited.
+    A login (not a port probe) is the readiness test: it proves the password is in place. Through a
+    socket, a login is tried once its file exists (a stat, not a connection, while the server boots).
+    `is_dead`, if given, is a callable returning an explanation when the server has exited; it is asked
+    every DEATH_CHECK_SECONDS, not at every try.
     """
-    start = time.monotonic()
-    delay = 0.02
+    start = checked = time.monotonic()
+    delay = STAT_SECONDS
     last: Exception | None = None
     while time.monotonic() - start < timeout:
-        try:
-            with psycopg.connect(endpoint.dsn(), connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
-            return time.monotonic() - start
-        except psycopg.OperationalError as e:
-            last = e
-        if callable(is_dead):
+        if endpoint.host.startswith("/") and not os.path.exists(socket_file(endpoint.host, endpoint.port)):
+            last = OSError(f"no socket in {endpoint.host} yet")
+        else:
+            try:
+                with psycopg.connect(endpoint.dsn(), connect_timeout=2) as conn:
+                    conn.execute("SELECT 1")
+                return time.monotonic() - start
+            except psycopg.OperationalError as e:
+                last = e
+            delay = min(delay * 1.5, 0.1)
+        if callable(is_dead) and time.monotonic() - checked >= DEATH_CHECK_SECONDS:
+            checked = time.monotonic()
             why = is_dead()
             if why:
                 raise SandboxBootError(f"sandbox exited while starting: {why}")
         time.sleep(delay)
-        delay = min(delay * 1.5, 0.25)
+    if callable(is_dead) and (why := is_dead()):
+        raise SandboxBootError(f"sandbox exited while starting: {why}")
     raise SandboxBootError(f"sandbox not connectable after {timeout:.0f}s: {last}")
 
 

@@ -74,6 +74,7 @@ class WorkerSpec:
     lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
     slots: int = 1
     launched: Launched | None = None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
+    warm: str | None = None  # harness.python: where its slots' shims are forked (harness/warm.py)
 
 
 class Worker:
@@ -88,7 +89,7 @@ class Worker:
         kind = harness_class(cfg.harness.kind)
         self.slots = [Slot(n, self, kind(WorkerInfo(
             spec.worker, cfg, self._scratch(n), spec.run_id, sim_url=spec.sim_url, limiter=limiter,
-            gateway_url=spec.gateway_url, slot=n, slots=spec.slots))) for n in range(spec.slots)]
+            gateway_url=spec.gateway_url, slot=n, slots=spec.slots, warm=spec.warm))) for n in range(spec.slots)]
         self.threads: list[SlotThread] = []
         # SIGALRM reaches the main thread only: elsewhere (a Ray actor's thread) one slot runs in a thread too
         self.inline = spec.slots == 1 and threading.current_thread() is threading.main_thread()
@@ -191,9 +192,13 @@ class Worker:
 
 def preload(cfg: Config) -> list[str]:
     """What the process workers are forked from imports first: this module (the runner's side of a
-    worker) and what the harness names, so each worker starts with them in memory, shared."""
+    worker), its sandbox's (docker's client and testcontainers: ~0.15 s of CPU that each of 8 workers
+    paid on its way to its first record) and what the harness names, so each worker starts with them
+    in memory, shared."""
     harness = harness_class(cfg.harness.kind)
-    return [__name__, harness.__module__, *harness.preload_for(cfg)]
+    sandbox = {"auto": ["runner.sandbox.docker", "runner.sandbox.local"], "docker": ["runner.sandbox.docker"],
+               "local": ["runner.sandbox.local"]}.get(cfg.sandbox, [])
+    return [__name__, *sandbox, harness.__module__, *harness.preload_for(cfg)]
 
 
 def _on_term(signum: int, frame: object) -> None:

@@ -92,3 +92,45 @@ def test_a_launch_that_fails_leaves_nothing_and_its_worker_starts_its_own(tmp_pa
     assert box._socket_home is None or not Path(box._socket_home).exists()
     with Prestart([spec]) as prestart:
         assert prestart.take(0) is None  # said in the log; the worker boots as if no launch had been tried
+
+
+def test_at_most_one_container_per_core_boots_at_a_time_and_a_launched_one_is_taken_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch holds its turn until its server's socket appears; take() waits only for the launch."""
+    import threading
+    import time
+
+    from runner.engine import prestart as prestart_module
+    from runner.sandbox.base import Launched, socket_file
+
+    cores, booting, most = 2, [0], [0]
+    lock = threading.Lock()
+    monkeypatch.setattr(prestart_module.os, "sched_getaffinity", lambda pid: set(range(cores)))
+
+    def launch(self: DockerSandbox) -> Launched:
+        home = tmp_path / self.id
+        (home / "run").mkdir(parents=True)
+        with lock:
+            booting[0] += 1
+            most[0] = max(most[0], booting[0])
+
+        def booted() -> None:  # its server's socket, a while after the launch returned
+            time.sleep(0.1)
+            with lock:
+                booting[0] -= 1
+            Path(socket_file(str(home / "run"))).touch()
+
+        threading.Thread(target=booted).start()
+        return Launched(self.id, f"c-{self.id}", "pw", str(home))
+
+    monkeypatch.setattr(DockerSandbox, "launch", launch)
+    monkeypatch.setattr("runner.sandbox.docker.remove_launched", lambda launched: None)
+    specs = [_spec(tmp_path, "img", w, f"{TEST_RUN_ID}-turns") for w in range(6)]
+    t0 = time.monotonic()
+    with Prestart(specs) as prestart:
+        first = prestart.take(0)
+        assert first is not None and time.monotonic() - t0 < 0.1  # launched, not yet booted: taken at once
+        assert not prestart.launched(5)  # still waiting for its turn
+        assert all(prestart.take(w) is not None for w in range(1, 6))
+    assert most[0] == cores
+    assert time.monotonic() - t0 >= 0.2  # three turns of two

@@ -135,7 +135,8 @@ class FakeTransport:
 
 
 def _supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviours: Callable[[int], Behaviour], *,
-                records: int = 6, workers: int = 2, slots: int = 1, **cfg: Any) -> tuple[Supervisor, FakeTransport]:
+                records: int = 6, workers: int = 2, slots: int = 1, spawnable: Callable[[int], bool] | None = None,
+                **cfg: Any) -> tuple[Supervisor, FakeTransport]:
     clock = Clock()
     monkeypatch.setattr(pool_module, "time", clock)
     monkeypatch.setattr(supervisor_module, "time", clock)
@@ -151,7 +152,7 @@ def _supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviours: Cal
                           slots=slots)
 
     pool = WorkerPool(transport, make_spec, None, heartbeat_timeout=config.heartbeat_timeout_seconds,
-                      max_restarts=restart_cap(config.max_worker_restarts, workers))
+                      max_restarts=restart_cap(config.max_worker_restarts, workers), spawnable=spawnable)
     items = [WorkItem(i, "r", f"rec-{i}", i) for i in range(records)]
     progress = Progress({"r": RunProgress(records)}, Console(file=io.StringIO()))
     sup = Supervisor(config, Scheduler(items, max_attempts=config.max_attempts), pool, ResultSink(tmp_path, ["r"]),
@@ -169,6 +170,21 @@ def test_every_record_exactly_once_and_every_worker_stopped(tmp_path: Path, monk
     assert sorted(r.record_id for r in _results(tmp_path)) == sorted(f"rec-{i}" for i in range(10))
     assert sup.error is None and not sup.interrupted
     assert all(isinstance(link.sent[-1], Stop) and link.code == 0 for link in transport.links)
+
+
+def test_a_worker_whose_sandbox_is_still_launching_holds_up_neither_the_loop_nor_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker 1's spec waits on its sandbox's launch: worker 0 gets records meanwhile, and start-up is over
+    only once worker 1 is ready too."""
+    done: list[int] = []
+    sup, transport = _supervisor(tmp_path, monkeypatch, lambda wid: Behaviour(), records=10, workers=2,
+                                 spawnable=lambda wid: len(_results(tmp_path)) >= 3)
+    sup.on_booted = lambda: done.append(len(_results(tmp_path)))
+    sup.run()
+    results = _results(tmp_path)
+    assert sorted(r.record_id for r in results) == sorted(f"rec-{i}" for i in range(10))
+    assert [r.worker for r in results[:3]] == [0, 0, 0]
+    assert len(transport.links) == 2 and done and done[0] >= 3  # spawned late, and waited for all the same
 
 
 class DiesAtOnce(Behaviour):

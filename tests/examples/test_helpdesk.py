@@ -140,6 +140,7 @@ def test_the_harness_runs_in_its_own_interpreter(tmp_path: Path, venv: Path, san
     worker_logs = "".join(f.read_text() for f in (out / "logs").glob("worker-*.log"))
     assert "| harness replay:hd-0000 |" not in log and "ticket hd-0000" not in log  # not on the console
     assert "harness replay:hd-0000 | " in worker_logs and "ticket hd-0000: " in worker_logs
+    assert "| harness - |" not in worker_logs  # every line under its record's mark, its last ones included
     # scores written as strings are read as numbers, with one warning per field, not per record
     assert rows[0]["metrics"]["score"] == 1.0 and rows[0]["success"] is True
     assert log.count("metrics.score (score): read from a string") == 1

@@ -1,0 +1,185 @@
+"""The run's warm interpreter for harness.python (runner/harness/zygote.py runs in it): the process the
+supervisor starts once, and a slot's shim forked from it.
+
+A slot that cannot be forked from it (no warm interpreter, it refused, it is gone) starts its own
+interpreter, as without one: the warm one only saves each slot its libraries' imports.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from loguru import logger
+
+from runner.resources import Resource, fd_ready
+
+ZYGOTE = Path(__file__).with_name("zygote.py")
+# Run by path without its directory on sys.path (ours holds modules named base, env, command...).
+BOOT = "import runpy, sys; path = sys.argv[1]; sys.argv = sys.argv[1:]; runpy.run_path(path, run_name='__main__')"
+# A slot waits this long for its fork: the warm interpreter answers once its imports are done (~0.3 s for
+# openai, seconds for a heavy stack); one stuck importing is not waited on for ever.
+FORK_WAIT_SECONDS = 60.0
+
+
+def marker() -> str:
+    """What the warm interpreter's environment holds in place of each slot's values."""
+    return f"pgsr-unset-{secrets.token_hex(6)}"
+
+
+class WarmInterpreter(Resource):
+    """The zygote process: started with the run's environment (slot values replaced by `mark`) and
+    stopped by closing its stdin. `socket` is where slots ask for their shim ("" if it could not start)."""
+
+    def __init__(self, python: str, env: Mapping[str, str], cwd: Path, load: Mapping[str, Any], mark: str) -> None:
+        self.python, self.env, self.cwd, self.load, self.mark = python, dict(env), cwd, dict(load), mark
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.home: str | None = None
+        self.socket = ""
+        self.report: dict[str, Any] = {}
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="pgsr-warm-")  # 0700: only this user reaches the socket
+        self.socket = os.path.join(self.home, "s")
+        # Listening before the process starts: a slot that asks while it is still starting waits in the
+        # backlog, and once it is gone (its copy was the last) a slot is refused at once.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(self.socket)
+            listener.listen(128)
+            try:
+                self.proc = subprocess.Popen([self.python, "-c", BOOT, str(ZYGOTE), str(listener.fileno()),
+                                              self.mark], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
+                                             start_new_session=True, pass_fds=[listener.fileno()])
+            except OSError as e:  # each slot then starts its own, and says what is wrong with the interpreter
+                logger.debug("no warm harness interpreter: {}", e)
+                self.socket = ""
+                return
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(self.load).encode() + b"\n")
+        self.proc.stdin.flush()
+        for target, stream in ((self._read_report, self.proc.stdout), (self._copy_stderr, self.proc.stderr)):
+            t = threading.Thread(target=target, args=(stream,), daemon=True, name="warm-interpreter")
+            t.start()
+            self._threads.append(t)
+
+    def _read_report(self, stream: IO[bytes]) -> None:
+        line = stream.readline()
+        with contextlib.suppress(ValueError):
+            self.report = json.loads(line)
+        if self.report.get("refused"):
+            logger.info("harness interpreter: each slot imports its own libraries ({}, so none is forked from a "
+                        "warm one)", self.report["refused"])
+        elif self.report:
+            logger.debug("harness interpreter warm in {} s: {}", self.report.get("seconds"),
+                         ", ".join(self.report.get("preloaded", [])) or "nothing to preload")
+
+    def _copy_stderr(self, stream: IO[bytes]) -> None:
+        for line in stream:
+            logger.debug("harness interpreter (warm) | {}", line.decode(errors="replace").rstrip("\n"))
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()  # its signal to leave; the slots forked from it live on
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+            for t in self._threads:
+                t.join(timeout=2)
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = None
+
+
+class Forked:
+    """A slot's shim forked by the warm interpreter: the parts of a Popen the slot's Interpreter uses.
+    Its exit status comes from the warm interpreter, which is its parent."""
+
+    def __init__(self, conn: socket.socket, pid: int, fds: list[int], buffer: bytes = b"") -> None:
+        self.conn, self.pid = conn, pid
+        self.returncode: int | None = None
+        self.stdin: IO[bytes] | None = os.fdopen(fds[0], "wb")
+        self.stdout: IO[bytes] | None = os.fdopen(fds[1], "rb")
+        self.stderr: IO[bytes] | None = os.fdopen(fds[2], "rb")
+        self._buffer = buffer  # what came after its pid: its exit, if it was that quick
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            if b"\n" in self._buffer:
+                self.returncode = os.waitstatus_to_exitcode(json.loads(self._buffer.partition(b"\n")[0])["exit"])
+                break
+            left = 3600.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0 or not fd_ready(self.conn.fileno(), left):
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
+                continue
+            chunk = self.conn.recv(4096)
+            self._buffer += chunk
+            if not chunk:  # the warm interpreter is gone, and with it the status: wait for the process itself
+                self.returncode = self._outlived(deadline, timeout)
+        self.conn.close()
+        return self.returncode
+
+    def _outlived(self, deadline: float | None, timeout: float | None) -> int:
+        while True:
+            try:  # an orphan's new parent may leave it a zombie a while: that is ended too
+                state = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()[0]
+            except (OSError, IndexError):
+                state = "Z"
+            if state in ("Z", "X"):
+                return -signal.SIGKILL  # how it ended is unknown; that it ended is not
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
+            time.sleep(0.05)
+
+
+def fork_from(path: str, env: Mapping[str, str], cwd: Path, why_not: Callable[[str], None]) -> Forked | None:
+    """A slot's shim forked by the warm interpreter at `path` with this environment, or None (told
+    `why_not`): the slot then starts its own."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    (in_r, in_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
+    ours, theirs = [in_w, out_r, err_r], [in_r, out_w, err_w]
+    buffer = b""
+    try:
+        conn.settimeout(FORK_WAIT_SECONDS)
+        conn.connect(path)
+        request = json.dumps({"env": dict(env), "cwd": str(cwd)}).encode() + b"\n"
+        conn.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs))])
+        while b"\n" not in buffer and (chunk := conn.recv(4096)):
+            buffer += chunk
+        line, _, buffer = buffer.partition(b"\n")
+        reply = json.loads(line or b"{}")
+    except (OSError, ValueError) as e:
+        reply = {"refused": f"{type(e).__name__}: {e}"}
+    finally:
+        for fd in theirs:
+            os.close(fd)
+    if "pid" not in reply:
+        why_not(str(reply.get("refused", "the warm interpreter hung up")))
+        conn.close()
+        for fd in ours:
+            os.close(fd)
+        return None
+    conn.settimeout(None)
+    return Forked(conn, int(reply["pid"]), ours, buffer)

@@ -1,0 +1,143 @@
+"""The run's warm interpreter (runner/harness/warm.py): slots' shims forked from it with their own
+environment, and each slot on its own interpreter when a library would make a fork wrong."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runner.harness.interpreter import Interpreter, InterpreterExited
+from runner.harness.warm import WarmInterpreter, marker
+
+HARNESS = '''
+import os, sys, threading, time
+import decimal  # a library: the warm interpreter imports it once for every slot
+{extra}
+
+def run(record, ctx):
+    if record.get("exit") is not None:
+        os._exit(record["exit"])
+    if record.get("sleep"):
+        time.sleep(record["sleep"])
+    print("hello from", ctx.record_id)
+    return {{"db": os.environ["DB_HOST"], "pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0),
+            "threads": threading.active_count(), "argv": sys.argv}}
+'''
+
+
+def _harness(tmp_path: Path, extra: str = "", library: str = "") -> Path:
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "toyh.py").write_text(HARNESS.format(extra=extra))
+    if library:  # a library outside the harness's own directories, as site-packages would hold it
+        (tmp_path / "lib").mkdir()
+        (tmp_path / "lib" / "thirdparty.py").write_text(library)
+    return tmp_path / "h"
+
+
+def _env(tmp_path: Path, db_host: str) -> dict[str, str]:
+    env = {"PATH": os.environ["PATH"], "DB_HOST": db_host}
+    if (tmp_path / "lib").exists():
+        env["PYTHONPATH"] = str(tmp_path / "lib")
+    return env
+
+
+@pytest.fixture
+def warm(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[WarmInterpreter]:
+    extra, library = getattr(request, "param", ("", ""))
+    home = _harness(tmp_path, extra, library)
+    mark = marker()
+    load = {"entrypoint": "toyh:run", "pythonpath": [str(home)], "cwd": str(home)}
+    with WarmInterpreter(sys.executable, _env(tmp_path, mark), home, load, mark) as w:
+        yield w
+
+
+def _slot(warm: WarmInterpreter, db_host: str, lines: list[str]) -> Interpreter:
+    home = Path(warm.load["cwd"])
+    env = _env(home.parent, db_host)
+    it = Interpreter(sys.executable, env, home, lines.append, warm=warm.socket)
+    it.start()
+    assert it.ask({"op": "load", "env": env, **warm.load}) == {"ok": True}
+    return it
+
+
+def _call(it: Interpreter, db_host: str, **record: object) -> dict[str, object]:
+    home = Path(it.cwd)
+    ctx = {"run": "r", "params": {}, "worker": 0, "attempt": 1, "record_id": "x", "main": "main",
+           "scratch": str(home), "databases": {"main": {"host": db_host, "port": 1, "user": "u", "password": "p",
+                                                        "name": "d"}}}
+    reply = it.ask({"op": "call", "record": record, "ctx": ctx, "env": _env(home.parent, db_host)})
+    out: dict[str, object] = reply.get("output", reply)
+    return out
+
+
+def _report(warm: WarmInterpreter) -> dict[str, object]:
+    deadline = time.monotonic() + 30
+    while not warm.report and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return warm.report
+
+
+def test_slots_are_forked_from_it_each_with_its_own_environment_and_session(warm: WarmInterpreter) -> None:
+    lines: list[str] = []
+    a, b = _slot(warm, "/slot/a", lines), _slot(warm, "/slot/b", lines)
+    try:
+        assert "decimal" in _report(warm)["preloaded"] and not _report(warm)["refused"]  # type: ignore[operator]
+        out_a, out_b = _call(a, "/slot/a"), _call(b, "/slot/b")
+        assert warm.proc is not None
+        assert out_a["ppid"] == out_b["ppid"] == warm.proc.pid  # forked by it, not started by this process
+        assert (out_a["db"], out_b["db"]) == ("/slot/a", "/slot/b")  # each its own, no marker left
+        assert out_a["sid"] == out_a["pid"] and out_a["pid"] != out_b["pid"]  # killed with its own group
+        assert out_a["threads"] == 1
+        assert "hello from x" in lines  # its prints go to its slot's log, all logged by the time it answers
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_forked_slots_end_is_reported_like_a_started_ones(warm: WarmInterpreter) -> None:
+    it = _slot(warm, "/slot/a", [])
+    with pytest.raises(InterpreterExited, match="exit code 3"):
+        _call(it, "/slot/a", exit=3)
+    it.stop()
+    it = _slot(warm, "/slot/a", [])
+    assert it.proc is not None
+    pid = it.proc.pid
+    it.stop()  # as a time limit does midway through a record: killed, and its status collected
+    assert not Path(f"/proc/{pid}").exists() or "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+@pytest.mark.parametrize("warm", [
+    ("import thirdparty", "import os\nHOST = os.environ.get('DB_HOST')\n"),
+    ("import thirdparty", "import os\nclass S:\n    pass\nsettings = S()\n"
+                          "settings.url = 'x' + os.environ['DB_HOST']\n"),
+    ("import thirdparty", "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), "
+                          "daemon=True).start()\n"),
+], indirect=True, ids=["kept-at-import", "kept-in-an-object", "a-thread"])
+def test_a_library_that_would_make_a_fork_wrong_leaves_each_slot_its_own_interpreter(warm: WarmInterpreter) -> None:
+    refused = str(_report(warm)["refused"])
+    assert "thirdparty" in refused or "thread" in refused
+    it = _slot(warm, "/slot/a", [])
+    try:
+        out = _call(it, "/slot/a")
+        assert out["ppid"] == os.getpid() and out["db"] == "/slot/a"  # started afresh, as without one
+    finally:
+        it.stop()
+
+
+def test_without_the_warm_interpreter_a_slot_starts_its_own(tmp_path: Path) -> None:
+    home = _harness(tmp_path)
+    env = _env(tmp_path, "/slot/a")
+    lines: list[str] = []
+    it = Interpreter(sys.executable, env, home, lines.append, warm=str(tmp_path / "gone.sock"))
+    it.start()
+    try:
+        assert it.ask({"op": "load", "env": env, "entrypoint": "toyh:run", "pythonpath": [str(home)],
+                       "cwd": str(home)}) == {"ok": True}
+        assert _call(it, "/slot/a")["ppid"] == os.getpid()
+    finally:
+        it.stop()
