@@ -181,24 +181,22 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
         from runner.engine import forkserver
 
         forkserver.warm(cfg)
-    from runner.report.build import (
-        analyse,
-        load_runs,
-        print_gateway,
-        print_summary,
-        reports_current,
-        warm_renderer,
-        write_reports,
-    )
+    from runner.report.build import analyse, load_runs, print_gateway, print_summary, reports_current, write_reports
+    from runner.report.warm import WarmRenderer
     from runner.run.job import run_job
 
-    summary = run_job(cfg, on_booted=warm_renderer)
-    results = load_runs(summary.out)  # read once for the table and the reports
-    analysis = analyse(summary.out, results)  # once, for the terminal and the reports
-    metrics = print_summary(summary.out, analysis=analysis, wide=wide)
-    print_gateway(summary.out)
-    if not reports_current(summary.out, results):  # a resume with nothing to do leaves them as they are
-        write_reports(summary.out, analysis=analysis)
+    renderer = WarmRenderer()  # the charts' engine warmed in its own process while the workers run
+    try:
+        summary = run_job(cfg, on_booted=renderer.start)
+        results = load_runs(summary.out)  # read once for the table and the reports
+        analysis = analyse(summary.out, results)  # once, for the terminal and the reports
+        metrics = print_summary(summary.out, analysis=analysis, wide=wide)
+        print_gateway(summary.out)
+        # a resume with nothing to do leaves them as they are; the renderer reads the files `results` came from
+        if not reports_current(summary.out, results) and renderer.render(summary.out) != "ok":
+            write_reports(summary.out, analysis=analysis)
+    finally:
+        renderer.stop()
     if summary.stopped_early:
         click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without it runs the rest", err=True)
         sys.exit(1)

@@ -41,8 +41,9 @@ def marker() -> str:
 
 
 class WarmInterpreter(Resource):
-    """The zygote process: started with the run's environment (slot values replaced by `mark`) and
-    stopped by closing its stdin. `socket` is where slots ask for their shim ("" if it could not start)."""
+    """The zygote process: started with the run's environment (slot values replaced by `mark`); it leaves
+    when its stdin closes (the supervisor gone) or is killed. `socket` is where slots ask for their shim
+    ("" if it could not start)."""
 
     def __init__(self, python: str, env: Mapping[str, str], cwd: Path, load: Mapping[str, Any], mark: str) -> None:
         self.python, self.env, self.cwd, self.load, self.mark = python, dict(env), cwd, dict(load), mark
@@ -95,15 +96,15 @@ class WarmInterpreter(Resource):
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None:
-            with contextlib.suppress(OSError):
-                if proc.stdin is not None:
-                    proc.stdin.close()  # its signal to leave; the slots forked from it live on
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
+            # Killed, not asked: it holds nothing to save, and its exit (an interpreter with the harness's
+            # libraries to tear down) is on the way out of the run. The slots forked from it are their own.
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):
+                    if stream is not None:
+                        stream.close()
             for t in self._threads:
                 t.join(timeout=2)
         if self.home is not None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,24 +218,6 @@ def reports_current(out: Path, runs: dict[str, list[Result]]) -> bool:
     return made_from == results_digest(runs) and (out / "report.html").exists()
 
 
-def warm_renderer() -> None:
-    """Load the charts' renderer (Altair, and vl-convert's JavaScript engine: ~0.6 s) in a thread while the
-    workers run, so the report at the end does not wait for it."""
-    def warm() -> None:
-        with contextlib.suppress(Exception):  # a nicety: the report loads it itself if this failed
-            from runner.report.charts import warm_up
-
-            warm_up()
-
-    global _warming
-    _warming = threading.Thread(target=warm, daemon=True, name="warm-report")
-    _warming.start()
-
-
-_warming: threading.Thread | None = None  # the warm-up, if one was started: the report waits for it, never
-# racing it into its first imports and the renderer's first call
-
-
 def read_comparison(out: Path) -> dict[str, Any] | None:
     """compare.json, which `runner report A B` writes into B, if this output has one in today's form."""
     try:
@@ -253,8 +233,6 @@ COMPARE_VERSION = 2  # 1: success on shared records, every other metric on each 
 def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
                   analysis: Analysis | None = None) -> tuple[Path, Path]:
     """report.json (metrics and breakdowns per run) and report.html, next to the results."""
-    if _warming is not None:
-        _warming.join(timeout=60)
     from runner.report.html import breakdown, group_names, render
 
     a = analysis or analyse(out, runs)

@@ -141,3 +141,11 @@ def test_without_the_warm_interpreter_a_slot_starts_its_own(tmp_path: Path) -> N
         assert _call(it, "/slot/a")["ppid"] == os.getpid()
     finally:
         it.stop()
+
+
+def test_it_leaves_when_the_run_that_started_it_is_gone(warm: WarmInterpreter) -> None:
+    """Its stdin is its lifeline: a supervisor killed outright closes it."""
+    _report(warm)
+    assert warm.proc is not None and warm.proc.stdin is not None
+    warm.proc.stdin.close()
+    assert warm.proc.wait(timeout=10) == 0

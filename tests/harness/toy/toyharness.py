@@ -21,6 +21,8 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     journal = None
     if "journal" in ctx.databases:  # a database every slot shares: the records of all slots meet there
         with psycopg.connect(ctx.dsn("journal")) as jc:
+            # two sessions' CREATE TABLE IF NOT EXISTS at once: one fails on pg_type's unique index
+            jc.execute("SELECT pg_advisory_xact_lock(42)")
             jc.execute("CREATE TABLE IF NOT EXISTS seen (record_id text PRIMARY KEY)")
             jc.execute("INSERT INTO seen VALUES (%s) ON CONFLICT DO NOTHING", [record["id"]])
             jc.commit()

@@ -1,0 +1,87 @@
+"""The report's renderer in a process of its own, warmed while the workers run.
+
+Its first chart starts vl-convert's JavaScript engine: ~0.3 s inside one call that holds the GIL. Warmed
+in a thread of the supervisor, that call stalled the supervisor's loop, and every worker waited as long
+for its next record (8 workers: 2 worker-seconds of a 400-record run). Here it costs the run a core's
+spare time (at a lower priority than the workers), and the report at the end is drawn at once.
+
+    runner -> renderer   an output's directory, one line; the end of stdin: leave
+    renderer -> runner   "ok" once that output's report.json and report.html are written, or "error: ..."
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+NICE = 10  # below the workers: it uses only the time they leave
+
+
+class WarmRenderer:
+    """`start` it while the run goes (the supervisor's on_booted), `render` the output at the end; `stop`
+    one never asked (safe twice)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "runner.report.warm"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, text=True)
+        except OSError:
+            self.proc = None  # the report is drawn in the runner's process at the end, as without it
+
+    def render(self, out: Path) -> str:
+        """Have it write `out`'s reports from its files: "ok", or why not (the caller then draws them)."""
+        proc = self.proc
+        if proc is None or proc.stdin is None or proc.stdout is None or proc.poll() is not None:
+            return "error: no renderer running"
+        try:
+            proc.stdin.write(f"{out.resolve()}\n")
+            proc.stdin.flush()
+            return proc.stdout.readline().strip() or "error: the renderer ended without an answer"
+        except OSError as e:
+            return f"error: {e}"
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> None:
+    os.nice(NICE)
+    from runner.report import html  # noqa: F401 - what drawing the report imports, imported now
+    from runner.report.build import write_reports
+
+    with contextlib.suppress(Exception):  # a nicety: drawing the first chart starts the engine anyway
+        from runner.report.charts import warm_up
+
+        warm_up()
+    line = sys.stdin.readline()
+    if not line.strip():
+        return  # the run ended without asking (interrupted, or nothing to report)
+    try:
+        write_reports(Path(line.strip()))
+        answer = "ok"
+    except Exception as e:  # the runner draws them itself, and its error is the one the user sees
+        answer = f"error: {type(e).__name__}: {e}"
+    sys.stdout.write(answer + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
