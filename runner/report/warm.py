@@ -49,17 +49,17 @@ class WarmRenderer:
             self.stop()
 
     def stop(self) -> None:
+        """Killed, not asked to leave: it has answered, or will not be asked (an interrupted run, a resume
+        with nothing new), and its own exit (a JavaScript engine to tear down) is not worth a wait."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
         with contextlib.suppress(OSError):
             if proc.stdin is not None:
                 proc.stdin.close()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        if proc.poll() is None:
             proc.kill()
-            proc.wait()
+        proc.wait()
 
 
 def main() -> None:
