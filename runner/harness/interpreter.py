@@ -1,4 +1,5 @@
-"""The user's own interpreter (harness.python) as a resource: one shim process per slot.
+"""The user's own interpreter (harness.python) as a resource: one shim process per slot, forked from the
+run's warm interpreter where it will (harness/warm.py), else started afresh.
 
 The worker speaks the shim's line protocol (runner/harness/shim.py) over pipes. Replies are waited
 for in short selects, so the slot's time limit (SIGALRM, or the exception the worker raises into a

@@ -192,7 +192,8 @@ class Zygote:
                 sys.path.insert(0, p)
         os.chdir(spec["cwd"])
         before = set(sys.modules)
-        done = preload(libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]))
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report: a library's print is not it
+            done = preload(libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]))
         loaded = [m for m in sys.modules if m not in before]
         if (kept := kept_marker(loaded, self.marker)) is not None:
             self.refused = f"module {kept} keeps a slot's variable (DB_HOST, DATABASE_URL, ...) from its import"

@@ -149,3 +149,15 @@ def test_it_leaves_when_the_run_that_started_it_is_gone(warm: WarmInterpreter) -
     assert warm.proc is not None and warm.proc.stdin is not None
     warm.proc.stdin.close()
     assert warm.proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("warm", [("import thirdparty", "print('a library that talks as it loads')\n")],
+                         indirect=True)
+def test_a_library_that_prints_as_it_loads_is_preloaded_all_the_same(warm: WarmInterpreter) -> None:
+    report = _report(warm)
+    assert "thirdparty" in report["preloaded"] and report["refused"] is None  # type: ignore[operator]
+    it = _slot(warm, "/slot/a", [])
+    try:
+        assert warm.proc is not None and _call(it, "/slot/a")["ppid"] == warm.proc.pid
+    finally:
+        it.stop()
