@@ -15,9 +15,10 @@ from runner.worker.main import preload
 
 
 def context(cfg: Config) -> Any:
-    """The forkserver start method, preloading what this config's workers import."""
+    """The forkserver start method, preloading what this config's workers import (with the collector
+    paused meanwhile: engine/preload_begin.py)."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(preload(cfg))
+    ctx.set_forkserver_preload(["runner.engine.preload_begin", *preload(cfg), "runner.engine.preload_end"])
     return ctx
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import array
 import ast
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -192,8 +193,13 @@ class Zygote:
                 sys.path.insert(0, p)
         os.chdir(spec["cwd"])
         before = set(sys.modules)
-        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report: a library's print is not it
-            done = preload(libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]))
+        gc.disable()  # imports make objects by the hundred thousand: collections meanwhile only walk them
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report: a library's print is not
+                done = preload(libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]))
+        finally:
+            gc.freeze()  # a slot's collections then skip them, and leave the pages it shares with the others
+            gc.enable()
         loaded = [m for m in sys.modules if m not in before]
         if (kept := kept_marker(loaded, self.marker)) is not None:
             self.refused = f"module {kept} keeps a slot's variable (DB_HOST, DATABASE_URL, ...) from its import"

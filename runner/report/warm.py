@@ -12,6 +12,7 @@ spare time (at a lower priority than the workers), and the report at the end is 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -64,9 +65,11 @@ class WarmRenderer:
 
 def main() -> None:
     os.nice(NICE)
+    gc.disable()  # while the imports make their objects: collections meanwhile would only walk them
     from runner.report import html  # noqa: F401 - what drawing the report imports, imported now
     from runner.report.build import write_reports
 
+    gc.enable()
     with contextlib.suppress(Exception):  # a nicety: drawing the first chart starts the engine anyway
         from runner.report.charts import warm_up
 
