@@ -161,3 +161,23 @@ def test_a_library_that_prints_as_it_loads_is_preloaded_all_the_same(warm: WarmI
         assert warm.proc is not None and _call(it, "/slot/a")["ppid"] == warm.proc.pid
     finally:
         it.stop()
+
+
+def test_the_socket_directory_of_a_run_killed_outright_is_swept(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import tempfile
+
+    from runner.harness.warm import HOME_PREFIX, OWNER_FILE, remove_stale_homes
+    from runner.sandbox.owner import owner_identity
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    homes = {"dead": owner_identity(gone.pid), "alive": owner_identity(os.getpid())}
+    gone.kill()
+    gone.wait()
+    for name, owner in homes.items():
+        (tmp_path / f"{HOME_PREFIX}{name}").mkdir()
+        (tmp_path / f"{HOME_PREFIX}{name}" / OWNER_FILE).write_text(owner)
+    assert remove_stale_homes() == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{HOME_PREFIX}alive"]
