@@ -248,6 +248,11 @@ class RunSpec(Thinking):
         return {**vals, "run": self.name}
 
 
+# Settings of a part of the fingerprint that change how fast records run, not what they do: a resume
+# with them changed is the same job (and outputs made before one existed still resume).
+SPEED_ONLY: dict[str, Any] = {"harness": {"warm"}}
+
+
 class HarnessSettings(_Frozen):
     """What runs one record: the built-in CRM, a Python function, or a command (docs/harness.md)."""
 
@@ -487,7 +492,8 @@ class Config(_Frozen):
     def fingerprint(self) -> str:
         """What makes two runs comparable (resume refuses a different one): not workers or timing."""
         keep = self.model_dump(mode="json", include={"runs", "providers_mode", "models", "harness", "database",
-                                                     "id_field"}, exclude={"runs": {"__all__": {"batch"}}})
+                                                     "id_field"},
+                               exclude={"runs": {"__all__": {"batch"}}, **SPEED_ONLY})
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
     def fingerprint_parts(self) -> dict[str, str]:
@@ -496,7 +502,8 @@ class Config(_Frozen):
         def digest(v: Any) -> str:
             return hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16]
 
-        whole = self.model_dump(mode="json", include={"providers_mode", "models", "harness", "database", "id_field"})
+        whole = self.model_dump(mode="json", include={"providers_mode", "models", "harness", "database", "id_field"},
+                                exclude=SPEED_ONLY)
         return {**{k: digest(v) for k, v in whole.items()},
                 **{f"run:{r.name}": digest(r.model_dump(mode="json", exclude={"batch"})) for r in self.runs}}
 

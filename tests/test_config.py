@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
-from runner.config import load_config, resolve_mode
+from runner.config import Config, load_config, resolve_mode
 from runner.errors import ConfigError
 
 GOOD = """\
@@ -231,3 +233,19 @@ def test_a_conversation_gets_a_day_in_batch_mode_unless_the_config_says_otherwis
     assert set_one.conversation_limit() == 900
     one = plain.model_copy(update={"runs": [plain.runs[0].model_copy(update={"batch": True}), *plain.runs[1:]]})
     assert one.batch_runs() == {plain.runs[0].name} and one.conversation_limit() == 86_400
+
+
+def test_a_speed_setting_is_not_part_of_what_a_resume_compares(tmp_path: Path) -> None:
+    """harness.warm changes how fast a slot starts, not what a record does: a resume with it changed (or of an
+    output made before it existed) is the same job; a setting that changes results still is not."""
+    base = {"dataset": "x.jsonl", "runs": [{"name": "r"}]}
+    plain = Config.model_validate({**base, "harness": {"kind": "python", "entrypoint": "m:f", "python": "/py"}})
+    cold = Config.model_validate({**base, "harness": {"kind": "python", "entrypoint": "m:f", "python": "/py",
+                                                      "warm": False}})
+    other = Config.model_validate({**base, "harness": {"kind": "python", "entrypoint": "m:g", "python": "/py"}})
+    assert cold.fingerprint() == plain.fingerprint() and cold.fingerprint_parts() == plain.fingerprint_parts()
+    assert other.fingerprint() != plain.fingerprint()
+    before = plain.model_dump(mode="json", include={"harness"})["harness"]
+    before.pop("warm")  # the harness part as outputs made before the setting existed recorded it
+    assert plain.fingerprint_parts()["harness"] == hashlib.sha256(json.dumps(before, sort_keys=True).encode()
+                                                                  ).hexdigest()[:16]
