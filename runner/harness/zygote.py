@@ -203,8 +203,8 @@ class Zygote:
         loaded = [m for m in sys.modules if m not in before]
         if (kept := kept_marker(loaded, self.marker)) is not None:
             self.refused = f"module {kept} keeps a slot's variable (DB_HOST, DATABASE_URL, ...) from its import"
-        elif threading.active_count() > 1:
-            self.refused = f"its libraries' imports started {threading.active_count() - 1} thread(s)"
+        elif (threads := _threads()) > 1:
+            self.refused = f"its libraries' imports started {threads - 1} thread(s)"
         return {"preloaded": done, "refused": self.refused, "seconds": round(time.monotonic() - t0, 3)}
 
     def serve(self) -> None:
@@ -309,6 +309,15 @@ class Zygote:
         finally:
             sys.stderr.flush()
             os._exit(code)
+
+
+def _threads() -> int:
+    """This process's threads, as the kernel counts them: a library's native pool (OpenMP, gRPC) or a
+    `_thread` of its own is no `threading.Thread`, and a fork copies none of them either."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 def _shim() -> Any:

@@ -117,7 +117,8 @@ def test_a_forked_slots_end_is_reported_like_a_started_ones(warm: WarmInterprete
                           "settings.url = 'x' + os.environ['DB_HOST']\n"),
     ("import thirdparty", "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), "
                           "daemon=True).start()\n"),
-], indirect=True, ids=["kept-at-import", "kept-in-an-object", "a-thread"])
+    ("import thirdparty", "import _thread, time\n_thread.start_new_thread(time.sleep, (60,))\n"),
+], indirect=True, ids=["kept-at-import", "kept-in-an-object", "a-thread", "a-thread-threading-does-not-see"])
 def test_a_library_that_would_make_a_fork_wrong_leaves_each_slot_its_own_interpreter(warm: WarmInterpreter) -> None:
     refused = str(_report(warm)["refused"])
     assert "thirdparty" in refused or "thread" in refused
