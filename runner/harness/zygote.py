@@ -146,17 +146,32 @@ def preload(names: list[str]) -> list[str]:
     return done
 
 
-def kept_marker(modules: list[str], marker: str) -> str | None:
+SEARCH_BUDGET = 2_000_000  # values looked at for the marker (~0.2 s of strings); past it, no fork is vouched for
+
+
+class TooMuchToSearch(Exception):
+    pass
+
+
+def kept_marker(modules: list[str], marker: str, budget: int = SEARCH_BUDGET) -> str | None:
     """The first module that kept a slot's variable at import (the marker in a string it holds, in its
-    containers, or in its objects' attributes, a few levels down), or None. Types are asked of type()
-    alone: a lazy proxy (openai's module-level client) answers isinstance() and attributes by loading
-    what it stands for."""
+    containers, or in its objects' attributes, a few levels down), or None; TooMuchToSearch past
+    `budget` values. Each container or object is looked into once. Types are asked of type() alone:
+    a lazy proxy (openai's module-level client) answers isinstance() and attributes by loading what it
+    stands for."""
+    seen: set[int] = set()
+    left = [budget]
+
     def holds(value: Any, depth: int) -> bool:
+        left[0] -= 1
+        if left[0] < 0:
+            raise TooMuchToSearch
         t = type(value)
         if issubclass(t, str):
             return marker in value
-        if depth == 0 or issubclass(t, type | types.ModuleType) or callable(value):
+        if depth == 0 or issubclass(t, type | types.ModuleType) or callable(value) or id(value) in seen:
             return False
+        seen.add(id(value))
         if issubclass(t, dict):
             return any(holds(v, depth - 1) for v in list(dict.values(value))[:1000])
         if issubclass(t, list | tuple | set | frozenset):
@@ -200,12 +215,20 @@ class Zygote:
         finally:
             gc.freeze()  # a slot's collections then skip them, and leave the pages it shares with the others
             gc.enable()
-        loaded = [m for m in sys.modules if m not in before]
-        if (kept := kept_marker(loaded, self.marker)) is not None:
-            self.refused = f"module {kept} keeps a slot's variable (DB_HOST, DATABASE_URL, ...) from its import"
-        elif (threads := _threads()) > 1:
-            self.refused = f"its libraries' imports started {threads - 1} thread(s)"
+        self.refused = self.why_not([m for m in sys.modules if m not in before])
         return {"preloaded": done, "refused": self.refused, "seconds": round(time.monotonic() - t0, 3)}
+
+    def why_not(self, loaded: list[str]) -> str | None:
+        """Why no slot may be forked from here, now that `loaded` are imported; None if they may."""
+        try:
+            kept = kept_marker(loaded, self.marker)
+        except TooMuchToSearch:
+            return "its libraries hold more than can be searched for a slot's variable"
+        if kept is not None:
+            return f"module {kept} keeps a slot's variable (DB_HOST, DATABASE_URL, ...) from its import"
+        if (threads := _threads()) > 1:
+            return f"its libraries' imports started {threads - 1} thread(s)"
+        return None
 
     def serve(self) -> None:
         self.selector.register(0, selectors.EVENT_READ, "stdin")

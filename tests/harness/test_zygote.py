@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.harness.zygote import imported_names, kept_marker, libraries
+from runner.harness.zygote import TooMuchToSearch, imported_names, kept_marker, libraries
 
 MARK = "pgsr-unset-test"
 
@@ -77,3 +77,13 @@ def test_a_library_that_kept_a_slots_variable_at_import_is_found(modules: dict[s
     assert kept_marker([_module(modules, "t_object", settings=settings)], MARK) == "t_object"
     assert kept_marker([_module(modules, "t_nested", config={"db": {"url": f"postgresql://{MARK}"}})],
                        MARK) == "t_nested"
+
+
+def test_shared_values_are_searched_once_and_a_search_too_large_vouches_for_nothing(
+        modules: dict[str, types.ModuleType]) -> None:
+    shared = [{"k": f"v{i}"} for i in range(1000)]  # one table that many objects point to
+    many = _module(modules, "t_many", **{f"o{i}": types.SimpleNamespace(table=shared) for i in range(1000)})
+    assert kept_marker([many], MARK, budget=5000) is None  # the table once, not once per object
+    big = _module(modules, "t_big", rows=[[f"cell {i} {j}" for j in range(1000)] for i in range(1000)])
+    with pytest.raises(TooMuchToSearch):
+        kept_marker([big], MARK, budget=5000)
