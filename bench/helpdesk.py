@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, WORK, repeated, table
+from bench.common import ROOT, WORK, repeated, result_rows, table, ts
 from bench.common import _cpu_busy_s as cpu_busy_s
 from runner.config import load_config
 from runner.harness import database_spec
@@ -69,25 +69,16 @@ def _workers_first(out: Path, started: float) -> float:
     """Seconds from launch to each worker's first record, averaged over the workers: with W workers
     sharing n records, the run ends about that late plus n·(a record's time)/W, so this is what start-up
     costs end to end."""
-    import json
-
-    first: dict[int, float] = {}
-    for p in glob.glob(str(out / "results" / "*.jsonl")):
-        for line in Path(p).read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                at = datetime.datetime.fromisoformat(r["started_at"]).timestamp()
-                first[r["worker"]] = min(first.get(r["worker"], at), at)
+    first: dict[int | None, float] = {}
+    for r in result_rows(out):
+        first[r.worker] = min(first.get(r.worker, ts(r.started_at)), ts(r.started_at))
     return round(sum(first.values()) / len(first) - started, 2) if first else 0.0
 
 
 def _record_seconds(out: Path) -> float:
     """The 1-record job's record itself, as its result timed it (its turns' stand-in latency and its SQL)."""
-    import json
-
-    rows = [json.loads(x) for p in glob.glob(str(out / "results" / "*.jsonl")) for x in Path(p).read_text().split("\n")
-            if x.strip()]
-    return round(float(rows[0]["wall_seconds"]), 2) if rows else 0.0
+    rows = result_rows(out)
+    return round(rows[0].wall_seconds, 2) if rows else 0.0
 
 
 def milestones(log: Path, started: float) -> dict[str, float]:

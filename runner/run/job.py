@@ -348,7 +348,7 @@ def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) 
 
 def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id: str, out: Path, lay: Layout,
            stack: contextlib.ExitStack) -> tuple[Callable[[int, str | None, str | None], WorkerSpec],
-                                                  Callable[[int], bool]]:
+                                                  Callable[[int], bool] | None]:
     """Worker w's spec, given the model servers' addresses (known once they are up). Locally, each first
     worker's sandbox is launched now (engine/prestart.py): it boots while the servers start and the
     worker's process is made, and the worker takes it over. A python harness in its own interpreter gets
@@ -371,12 +371,12 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
         return replace(base(wid), sim_url=sim_url, gateway_url=gateway_url, warm=warm,
                        launched=prestart.take(wid) if prestart else None)
 
-    return make_spec, (prestart.launched if prestart else lambda wid: True)
+    return make_spec, (prestart.launched if prestart else None)
 
 
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
                 out: Path, make_spec: Callable[[int], WorkerSpec], services: list[Service], transport: Transport,
-                limiter: Any, lay: Layout, spawnable: Callable[[int], bool]) -> Supervisor:
+                limiter: Any, lay: Layout, spawnable: Callable[[int], bool] | None) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 

@@ -110,15 +110,17 @@ def wait_connectable(endpoint: Endpoint, *, timeout: float, is_dead: object = No
             except psycopg.OperationalError as e:
                 last = e
             delay = min(delay * 1.5, 0.1)
-        if callable(is_dead) and time.monotonic() - checked >= DEATH_CHECK_SECONDS:
+        if time.monotonic() - checked >= DEATH_CHECK_SECONDS:
             checked = time.monotonic()
-            why = is_dead()
-            if why:
-                raise SandboxBootError(f"sandbox exited while starting: {why}")
+            _unless_dead(is_dead)
         time.sleep(delay)
+    _unless_dead(is_dead)
+    raise SandboxBootError(f"sandbox not connectable after {timeout:.0f}s: {last}")
+
+
+def _unless_dead(is_dead: object) -> None:
     if callable(is_dead) and (why := is_dead()):
         raise SandboxBootError(f"sandbox exited while starting: {why}")
-    raise SandboxBootError(f"sandbox not connectable after {timeout:.0f}s: {last}")
 
 
 TMPFS_PATH = "/run/sandbox"  # where a container's data directory lives in memory

@@ -166,19 +166,19 @@ class _Shared:
                 conn = db.connect(dsn)
                 telemetry.ensure_schema(conn)
             self.atlas[dsn] = (conn, users + 1)
-        return telemetry.Writer(conn, self.telemetry_sink, self.telemetry_lock)
+        return telemetry.Writer(conn, self.telemetry_sink, self.telemetry_lock, dsn)
 
     def release(self, writer: telemetry.Writer) -> None:
         """A slot leaves its sandbox: the sandbox's telemetry connection closes with its last slot."""
         with self.telemetry_lock:
-            for dsn, (conn, users) in list(self.atlas.items()):
-                if conn is writer.atlas:
-                    if users > 1:
-                        self.atlas[dsn] = (conn, users - 1)
-                        return
-                    del self.atlas[dsn]
-                    with contextlib.suppress(Exception):
-                        conn.close()
+            if writer.dsn not in self.atlas:
+                return
+            conn, users = self.atlas.pop(writer.dsn)
+            if users > 1:
+                self.atlas[writer.dsn] = (conn, users - 1)
+                return
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def leave(self) -> None:
         self.members -= 1

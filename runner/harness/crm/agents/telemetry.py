@@ -82,6 +82,7 @@ class Writer:
     atlas: psycopg.Connection[Any] | None
     sink: psycopg.Connection[Any] | None
     lock: threading.Lock
+    dsn: str = ""  # the sandbox's telemetry database: what its shared connection is kept under
 
     def record(self, **session: Any) -> dict[str, Any] | None:
         """Write one session to both; what the sandbox's database holds of it (None without one)."""
