@@ -129,6 +129,8 @@ class Slot:
                 self.attach()
             seen = self.generation
             before = self._before_records()
+            if before is not None and before[0] != seen:
+                continue  # another slot replaced the sandbox since this one attached: attach to the new one first
             lost: list[Job] = []
             for job, res in self.attempt(left, clock):
                 if before is not None and self.host.keeper.incarnation(self.n) == before:

@@ -118,3 +118,59 @@ def test_an_alarm_that_fires_as_soon_as_it_is_armed_still_cuts_the_harness(monke
             pass
     finally:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
+def test_a_sandbox_replaced_between_a_slots_attach_and_its_check_is_attached_to_before_a_record_runs() -> None:
+    """Another slot replaces the sandbox after this one attached but before it asks the witness: the
+    witness then answers for the new sandbox while this slot's harness still points at the old, dead one.
+    A harness that swallows errors would report a failure there that the before/after check could not see;
+    the slot attaches to the new sandbox first, so its record runs where the check looked."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from runner.config import Config
+    from runner.harness import reading
+    from runner.harness.base import Outcome, SandboxInfo
+    from runner.records import Record
+    from runner.sandbox.witness import Incarnation
+    from runner.wire.messages import Job
+    from runner.worker.slot import AlarmClock, Slot
+
+    class Keeper:
+        generation = 1
+
+        def slot_info(self, slot: int) -> SandboxInfo:
+            return SandboxInfo(f"sb{self.generation}", {}, "main")
+
+        def incarnation(self, slot: int) -> tuple[int, Incarnation]:
+            self.generation = 2  # replaced by another slot just now (from the first ask on)
+            return self.generation, Incarnation("started", "main")
+
+        def sandbox_id(self) -> str:
+            return f"sb{self.generation}"
+
+    class Harness:
+        info = SimpleNamespace(caller="0")
+        counts_own_calls = False
+        attached: list[str] = []
+
+        def attach(self, sb: SandboxInfo) -> None:
+            self.attached.append(sb.id)
+
+        def detach(self) -> None:
+            pass
+
+        def run(self, tasks: list[Any]) -> Any:
+            for t in tasks:  # as a harness that swallows its errors reports a dead database
+                yield t, Outcome({"ok": self.attached[-1] == "sb2"})
+
+    cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
+                                 "runs": [{"name": "r"}], "success_field": "ok"})
+    host = SimpleNamespace(cfg=cfg, worker_id=0, gateway_url=None, records={"a": Record("a", 1, {"id": "a"})},
+                           reading=reading(cfg), inbox=None, keeper=Keeper())
+    harness = Harness()
+    slot = Slot(0, host, harness)  # type: ignore[arg-type]
+    slot.attach()
+    assert harness.attached == ["sb1"]
+    (_job, result), = slot.handle((Job(1, "r", "a", 0, 1),), AlarmClock())
+    assert harness.attached == ["sb1", "sb2"] and result.success is True
