@@ -190,7 +190,8 @@ def test_a_harness_reaches_a_sandbox_without_network_through_db_host_as_given(tm
     gets the socket's directory and works, in two slots; the container has no network."""
     import docker
 
-    records = [{"id": f"r{i}"} for i in range(4)]
+    # each naps: alone, slot 0 would take 3.2 s, time enough for slot 1's copy of the database on a busy machine
+    records = [{"id": f"r{i}", "nap": 0.4} for i in range(8)]
     cfg = toy_config(tmp_path, TOY_PYTHON, records, extra="container_network: none")
     out = tmp_path / "out"
     p = subprocess.Popen([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), "--sandbox", "docker",
@@ -206,5 +207,5 @@ def test_a_harness_reaches_a_sandbox_without_network_through_db_host_as_given(tm
     log = p.communicate()[0]
     assert p.returncode == 0, log[-3000:]
     res = _results(out)
-    assert len(res) == 4 and all(r["status"] == "ok" and r["output"]["visits"] for r in res.values()), res
+    assert len(res) == 8 and all(r["status"] == "ok" and r["output"]["visits"] for r in res.values()), res
     assert {r["output"]["db"] for r in res.values()} == {"toy", "toy__s1"} and modes == {"none"}, modes
