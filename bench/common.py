@@ -21,6 +21,7 @@ from runner.analysis.metrics import percentile as pct
 from runner.config import Config, Latency, Limits, ModelRef, RunSpec, SimSettings
 from runner.harness.crm.dataset import write_conversations
 from runner.harness.crm.generate import generate
+from runner.resources import SERVER_COMM_PREFIX
 from runner.results.result import Result
 from runner.results.sink import read_results
 
@@ -63,9 +64,26 @@ def forkserver(pid: int) -> int | None:
 
 
 def worker_pids(pid: int) -> list[int]:
-    """A supervisor's worker processes: its forkserver's children."""
+    """A supervisor's worker processes: its forkserver's children, but for a simulator forked there."""
     fs = forkserver(pid)
-    return [c for c, _ in children(fs)] if fs is not None else []
+    return [c for c, _ in children(fs) if not _proc(c, "comm").startswith(SERVER_COMM_PREFIX)] if fs is not None else []
+
+
+SERVER_COMMANDS = {"simulator": "runner sim serve", "gateway": "runner gateway"}
+
+
+def servers(pid: int, name: str) -> list[int]:
+    """A run's `name` server processes (simulator, gateway): started as a command, or forked from its
+    forkserver (named pgsr-NAME: runner/resources.py)."""
+    return [p for p in descendants(pid) if p != pid and (SERVER_COMMANDS[name] in _proc(p, "cmdline")
+                                                         or _proc(p, "comm") == SERVER_COMM_PREFIX + name)]
+
+
+def _proc(pid: int, what: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/{what}").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def run_in_background(cfg: Path, out: Path) -> subprocess.Popen[bytes]:
@@ -290,7 +308,7 @@ class CpuMeter(Sampler):
 
 
 # Who a process is, for CPU per conversation by part: first match of its command line wins.
-PARTS = (("simulator", ("runner sim serve",)), ("postgres", ("postgres",)),
+PARTS = (("simulator", ("runner sim serve", SERVER_COMM_PREFIX + "simulator")), ("postgres", ("postgres",)),
          ("engine", ("docker-proxy", "dockerd", "containerd")), ("runner", ("python",)))
 
 
@@ -321,7 +339,8 @@ class ProcessCpu(Sampler):
                 continue
             try:
                 with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                    comm, _, rest = f.read().partition(" (")[2].rpartition(")")
+                fields = rest.split()
                 key = (int(name), int(fields[19]))  # start time: after "(comm)", field 22 of proc(5)
                 if key not in self._part:
                     with open(f"/proc/{name}/cmdline", "rb") as f:
@@ -329,7 +348,9 @@ class ProcessCpu(Sampler):
                     # empty for kernel threads (children of kthreadd, pid 2), and for a moment while a
                     # new process execs: that one is asked again at the next read
                     if cmdline or fields[1] in ("0", "2"):
-                        self._part[key] = _part_of(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+                        # comm names a server forked from the forkserver (its command line is the server's)
+                        args = cmdline.replace(b"\0", b" ").decode(errors="replace")
+                        self._part[key] = _part_of(f"{comm} {args}")
             except (OSError, IndexError, ValueError):  # exited meanwhile
                 continue
             out[key] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime

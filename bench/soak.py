@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, WORK, descendants, table, worker_pids
+from bench.common import ROOT, WORK, descendants, servers, table, worker_pids
 
 SAMPLE = ROOT / "data" / "crm-sample.jsonl"
 HELPDESK = ROOT / "examples" / "helpdesk"
@@ -179,8 +179,7 @@ def inject(kind: str, run: Run, rng: random.Random, thaws: list[threading.Timer]
     if kind == "worker_kill":
         return _kill_one(worker_pids(run.pid), rng)
     if kind in ("simulator_kill", "gateway_kill"):
-        marker = "sim serve" if kind == "simulator_kill" else "runner gateway"
-        return _kill_one([pid for pid in descendants(run.pid) if marker in _cmdline(pid)], rng)
+        return _kill_one(servers(run.pid, kind.removesuffix("_kill")), rng)
     ready = ready_containers(run)
     if not ready:
         return False

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from loguru import logger
 
-from runner import __version__
+from runner import __version__, heap
 from runner.config import environment
 from runner.errors import RunnerError
 from runner.logfiles import add_console
@@ -189,11 +189,14 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     try:
         summary = run_job(cfg, on_booted=renderer.start)
         results = load_runs(summary.out)  # read once for the table and the reports
+        # a resume with nothing to do leaves them as they are; the renderer reads the files `results` came
+        # from, and draws while this process prints the summary
+        drawing = not reports_current(summary.out, results)
+        asked = drawing and renderer.ask(summary.out)
         analysis = analyse(summary.out, results)  # once, for the terminal and the reports
         metrics = print_summary(summary.out, analysis=analysis, wide=wide)
         print_gateway(summary.out)
-        # a resume with nothing to do leaves them as they are; the renderer reads the files `results` came from
-        if not reports_current(summary.out, results) and renderer.render(summary.out) != "ok":
+        if drawing and (not asked or renderer.answer() != "ok"):
             write_reports(summary.out, analysis=analysis)
     finally:
         renderer.stop()
@@ -492,8 +495,9 @@ def image_tag_cmd(config: str | None) -> None:
 @click.option("--upstream-sim", "sim_url", help="Send calls to this simulator instead of the real APIs.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
 @click.option("--config-json", hidden=True, help="The whole config as JSON (used when a run starts the gateway).")
+@click.option("--listen-fd", type=int, hidden=True, help="Serve on this inherited listening socket (a run's).")
 def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_cache: bool,
-            config_json: str | None) -> None:
+            config_json: str | None, listen_fd: int | None) -> None:
     """One local endpoint for Anthropic and OpenAI SDK calls: CONFIG's rate limits as one budget, retries,
     response cache. Point SDKs at it with ANTHROPIC_BASE_URL / OPENAI_BASE_URL (docs/gateway.md)."""
     from runner.config import Config, load_config
@@ -501,7 +505,7 @@ def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_ca
     from runner.gateway.server import serve
 
     cfg = Config.model_validate_json(config_json) if config_json else load_config(config, gateway_only=True)
-    serve(build_gateway(cfg, sim_url=sim_url, cache=False if no_cache else None), host, port)
+    serve(build_gateway(cfg, sim_url=sim_url, cache=False if no_cache else None), host, port, listen_fd=listen_fd)
 
 
 @cli.command()
@@ -529,7 +533,11 @@ def sim() -> None:
 @click.option("--port", default=8765, show_default=True, type=int, help="0 = any free port")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Take simulator: from this config.")
 @click.option("--settings-json", hidden=True, help="Settings as JSON (used when a run starts the simulator).")
-def sim_serve(host: str, port: int, config_path: str | None, settings_json: str | None) -> None:
+@click.option("--listen-fd", type=int, hidden=True, help="Serve on this inherited listening socket (a run's).")
+@click.option("--warm", help="The wire formats to resolve the SDK types of at start (anthropic,openai; default "
+              "both); another is resolved when first asked.")
+def sim_serve(host: str, port: int, config_path: str | None, settings_json: str | None,
+              listen_fd: int | None, warm: str | None) -> None:
     """Serve POST /v1/messages, POST /v1/chat/completions, GET /stats until interrupted."""
     from runner.config import SimSettings, load_config
     from runner.models.sim.server import serve
@@ -539,7 +547,7 @@ def sim_serve(host: str, port: int, config_path: str | None, settings_json: str 
     else:
         base = load_config(config_path).simulator if config_path else SimSettings()
         settings = base.model_copy(update={"host": host, "port": port})
-    serve(settings)
+    serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None)
 
 
 def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -572,3 +580,5 @@ def main() -> None:
         else:
             logger.error("{}", e)
         sys.exit(2)
+    finally:
+        heap.before_exit()

@@ -489,6 +489,10 @@ class Config(_Frozen):
         """The runs whose models the runner itself calls (the built-in agents)."""
         return [r for r in self.runs if r.provider is not None] if self.harness.kind == "crm" else []
 
+    def providers_called(self) -> set[str]:
+        """The providers whose APIs those runs call (agents and teachers)."""
+        return {ref.provider for run in self.model_runs() for ref in (run.model_ref(), run.teacher) if ref}
+
     def fingerprint(self) -> str:
         """What makes two runs comparable (resume refuses a different one): not workers or timing."""
         keep = self.model_dump(mode="json", include={"runs", "providers_mode", "models", "harness", "database",

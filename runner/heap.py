@@ -24,3 +24,11 @@ def settle() -> None:
     """Freeze what is loaded and space out the collections of what comes after."""
     gc.freeze()
     gc.set_threshold(GEN0_THRESHOLD, 20, 50)
+
+
+def before_exit() -> None:
+    """Freeze everything, once a process has nothing left to do: its interpreter's teardown then frees
+    its modules by reference counting without walking them in collection after collection (`runner run`
+    spent 0.17 s on that after its last result; a process with an SDK loaded, 0.47 s; frozen, 0.03 s).
+    What a collection would have finalized at exit is ours to close before: the runner closes its files."""
+    gc.freeze()

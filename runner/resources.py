@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -15,6 +17,8 @@ import urllib.parse
 from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Any, Self
+
+from runner.errors import RunStopped
 
 
 def fd_ready(fd: int, timeout: float, *, write: bool = False) -> bool:
@@ -48,6 +52,14 @@ class Resource(ABC):
 
 PARENT_ENV = "RUNNER_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
+SERVER_COMM_PREFIX = "pgsr-"  # `ps -o comm` of a server forked from the forkserver: pgsr-simulator, not a worker
+
+
+def name_process(name: str) -> None:
+    """The name `ps` and /proc/PID/comm show (Linux; at most 15 bytes)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM, *, via_forkserver: bool = False) -> None:
@@ -106,71 +118,120 @@ def stop_process(proc: subprocess.Popen[Any] | None, *, sig: int = signal.SIGINT
 
 
 class ServerProcess(Resource):
-    """A `python -m runner ...` server child that prints 'listening on URL' once bound (simulator, gateway)."""
+    """A `python -m runner ...` server child that prints 'listening on URL' once it serves (simulator, gateway).
+
+    Given `listen` (host, port; port 0 = any free one), this process binds the socket and the child inherits
+    it: the URL is known at once, and a client that calls before the child serves waits in the socket's
+    backlog instead of being refused. With `wait=False` the start does not wait for the child's word
+    either: a run's workers start while its servers import (~0.5 s of CPU each), and `alive()` holds it to
+    its boot timeout later."""
 
     name = "server"
     program = [sys.executable, "-m", "runner"]
 
-    def __init__(self, args: list[str], *, boot_timeout: float = 30.0, log_path: str | None = None) -> None:
-        self.args, self.boot_timeout = args, boot_timeout
+    def __init__(self, args: list[str], *, boot_timeout: float = 30.0, log_path: str | None = None,
+                 listen: tuple[str, int] | None = None, wait: bool = True) -> None:
+        self.args, self.boot_timeout, self.listen, self.wait = args, boot_timeout, listen, wait
         self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"pgsandbox-{self.name}-{os.getpid()}.log")
         self.url = ""
         self.starts = 0
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Any = None  # subprocess.Popen, or a ForkedServer
+        self._booting: float | None = None  # when a start whose word has not come yet began
+        self._said = b""
+        self._failed: str | None = None
 
     def on_port(self, port: int) -> list[str]:
-        """The arguments that start it again on `port` (its clients keep their URL across a restart)."""
+        """The arguments that start it again on `port` (its clients keep their URL across a restart); a
+        server given `listen` is started on the socket it inherits, not a port."""
         return self.args
 
+    def on_socket(self, fd: int) -> list[str]:
+        """The arguments that have it serve on the inherited listening socket `fd`."""
+        raise NotImplementedError(f"the {self.name} takes no listening socket")
+
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        if self._proc is None or self._proc.poll() is not None:
+            return False
+        if self._booting is not None:
+            try:
+                self._confirm(block=False)
+            except RunStopped as e:
+                self._failed = str(e)
+                return False
+        return True
 
     def exit_description(self) -> str:
+        if self._failed:
+            return self._failed
         code = self._proc.returncode if self._proc is not None else None
         if code is not None and code < 0:
             return f"killed by {signal.Signals(-code).name}"
         return f"exit code {code}"
 
     def restart(self) -> None:
-        """Start it again where it was (same port); raises RunStopped if it cannot come back."""
+        """Start it again where it was (same port), waiting for its word; raises RunStopped if it cannot
+        come back."""
         port = urllib.parse.urlsplit(self.url).port
-        if port:
+        if port and self.listen is None:
             self.args = self.on_port(port)
         self.stop()
+        self.wait = True
         self.start()
 
     def start(self) -> None:
-        from runner.errors import RunStopped
-
         self.starts += 1
+        self._failed, self._said = None, b""
+        sock = socket.create_server(self.listen, backlog=1024) if self.listen is not None else None
+        try:
+            extra: list[str] = []
+            if sock is not None:
+                self.listen = (self.listen[0], sock.getsockname()[1])  # type: ignore[index]  # a restart binds it again
+                self.url = f"http://{self.listen[0]}:{self.listen[1]}"
+                extra = self.on_socket(sock.fileno())
+            self._proc = self.spawn(extra, sock)
+        finally:
+            if sock is not None:  # the child's alone: if it dies, callers are refused (and retry), not held
+                sock.close()
+        self._booting = time.monotonic()
+        if self.wait or sock is None:
+            self._confirm(block=True)
+
+    def spawn(self, extra: list[str], sock: socket.socket | None) -> Any:
+        """The server's process: Popen, or what stands for one (stdout: where it says it listens)."""
         # stderr to a file: a pipe nobody reads would block the server once it fills. A restart appends,
         # so the log still holds the last words of the one that died.
         with open(self.log_path, "w" if self.starts == 1 else "a") as log:
-            self._proc = subprocess.Popen(
-                [*self.program, *self.args], stdout=subprocess.PIPE, stderr=log,
+            return subprocess.Popen(
+                [*self.program, *self.args, *extra], stdout=subprocess.PIPE, stderr=log,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())},
+                pass_fds=(sock.fileno(),) if sock is not None else (),
                 start_new_session=True)  # Ctrl-C goes to the supervisor, which stops us last
-        line = self._first_line()
-        if line.startswith("listening on "):
-            self.url = line.split("listening on ", 1)[1].strip()
+
+    def _confirm(self, *, block: bool) -> None:
+        """Read its first line: done once it says it listens; RunStopped if it said something else, exited
+        or kept silent past its boot timeout (`block`: wait for that; else only look)."""
+        assert self._proc is not None and self._proc.stdout is not None and self._booting is not None
+        fd = self._proc.stdout.fileno()
+        deadline = self._booting + self.boot_timeout
+        while b"\n" not in self._said:
+            left = deadline - time.monotonic()
+            if not fd_ready(fd, left if block else 0):
+                if left > 0 and not block:
+                    return
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:  # it exited
+                break
+            self._said += chunk
+        line = self._said.decode(errors="replace").split("\n", 1)[0]
+        if b"\n" in self._said and line.startswith("listening on "):
+            self.url = self.url or line.split("listening on ", 1)[1].strip()
+            self._booting = None
             return
         with open(self.log_path) as log:
             err = log.read()[-1500:]
         said = f"it said {line.strip()!r}" if line.strip() else f"no word in {self.boot_timeout:g}s"
         raise RunStopped(f"the {self.name} did not start ({said}): {err}")
-
-    def _first_line(self) -> str:
-        """Its first line of output, or what came before the boot timeout or its exit (never blocks past it)."""
-        assert self._proc is not None and self._proc.stdout is not None
-        fd, buf = self._proc.stdout.fileno(), b""
-        deadline = time.monotonic() + self.boot_timeout
-        while b"\n" not in buf and (left := deadline - time.monotonic()) > 0:
-            if fd_ready(fd, left):
-                chunk = os.read(fd, 4096)
-                if not chunk:  # it exited
-                    break
-                buf += chunk
-        return buf.decode(errors="replace").split("\n", 1)[0]
 
     @property
     def pid(self) -> int:
@@ -180,3 +241,63 @@ class ServerProcess(Resource):
     def stop(self) -> None:
         stop_process(self._proc)
         self._proc = None
+
+
+class ForkedServer:
+    """A server forked from the run's forkserver (engine/forkserver.py) instead of started afresh: the SDK
+    modules it loaded for the workers are the server's too. The parts of a Popen that ServerProcess and
+    stop_process use; `stdout` is where it says it listens."""
+
+    def __init__(self, name: str, ctx: Any, target: str, args: tuple[Any, ...], log_path: str, append: bool,
+                 listen: socket.socket) -> None:
+        """`target`: "module:function", called as function(listen_fd, *args) in the child (named, not
+        passed: the supervisor need not import the server's modules to start it)."""
+        said, self._said = socket.socketpair()
+        try:
+            self.proc = ctx.Process(target=_forked_main, args=(name, os.getpid(), log_path, append, said, listen,
+                                                                target, args), name=name, daemon=False)
+            self.proc.start()
+        finally:
+            said.close()  # the child's alone: its death reads as the end of what it says
+        self.pid: int = self.proc.pid
+        self.stdout = self._said.makefile("rb", buffering=0)
+
+    @property
+    def returncode(self) -> int | None:
+        code: int | None = self.proc.exitcode
+        return code
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.proc.join(timeout)
+        if self.proc.exitcode is None:
+            raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
+        self.stdout.close()
+        self._said.close()
+        return int(self.proc.exitcode)
+
+    def send_signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _forked_main(name: str, parent: int, log_path: str, append: bool, said: socket.socket, listen: socket.socket,
+                 target: str, args: tuple[Any, ...]) -> None:
+    """In a server forked from the forkserver: be what a started one is (its own session, so Ctrl-C goes
+    to the supervisor alone; gone with the supervisor; stdout to the supervisor, stderr to its log), then
+    serve on `listen`."""
+    os.setsid()
+    name_process(SERVER_COMM_PREFIX + name)
+    die_with_parent(parent, via_forkserver=True)
+    leave_forkserver()
+    with open(log_path, "a" if append else "w") as log:
+        os.dup2(log.fileno(), 2)
+    os.dup2(said.fileno(), 1)
+    said.close()
+    module, _, function = target.partition(":")
+    getattr(importlib.import_module(module), function)(listen.fileno(), *args)  # `listen` stays open meanwhile

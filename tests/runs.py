@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import children, descendants, worker_pids
+from bench.common import children, descendants, servers, worker_pids
 
-__all__ = ["children", "descendants", "worker_pids"]  # the process tree of a run: shared with the benchmarks
+__all__ = ["children", "descendants", "servers", "worker_pids"]  # the process tree of a run: shared with the benchmarks
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "crm-sample.jsonl"
 

@@ -1,6 +1,7 @@
 """Server children: a silent one fails its start at the boot timeout (it used to block in readline),
 and a child asked to die with its parent does, even when the parent is killed with SIGKILL (a
-forkserver's child too, idle on its queue)."""
+forkserver's child too, idle on its queue). A server given a socket the run bound has its address at
+once: its first callers wait in the backlog while it starts, and its silence is judged later."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +134,50 @@ def test_fd_ready_takes_descriptors_past_1024() -> None:
     finally:
         for fd in (r, w, *high):
             os.close(fd)
+
+
+class Gated(ServerProcess):
+    """Serves HTTP on the socket it inherits once the file named by its first argument exists."""
+
+    name = "gated server"
+    program = [sys.executable, "-c", textwrap.dedent("""
+        import http.server, os, socket, sys, time
+        gate, fd = sys.argv[1], int(sys.argv[3])
+        while not os.path.exists(gate):
+            time.sleep(0.02)
+        print("listening on http://ignored", flush=True)
+        class Hello(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200); self.end_headers(); self.wfile.write(b"hello")
+        server = http.server.HTTPServer(("127.0.0.1", 0), Hello, bind_and_activate=False)
+        server.socket.close()
+        server.socket = socket.socket(fileno=fd)
+        server.serve_forever()
+    """)]
+
+    def on_socket(self, fd: int) -> list[str]:
+        return ["--fd", str(fd)]
+
+
+def test_a_server_given_a_socket_has_its_address_at_once_and_its_first_callers_wait_for_it(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    with Gated([str(gate)], listen=("127.0.0.1", 0), wait=False, boot_timeout=60) as s:
+        assert s.url.startswith("http://127.0.0.1:") and s.url != "http://ignored"  # the bound port, not its word
+        answers: list[bytes] = []
+        caller = threading.Thread(target=lambda: answers.append(urllib.request.urlopen(s.url, timeout=60).read()))
+        caller.start()  # connects now: held in the backlog, neither refused nor answered
+        caller.join(0.5)
+        assert not answers and s.alive()
+        gate.touch()
+        caller.join(60)
+        assert answers == [b"hello"]
+        assert s.alive()  # its word read: booted
+
+
+def test_a_server_not_waited_for_that_stays_silent_is_dead_at_its_boot_timeout(tmp_path: Path) -> None:
+    with Gated([str(tmp_path / "never")], listen=("127.0.0.1", 0), wait=False, boot_timeout=0.5) as s:
+        deadline = time.monotonic() + 30
+        while s.alive():
+            assert time.monotonic() < deadline, "still alive long past its boot timeout"
+            time.sleep(0.05)
+        assert "gated server did not start (no word in 0.5s)" in s.exit_description()

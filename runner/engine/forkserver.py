@@ -30,3 +30,8 @@ def warm(cfg: Config) -> None:
     if cfg.executor == "local":
         context(cfg)
         forkserver.ensure_running()
+
+
+def preloaded(cfg: Config) -> set[str]:
+    """The modules the forkserver of this config's run imports for its workers."""
+    return set(preload(cfg))

@@ -37,6 +37,7 @@ from runner.gateway.usage import from_body
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
 from runner.models.usage import Counts, Tokens, at_batch_price
+from runner.serving import site_for
 
 # Headers that describe the caller or the hop, not the request: never forwarded.
 _HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", "keep-alive"}
@@ -319,12 +320,13 @@ def _json(raw: bytes) -> Any:
         return None
 
 
-def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> None:
-    """Run until killed; prints 'listening on http://HOST:PORT' once bound."""
+def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, listen_fd: int | None = None) -> None:
+    """Run until killed; prints 'listening on http://HOST:PORT' once it serves (`listen_fd`: on that
+    inherited listening socket instead of binding one)."""
     async def main() -> None:
         runner = web.AppRunner(gateway.app(), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, host, port, backlog=1024)
+        site = site_for(runner, host, port, listen_fd)
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         print(f"listening on http://{host}:{bound}", flush=True)

@@ -37,12 +37,28 @@ class WarmRenderer:
 
     def render(self, out: Path) -> str:
         """Have it write `out`'s reports from its files: "ok", or why not (the caller then draws them)."""
+        return self.answer() if self.ask(out) else "error: no renderer running"
+
+    def ask(self, out: Path) -> bool:
+        """Start it on `out`'s reports (the caller prints its summary meanwhile); False if it cannot be asked."""
         proc = self.proc
-        if proc is None or proc.stdin is None or proc.stdout is None or proc.poll() is not None:
-            return "error: no renderer running"
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            self.stop()
+            return False
         try:
             proc.stdin.write(f"{out.resolve()}\n")
             proc.stdin.flush()
+        except OSError:
+            self.stop()
+            return False
+        return True
+
+    def answer(self) -> str:
+        """What it answered to `ask`: "ok", or why not."""
+        proc = self.proc
+        try:
+            if proc is None or proc.stdout is None:
+                return "error: no renderer running"
             return proc.stdout.readline().strip() or "error: the renderer ended without an answer"
         except OSError as e:
             return f"error: {e}"

@@ -150,7 +150,10 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
             specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack)
             transport, limiter, host = _transport(cfg, lay.workers, stack)
-            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host)
+            # not waited for: the workers start while the servers import, their first calls held in the
+            # servers' backlogs; the supervisor's watch holds each server to its boot timeout
+            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False,
+                                         fork=getattr(transport, "ctx", None))
             sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
             # where model calls went (a user harness's through the gateway)
             manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
@@ -281,10 +284,13 @@ def _mode(cfg: Config) -> str:
 
 
 def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack, *,
-                  host: str = "127.0.0.1") -> tuple[SimServer | None, GatewayServer | None]:
+                  host: str = "127.0.0.1", wait: bool = True,
+                  fork: Any = None) -> tuple[SimServer | None, GatewayServer | None]:
     """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
     calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack; both
-    listen on `host` (this machine only, unless workers on other nodes must reach them)."""
+    listen on `host` (this machine only, unless workers on other nodes must reach them). `fork`: the
+    workers' forkserver context; the simulator is forked from it when it has loaded an SDK the
+    simulator resolves the types of (the workers' calls are all it answers): one import of it, not two."""
     from runner.gateway.process import GatewayServer
     from runner.models.sim.process import SimServer
 
@@ -295,11 +301,16 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
     if mode == "sim" and (cfg.model_runs() or _uses_gateway(cfg)):
         # its batches kept in the output, as a provider keeps them: a run resumed after kill -9 collects them
         kept = str(log_dir.parent / "simulator") if log_dir else None
+        # the wire formats it will be asked in: the runs' own providers, or (a harness's SDK calls) either
+        apis = None if _uses_gateway(cfg) else tuple(sorted(cfg.providers_called()))
+        shared = fork is not None and apis is not None and bool(set(apis) & forkserver.preloaded(cfg))
         sim = stack.enter_context(SimServer(cfg.simulator.model_copy(update={"host": host, "state_dir": kept}),
-                                            log_path=log("simulator")))
+                                            log_path=log("simulator"), wait=wait, apis=apis,
+                                            fork=fork if shared else None))
     if not _uses_gateway(cfg):
         return sim, None
-    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway"), host=host))
+    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway"), host=host,
+                                           wait=wait))
     missing = [name for p, name in API_KEY_ENV.items() if not api_key(p)]
     stand_in = f" and {'/'.join(missing)}=sim-key" if sim and missing else ""
     logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE)"

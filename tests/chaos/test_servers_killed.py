@@ -15,11 +15,11 @@ import pytest
 from tests.runs import (
     TOY_PYTHON,
     assert_exactly_once,
-    children,
     finish,
     results_by_id,
     rows_of,
     run_config,
+    servers,
     start_run,
     toy_config,
     wait_for_results,
@@ -30,24 +30,24 @@ pytestmark = pytest.mark.slow
 PATIENT = "retry: {max_attempts: 8, base_seconds: 1.0}\n"
 
 
-def _server(run_pid: int, marker: str) -> int:
-    return next(pid for pid, args in children(run_pid) if marker in args)
+def _server(run_pid: int, name: str) -> int:
+    return servers(run_pid, name)[0]
 
 
-def _restarted(p: subprocess.Popen[str], marker: str, old: int) -> None:
+def _restarted(p: subprocess.Popen[str], name: str, old: int) -> None:
     """A new server process (another pid) comes up while the run goes on."""
     deadline = time.monotonic() + 30
-    while not [pid for pid, args in children(p.pid) if marker in args and pid != old]:
+    while not [pid for pid in servers(p.pid, name) if pid != old]:
         assert p.poll() is None and time.monotonic() < deadline, "not restarted"
         time.sleep(0.05)
 
 
-def _kill_midway_and_finish(p: subprocess.Popen[str], out: Path, after: int, marker: str) -> None:
+def _kill_midway_and_finish(p: subprocess.Popen[str], out: Path, after: int, name: str) -> None:
     """Once `after` results are in, kill -9 the run's server; it comes back and the run exits 0."""
     wait_for_results(out, after, p)
-    first = _server(p.pid, marker)
+    first = _server(p.pid, name)
     os.kill(first, signal.SIGKILL)
-    _restarted(p, marker, first)
+    _restarted(p, name, first)
     code, log = finish(p)
     assert code == 0, log[-3000:]
 
@@ -56,7 +56,7 @@ def test_a_killed_simulator_is_restarted_and_no_record_fails(tmp_path: Path, loc
     out = tmp_path / "out"
     p = start_run(run_config(tmp_path, p50_ms=100, extra=PATIENT), out, "--sandbox", "local", "-w", "2",
                   "--limit", "10")
-    _kill_midway_and_finish(p, out, 3, "sim serve")
+    _kill_midway_and_finish(p, out, 3, "simulator")
     for run in ("strong", "atlas"):
         assert all(r["status"] == "ok" for r in rows_of(out, run)), [r["error"] for r in rows_of(out, run)]
     assert_exactly_once(out, ["strong", "atlas"], 10)
@@ -71,7 +71,7 @@ def test_a_killed_gateway_is_restarted_on_its_port(tmp_path: Path, local_bindir:
                    + "simulator: {latency: {p50_ms: 150}}\n")
     out = tmp_path / "out"
     p = start_run(cfg, out, "--sandbox", "local")
-    _kill_midway_and_finish(p, out, 2, "runner gateway")
+    _kill_midway_and_finish(p, out, 2, "gateway")
     res = results_by_id(out)
     assert set(res) == {r["id"] for r in records}
     assert all(r["status"] == "ok" for r in res.values()), [r["error"] for r in res.values()]

@@ -44,8 +44,7 @@ class CrmHarness(Harness):
     def preload_for(cls, cfg: Config) -> tuple[str, ...]:
         """The SDKs of the providers the runs call only: anthropic alone is ~0.9 s of import, on the way
         to a job's first result (workers fork once the preload is in)."""
-        used = {ref.provider for run in cfg.model_runs() for ref in (run.model_ref(), run.teacher) if ref}
-        return (*sorted(used), "runner.cache")
+        return (*sorted(cfg.providers_called()), "runner.cache")
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)

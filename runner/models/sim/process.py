@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
 import urllib.request
+from typing import Any
 
 from runner.config import SimSettings
-from runner.resources import ServerProcess
+from runner.resources import ForkedServer, ServerProcess
 
 
 class SimServer(ServerProcess):
@@ -14,12 +16,27 @@ class SimServer(ServerProcess):
 
     name = "simulator"
 
-    def __init__(self, settings: SimSettings, *, boot_timeout: float = 30.0, log_path: str | None = None) -> None:
-        self.settings = settings
-        super().__init__(self.on_port(settings.port), boot_timeout=boot_timeout, log_path=log_path)
+    def __init__(self, settings: SimSettings, *, boot_timeout: float = 30.0, log_path: str | None = None,
+                 wait: bool = True, apis: tuple[str, ...] | None = None, fork: Any = None) -> None:
+        """`apis`: the wire formats it will be asked in, resolved ahead (None: both); `fork`: a multiprocess
+        context whose forkserver has loaded what the simulator imports (the SDKs), to fork it from."""
+        self.settings, self.apis, self.fork = settings, apis, fork
+        super().__init__(self.on_port(settings.port), boot_timeout=boot_timeout, log_path=log_path,
+                         listen=(settings.host, settings.port), wait=wait)
 
     def on_port(self, port: int) -> list[str]:
-        return ["sim", "serve", "--settings-json", self.settings.model_copy(update={"port": port}).model_dump_json()]
+        warm = ["--warm", ",".join(self.apis)] if self.apis is not None else []
+        return ["sim", "serve", "--settings-json", self.settings.model_copy(update={"port": port}).model_dump_json(),
+                *warm]
+
+    def spawn(self, extra: list[str], sock: socket.socket | None) -> Any:
+        if self.fork is None or sock is None:
+            return super().spawn(extra, sock)
+        return ForkedServer(self.name, self.fork, "runner.models.sim.server:serve_on",
+                            (self.settings.model_dump_json(), self.apis), self.log_path, self.starts > 1, sock)
+
+    def on_socket(self, fd: int) -> list[str]:
+        return ["--listen-fd", str(fd)]
 
     def stats(self) -> dict[str, object]:
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:

@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from runner.models.sim.policy import PROFILES, Action, Msg, respond
 from runner.models.sim.promptcache import PromptCache, segments
 from runner.models.sim.promptcache import tokens as estimate_tokens
 from runner.models.sim.stream import anthropic_events, openai_chunks
+from runner.serving import site_for
 
 QUOTA_MESSAGE = {
     "openai": "You exceeded your current quota, please check your plan and billing details.",
@@ -489,9 +490,11 @@ async def _compress(request: web.Request, handler: Callable[[web.Request], Any])
     return resp
 
 
-def make_app(settings: SimSettings) -> web.Application:
-    # Resolving the SDKs' types takes ~2 s: do it beside the server, not before it listens.
-    strict.start_warm_up()
+def make_app(settings: SimSettings, apis: Sequence[str] | None = None) -> web.Application:
+    """`apis`: the wire formats to resolve the SDK types of ahead (None: both; another is resolved when
+    first asked)."""
+    # Resolving the SDKs' types takes ~1 s of CPU per SDK: do it beside the server, not before it listens.
+    strict.start_warm_up(apis)
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_compress] if settings.compress else [])
     app["state"] = state = SimState(settings)
     app["batches"] = Batches(settings.batches, functools.partial(answer_inside, state), state.stats,
@@ -504,13 +507,15 @@ def make_app(settings: SimSettings) -> web.Application:
     return app
 
 
-def serve(settings: SimSettings, *, announce: bool = True) -> None:
-    """Run until killed; prints 'listening on http://HOST:PORT' once bound (port 0 = any free port)."""
+def serve(settings: SimSettings, *, announce: bool = True, listen_fd: int | None = None,
+          apis: Sequence[str] | None = None) -> None:
+    """Run until killed; prints 'listening on http://HOST:PORT' once it serves (port 0 = any free port;
+    `listen_fd`: on that inherited listening socket instead)."""
 
     async def main() -> None:
-        runner = web.AppRunner(make_app(settings), access_log=None, handle_signals=True)
+        runner = web.AppRunner(make_app(settings, apis), access_log=None, handle_signals=True)
         await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
+        site = site_for(runner, settings.host, settings.port, listen_fd)
         await site.start()
         server: Any = site._server
         sockets = server.sockets if server is not None else []
@@ -526,3 +531,8 @@ def serve(settings: SimSettings, *, announce: bool = True) -> None:
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
+
+
+def serve_on(listen_fd: int, settings_json: str, apis: Sequence[str] | None) -> None:
+    """A simulator forked from the run's forkserver (resources.ForkedServer), on the socket the run bound."""
+    serve(SimSettings.model_validate_json(settings_json), listen_fd=listen_fd, apis=apis)

@@ -17,6 +17,7 @@ import functools
 import threading
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -379,12 +380,14 @@ def _shape_error(api: str, td: Any, body: dict[str, Any]) -> str | None:
     return None
 
 
+APIS = ("anthropic", "openai")
 _warmed = threading.Event()
 _warming = False
 
 
-def start_warm_up() -> None:
-    """Resolve the types in a thread beside the server; the first request waits for it.
+def start_warm_up(apis: Sequence[str] | None = None) -> None:
+    """Resolve the types of `apis` (None: both) in a thread beside the server; the first request waits
+    for it (another API's are resolved when first asked, after it).
 
     Waiting matters: a request importing the same SDK modules from another thread at the same
     moment trips importlib's deadlock detection (_DeadlockError) and becomes a 500.
@@ -392,33 +395,35 @@ def start_warm_up() -> None:
     global _warming
     if not _warming:
         _warming = True
-        threading.Thread(target=warm_up, name="strict-warm-up", daemon=True).start()
+        threading.Thread(target=warm_up, args=(tuple(apis or APIS),), name="strict-warm-up", daemon=True).start()
 
 
 def wait_warm(timeout: float = 60) -> bool:
     return _warmed.wait(timeout)
 
 
-def warm_up() -> None:
-    """Resolve the SDKs' type hints once (about 2 s) before the first request needs them."""
+def warm_up(apis: Sequence[str] = APIS) -> None:
+    """Resolve the SDKs' type hints once (~1 s of CPU per SDK) before the first request needs them."""
     try:
-        _warm_up()
+        _warm_up(apis)
     finally:
         _warmed.set()
 
 
-def _warm_up() -> None:
+def _warm_up(apis: Sequence[str] = APIS) -> None:
     tool = {"name": "t", "description": "d", "input_schema": {"type": "object", "properties": {}}}
-    check({"model": "m", "max_tokens": 1, "system": [{"type": "text", "text": "s"}], "tools": [tool], "messages": [
-        {"role": "user", "content": [{"type": "text", "text": "u"}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]},
-        _request_type("anthropic", False), "")
-    check({"model": "m", "tools": [{"type": "function", "function": {"name": "t", "parameters": {}}}], "messages": [
-        {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-        {"role": "assistant", "tool_calls": [{"id": "a", "type": "function",
-                                              "function": {"name": "t", "arguments": ""}}]},
-        {"role": "tool", "tool_call_id": "a", "content": "r"}]}, _request_type("openai", False), "")
+    if "anthropic" in apis:
+        check({"model": "m", "max_tokens": 1, "system": [{"type": "text", "text": "s"}], "tools": [tool], "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "u"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]},
+            _request_type("anthropic", False), "")
+    if "openai" in apis:
+        check({"model": "m", "tools": [{"type": "function", "function": {"name": "t", "parameters": {}}}], "messages": [
+            {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+            {"role": "assistant", "tool_calls": [{"id": "a", "type": "function",
+                                                  "function": {"name": "t", "arguments": ""}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "r"}]}, _request_type("openai", False), "")
 
 
 def validate(api: str, body: dict[str, Any], plays: str | None = None) -> None:
