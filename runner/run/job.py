@@ -133,10 +133,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         dataset_sha256=file_hash(cfg.dataset),
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
         harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg),
-        rejected=skipped,
-        compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
-        batch_runs=sorted(cfg.batch_runs())),
-        force=cfg.force)
+        rejected=skipped, compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
+        batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
     plan, done = _what_to_do(cfg, sink, order, picked)
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
     if plan:
@@ -150,10 +148,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
             specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack)
             transport, limiter, host = _transport(cfg, lay.workers, stack)
-            # not waited for: the workers start while the servers import, their first calls held in the
-            # servers' backlogs; the supervisor's watch holds each server to its boot timeout
-            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False,
-                                         fork=getattr(transport, "ctx", None))
+            # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot timeout)
+            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, fork=transport)
             sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
             # where model calls went (a user harness's through the gateway)
             manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
@@ -285,12 +281,13 @@ def _mode(cfg: Config) -> str:
 
 def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack, *,
                   host: str = "127.0.0.1", wait: bool = True,
-                  fork: Any = None) -> tuple[SimServer | None, GatewayServer | None]:
+                  fork: Transport | None = None) -> tuple[SimServer | None, GatewayServer | None]:
     """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
     calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack; both
-    listen on `host` (this machine only, unless workers on other nodes must reach them). `fork`: the
-    workers' forkserver context; the simulator is forked from it when it has loaded an SDK the
-    simulator resolves the types of (the workers' calls are all it answers): one import of it, not two."""
+    listen on `host` (this machine only, unless workers on other nodes must reach them). `wait=False`:
+    started, not waited for; a call made before one serves waits in its backlog. `fork`: the workers'
+    transport; the simulator is forked from its forkserver when that has loaded an SDK the simulator
+    resolves the types of (the workers' calls are all it answers): one import of it, not two."""
     from runner.gateway.process import GatewayServer
     from runner.models.sim.process import SimServer
 
@@ -303,10 +300,11 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
         kept = str(log_dir.parent / "simulator") if log_dir else None
         # the wire formats it will be asked in: the runs' own providers, or (a harness's SDK calls) either
         apis = None if _uses_gateway(cfg) else tuple(sorted(cfg.providers_called()))
-        shared = fork is not None and apis is not None and bool(set(apis) & forkserver.preloaded(cfg))
+        ctx = getattr(fork, "ctx", None)  # local workers' (a Ray executor's are on other nodes)
+        shared = ctx is not None and apis is not None and bool(set(apis) & forkserver.preloaded(cfg))
         sim = stack.enter_context(SimServer(cfg.simulator.model_copy(update={"host": host, "state_dir": kept}),
                                             log_path=log("simulator"), wait=wait, apis=apis,
-                                            fork=fork if shared else None))
+                                            fork=ctx if shared else None))
     if not _uses_gateway(cfg):
         return sim, None
     gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway"), host=host,
