@@ -63,17 +63,21 @@ class Prestart(Resource):
             if self._stopping.is_set():
                 launch.set_exception(RuntimeError("the run stopped before its turn"))
                 return
+            t0 = time.monotonic()
             try:
                 launched = sandbox.launch()
             except BaseException as e:
                 launch.set_exception(e)
                 return
             launch.set_result(launched)
+            t1 = time.monotonic()
             if launched.socket_home is not None:
                 ready = socket_file(os.path.join(launched.socket_home, "run"))
-                deadline = time.monotonic() + BOOT_TURN_SECONDS
+                deadline = t1 + BOOT_TURN_SECONDS
                 while not (os.path.exists(ready) or self._stopping.is_set() or time.monotonic() > deadline):
                     time.sleep(0.01)
+            logger.debug("{} launched in {:.2f}s, its server up {:.2f}s later", launched.id, t1 - t0,
+                         time.monotonic() - t1)
 
     def launched(self, worker: int) -> bool:
         """Whether take(worker) answers at once (its launch ended, or it has none)."""
