@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime
 import glob
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -81,6 +83,26 @@ def _record_seconds(out: Path) -> float:
     return round(rows[0].wall_seconds, 2) if rows else 0.0
 
 
+LAUNCHED = re.compile(r"launched in ([\d.]+)s, its server up ([\d.]+)s later")
+
+
+def launches(log: Path, started: float) -> dict[str, float]:
+    """The first workers' sandboxes as the supervisor launched them (engine/prestart.py's debug lines):
+    mean seconds of the engine's create and start, mean seconds more until the server's socket, and
+    when the last was up, from launch."""
+    found = [(m, line) for line in log.read_text().splitlines() if (m := LAUNCHED.search(line))]
+    if not found:
+        return {}
+    last = max(_stamp(line) for _, line in found)
+    return {"launch_s": round(statistics.mean(float(m[1]) for m, _ in found), 2),
+            "boot_s": round(statistics.mean(float(m[2]) for m, _ in found), 2),
+            "last_up_s": round(last - started, 2), "count": len(found)}
+
+
+def _stamp(line: str) -> float:
+    return datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+
+
 def milestones(log: Path, started: float) -> dict[str, float]:
     """Seconds from launch to the supervisor's start-up milestones, read from its log: where a 1-record
     job's time to its first result goes."""
@@ -89,8 +111,7 @@ def milestones(log: Path, started: float) -> dict[str, float]:
     for line in log.read_text().splitlines():
         for name, text in marks.items():
             if name not in found and text in line:
-                stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
-                found[name] = round(stamp - started, 2)
+                found[name] = round(_stamp(line) - started, 2)
     return found
 
 
@@ -124,6 +145,7 @@ def helpdesk(ws: list[int], concurrency: int, n: int, latency_ms: int) -> dict[s
         target = TARGET_SHARE * w * cli["rate"] if w is not None and w <= TARGET_UP_TO else None
         rows.append({"label": label, **r, "x": round(r["rate"] / cli["rate"], 2),
                      "workers_first_s": _workers_first(dest, r["started"]),
+                     "launches": launches(dest / "logs" / "supervisor.log", r["started"]),
                      "target": round(target, 2) if target else None,
                      "met": None if target is None else r["rate"] >= target})
     return {"n": n, "latency_ms": latency_ms, "cli": cli, "rows": rows, "fixed": fixed_costs(env),
@@ -209,7 +231,18 @@ def _budget(h: dict[str, Any]) -> str:
             f"records' unevenness and exit. Its workers started their first record {r['workers_first_s']} s after "
             f"launch on average, and {r['exit_after_last_s']} s went to exit. The containers alone "
             f"({sandbox} CPU-s each, {cores} booting at a time after the start line) put that average no earlier "
-            f"than {floor:.2f} s on this machine.")
+            f"than {floor:.2f} s on this machine.{_launch_wall(r, cores)}")
+
+
+def _launch_wall(r: dict[str, Any], cores: int) -> str:
+    """What the containers took in wall time at that W: the engine's create and start dominate."""
+    la = r.get("launches") or {}
+    if not la:
+        return ""
+    return (f" In wall time the engine is the longer part: each of the {la['count']} containers took "
+            f"{la['launch_s']} s on average to be created and started (the engine's API calls) and its server "
+            f"{la['boot_s']} s more; {cores} at a time (engine/prestart.py says why), the last was up "
+            f"{la['last_up_s']} s after launch.")
 
 
 def render(h: dict[str, Any]) -> str:
