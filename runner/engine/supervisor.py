@@ -127,8 +127,7 @@ class Supervisor:
                 raise TypeError(f"unexpected message {msg!r}")
 
     def drain(self) -> None:
-        """Everything already in the inbox (a result sent just before a worker died counts: what a dead
-        writer wrote is in its pipe, so nothing is waited for; up to 50 ms per worker reaped were)."""
+        """Everything already in the inbox (a result sent just before a worker died counts: it is in its pipe)."""
         while (msg := self.inbox.get(0)) is not None:
             self.dispatch(msg)
 
