@@ -287,7 +287,10 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
     removed = 0
     try:
         # sparse: no inspect per container, so one removed meanwhile (another run cleaning up) is no error
-        for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, sparse=True):
+        ours = client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, sparse=True)
+        if run_id is None:
+            remove_orphan_socket_dirs({n.lstrip("/") for c in ours for n in c.attrs.get("Names") or ()})
+        for c in ours:
             labels = c.attrs.get("Labels") or {}
             if run_id is not None:
                 if labels.get(f"{LABEL}.run") != run_id:
@@ -310,6 +313,30 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
             remove_socket_dir(labels.get(f"{LABEL}.socket-home"))
     finally:
         client.close()
+    return removed
+
+
+ORPHAN_SECONDS = 3600  # a socket directory this old without its container is nobody's (one is made ms before it)
+
+
+def remove_orphan_socket_dirs(names: set[str]) -> int:
+    """Remove socket directories whose container is not among `names` (this engine's sandboxes) and that
+    are older than ORPHAN_SECONDS: a container removed by other means than ours (`docker rm`, an engine
+    whose state was wiped) leaves its directory, which no container label names any more."""
+    removed = 0
+    home = tempfile.gettempdir()
+    for entry in os.listdir(home):
+        if not entry.startswith(SOCKET_PREFIX):
+            continue
+        container = "pgsr-" + entry.removeprefix(SOCKET_PREFIX).rsplit("-", 1)[0]  # mkdtemp's suffix has no '-'
+        path = os.path.join(home, entry)
+        try:
+            old = time.time() - os.stat(path).st_mtime > ORPHAN_SECONDS
+        except OSError:
+            continue
+        if old and container not in names:
+            remove_socket_dir(path)
+            removed += 1
     return removed
 
 
