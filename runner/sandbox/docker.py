@@ -242,19 +242,21 @@ class DockerSandbox(Sandbox):
     def stop(self) -> None:
         if self.keep:
             return
-        if self._container is not None:
-            try:
-                self._container.remove(force=True, v=True)
-            except NotFound:
-                pass
-            except DockerException as e:
-                logger.warning("could not remove container of {}: {}", self.id, e)
-            self._container = None
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        remove_socket_dir(self._socket_home)
-        self._socket_home = None
+        try:
+            if self._container is not None:
+                try:
+                    self._container.remove(force=True, v=True)
+                except NotFound:
+                    pass
+                except DockerException as e:
+                    logger.warning("could not remove container of {}: {}", self.id, e)
+                self._container = None
+        finally:  # a worker told to stop while removing it (SIGTERM raises) still removes its directory
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+            remove_socket_dir(self._socket_home)
+            self._socket_home = None
 
 
 def remove_launched(launched: Launched) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.sandbox.docker import ORPHAN_SECONDS, SOCKET_PREFIX, remove_orphan_socket_dirs
+from runner.sandbox.docker import ORPHAN_SECONDS, SOCKET_PREFIX, DockerSandbox, remove_orphan_socket_dirs
 
 
 @pytest.fixture()
@@ -36,3 +36,21 @@ def test_only_old_socket_directories_without_their_container_are_removed(home: P
     os.utime(other, (0, 0))
     assert remove_orphan_socket_dirs({"pgsr-3f353d23-w1g1-951591"}) == 1
     assert not orphan.exists() and live.exists() and fresh.exists() and other.exists()
+
+
+class _Removing:
+    """A container whose removal is cut short by the worker's SIGTERM (the handler raises SystemExit)."""
+
+    def remove(self, **kw: object) -> None:
+        raise SystemExit(143)
+
+
+def test_a_sandbox_told_to_stop_while_removing_its_container_still_removes_its_socket_directory(home: Path) -> None:
+    # Found by the fault campaign: a supervisor killed with -9, its workers' SIGTERM arriving while they
+    # removed their containers, left two socket directories in six tries (none in fifteen since).
+    sandbox = DockerSandbox("unused", "sandbox", run_id="pytest-sigterm", owner_pid=os.getpid())
+    sandbox._socket_home = str(_socket_dir(home, sandbox.id, 0))
+    sandbox._container = _Removing()  # type: ignore[assignment]
+    with pytest.raises(SystemExit):
+        sandbox.stop()
+    assert not list(home.glob(f"{SOCKET_PREFIX}*"))
