@@ -16,7 +16,8 @@ kinds that job has, each once a drawn share of its results is in:
 
 A round ends when the run exits 0. Then against the clean run: records lost (in the clean run, not here),
 duplicated (a (run, record, trial) on two lines), outcomes that differ (status or verdict), and what was
-left behind once the run was gone (containers of any of its supervisors, processes it started).
+left behind once the run was gone (containers of any of its supervisors, processes it started, the
+runner's directories in the temporary directory: a sandbox's socket, a warm interpreter's).
 
     python -m bench.soak --minutes 60 --seed 1 --out docs/benchmarks.md
 """
@@ -31,6 +32,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -224,6 +226,7 @@ class Round:
     differing: int = 0
     containers_left: int = 0
     processes_left: int = 0
+    dirs_left: int = 0  # the runner's directories in the temporary directory (a sandbox's socket, a warm interpreter's)
     notes: list[str] = field(default_factory=list)
 
 
@@ -231,7 +234,7 @@ def faulted_round(job: Job, clean: dict[Key, tuple[Any, ...]], rng: random.Rando
                   n: int) -> Round:
     out, log = work / f"round-{n}", work / f"round-{n}.log"
     subprocess.run(["rm", "-rf", str(out), str(log)])
-    rnd, t0 = Round(job.name), time.monotonic()
+    rnd, t0, dirs_before = Round(job.name), time.monotonic(), _our_dirs()
     total = len(clean)
     plan = sorted((rng.uniform(0.05, 0.85), rng.choice(job.faults)) for _ in range(rng.randint(1, 3)))
     run, thaws = Run(job, out, log), list[threading.Timer]()
@@ -249,7 +252,7 @@ def faulted_round(job: Job, clean: dict[Key, tuple[Any, ...]], rng: random.Rando
     differ = [k for k in clean if k in got and got[k] != clean[k]]
     rnd.differing = len(differ)
     rnd.notes += [f"{k}: clean {clean[k]}, here {got[k]}" for k in differ[:5]]
-    _left_behind(run, rnd)
+    _left_behind(run, rnd, dirs_before)
     rnd.seconds = time.monotonic() - t0
     return rnd
 
@@ -273,17 +276,22 @@ def _finish(run: Run, rnd: Round, thaws: list[threading.Timer]) -> None:
         t.join()
 
 
-def _left_behind(run: Run, rnd: Round) -> None:
+def _left_behind(run: Run, rnd: Round, dirs_before: set[str]) -> None:
     deadline = time.monotonic() + 15  # the kernel and the engine finish what a clean exit started
     while True:
         containers = [c for pid in run.supervisors for c in
                       _docker("ps", "-aq", f"--filter=label=pgsandbox-runner.owner-pid={pid}").stdout.split()]
         alive = [pid for pid, st in run.seen if _start_time(pid) == st]
-        if (not containers and not alive) or time.monotonic() > deadline:
+        dirs = _our_dirs() - dirs_before
+        if (not containers and not alive and not dirs) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    rnd.containers_left, rnd.processes_left = len(containers), len(alive)
-    rnd.notes += [f"left: {_cmdline(pid)[:100]}" for pid in alive[:3]]
+    rnd.containers_left, rnd.processes_left, rnd.dirs_left = len(containers), len(alive), len(dirs)
+    rnd.notes += [f"left: {_cmdline(pid)[:100]}" for pid in alive[:3]] + [f"left: {d}" for d in sorted(dirs)[:3]]
+
+
+def _our_dirs() -> set[str]:
+    return {str(p) for p in Path(tempfile.gettempdir()).glob("pgsr-*")}
 
 
 def clean_run(job: Job, work: Path) -> dict[Key, tuple[Any, ...]]:
@@ -296,6 +304,9 @@ def clean_run(job: Job, work: Path) -> dict[Key, tuple[Any, ...]]:
     got, repeated = outcomes(out, job.runs)
     assert repeated == 0, f"the clean {job.name} run repeated {repeated} results"
     return got
+
+
+GOAL_ZERO = ("lost", "duplicated", "differing", "containers_left", "processes_left", "dirs_left")
 
 
 def soak(minutes: float, seed: int, records: tuple[int, int] = (12, 30)) -> dict[str, Any]:
@@ -312,7 +323,7 @@ def soak(minutes: float, seed: int, records: tuple[int, int] = (12, 30)) -> dict
         rounds.append(faulted_round(job, cleans[job.name], rng, work, len(rounds) + 1))
         r = rounds[-1]
         print(f"round {len(rounds)} {r.job}: {dict(r.faults)} in {r.seconds:.0f} s; lost {r.lost}, duplicated "
-              f"{r.duplicated}, differing {r.differing}, left {r.containers_left}+{r.processes_left}"
+              f"{r.duplicated}, differing {r.differing}, left {r.containers_left}+{r.processes_left}+{r.dirs_left}"
               + (f"; {'; '.join(r.notes)}" if r.notes else ""), flush=True)
     return _summary(rounds, seed, minutes, time.monotonic() - t0, {j.name: len(cleans[j.name]) for j in jobs})
 
@@ -323,15 +334,15 @@ def _summary(rounds: list[Round], seed: int, minutes: float, wall: float, items:
     for r in rounds:
         faults.update(r.faults)
         missed.update(r.missed)
-    keys = ("lost", "duplicated", "differing", "containers_left", "processes_left")
     return {"seed": seed, "minutes": minutes, "wall_s": round(wall, 1), "rounds": len(rounds),
             "rounds_by_job": dict(Counter(r.job for r in rounds)), "items": items,
-            "faults": dict(faults), "missed": dict(missed), **{k: sum(getattr(r, k) for r in rounds) for k in keys},
+            "faults": dict(faults), "missed": dict(missed),
+            **{k: sum(getattr(r, k) for r in rounds) for k in GOAL_ZERO},
             "notes": [f"round {i + 1} ({r.job}): {note}" for i, r in enumerate(rounds) for note in r.notes][:30]}
 
 
 def render(s: dict[str, Any]) -> str:
-    met = all(s[k] == 0 for k in ("lost", "duplicated", "differing", "containers_left", "processes_left"))
+    met = all(s.get(k, 0) == 0 for k in GOAL_ZERO)
     rows = [[kind, s["faults"].get(kind, 0), s["missed"].get(kind, 0)] for kind in FAULTS]
     jobs = ", ".join(f"{name} {n} rounds ({s['items'][name]} results each)" for name, n in s["rounds_by_job"].items())
     notes = "".join(f"- {n}\n" for n in s["notes"])
@@ -342,7 +353,7 @@ def render(s: dict[str, Any]) -> str:
             + f"- records lost: **{s['lost']}**, duplicated: **{s['duplicated']}**, outcomes that differ: "
               f"**{s['differing']}** (goal 0, 0, 0)\n"
             + f"- left behind once each run was gone: **{s['containers_left']}** containers, "
-              f"**{s['processes_left']}** processes (goal 0)\n"
+              f"**{s['processes_left']}** processes, **{s.get('dirs_left', 0)}** directories (goal 0)\n"
             + f"- verdict: {'met' if met else 'MISSED'}\n"
             + (f"\nNotes:\n{notes}" if notes else ""))
 
@@ -361,7 +372,7 @@ def main() -> None:
         from bench.all import _replace_sections
 
         _replace_sections(args.out, [text], f"make soak SOAK_MINUTES={args.minutes:g}", s["wall_s"])
-    failed = any(s[k] for k in ("lost", "duplicated", "differing", "containers_left", "processes_left"))
+    failed = any(s.get(k, 0) for k in GOAL_ZERO)
     raise SystemExit(1 if failed else 0)
 
 

@@ -37,3 +37,9 @@ def test_the_verdict_is_met_only_with_nothing_lost_repeated_changed_or_left() ->
                                             "'sandbox_lost')"])
     s = _summary([clean, bad], seed=3, minutes=1, wall=95.0, items={"crm": 24})
     assert "verdict: MISSED" in render(s) and "sandbox_lost" in render(s)
+
+
+def test_a_directory_left_in_the_temporary_directory_misses_the_verdict() -> None:
+    leaky = Round("crm", dirs_left=1, notes=["left: /tmp/pgsr-socket-f4befe7a-w2g1-3bcefc-qp1i9zqg"])
+    text = render(_summary([leaky], seed=3, minutes=1, wall=95.0, items={"crm": 24}))
+    assert "verdict: MISSED" in text and "**1** directories" in text and "pgsr-socket-f4befe7a" in text
