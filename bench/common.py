@@ -342,15 +342,17 @@ class ProcessCpu(Sampler):
                     comm, _, rest = f.read().partition(" (")[2].rpartition(")")
                 fields = rest.split()
                 key = (int(name), int(fields[19]))  # start time: after "(comm)", field 22 of proc(5)
-                if key not in self._part:
+                if comm.startswith(SERVER_COMM_PREFIX):
+                    # a server forked from the forkserver: its name says which, its command line is the
+                    # forkserver's; named a moment after its fork, so asked at every read
+                    self._part[key] = _part_of(comm)
+                elif key not in self._part:
                     with open(f"/proc/{name}/cmdline", "rb") as f:
                         cmdline = f.read()
                     # empty for kernel threads (children of kthreadd, pid 2), and for a moment while a
                     # new process execs: that one is asked again at the next read
                     if cmdline or fields[1] in ("0", "2"):
-                        # comm names a server forked from the forkserver (its command line is the server's)
-                        args = cmdline.replace(b"\0", b" ").decode(errors="replace")
-                        self._part[key] = _part_of(f"{comm} {args}")
+                        self._part[key] = _part_of(cmdline.replace(b"\0", b" ").decode(errors="replace"))
             except (OSError, IndexError, ValueError):  # exited meanwhile
                 continue
             out[key] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime

@@ -55,3 +55,18 @@ def test_process_cpu_leaves_its_own_reading_out_of_the_runners_part() -> None:
     me = next(k for k in first if k[0] == os.getpid())
     cpu.samples = [(10.0, {SELF: 0.0, me: 1.0}), (11.0, {SELF: 0.25, me: 1.75}), (12.0, {SELF: 0.5, me: 2.5})]
     assert cpu.between(10.0, 12.0)["runner"] == pytest.approx(1.0)  # 1.5 s of CPU, 0.5 of it reading
+
+
+def test_process_cpu_counts_a_server_named_after_its_fork_under_its_part() -> None:
+    # A simulator forked from the forkserver has the forkserver's command line (a python one: the runner's
+    # part) and names itself pgsr-simulator a moment later: the name wins, even if a read came first.
+    # (The name is put together in the child: its command line must not say it.)
+    named = ("import time\nfrom runner.resources import name_process\ntime.sleep(0.4)\n"
+             "name_process('pgsr-' + 'simulator')\n"
+             "t = time.process_time()\nwhile time.process_time() - t < 0.8: pass\ntime.sleep(0.3)\n")
+    with ProcessCpu(every_s=0.1) as cpu:
+        t0 = time.time()
+        child = subprocess.Popen([sys.executable, "-c", named])
+        child.wait()
+        t1 = time.time()
+    assert cpu.between(t0, t1)["simulator"] >= 0.6
