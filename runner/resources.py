@@ -181,7 +181,7 @@ class ServerProcess(Resource):
     def start(self) -> None:
         self.starts += 1
         self._failed, self._said = None, b""
-        sock = socket.create_server(self.listen, backlog=1024) if self.listen is not None else None
+        sock = self._bind() if self.listen is not None else None
         try:
             extra: list[str] = []
             if sock is not None:
@@ -195,6 +195,13 @@ class ServerProcess(Resource):
         self._booting = time.monotonic()
         if self.wait or sock is None:
             self._confirm(block=True)
+
+    def _bind(self) -> socket.socket:
+        assert self.listen is not None
+        try:
+            return socket.create_server(self.listen, backlog=1024)
+        except OSError as e:  # a port of the config's that something else holds
+            raise RunStopped(f"the {self.name} cannot listen on {self.listen[0]}:{self.listen[1]}: {e}") from e
 
     def spawn(self, extra: list[str], sock: socket.socket | None) -> Any:
         """The server's process: Popen, or what stands for one (stdout: where it says it listens)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -181,3 +182,11 @@ def test_a_server_not_waited_for_that_stays_silent_is_dead_at_its_boot_timeout(t
             assert time.monotonic() < deadline, "still alive long past its boot timeout"
             time.sleep(0.05)
         assert "gated server did not start (no word in 0.5s)" in s.exit_description()
+
+
+def test_a_server_whose_port_is_taken_says_which_server_and_port(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(RunStopped, match=rf"the gated server cannot listen on 127\.0\.0\.1:{port}: .*in use"), \
+                Gated([str(tmp_path / "gate")], listen=("127.0.0.1", port)):
+            pass
