@@ -61,6 +61,7 @@ PIDS_BESIDE_SESSIONS = 64
 
 SOCKET_MOUNT = "/run/sandbox-socket"  # where a container's extra Unix socket directory is mounted
 SOCKET_PREFIX = "pgsr-socket-"  # the host directories holding them, under the temporary directory
+OWNER_FILE = "owner"  # in such a directory: its run's owner identity (sandbox/owner.py)
 
 
 def remove_socket_dir(path: str | None) -> None:
@@ -186,6 +187,8 @@ class DockerSandbox(Sandbox):
             # skip the engine's port proxy. Its home is this user's alone (0700); the directory itself is
             # open (0777) because the server inside runs as another user. A login there needs the password.
             self._socket_home = tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{self.id}-")
+            with open(os.path.join(self._socket_home, OWNER_FILE), "w") as f:  # a sweep judges a container-less one
+                f.write(owner)
             socket_dir = os.path.join(self._socket_home, "run")
             os.mkdir(socket_dir)
             os.chmod(socket_dir, 0o777)
@@ -281,7 +284,7 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
 
     Containers started by `runner debug` carry keep=1 and survive the sweep of other runs.
     """
-    mine = f"/pgsr-{(run_id or '')[:8]}-w{worker}g"  # DockerSandbox's name for the worker's sandboxes
+    mine = f"{(run_id or '')[:8]}-w{worker}g"  # how DockerSandbox's ids for the worker's sandboxes begin
     try:
         client = docker.from_env(timeout=30)
     except DockerException:
@@ -297,7 +300,7 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
             if run_id is not None:
                 if labels.get(f"{LABEL}.run") != run_id:
                     continue
-                if worker is not None and not any(n.startswith(mine) for n in c.attrs.get("Names") or ()):
+                if worker is not None and not any(n.startswith(f"/pgsr-{mine}") for n in c.attrs.get("Names") or ()):
                     continue
             else:
                 if labels.get(f"{LABEL}.keep") == "1" or not is_stale(labels.get(f"{LABEL}.owner"),
@@ -313,6 +316,9 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
                     raise
                 removed += _gone_after(c)
             remove_socket_dir(labels.get(f"{LABEL}.socket-home"))
+        if run_id is not None and worker is not None:  # a dead worker's: one killed before its container was made
+            for path, _ in _socket_dirs(mine):
+                remove_socket_dir(path)
     finally:
         client.close()
     return removed
@@ -322,24 +328,32 @@ ORPHAN_SECONDS = 3600  # a socket directory this old without its container is no
 
 
 def remove_orphan_socket_dirs(names: set[str]) -> int:
-    """Remove socket directories whose container is not among `names` (this engine's sandboxes) and that
-    are older than ORPHAN_SECONDS: a container removed by other means than ours (`docker rm`, an engine
-    whose state was wiped) leaves its directory, which no container label names any more."""
+    """Remove socket directories whose container is not among `names` (this engine's sandboxes), once
+    their run is gone (its owner file) or they are older than
+    ORPHAN_SECONDS: a worker killed between making its directory and its container, or a container
+    removed by other means than ours (`docker rm`, a wiped engine), leaves one no label names."""
     removed = 0
-    home = tempfile.gettempdir()
-    for entry in os.listdir(home):
-        if not entry.startswith(SOCKET_PREFIX):
-            continue
-        container = "pgsr-" + entry.removeprefix(SOCKET_PREFIX).rsplit("-", 1)[0]  # mkdtemp's suffix has no '-'
-        path = os.path.join(home, entry)
+    for path, container in _socket_dirs(""):
         try:
-            old = time.time() - os.stat(path).st_mtime > ORPHAN_SECONDS
+            made = os.stat(path).st_mtime
+            with open(os.path.join(path, OWNER_FILE)) as f:
+                owner: str | None = f.read()
+        except FileNotFoundError:
+            owner = None  # made before directories had one, or just made: judged by age alone
         except OSError:
             continue
-        if old and container not in names:
+        gone = (owner is not None and is_stale(owner, made)) or time.time() - made > ORPHAN_SECONDS
+        if container not in names and gone:
             remove_socket_dir(path)
             removed += 1
     return removed
+
+
+def _socket_dirs(prefix: str) -> list[tuple[str, str]]:
+    """The socket directories of sandbox ids starting with `prefix`, each with its container's name."""
+    home = tempfile.gettempdir()
+    return [(os.path.join(home, entry), "pgsr-" + entry.removeprefix(SOCKET_PREFIX).rsplit("-", 1)[0])
+            for entry in os.listdir(home) if entry.startswith(SOCKET_PREFIX + prefix)]  # mkdtemp's suffix: no '-'
 
 
 def _gone_after(container: Container, timeout: float = 30) -> int:

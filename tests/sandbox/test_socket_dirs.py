@@ -1,16 +1,27 @@
-"""A sandbox's socket directory goes with its container; one whose container went by other means (`docker
-rm`, an engine whose state was wiped) is swept by the next run's start once it is an hour old."""
+"""A sandbox's socket directory goes with its container. One without a container (its worker killed between
+making the directory and the container, or the container removed by other means) is swept: a dead worker's
+at once, a dead run's by the next run's start (its owner file), any other once it is an hour old."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from runner.sandbox.docker import ORPHAN_SECONDS, SOCKET_PREFIX, DockerSandbox, remove_orphan_socket_dirs
+from runner.sandbox.docker import (
+    ORPHAN_SECONDS,
+    OWNER_FILE,
+    SOCKET_PREFIX,
+    DockerSandbox,
+    remove_orphan_socket_dirs,
+    remove_stale,
+)
+from runner.sandbox.owner import owner_identity
 
 
 @pytest.fixture()
@@ -19,9 +30,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _socket_dir(home: Path, sandbox_id: str, age: float) -> Path:
+def _socket_dir(home: Path, sandbox_id: str, age: float, owner: str | None = None) -> Path:
     path = Path(tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{sandbox_id}-", dir=home))
     (path / "run").mkdir()
+    if owner is not None:
+        (path / OWNER_FILE).write_text(owner)
     then = time.time() - age
     os.utime(path, (then, then))
     return path
@@ -54,3 +67,24 @@ def test_a_sandbox_told_to_stop_while_removing_its_container_still_removes_its_s
     with pytest.raises(SystemExit):
         sandbox.stop()
     assert not list(home.glob(f"{SOCKET_PREFIX}*"))
+
+
+def test_a_fresh_directory_of_a_run_that_is_gone_is_removed_and_one_of_a_live_run_kept(home: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_owner = owner_identity(dead.pid)
+    dead.wait()
+    gone = _socket_dir(home, "85f17466-w0g2-1920fd", 5, owner=dead_owner)
+    mine = _socket_dir(home, "85f17467-w0g2-1920fd", 5, owner=owner_identity(os.getpid()))
+    assert remove_orphan_socket_dirs(set()) == 1
+    assert not gone.exists() and mine.exists()
+
+
+@pytest.mark.docker
+def test_a_dead_workers_directories_go_with_its_containers_even_one_it_had_no_container_for(
+        home: Path, sandbox_image: str) -> None:
+    # kill -9 of a worker replacing its sandbox, between its directory and its container (the fault campaign)
+    me = owner_identity(os.getpid())
+    half = _socket_dir(home, "pytestdw-w3g2-1920fd", 0, owner=me)
+    other_worker = _socket_dir(home, "pytestdw-w13g1-aaaaaa", 0, owner=me)  # w13 is not w1 nor w3
+    remove_stale(run_id="pytestdw-run", worker=3)
+    assert not half.exists() and other_worker.exists()
