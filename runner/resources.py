@@ -246,7 +246,7 @@ class ServerProcess(Resource):
         return self._proc.pid
 
     def stop(self) -> None:
-        stop_process(self._proc)
+        stop_process(self._proc, sig=getattr(self._proc, "stop_signal", signal.SIGINT))
         self._proc = None
 
 
@@ -254,6 +254,11 @@ class ForkedServer:
     """A server forked from the run's forkserver (engine/forkserver.py) instead of started afresh: the SDK
     modules it loaded for the workers are the server's too. The parts of a Popen that ServerProcess and
     stop_process use; `stdout` is where it says it listens."""
+
+    # Stopped with SIGTERM, not SIGINT: one stopped before its server set its handlers (a run that
+    # stopped at once) then ends silently, where SIGINT printed a KeyboardInterrupt's traceback on the
+    # supervisor's terminal (the forkserver's stderr, not yet the server's log). aiohttp takes both.
+    stop_signal = signal.SIGTERM
 
     def __init__(self, name: str, ctx: Any, target: str, args: tuple[Any, ...], log_path: str, append: bool,
                  listen: socket.socket) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +20,7 @@ import pytest
 
 from runner.config import SimSettings
 from runner.models.sim.process import SimServer
+from runner.resources import ForkedServer, stop_process
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +64,23 @@ def test_a_forked_simulator_serves_strictly_under_its_own_name_and_comes_back_wh
         assert sim.pid != first and sim.url == url and _health(url) == 200
     with pytest.raises(urllib.error.URLError):
         _health(url)
+
+
+def slow_to_start(listen_fd: int) -> None:
+    """A server still importing: no signal handler of its own yet."""
+    time.sleep(30)
+
+
+def test_a_forked_server_stopped_while_it_starts_ends_without_a_traceback(ctx: Any, tmp_path: Path) -> None:
+    # A run that stops at once (a read-only cache directory, in CI) stopped its simulator while it set up:
+    # SIGINT printed a KeyboardInterrupt's traceback on the supervisor's terminal. SIGTERM ends it quietly.
+    log = tmp_path / "server.log"
+    with socket.create_server(("127.0.0.1", 0)) as listen:
+        server = ForkedServer("simulator", ctx, f"{__name__}:slow_to_start", (), str(log), False, listen)
+    deadline = time.monotonic() + 30
+    while not log.exists():  # its stderr is its log now: what it would print goes there
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stop_process(server, sig=server.stop_signal)
+    assert server.returncode == -signal.SIGTERM
+    assert "Traceback" not in log.read_text()
