@@ -66,7 +66,9 @@ def forkserver(pid: int) -> int | None:
 def worker_pids(pid: int) -> list[int]:
     """A supervisor's worker processes: its forkserver's children, but for a simulator forked there."""
     fs = forkserver(pid)
-    return [c for c, _ in children(fs) if not _proc(c, "comm").startswith(SERVER_COMM_PREFIX)] if fs is not None else []
+    if fs is None:
+        return []
+    return [c for c, _ in children(fs) if not proc_text(c, "comm").startswith(SERVER_COMM_PREFIX)]
 
 
 SERVER_COMMANDS = {"simulator": "runner sim serve", "gateway": "runner gateway"}
@@ -75,11 +77,12 @@ SERVER_COMMANDS = {"simulator": "runner sim serve", "gateway": "runner gateway"}
 def servers(pid: int, name: str) -> list[int]:
     """A run's `name` server processes (simulator, gateway): started as a command, or forked from its
     forkserver (named pgsr-NAME: runner/resources.py)."""
-    return [p for p in descendants(pid) if p != pid and (SERVER_COMMANDS[name] in _proc(p, "cmdline")
-                                                         or _proc(p, "comm") == SERVER_COMM_PREFIX + name)]
+    return [p for p in descendants(pid) if p != pid and (SERVER_COMMANDS[name] in proc_text(p, "cmdline")
+                                                         or proc_text(p, "comm") == SERVER_COMM_PREFIX + name)]
 
 
-def _proc(pid: int, what: str) -> str:
+def proc_text(pid: int, what: str) -> str:
+    """/proc/PID/WHAT (cmdline, comm) as text, NULs as spaces; "" once the process is gone."""
     try:
         return Path(f"/proc/{pid}/{what}").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, WORK, descendants, servers, table, worker_pids
+from bench.common import ROOT, WORK, descendants, proc_text, servers, table, worker_pids
 
 SAMPLE = ROOT / "data" / "crm-sample.jsonl"
 HELPDESK = ROOT / "examples" / "helpdesk"
@@ -208,13 +208,6 @@ def _kill_one(pids: list[int], rng: random.Random) -> bool:
     return True
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 @dataclass
 class Round:
     job: str
@@ -287,7 +280,8 @@ def _left_behind(run: Run, rnd: Round, dirs_before: set[str]) -> None:
             break
         time.sleep(0.5)
     rnd.containers_left, rnd.processes_left, rnd.dirs_left = len(containers), len(alive), len(dirs)
-    rnd.notes += [f"left: {_cmdline(pid)[:100]}" for pid in alive[:3]] + [f"left: {d}" for d in sorted(dirs)[:3]]
+    rnd.notes += [f"left: {proc_text(pid, 'cmdline')[:100]}" for pid in alive[:3]]
+    rnd.notes += [f"left: {d}" for d in sorted(dirs)[:3]]
 
 
 def _our_dirs() -> set[str]:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Any, Self
@@ -140,14 +139,10 @@ class ServerProcess(Resource):
         self._said = b""
         self._failed: str | None = None
 
-    def on_port(self, port: int) -> list[str]:
-        """The arguments that start it again on `port` (its clients keep their URL across a restart); a
-        server given `listen` is started on the socket it inherits, not a port."""
-        return self.args
-
     def on_socket(self, fd: int) -> list[str]:
-        """The arguments that have it serve on the inherited listening socket `fd`."""
-        raise NotImplementedError(f"the {self.name} takes no listening socket")
+        """The arguments that have it serve on the inherited listening socket `fd` (the runner's servers'
+        hidden option)."""
+        return ["--listen-fd", str(fd)]
 
     def alive(self) -> bool:
         if self._proc is None or self._proc.poll() is not None:
@@ -169,11 +164,8 @@ class ServerProcess(Resource):
         return f"exit code {code}"
 
     def restart(self) -> None:
-        """Start it again where it was (same port), waiting for its word; raises RunStopped if it cannot
-        come back."""
-        port = urllib.parse.urlsplit(self.url).port
-        if port and self.listen is None:
-            self.args = self.on_port(port)
+        """Start it again, waiting for its word: one given `listen` on the same port, so its clients keep
+        their URL; raises RunStopped if it cannot come back."""
         self.stop()
         self.wait = True
         self.start()
@@ -232,7 +224,8 @@ class ServerProcess(Resource):
             self._said += chunk
         line = self._said.decode(errors="replace").split("\n", 1)[0]
         if b"\n" in self._said and line.startswith("listening on "):
-            self.url = self.url or line.split("listening on ", 1)[1].strip()
+            if self.listen is None:  # else the URL is the socket's, known since it was bound
+                self.url = line.split("listening on ", 1)[1].strip()
             self._booting = None
             return
         with open(self.log_path) as log:

@@ -20,15 +20,9 @@ class GatewayServer(ServerProcess):
     def __init__(self, cfg: Config, *, sim_url: str | None = None, log_path: str | None = None,
                  host: str = "127.0.0.1", wait: bool = True) -> None:
         self.cfg, self.sim_url, self.host = cfg, sim_url, host
-        super().__init__(self.on_port(0), log_path=log_path, listen=(host, 0), wait=wait)
-
-    def on_port(self, port: int) -> list[str]:
-        args = ["gateway", "--host", self.host, "--port", str(port), "--config-json", self.cfg.model_dump_json()]
-        args += ["--upstream-sim", self.sim_url] if self.sim_url else []
-        return args + ([] if self.cfg.cache else ["--no-cache"])
-
-    def on_socket(self, fd: int) -> list[str]:
-        return ["--listen-fd", str(fd)]
+        args = ["gateway", "--host", host, "--config-json", cfg.model_dump_json()]
+        args += ["--upstream-sim", sim_url] if sim_url else []
+        super().__init__(args + ([] if cfg.cache else ["--no-cache"]), log_path=log_path, listen=(host, 0), wait=wait)
 
     def base_url(self, provider: str, run: str, worker: int) -> str:
         """What a worker's SDK gets: the run and worker in the path (OpenAI's clients add /v1 themselves)."""

@@ -26,11 +26,10 @@ from typing import IO, Any
 from loguru import logger
 
 from runner.resources import Resource, fd_ready
-from runner.sandbox.owner import is_stale, owner_identity
+from runner.sandbox.owner import dir_owner, is_stale, owned_dir, owner_identity
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 HOME_PREFIX = "pgsr-warm-"  # its socket's directory, under the temporary directory
-OWNER_FILE = "owner"  # in that directory: the run that made it (a run killed outright leaves it behind)
 # Run by path without its directory on sys.path (ours holds modules named base, env, command...).
 BOOT = "import runpy, sys; path = sys.argv[1]; sys.argv = sys.argv[1:]; runpy.run_path(path, run_name='__main__')"
 # A slot waits this long for its fork: the warm interpreter answers once its imports are done (~0.3 s for
@@ -58,8 +57,7 @@ class WarmInterpreter(Resource):
 
     def start(self) -> None:
         remove_stale_homes()
-        self.home = tempfile.mkdtemp(prefix=HOME_PREFIX)  # 0700: only this user reaches the socket
-        Path(self.home, OWNER_FILE).write_text(owner_identity(os.getpid()))
+        self.home = owned_dir(HOME_PREFIX, owner_identity(os.getpid()))  # 0700: only this user reaches the socket
         self.socket = os.path.join(self.home, "s")
         # Listening before the process starts: a slot that asks while it is still starting waits in the
         # backlog, and once it is gone (its copy was the last) a slot is refused at once.
@@ -122,12 +120,7 @@ def remove_stale_homes() -> int:
     else removes them)."""
     removed = 0
     for d in Path(tempfile.gettempdir()).glob(f"{HOME_PREFIX}*"):
-        try:
-            owner = (d / OWNER_FILE).read_text().strip() if (d / OWNER_FILE).exists() else None
-            made = d.stat().st_mtime
-        except OSError:  # removed meanwhile by another run
-            continue
-        if is_stale(owner, made):
+        if (owned := dir_owner(str(d))) is not None and is_stale(*owned):  # None: removed meanwhile
             shutil.rmtree(d, ignore_errors=True)
             removed += 1
     return removed

@@ -149,7 +149,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack)
             transport, limiter, host = _transport(cfg, lay.workers, stack)
             # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot timeout)
-            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, fork=transport)
+            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport)
             sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
             # where model calls went (a user harness's through the gateway)
             manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
@@ -281,12 +281,12 @@ def _mode(cfg: Config) -> str:
 
 def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack, *,
                   host: str = "127.0.0.1", wait: bool = True,
-                  fork: Transport | None = None) -> tuple[SimServer | None, GatewayServer | None]:
+                  transport: Transport | None = None) -> tuple[SimServer | None, GatewayServer | None]:
     """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
     calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack; both
     listen on `host` (this machine only, unless workers on other nodes must reach them). `wait=False`:
-    started, not waited for; a call made before one serves waits in its backlog. `fork`: the workers'
-    transport; the simulator is forked from its forkserver when that has loaded an SDK the simulator
+    started, not waited for; a call made before one serves waits in its backlog. `transport`: the
+    workers'; the simulator is forked from its forkserver when that has loaded an SDK the simulator
     resolves the types of (the workers' calls are all it answers): one import of it, not two."""
     from runner.gateway.process import GatewayServer
     from runner.models.sim.process import SimServer
@@ -300,7 +300,7 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
         kept = str(log_dir.parent / "simulator") if log_dir else None
         # the wire formats it will be asked in: the runs' own providers, or (a harness's SDK calls) either
         apis = None if _uses_gateway(cfg) else tuple(sorted(cfg.providers_called()))
-        ctx = getattr(fork, "ctx", None)  # local workers' (a Ray executor's are on other nodes)
+        ctx = getattr(transport, "ctx", None)  # local workers' forkserver (a Ray executor's are on other nodes)
         shared = ctx is not None and apis is not None and bool(set(apis) & forkserver.preloaded(cfg))
         sim = stack.enter_context(SimServer(cfg.simulator.model_copy(update={"host": host, "state_dir": kept}),
                                             log_path=log("simulator"), wait=wait, apis=apis,

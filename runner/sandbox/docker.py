@@ -37,7 +37,7 @@ from runner.sandbox.base import (
     new_password,
     wait_connectable,
 )
-from runner.sandbox.owner import is_stale, owner_identity
+from runner.sandbox.owner import ORPHAN_SECONDS, dir_owner, is_stale, owned_dir, owner_identity
 
 
 def engine_address() -> str:
@@ -61,7 +61,6 @@ PIDS_BESIDE_SESSIONS = 64
 
 SOCKET_MOUNT = "/run/sandbox-socket"  # where a container's extra Unix socket directory is mounted
 SOCKET_PREFIX = "pgsr-socket-"  # the host directories holding them, under the temporary directory
-OWNER_FILE = "owner"  # in such a directory: its run's owner identity (sandbox/owner.py)
 
 
 def remove_socket_dir(path: str | None) -> None:
@@ -186,9 +185,7 @@ class DockerSandbox(Sandbox):
             # The server adds a Unix socket in a directory mounted from here: the runner's queries then
             # skip the engine's port proxy. Its home is this user's alone (0700); the directory itself is
             # open (0777) because the server inside runs as another user. A login there needs the password.
-            self._socket_home = tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{self.id}-")
-            with open(os.path.join(self._socket_home, OWNER_FILE), "w") as f:  # a sweep judges a container-less one
-                f.write(owner)
+            self._socket_home = owned_dir(f"{SOCKET_PREFIX}{self.id}-", owner)  # a sweep judges one left without
             socket_dir = os.path.join(self._socket_home, "run")
             os.mkdir(socket_dir)
             os.chmod(socket_dir, 0o777)
@@ -324,26 +321,17 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
     return removed
 
 
-ORPHAN_SECONDS = 3600  # a socket directory this old without its container is nobody's (one is made ms before it)
-
-
 def remove_orphan_socket_dirs(names: set[str]) -> int:
     """Remove socket directories whose container is not among `names` (this engine's sandboxes), once
-    their run is gone (its owner file) or they are older than
-    ORPHAN_SECONDS: a worker killed between making its directory and its container, or a container
-    removed by other means than ours (`docker rm`, a wiped engine), leaves one no label names."""
+    their run is gone (their owner file) or they are older than ORPHAN_SECONDS: a worker killed between
+    making its directory and its container, or a container removed by other means than ours (`docker
+    rm`, a wiped engine), leaves one that no label names."""
     removed = 0
     for path, container in _socket_dirs(""):
-        try:
-            made = os.stat(path).st_mtime
-            with open(os.path.join(path, OWNER_FILE)) as f:
-                owner: str | None = f.read()
-        except FileNotFoundError:
-            owner = None  # made before directories had one, or just made: judged by age alone
-        except OSError:
+        if container in names or (owned := dir_owner(path)) is None:
             continue
-        gone = (owner is not None and is_stale(owner, made)) or time.time() - made > ORPHAN_SECONDS
-        if container not in names and gone:
+        owner, made = owned  # no owner: made before directories had one, or just made: judged by age alone
+        if (owner is not None and is_stale(owner, made)) or time.time() - made > ORPHAN_SECONDS:
             remove_socket_dir(path)
             removed += 1
     return removed

@@ -30,13 +30,12 @@ from runner.config import environment
 from runner.errors import SandboxBootError
 from runner.resources import stop_process
 from runner.sandbox.base import Endpoint, Sandbox, new_password, wait_connectable
-from runner.sandbox.owner import is_stale, owner_identity
+from runner.sandbox.owner import ORPHAN_SECONDS, OWNER_FILE, dir_owner, is_stale, owner_identity
 from runner.sandbox.schema import DatabaseSpec
 
 # A sandbox's directory says who owns it (the process that made it: its server dies with it) and
 # whether `runner debug` keeps it, so that one left by a process killed outright is found and removed.
-OWNER_FILE, KEEP_FILE = "owner", "keep"
-ORPHAN_SECONDS = 3600  # a directory with no owner file: an old version's, or one being made right now
+KEEP_FILE = "keep"
 
 _CONF = """
 listen_addresses = '127.0.0.1'
@@ -233,7 +232,7 @@ class LocalSandbox(Sandbox):
         user = _run_user()
         self._dir = environment().state_dir / "local" / self.id
         self._dir.mkdir(parents=True)
-        (self._dir / OWNER_FILE).write_text(owner_identity(os.getpid()))
+        (self._dir / OWNER_FILE).write_text(owner_identity(os.getpid()))  # what dir_owner reads
         if self.keep:
             (self._dir / KEEP_FILE).touch()
         data = self._dir / "data"
@@ -295,14 +294,10 @@ def remove_stale_local() -> int:
     it, its directory stayed), leaving kept ones (`runner debug`) and any whose server still runs."""
     removed = 0
     for d in (environment().state_dir / "local").glob("local-*"):
-        try:
-            if (d / KEEP_FILE).exists() or _server_running(d):
-                continue
-            age = time.time() - d.stat().st_mtime
-            owner = (d / OWNER_FILE).read_text().strip() if (d / OWNER_FILE).exists() else None
-        except OSError:  # removed meanwhile by another run's sweep
-            continue
-        if (age > ORPHAN_SECONDS) if owner is None else is_stale(owner, time.time() - age):
+        if (d / KEEP_FILE).exists() or _server_running(d) or (owned := dir_owner(str(d))) is None:
+            continue  # kept, running, or removed meanwhile by another run's sweep
+        owner, made = owned
+        if (time.time() - made > ORPHAN_SECONDS) if owner is None else is_stale(owner, made):
             shutil.rmtree(d, ignore_errors=True)
             removed += 1
     return removed

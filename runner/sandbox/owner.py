@@ -6,12 +6,16 @@ owner label is `boot id / PID namespace / pid / start time`: in our own namespac
 owner is alive exactly when that pid exists with that start time. An owner we cannot judge (another
 namespace, another boot, a container from before these labels) is left alone until the container
 is older than STALE_AFTER_HOURS, longer than any real run (the seeds' job takes 18-24 hours).
+
+The directories a run makes under the temporary directory (a sandbox's socket, a warm interpreter's)
+hold the same identity in a file (`owned_dir`), so the next run's sweep can judge one its run left.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import tempfile
 import time
 from typing import Literal
 
@@ -67,3 +71,30 @@ def is_stale(identity: str | None, created_unix: float, *, now: float | None = N
     if state == "unknown":
         return ((now or time.time()) - created_unix) / 3600 > STALE_AFTER_HOURS
     return state == "dead"
+
+
+OWNER_FILE = "owner"  # in a directory of owned_dir's: the identity of the run that made it
+# A run's directory this old with no owner file (an older version's) or, for a sandbox's, without its
+# container is nobody's: each is made a moment before its file and its container.
+ORPHAN_SECONDS = 3600
+
+
+def owned_dir(prefix: str, identity: str) -> str:
+    """A new directory under the temporary directory (0700), holding the identity of the run it is for."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    with open(os.path.join(path, OWNER_FILE), "w") as f:
+        f.write(identity)
+    return path
+
+
+def dir_owner(path: str) -> tuple[str | None, float] | None:
+    """Who a directory of owned_dir's is for (None: one made without the file, or a moment before it)
+    and when it was made; None if it is gone."""
+    try:
+        made = os.stat(path).st_mtime
+        with open(os.path.join(path, OWNER_FILE)) as f:
+            return f.read().strip(), made
+    except FileNotFoundError:
+        return (None, made) if os.path.isdir(path) else None
+    except OSError:
+        return None

@@ -169,8 +169,8 @@ def test_the_socket_directory_of_a_run_killed_outright_is_swept(tmp_path: Path,
     import subprocess
     import tempfile
 
-    from runner.harness.warm import HOME_PREFIX, OWNER_FILE, remove_stale_homes
-    from runner.sandbox.owner import owner_identity
+    from runner.harness.warm import HOME_PREFIX, remove_stale_homes
+    from runner.sandbox.owner import OWNER_FILE, owner_identity
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])

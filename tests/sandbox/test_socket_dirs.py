@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 
 from runner.sandbox.docker import (
-    ORPHAN_SECONDS,
-    OWNER_FILE,
     SOCKET_PREFIX,
     DockerSandbox,
     remove_orphan_socket_dirs,
     remove_stale,
 )
-from runner.sandbox.owner import owner_identity
+from runner.sandbox.owner import ORPHAN_SECONDS, OWNER_FILE, owner_identity
 
 
 @pytest.fixture()

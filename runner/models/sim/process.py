@@ -21,22 +21,17 @@ class SimServer(ServerProcess):
         """`apis`: the wire formats it will be asked in, resolved ahead (None: both); `fork`: a multiprocess
         context whose forkserver has loaded what the simulator imports (the SDKs), to fork it from."""
         self.settings, self.apis, self.fork = settings, apis, fork
-        super().__init__(self.on_port(settings.port), boot_timeout=boot_timeout, log_path=log_path,
-                         listen=(settings.host, settings.port), wait=wait)
-
-    def on_port(self, port: int) -> list[str]:
-        warm = ["--warm", ",".join(self.apis)] if self.apis is not None else []
-        return ["sim", "serve", "--settings-json", self.settings.model_copy(update={"port": port}).model_dump_json(),
-                *warm]
+        warm = ["--warm", ",".join(apis)] if apis is not None else []
+        super().__init__(["sim", "serve", "--settings-json", settings.model_dump_json(), *warm],
+                         boot_timeout=boot_timeout, log_path=log_path, listen=(settings.host, settings.port),
+                         wait=wait)
 
     def spawn(self, extra: list[str], sock: socket.socket | None) -> Any:
-        if self.fork is None or sock is None:
+        if self.fork is None:
             return super().spawn(extra, sock)
+        assert sock is not None  # given `listen`: the run binds its socket
         return ForkedServer(self.name, self.fork, "runner.models.sim.server:serve_on",
                             (self.settings.model_dump_json(), self.apis), self.log_path, self.starts > 1, sock)
-
-    def on_socket(self, fd: int) -> list[str]:
-        return ["--listen-fd", str(fd)]
 
     def stats(self) -> dict[str, object]:
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:
