@@ -183,15 +183,16 @@ class SandboxKeeper:
             assert self.sandbox is not None
             self.inbox.put(SandboxReplaced(self.spec.worker, old, self.sandbox.id, why[:200]))
 
-    def incarnation(self, slot: int) -> tuple[int, Incarnation] | None:
+    def incarnation(self, slot: int, *, failed: bool = False) -> tuple[int, Incarnation] | None:
         """Which sandbox (generation) and which server incarnation serves this slot's databases now; None
-        when it does not answer. Equal before and after a record exactly when one live server served it."""
+        when it does not answer. Equal before and after a record exactly when one live server served it.
+        `failed`: after a record that failed, which may be the first sign of a death (witness.py)."""
         generation, witness, sb = self.generation, self.witness, self.sandbox  # a slot may be replacing them
         if witness is None or sb is None:
             return None
         try:
             names = [d.name for d in self.slot_info(slot, sb).databases.values()]
-            return generation, witness.observe(names)
+            return generation, witness.observe(names, through_postmaster=failed)
         except SandboxGone as e:
             logger.warning("slot {}: sandbox {} did not pass the witness check: {}", slot, sb.id, e)
             return None

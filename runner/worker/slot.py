@@ -33,12 +33,19 @@ from runner.harness.base import Harness, SandboxInfo, Task
 from runner.interrupts import Alarm, cut_lock, shielded_now, unshield
 from runner.models.base import trial
 from runner.records import Record
-from runner.results.result import Result, Usage, error_result, now_iso
+from runner.results.result import Result, Usage, error_result, now_iso, outcome
 from runner.sandbox.witness import Incarnation
 from runner.wire.messages import Assign, ItemDone, Job, SlotReady
 
 # Which record each slot of this process runs now: marks what the harness prints in the worker's log.
 running: dict[int, str] = {}
+
+
+def _succeeded(r: Result) -> bool:
+    """A failure may be the first sign of a sandbox's death: its check also asks the postmaster (witness.py)."""
+    return outcome(r) == "success"
+
+
 # A command harness enforces its own limit per chunk; the alarm is the backstop a little later.
 ALARM_SLACK_SECONDS = 5.0
 
@@ -51,7 +58,7 @@ class Keeper(Protocol):
     def slot_info(self, slot: int) -> SandboxInfo: ...
     def sandbox_id(self) -> str | None: ...
     def sandbox_dead(self) -> bool: ...
-    def incarnation(self, slot: int) -> tuple[int, Incarnation] | None: ...
+    def incarnation(self, slot: int, *, failed: bool = False) -> tuple[int, Incarnation] | None: ...
     def replace_sandbox(self, why: str, seen: int) -> None: ...
     def reset_slot(self, slot: int) -> None: ...
     def wait_copied(self, slot: int) -> None: ...
@@ -117,11 +124,11 @@ class Slot:
     def handle(self, jobs: tuple[Job, ...], clock: Clock) -> Iterator[tuple[Job, Result]]:
         """Each job's result, kept only if one live sandbox served the whole record.
 
-        The harness's word is not enough: most harnesses catch every exception and report a failed
-        record when their database dies under them. So the worker's witness session (sandbox/witness.py)
-        is asked before and after: a result whose sandbox died, froze, was replaced or lost the slot's
-        databases meanwhile is discarded, the sandbox replaced (once for all slots), and the record run
-        again as its next attempt, until max_attempts."""
+        The harness's word is not enough: most harnesses catch every exception and report a failed record
+        when their database dies under them. So the worker's witness (sandbox/witness.py) is asked before
+        and after (after a failure, through the postmaster too): a result whose sandbox died, froze, was
+        replaced or lost the slot's databases meanwhile is discarded, the sandbox replaced (once for all
+        slots), and the record run again as its next attempt, until max_attempts."""
         left = list(jobs)
         discarded: dict[int, list[str]] = {j.item_id: [] for j in jobs}
         while left:
@@ -133,7 +140,7 @@ class Slot:
                 continue  # another slot replaced the sandbox since this one attached: attach to the new one first
             lost: list[Job] = []
             for job, res in self.attempt(left, clock):
-                if before is not None and self.host.keeper.incarnation(self.n) == before:
+                if before is not None and self.host.keeper.incarnation(self.n, failed=not _succeeded(res)) == before:
                     yield job, res.model_copy(update={"discarded": discarded[job.item_id]}) \
                         if discarded[job.item_id] else res
                 else:

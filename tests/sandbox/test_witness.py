@@ -45,6 +45,13 @@ def test_a_dropped_database_is_missed_and_one_made_again_is_the_harnesss_busines
         conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier("witness_tmp")))
 
 
+def test_a_healthy_postmaster_lets_the_knock_through(witness: Witness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked through the postmaster too (a failed record), a healthy server looks the same; a password in
+    the environment is not used for the knock (it stops at the server's request for one)."""
+    monkeypatch.setenv("PGPASSWORD", "not-this-one")
+    assert witness.observe(["crm"], through_postmaster=True) == witness.observe(["crm"])
+
+
 def test_names_are_data_not_sql(witness: Witness) -> None:
     """Database names travel as a parameter: quotes and commas in one change nothing."""
     assert witness.observe(['x", "crm', "it's,{odd}"]).databases == ""
@@ -88,6 +95,35 @@ def test_killed_paused_and_crashed_servers_are_caught(sandbox_image: str) -> Non
             subprocess.run(["docker", "kill", cid], check=True, capture_output=True)
             with pytest.raises(SandboxGone):
                 w.observe(["crm"])
+
+
+@pytest.mark.docker
+def test_a_crash_is_seen_through_the_postmaster_before_it_reaches_every_session(sandbox_image: str) -> None:
+    """The postmaster signals its sessions one by one after a crash; one of them held (SIGSTOP) keeps it
+    in its crash handling, where any new connection is refused before a password is asked for: a failed
+    record's check sees the crash then, whichever sessions have heard of it."""
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-witness", owner_pid=os.getpid()) as sb, \
+            Witness(sb.endpoint.local_dsn() if sb.endpoint else "") as w, \
+            psycopg.connect(sb.dsn("postgres"), autocommit=True) as held, \
+            psycopg.connect(sb.dsn("postgres"), autocommit=True) as victim:
+        cid = sb.container_id()
+        assert cid is not None
+        w.observe(["crm"], through_postmaster=True)
+
+        def signal(sig: str, pid: int) -> None:
+            subprocess.run(["docker", "exec", cid, "sh", "-c", f"kill -{sig} {pid}"], check=True, capture_output=True)
+
+        signal("STOP", held.pgconn.backend_pid)  # the postmaster waits for it (5 s, then SIGKILL)
+        try:
+            signal("KILL", victim.pgconn.backend_pid)
+            with pytest.raises(SandboxGone, match=r"takes no new session.*recovery mode"):
+                for _ in range(50):  # the postmaster's own wake-up after the death
+                    Witness(sb.endpoint.local_dsn() if sb.endpoint else "").knock()
+                    time.sleep(0.02)
+            with pytest.raises(SandboxGone, match="takes no new session"):
+                w.observe(["crm"], through_postmaster=True)
+        finally:
+            signal("CONT", held.pgconn.backend_pid)
 
 
 def _wait_login(sb: Sandbox) -> None:

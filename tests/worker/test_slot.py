@@ -6,10 +6,19 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from runner.worker.slot import Alarm, AlarmClock, WatchedClock
+from runner.config import Config
+from runner.harness import reading
+from runner.harness.base import Outcome, SandboxInfo
+from runner.records import Record
+from runner.sandbox.witness import Incarnation
+from runner.wire.messages import Job
+from runner.worker.slot import Alarm, AlarmClock, Slot, WatchedClock
 
 
 def _watch(clock: WatchedClock, stop: threading.Event) -> None:
@@ -120,21 +129,40 @@ def test_an_alarm_that_fires_as_soon_as_it_is_armed_still_cuts_the_harness(monke
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
+def _slot(keeper: Any, harness: Any, record_ids: tuple[str, ...] = ("a",)) -> Slot:
+    """A slot over stand-ins for its worker's keeper and harness (python kind, success field `ok`)."""
+    cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
+                                 "runs": [{"name": "r"}], "success_field": "ok"})
+    host = SimpleNamespace(cfg=cfg, worker_id=0, gateway_url=None, inbox=None, keeper=keeper, reading=reading(cfg),
+                           records={r: Record(r, n, {"id": r}) for n, r in enumerate(record_ids)})
+    return Slot(0, host, harness)
+
+
+class _Harness:
+    """Reports `ok` per record id as told, the way a harness that swallows its errors would."""
+
+    info = SimpleNamespace(caller="0")
+    counts_own_calls = False
+
+    def __init__(self, ok: Callable[[str], bool]) -> None:
+        self.ok, self.attached = ok, list[str]()
+
+    def attach(self, sb: SandboxInfo) -> None:
+        self.attached.append(sb.id)
+
+    def detach(self) -> None:
+        pass
+
+    def run(self, tasks: list[Any]) -> Any:
+        for t in tasks:
+            yield t, Outcome({"ok": self.ok(t.record_id)})
+
+
 def test_a_sandbox_replaced_between_a_slots_attach_and_its_check_is_attached_to_before_a_record_runs() -> None:
     """Another slot replaces the sandbox after this one attached but before it asks the witness: the
     witness then answers for the new sandbox while this slot's harness still points at the old, dead one.
     A harness that swallows errors would report a failure there that the before/after check could not see;
     the slot attaches to the new sandbox first, so its record runs where the check looked."""
-    from types import SimpleNamespace
-    from typing import Any
-
-    from runner.config import Config
-    from runner.harness import reading
-    from runner.harness.base import Outcome, SandboxInfo
-    from runner.records import Record
-    from runner.sandbox.witness import Incarnation
-    from runner.wire.messages import Job
-    from runner.worker.slot import AlarmClock, Slot
 
     class Keeper:
         generation = 1
@@ -142,35 +170,43 @@ def test_a_sandbox_replaced_between_a_slots_attach_and_its_check_is_attached_to_
         def slot_info(self, slot: int) -> SandboxInfo:
             return SandboxInfo(f"sb{self.generation}", {}, "main")
 
-        def incarnation(self, slot: int) -> tuple[int, Incarnation]:
+        def incarnation(self, slot: int, *, failed: bool = False) -> tuple[int, Incarnation]:
             self.generation = 2  # replaced by another slot just now (from the first ask on)
             return self.generation, Incarnation("started", "main")
 
         def sandbox_id(self) -> str:
             return f"sb{self.generation}"
 
-    class Harness:
-        info = SimpleNamespace(caller="0")
-        counts_own_calls = False
-        attached: list[str] = []
-
-        def attach(self, sb: SandboxInfo) -> None:
-            self.attached.append(sb.id)
-
-        def detach(self) -> None:
-            pass
-
-        def run(self, tasks: list[Any]) -> Any:
-            for t in tasks:  # as a harness that swallows its errors reports a dead database
-                yield t, Outcome({"ok": self.attached[-1] == "sb2"})
-
-    cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
-                                 "runs": [{"name": "r"}], "success_field": "ok"})
-    host = SimpleNamespace(cfg=cfg, worker_id=0, gateway_url=None, records={"a": Record("a", 1, {"id": "a"})},
-                           reading=reading(cfg), inbox=None, keeper=Keeper())
-    harness = Harness()
-    slot = Slot(0, host, harness)  # type: ignore[arg-type]
+    harness = _Harness(lambda _id: False)
+    harness.ok = lambda _id: harness.attached[-1] == "sb2"
+    slot = _slot(Keeper(), harness)
     slot.attach()
     assert harness.attached == ["sb1"]
     (_job, result), = slot.handle((Job(1, "r", "a", 0, 1),), AlarmClock())
     assert harness.attached == ["sb1", "sb2"] and result.success is True
+
+
+def test_only_a_failed_record_is_checked_through_the_postmaster() -> None:
+    """A failure may be the first sign of a death that has not reached the witness's own session yet, so
+    its check also asks the postmaster (witness.py); a success's answers all arrived and needs no more."""
+    asked: list[bool] = []
+
+    class Keeper:
+        generation = 1
+
+        def slot_info(self, slot: int) -> SandboxInfo:
+            return SandboxInfo("sb1", {}, "main")
+
+        def incarnation(self, slot: int, *, failed: bool = False) -> tuple[int, Incarnation]:
+            asked.append(failed)
+            return 1, Incarnation("started", "main")
+
+        def sandbox_id(self) -> str:
+            return "sb1"
+
+    slot = _slot(Keeper(), _Harness(lambda rid: rid == "good"), ("good", "bad"))
+    slot.attach()
+    for n, rid in enumerate(("good", "bad")):
+        (_job, result), = slot.handle((Job(n, "r", rid, n, 1),), AlarmClock())
+        assert result.success is (rid == "good")
+    assert asked == [False, False, False, True]  # before and after each: only after the failure
