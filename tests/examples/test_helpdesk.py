@@ -95,6 +95,7 @@ def _dsn_of(container: str) -> str:
     ("runner.yaml", 1, "pause"),
     ("runner-command.yaml", 1, "pause"),
     ("runner-command.yaml", 2, "kill"),
+    ("runner-command.yaml", 2, "postgres"),
 ])
 def test_a_fault_mid_run_changes_no_outcome(tmp_path: Path, clean: dict[str, dict[str, Any]], config: str,
                                             slots: int, fault: str) -> None:
