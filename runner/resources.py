@@ -52,6 +52,9 @@ class Resource(ABC):
 PARENT_ENV = "RUNNER_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
+# The backlog of a run's server sockets: calls made before the server serves wait there, as do bursts of a
+# run's first calls (bound here, listened on again by aiohttp: serving.py).
+BACKLOG = 1024
 SERVER_COMM_PREFIX = "pgsr-"  # `ps -o comm` of a server forked from the forkserver: pgsr-simulator, not a worker
 
 
@@ -191,7 +194,7 @@ class ServerProcess(Resource):
     def _bind(self) -> socket.socket:
         assert self.listen is not None
         try:
-            return socket.create_server(self.listen, backlog=1024)
+            return socket.create_server(self.listen, backlog=BACKLOG)
         except OSError as e:  # a port of the config's that something else holds
             raise RunStopped(f"the {self.name} cannot listen on {self.listen[0]}:{self.listen[1]}: {e}") from e
 

@@ -8,7 +8,7 @@ import socket
 
 from aiohttp import web
 
-BACKLOG = 1024  # calls made before the server serves wait here, as do bursts of a run's first calls
+from runner.resources import BACKLOG
 
 
 def site_for(runner: web.AppRunner, host: str, port: int, listen_fd: int | None) -> web.BaseSite:

@@ -102,29 +102,28 @@ def test_a_crash_is_seen_through_the_postmaster_before_it_reaches_every_session(
     """The postmaster signals its sessions one by one after a crash; one of them held (SIGSTOP) keeps it
     in its crash handling, where any new connection is refused before a password is asked for: a failed
     record's check sees the crash then, whichever sessions have heard of it."""
-    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-witness", owner_pid=os.getpid()) as sb, \
-            Witness(sb.endpoint.local_dsn() if sb.endpoint else "") as w, \
-            psycopg.connect(sb.dsn("postgres"), autocommit=True) as held, \
-            psycopg.connect(sb.dsn("postgres"), autocommit=True) as victim:
+    with DockerSandbox(sandbox_image, "sandbox", run_id="pytest-witness", owner_pid=os.getpid()) as sb:
+        assert sb.endpoint is not None
         cid = sb.container_id()
         assert cid is not None
-        w.observe(["crm"], through_postmaster=True)
 
         def signal(sig: str, pid: int) -> None:
             subprocess.run(["docker", "exec", cid, "sh", "-c", f"kill -{sig} {pid}"], check=True, capture_output=True)
 
-        signal("STOP", held.pgconn.backend_pid)  # the postmaster waits for it (5 s, then SIGKILL)
-        try:
-            signal("KILL", victim.pgconn.backend_pid)
-            with pytest.raises(SandboxGone, match=r"takes no new session.*recovery mode"):
-                for _ in range(50):  # the postmaster's own wake-up after the death
-                    Witness(sb.endpoint.local_dsn() if sb.endpoint else "").knock()
-                    time.sleep(0.02)
-            with pytest.raises(SandboxGone, match="takes no new session"):
-                w.observe(["crm"], through_postmaster=True)
-        finally:
-            signal("CONT", held.pgconn.backend_pid)
-
+        with Witness(sb.endpoint.local_dsn()) as w, psycopg.connect(sb.dsn("postgres"), autocommit=True) as held, \
+                psycopg.connect(sb.dsn("postgres"), autocommit=True) as victim:
+            w.observe(["crm"], through_postmaster=True)
+            signal("STOP", held.pgconn.backend_pid)  # the postmaster waits for it (5 s, then SIGKILL)
+            try:
+                signal("KILL", victim.pgconn.backend_pid)
+                with pytest.raises(SandboxGone, match=r"takes no new session.*recovery mode"):
+                    for _ in range(50):  # the postmaster's own wake-up after the death
+                        w.knock()  # needs no session of the witness's own
+                        time.sleep(0.02)
+                with pytest.raises(SandboxGone, match="takes no new session"):
+                    w.observe(["crm"], through_postmaster=True)
+            finally:
+                signal("CONT", held.pgconn.backend_pid)
 
 def _wait_login(sb: Sandbox) -> None:
     for _ in range(100):
