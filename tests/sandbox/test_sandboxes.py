@@ -289,12 +289,26 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _bridge_address() -> str:
+    """This machine's address on Docker's default bridge, read from the bridge's own interface: an engine
+    may leave `IPAM.Config[].Gateway` out of `docker network inspect` (Debian's 20.10 does)."""
+    import fcntl
+    import socket
+    import struct
+
+    attrs = docker.from_env().networks.get("bridge").attrs
+    name = (attrs.get("Options") or {}).get("com.docker.network.bridge.name") or "docker0"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+    return socket.inet_ntoa(packed[20:24])
+
+
 def _host_listener() -> tuple[Any, str, int]:
     """A TCP listener on this machine's address on Docker's default bridge (where a container's route
     to the host, and out, goes)."""
     import socket
 
-    gateway = docker.from_env().networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    gateway = _bridge_address()
     s = socket.socket()
     s.bind((gateway, 0))
     s.listen()
