@@ -26,15 +26,30 @@ from typing import Any
 import multiprocess as mp
 from loguru import logger
 
+from runner.budget import timings
+from runner.budget.gates import Gates
 from runner.config import Config, Limits
 from runner.interrupts import shielded
 
-_F = 15  # floats per key
 (_RPM_CAP, _RPM, _ITPM_CAP, _ITPM, _OTPM_CAP, _OTPM, _STAMP, _PAUSED, _CONC, _INFLIGHT, _ADAPTIVE,
- _CONC_MAX, _SSTHRESH, _FULL_AT, _RTT) = range(_F)
+ _CONC_MAX, _SSTHRESH, _FULL_AT, _RTT, _WAITED, _ADMITTED, _USED_REQ, _USED_IN, _USED_OUT, _TIMES) = range(21)
+_F = _TIMES + timings.BUCKETS  # floats per key: the counters, then the call-time histogram
 INF = float("inf")
 _BUCKETS = ((_RPM_CAP, _RPM), (_ITPM_CAP, _ITPM), (_OTPM_CAP, _OTPM))  # (cap, level) per bucket
 RTT_GAIN = 1 / 16  # each successful call's share of the smoothed round trip (TCP's SRTT uses 1/8)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What the budget counted for one key since the run began: seconds calls waited in it before they
+    were admitted, how many were admitted, and how long the calls that succeeded took (a histogram,
+    runner/budget/timings.py)."""
+
+    waited_seconds: float
+    admitted: int
+    times: tuple[float, ...] = ()
+    used: tuple[float, float, float] = (0.0, 0.0, 0.0)  # requests, input and output tokens settled
+    caps: tuple[float, float, float] = (INF, INF, INF)  # its limits per minute: requests, input, output tokens
 
 
 @dataclass(frozen=True)
@@ -90,7 +105,13 @@ class Budget:
         return max(times, default=None)
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None) -> Reservation | float:
+                    lane: int | None = None, waited: float = 0.0) -> Reservation | float:
+        """A reservation, or the seconds to wait before trying again. `waited`: how long this caller has
+        waited for it so far (counted once admitted: the budget's queueing, a signal for the throttle)."""
+        raise NotImplementedError
+
+    def tally(self) -> dict[str, Tally]:
+        """Per key, what it counted since the run began (the throttle reads the difference per window)."""
         raise NotImplementedError
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
@@ -102,9 +123,10 @@ class Budget:
         """Block until admitted (None if the deadline passes first). `taken` is called with the reservation
         inside the shield that admitted it (runner/interrupts.py): a caller the time limit may cut records it
         there, with no instruction between admission and its record."""
+        first = time.monotonic()
         while True:
             with shielded():
-                r = self.try_acquire(slot, input_tokens, output_tokens)
+                r = self.try_acquire(slot, input_tokens, output_tokens, waited=time.monotonic() - first)
                 if isinstance(r, Reservation):
                     if taken is not None:
                         taken(r)
@@ -156,6 +178,7 @@ class SharedLimiter(Budget):
         self.lanes = lanes
         self._lanes: Any = ctx.RawArray("d", max(1, lanes * len(self.keys)))  # guarded by _lock
         self.lane = -1  # a worker sets its own after spawn
+        self.gates: Gates | None = None  # each run's first-call gate, carried with the budget to every worker
         now = time.monotonic()
         for i, k in enumerate(self.keys):
             lim = limits[k]
@@ -173,6 +196,8 @@ class SharedLimiter(Budget):
             self._arr[base + _FULL_AT] = -INF
             self._arr[base + _INFLIGHT] = 0.0
             self._arr[base + _RTT] = 0.0
+            for i in (_WAITED, _ADMITTED, _USED_REQ, _USED_IN, _USED_OUT):
+                self._arr[base + i] = 0.0
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -218,7 +243,7 @@ class SharedLimiter(Budget):
                 a[base + lvl_i] = min(cap, a[base + lvl_i] + dt * cap / 60.0)
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None) -> Reservation | float:
+                    lane: int | None = None, waited: float = 0.0) -> Reservation | float:
         """A reservation, or the seconds to wait before trying again; in-flight counted on `lane` (the
         caller's, default this process's)."""
         out = self.out_estimate if output_tokens is None else output_tokens
@@ -246,6 +271,8 @@ class SharedLimiter(Budget):
             a[base + _ITPM] -= input_tokens
             a[base + _OTPM] -= out
             a[base + _INFLIGHT] += 1
+            a[base + _WAITED] += waited
+            a[base + _ADMITTED] += 1
             if conc != INF and a[base + _INFLIGHT] >= int(conc):
                 a[base + _FULL_AT] = now
             if 0 <= lane < self.lanes:
@@ -261,6 +288,7 @@ class SharedLimiter(Budget):
                 took = time.monotonic() - res.at
                 rtt = a[base + _RTT]
                 a[base + _RTT] = took if rtt <= 0 else rtt + RTT_GAIN * (took - rtt)
+                a[base + _TIMES + timings.bucket(took)] += 1
             if ok and a[base + _ADAPTIVE] and a[base + _FULL_AT] >= res.at:
                 self._grow(base)
             a[base + _INFLIGHT] = max(0.0, a[base + _INFLIGHT] - 1)
@@ -269,6 +297,9 @@ class SharedLimiter(Budget):
                 self._lanes[i] = max(0.0, self._lanes[i] - 1)
             a[base + _ITPM] += res.input_tokens - input_tokens
             a[base + _OTPM] += res.output_tokens - output_tokens
+            a[base + _USED_REQ] += 1
+            a[base + _USED_IN] += input_tokens
+            a[base + _USED_OUT] += output_tokens
 
     def _grow(self, base: int) -> None:
         """TCP's congestion control on calls in flight, for a call during which the window was full
@@ -316,6 +347,14 @@ class SharedLimiter(Budget):
                       for cap_i, lvl_i in _BUCKETS
                       if a[base + cap_i] != INF]
             return min(shares, default=1.0)
+
+    def tally(self) -> dict[str, Tally]:
+        a = self._arr
+        with self._locked():
+            return {key: Tally(a[b + _WAITED], int(a[b + _ADMITTED]), tuple(a[b + _TIMES:b + _F]),
+                               (a[b + _USED_REQ], a[b + _USED_IN], a[b + _USED_OUT]),
+                               (a[b + _RPM_CAP], a[b + _ITPM_CAP], a[b + _OTPM_CAP]))
+                    for key, b in ((key, i * _F) for i, key in enumerate(self.keys))}
 
     def snapshot(self, slot: int) -> dict[str, float]:
         a, base = self._arr, slot * _F

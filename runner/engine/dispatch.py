@@ -67,8 +67,9 @@ class Dispatcher:
             return
         before = t.target
         if t.observe(time.monotonic(), self.scheduler.in_flight(), self.scheduler.has_pending()):
-            logger.info("concurrency target {} -> {}: {}", before, t.target, t.why)
-            self.progress.target, self.progress.target_why = t.target, t.why
+            logger.info("concurrency target {} -> {} ({}): {}", before, t.target, t.signal, t.why)
+        # every window's verdict, held or changed: the progress line says which signal decided
+        self.progress.target, self.progress.target_why = t.target, f"{t.signal}: {t.why}"
         # Room under the target (it grew, or records finished elsewhere), or the work ran out while a
         # worker was held back: either way an idle slot gets work, or its worker gets Stop.
         for h in list(self.pool.workers.values()):

@@ -34,7 +34,7 @@ from loguru import logger
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from runner.budget.ratelimit import Budget, Reservation, SharedLimiter, budget_spec
+from runner.budget.ratelimit import Budget, Reservation, SharedLimiter, Tally, budget_spec
 from runner.config import Config, Limits, environment
 from runner.worker.main import WorkerSpec, log_to_file, run_worker
 
@@ -132,9 +132,9 @@ class BudgetActor:
     def describe(self) -> tuple[list[str], int, float]:
         return self.limiter.keys, self.limiter.lanes, self.limiter.out_estimate
 
-    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None, lane: int
-                    ) -> Reservation | float:
-        return self.limiter.try_acquire(slot, input_tokens, output_tokens, lane)
+    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None, lane: int,
+                    waited: float = 0.0) -> Reservation | float:
+        return self.limiter.try_acquire(slot, input_tokens, output_tokens, lane, waited)
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, ok: bool) -> None:
         self.limiter.settle(res, input_tokens, output_tokens, ok=ok)
@@ -148,6 +148,9 @@ class BudgetActor:
     def snapshot(self, slot: int) -> dict[str, float]:
         return self.limiter.snapshot(slot)
 
+    def tally(self) -> dict[str, Tally]:
+        return self.limiter.tally()
+
 
 class RemoteBudget(Budget):
     """The SharedLimiter's interface over a BudgetActor: what a worker on any node holds. One actor
@@ -159,9 +162,9 @@ class RemoteBudget(Budget):
         self.lane = -1
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None) -> Reservation | float:
+                    lane: int | None = None, waited: float = 0.0) -> Reservation | float:
         r: Reservation | float = ray.get(self.actor.try_acquire.remote(
-            slot, input_tokens, output_tokens, self.lane if lane is None else lane))
+            slot, input_tokens, output_tokens, self.lane if lane is None else lane, waited))
         return r
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
@@ -177,6 +180,10 @@ class RemoteBudget(Budget):
     def snapshot(self, slot: int) -> dict[str, float]:
         snap: dict[str, float] = ray.get(self.actor.snapshot.remote(slot))
         return snap
+
+    def tally(self) -> dict[str, Tally]:
+        got: dict[str, Tally] = ray.get(self.actor.tally.remote())
+        return got
 
 
 class RayLink:

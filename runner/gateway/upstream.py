@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,8 +112,9 @@ class Upstream:
     async def _reserve(self, slot: int | None, estimate: float) -> Reservation | None:
         if self.limiter is None or slot is None:
             return None
+        first = time.monotonic()
         while True:
-            r = self.limiter.try_acquire(slot, estimate)
+            r = self.limiter.try_acquire(slot, estimate, waited=time.monotonic() - first)
             if not isinstance(r, float):
                 return r
             await asyncio.sleep(min(max(r, 0.005), 0.5))

@@ -90,7 +90,7 @@ def test_concurrency_auto_starts_small_and_grows_while_the_slots_stay_full(tmp_p
     assert code == 0, log[-3000:]
     assert_exactly_once(out, ["strong", "atlas"], 30)
     sup = (out / "logs" / "supervisor.log").read_text()
-    assert "records in flight at most" in sup and "concurrency target 8 -> 16: slots full" in sup
+    assert "records in flight at most" in sup and "concurrency target 8 -> 16 (grow): slots full" in sup
     samples = json.loads((out / "manifest.json").read_text())["in_flight"]["samples"]
     allowed = 0
     for _, n, target in samples:  # never more in flight than the throttle had allowed (a cut lets the

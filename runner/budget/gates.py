@@ -1,0 +1,195 @@
+"""The first call of each run (and role) goes alone: a request the API refuses stops its run after one call.
+
+A paid run whose requests all carry a setting the model refuses (Claude Sonnet 5.5 answers 400 to
+`thinking: disabled`) would otherwise send one such request per slot at once, and then one per record:
+a thousand errored records, each of them billed for nothing learned. So every process that calls a model
+for a run passes the run's gate first, in memory all of a run's processes share:
+
+- the first caller of a gate probes: its call goes out, every other caller of that gate waits for its
+  answer (a caller whose probe died is replaced: another one probes);
+- an answer lets the gate open for good; a request error that will repeat (a 400 or 422 by its type) lets
+  one more caller probe, and when its call, another record's, is refused in the same words, the gate
+  shuts with them: the waiting callers and every later one get `Refused` without sending anything (two
+  probes, so that one record's own refusal, its content or its length, never stops a run);
+- once open, REFUSALS_IN_A_ROW refusals of a gate with the same words and no answer between shut it the
+  same way (a run whose second role, or whose long conversations, all fail alike).
+
+Anything else (a timeout, a 429 past the retries, a 5xx) is no verdict: the next caller probes again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mmap
+import os
+import struct
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from runner.budget.xlock import ProcessLock
+from runner.config import Config
+from runner.interrupts import shielded
+
+PROBE_REFUSALS = 2  # probes refused alike before the gate shuts
+REFUSALS_IN_A_ROW = 5  # once open, refusals alike with no answer between before it shuts
+MESSAGE_BYTES = 1024
+POLL_SECONDS = 0.05
+(UNTRIED, PROBING, OPEN, SHUT) = range(4)
+_FORMAT = "<4q"  # per gate: state, the prober's pid, refusals in a row, digest of the last refusal's words
+_SLOT = struct.calcsize(_FORMAT)
+
+
+class Refused(Exception):
+    """This gate is shut: its run's requests are refused by the provider; the message says why."""
+
+
+class Gates:
+    """One gate per key (`run/role` for the built-in agents, `run` for a harness's calls through the gateway),
+    in a file of the run's every process maps (the workers, the gateway, the supervisor): created by the
+    supervisor, it travels as its path and keys."""
+
+    def __init__(self, keys: Iterable[str], path: str | None = None, lock: ProcessLock | None = None) -> None:
+        self.keys = sorted(set(keys))
+        if path is None:
+            fd, path = tempfile.mkstemp(prefix="pgsr-gates-")
+            os.close(fd)
+        self.path = path
+        self._lock = lock or ProcessLock(path + ".lock")  # released by the kernel if a holder dies inside
+        size = max(1, len(self.keys)) * (_SLOT + MESSAGE_BYTES)
+        with open(path, "r+b") as f:
+            if os.fstat(f.fileno()).st_size < size:
+                f.truncate(size)
+        self._map: mmap.mmap | None = None
+        self._pid = -1
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"keys": self.keys, "path": self.path, "lock": self._lock}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["keys"], state["path"], state["lock"])  # type: ignore[misc]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys
+
+    def _mapped(self) -> mmap.mmap:
+        if self._map is None or self._pid != os.getpid():
+            with open(self.path, "r+b") as f:
+                self._map = mmap.mmap(f.fileno(), 0)
+            self._pid = os.getpid()
+        return self._map
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[mmap.mmap]:
+        with shielded(), self._lock.held():  # a time limit landing inside would leave the counts torn
+            yield self._mapped()
+
+    def _at(self, key: str) -> int:
+        return self.keys.index(key) * (_SLOT + MESSAGE_BYTES)
+
+    @staticmethod
+    def _read(m: mmap.mmap, at: int) -> list[int]:
+        return list(struct.unpack_from(_FORMAT, m, at))
+
+    @staticmethod
+    def _write(m: mmap.mmap, at: int, values: list[int]) -> None:
+        struct.pack_into(_FORMAT, m, at, *values)
+
+    def message(self, key: str) -> str:
+        with self._locked() as m:
+            at = self._at(key) + _SLOT
+            return bytes(m[at:at + MESSAGE_BYTES]).split(b"\0", 1)[0].decode(errors="replace")
+
+    def enter(self, key: str, deadline: float | None = None) -> bool:
+        """Pass the gate: True if this caller probes (its call decides), False if the gate is open. Waits while
+        another caller probes; raises Refused once the gate is shut. A key this run has no gate for is open."""
+        if key not in self.keys:
+            return False
+        at = self._at(key)
+        while True:
+            with self._locked() as m:
+                state, holder, count, digest = self._read(m, at)
+                if state == PROBING and holder and not _alive(holder):
+                    state = UNTRIED  # its prober died mid-call: no verdict
+                if state == UNTRIED:
+                    self._write(m, at, [PROBING, os.getpid(), count, digest])
+                    return True
+                if state == OPEN:
+                    return False
+            if state == SHUT:
+                raise Refused(self.message(key))
+            if deadline is not None and time.monotonic() > deadline:
+                return False  # waited as long as the caller may: its call goes (its budget still applies)
+            time.sleep(POLL_SECONDS)
+
+    def answered(self, key: str) -> None:
+        """A call of this gate was answered: the gate is open, its refusals in a row start again."""
+        if key not in self.keys:
+            return
+        at = self._at(key)
+        with self._locked() as m:
+            state, _, _, digest = self._read(m, at)
+            if state != SHUT:
+                self._write(m, at, [OPEN, 0, 0, digest])
+
+    def no_verdict(self, key: str, probing: bool) -> None:
+        """The call ended with neither an answer nor a refusal: a probe lets the next caller probe."""
+        if not probing or key not in self.keys:
+            return
+        at = self._at(key)
+        with self._locked() as m:
+            state, holder, count, digest = self._read(m, at)
+            if state == PROBING and holder == os.getpid():
+                self._write(m, at, [UNTRIED, 0, count, digest])
+
+    def refused(self, key: str, words: str, *, probing: bool) -> bool:
+        """A request of this gate was refused in a way that repeats: True once the gate is shut (PROBE_REFUSALS
+        probes refused alike, or REFUSALS_IN_A_ROW calls alike once open)."""
+        if key not in self.keys:
+            return False
+        at = self._at(key)
+        new = int.from_bytes(hashlib.sha256(words.encode()).digest()[:7], "big")
+        with self._locked() as m:
+            state, holder, count, digest = self._read(m, at)
+            if state == SHUT:
+                return True
+            count = count + 1 if digest == new else 1
+            if not (count >= (PROBE_REFUSALS if probing else REFUSALS_IN_A_ROW)):
+                # a refused probe: the next caller probes (another record), its words kept to compare
+                self._write(m, at, [UNTRIED if probing else state, 0 if probing else holder, count, new])
+                return False
+            self._write(m, at, [SHUT, 0, count, new])
+            raw = words.encode()[:MESSAGE_BYTES - 1] + b"\0"
+            m[at + _SLOT:at + _SLOT + len(raw)] = raw
+            return True
+
+    def shut(self) -> dict[str, str]:
+        """Every shut gate and why."""
+        with self._locked() as m:
+            states = {key: self._read(m, self._at(key))[0] for key in self.keys}
+        return {key: self.message(key) for key, state in states.items() if state == SHUT}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def gate_keys(cfg: Config) -> list[str]:
+    """A gate per run and role of the built-in agents (`run/agent`, `run/teacher`), per run for a harness whose
+    calls go through the gateway (`run`)."""
+    keys = []
+    for r in cfg.model_runs():
+        keys.append(f"{r.name}/agent")
+        if r.teacher is not None:
+            keys.append(f"{r.name}/teacher")
+    if cfg.harness.kind != "crm":
+        keys += [r.name for r in cfg.runs]
+    return keys

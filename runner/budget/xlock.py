@@ -1,0 +1,55 @@
+"""A lock across a run's processes that the kernel releases when its holder dies.
+
+`fcntl.lockf` on a file of the run's own: a process killed while it holds the lock (kill -9, the OOM
+killer) loses it with its last descriptor, so no other process waits for a dead holder, and none has to
+guess whether a recorded pid still is the holder (a guess that let two processes in at once, and looped
+forever on a reused pid). A POSIX lock belongs to a process, not to a thread or a descriptor, so a thread
+lock orders the threads of one process, each process opens the file once and keeps it open (closing any
+descriptor of the file would drop the process's lock), and each lock has a file of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+
+class ProcessLock:
+    """`with lock.held(): ...`; picklable (it travels to spawned workers as its path)."""
+
+    def __init__(self, path: str | None = None) -> None:
+        if path is None:
+            fd, path = tempfile.mkstemp(prefix="pgsr-lock-")
+            os.close(fd)
+        self.path = path
+        self._pid = -1
+        self._fd = -1
+        self._threads = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"])  # type: ignore[misc]
+
+    def _descriptor(self) -> int:
+        if self._pid != os.getpid():  # a forked or spawned process: its own descriptor (locks are not inherited)
+            self._threads = threading.Lock()
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._pid = os.getpid()
+        return self._fd
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self._threads:
+            fd = self._descriptor()
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.lockf(fd, fcntl.LOCK_UN)
