@@ -108,8 +108,8 @@ def test_a_worker_takes_its_own_calls_and_their_cost(gateway: str) -> None:
     assert u.llm_calls == 3 and u.input_tokens > 0 and u.cost_usd is not None and u.cost_usd > 0
     halves = take_usage(gateway, 7, parts=2)
     assert [h.llm_calls for h in halves] == [0, 0]  # taken: nothing left
-    client.messages.create(model="a-model-without-a-price", max_tokens=50,
-                           messages=[{"role": "user", "content": "unpriced"}])
+    # a model the provider serves and the runner has no price for (the simulator's own, by its name)
+    client.messages.create(model="sim-strong", max_tokens=50, messages=[{"role": "user", "content": "unpriced"}])
     assert take_usage(gateway, 7)[0].cost_usd is None  # unknown, never a silent $0
 
 

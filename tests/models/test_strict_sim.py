@@ -70,7 +70,8 @@ def test_anthropic_rejects_what_the_api_rejects(sim: SimServer, kw: dict[str, An
 
 @pytest.mark.parametrize("kw,match,plays", [
     ({"temperature": 5}, "'temperature': 5 is out of range", "gpt-4.1"),
-    ({"temperature": 0}, "does not support 0 with this model", "gpt-5.4"),
+    # "Using GPT-5.4": temperature only with reasoning effort none (its default)
+    ({"temperature": 0, "reasoning_effort": "high"}, "only supported when reasoning_effort is none", "gpt-5.4"),
     ({"extra_body": {"frobnicate": 1}}, "frobnicate: Extra inputs", "gpt-5.4"),
     ({"messages": [{"role": "user", "content": ASK}, {"role": "assistant", "content": None}]},
      "expected a string, got null", "gpt-5.4"),
@@ -105,8 +106,9 @@ def test_empty_model_turns_never_reach_the_wire_as_null_or_blank(sim: SimServer,
     p: Any = AnthropicProvider("k", base_url=sim.url, timeout=10, headers={"x-sim-plays": "claude-sonnet-5-5"}) \
         if kind == "anthropic" else OpenAIProvider("k", base_url=f"{sim.url}/v1", timeout=10,
                                                    headers={"x-sim-plays": "gpt-5.4"})
-    # a hand-made transcript has no thinking blocks to send back: thinking off, as the API then requires
-    off = {"thinking": {"type": "disabled"}} if kind == "anthropic" else {"reasoning_effort": "none"}
+    # a hand-made transcript has no thinking blocks to send back: thinking off (Sonnet 5.5's lowest setting,
+    # between_tools), as the API then requires
+    off = {"thinking": {"type": "between_tools"}} if kind == "anthropic" else {"reasoning_effort": "none"}
     for cache in (False, True):
         c = p.generate(Request("sim-strong", SYSTEM_PROMPT, msgs, NEUTRAL_TOOLS, prompt_cache=cache, thinking=off))
         assert c.stop_reason
@@ -201,7 +203,7 @@ def test_the_responses_api_plain_and_streamed_through_the_sdk(sim: SimServer) ->
                          "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
                                         "required": ["query"]}, "strict": False}]
     kw: dict[str, Any] = {"model": "gpt-5.4", "instructions": SYSTEM_PROMPT, "input": ASK, "tools": tools,
-                          "max_output_tokens": 4000}
+                          "max_output_tokens": 4000, "reasoning": {"effort": "low"}}  # GPT-5.4's default is none
     first = client.responses.create(**kw)
     calls = [o for o in first.output if o.type == "function_call"]
     assert first.status == "completed" and calls and calls[0].name == "search_opportunities"

@@ -84,7 +84,10 @@ def from_chat(chat: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     message, usage = choice["message"], chat.get("usage") or {}
     rid = chat["id"].removeprefix("chatcmpl-")
     reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
-    output: list[dict[str, Any]] = [{"type": "reasoning", "id": f"rs_{rid}", "summary": []}] if reasoning else []
+    # encrypted_content by default, as the current API reference says (an older guide made it opt-in through
+    # `include`): a stateless caller sends the item back whole
+    output: list[dict[str, Any]] = [{"type": "reasoning", "id": f"rs_{rid}", "summary": [],
+                                     "encrypted_content": f"sim-rs-{rid}"}] if reasoning else []
     if message.get("content"):
         output.append({"type": "message", "id": f"msg_{rid}", "status": "completed", "role": "assistant",
                        "content": [{"type": "output_text", "text": message["content"], "annotations": []}]})

@@ -28,8 +28,7 @@ from aiohttp import web
 from runner import heap
 from runner.config import Limits, SimSettings
 from runner.models.base import TRIAL_HEADER
-from runner.models.capabilities import BUILTIN, Capabilities, lookup
-from runner.models.sim import batch_routes, responses, strict, wire
+from runner.models.sim import batch_routes, checks, models_routes, responses, rulebook, strict, wire
 from runner.models.sim import thinking as sim_thinking
 from runner.models.sim.auth import unauthorized
 from runner.models.sim.batches import Batches
@@ -322,23 +321,28 @@ def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimStat
     return None
 
 
-def invalid_request(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any]
-                    ) -> tuple[int, str, str | None, str | None] | None:
-    """What the real API refuses in a request's body (a model nobody serves: 404; a parameter the model or the
-    API refuses: 400) as (status, message, param, code); None when it would be answered. Interactive and
-    inside a batch alike."""
+def invalid_request(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any],
+                    endpoint: str | None = None) -> tuple[int, str, str | None, str | None] | None:
+    """What the real API refuses in a request's body (a model nobody serves: 404; a parameter the API or the
+    model refuses, by its published rules: 400) as (status, message, param, code); None when it would be
+    answered. Interactive and inside a batch alike."""
     model = str(body.get("model", ""))
-    if model not in PROFILES and model not in BUILTIN:
-        state.stats["404"] += 1
-        return 404, f"model: {model}", None, None
+    plays = played(headers, model)
+    for name in {model, plays}:
+        if name not in PROFILES and rulebook.known(name) is None:
+            state.stats["404"] += 1
+            return 404, f"model: {name}", None, None
     try:
-        strict.validate(api, body, headers.get("x-sim-plays"))
-        sim_thinking.check(api, body, played(headers, model), caps_of(headers, api, model))
+        strict.validate(api, body)
+        refused = checks.refusal(api, endpoint or ("messages" if api == "anthropic" else "chat.completions"), body,
+                                 headers, plays)
+        if refused is not None:
+            raise refused
     except strict.Rejected as e:
         state.stats["400"] += 1
         state.per_model.setdefault(model, Counter())["400"] += 1
-        print(f"400 {api} {model}: {e}", file=sys.stderr, flush=True)
-        return 400, str(e), e.param, e.code
+        print(f"{e.status} {api} {plays}: {e}" + (f" [{e.rule}]" if e.rule else ""), file=sys.stderr, flush=True)
+        return e.status, str(e), e.param, e.code
     return None
 
 
@@ -347,21 +351,9 @@ def played(headers: Mapping[str, str], model: str) -> str:
     return headers.get("x-sim-plays") or model
 
 
-def caps_of(headers: Mapping[str, str], api: str, model: str) -> Capabilities | None:
-    """The played model's capabilities (None for a simulator model that plays no real one)."""
-    name = played(headers, model)
-    return _caps(name, api) if name in BUILTIN or headers.get("x-sim-plays") else None
-
-
-@functools.lru_cache(maxsize=256)
-def _caps(name: str, api: str) -> Capabilities:
-    """Looked up twice per request (its refusals, its answer): once per model is enough."""
-    return lookup(name, api)
-
-
 def profile_of(model: str) -> str:
-    """The policy that plays a model asked for by its real id (`runner sim serve` answers every model of the
-    capabilities table): the small ones make a small model's mistakes."""
+    """The policy that plays a model asked for by its real id (`runner sim serve` answers every model the
+    providers' pages describe): the small ones make a small model's mistakes."""
     if model in PROFILES:
         return model
     return "sim-mini" if any(w in model for w in ("mini", "nano", "haiku")) else "sim-strong"
@@ -382,18 +374,19 @@ async def _answer(state: SimState, headers: Mapping[str, str], api: str, body: d
     """The model's move, after its latency, with usage as the provider would count it."""
     model = str(body["model"])
     plays = headers.get("x-sim-plays")
-    caps = caps_of(headers, api, model)
-    usage = state.prompt_cache.account(api, segs, min_tokens=caps.min_cache_tokens if caps else 1024)
+    real = played(headers, model)
+    behaviour = rulebook.book(api).behaviour(real)
+    usage = state.prompt_cache.account(api, segs, min_tokens=int(behaviour.get("min_cacheable_prompt_tokens") or 1024))
     if api == "anthropic":
         state.refund(limited, "input", usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
     action = offered_only(respond(profile_of(model), msgs, _trial(headers, body)), body)
     await asyncio.sleep(max(0.0, arrived + state.latency(rid) - time.monotonic()))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
-    think = sim_thinking.mode(api, body, caps)
-    # thinking follows the conversation, not the request's bytes: a streamed and a plain ask think alike
-    thought, think_tokens = sim_thinking.thought(
-        hashlib.sha256(orjson.dumps(body.get("messages"))).hexdigest(), think.effort) if think.thinks else ("", 0)
+    think = sim_thinking.mode(api, body, real)
+    # thinking follows the conversation, not the request's bytes: a streamed and a plain ask think (and sign) alike
+    conversation = hashlib.sha256(orjson.dumps(body.get("messages"))).hexdigest()
+    thought, think_tokens = sim_thinking.thought(conversation, think.effort) if think.thinks else ("", 0)
     limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 1 << 30)
     cut = think_tokens + out_tokens > limit
     if cut:  # the output limit ends the answer: thinking comes first, so the answer loses
@@ -412,10 +405,10 @@ async def _answer(state: SimState, headers: Mapping[str, str], api: str, body: d
         counter["thinking_tokens"] += think_tokens
     fields = _usage_fields(api, usage, out_tokens + think_tokens)
     if api == "anthropic":
-        block = {"type": "thinking", "thinking": thought, "signature": sim_thinking.signature(played(headers, model),
-                                                                                              thought)}
-        return wire.anthropic_response(action, model, rid, fields, thinking=block if think.thinks else None,
-                                       stop="max_tokens" if cut else None)
+        content = wire.anthropic_content(action, rid, thought if think.thinks else None, think.updates_as_thinking)
+        wire.sign_thinking(content, lambda text, where: sim_thinking.sign(real, text, where), conversation,
+                           sim_thinking.prefix_digest(body, len(body.get("messages") or [])))
+        return wire.anthropic_response(content, action, model, rid, fields, stop="max_tokens" if cut else None)
     if think.thinks:
         fields["completion_tokens_details"] = {"reasoning_tokens": think_tokens, "audio_tokens": 0,
                                                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
@@ -453,6 +446,11 @@ async def _responses(request: web.Request) -> web.StreamResponse:
     if problem:
         return web.json_response(wire.openai_error(400, f"Invalid request: {problem}", code="invalid_request"),
                                  status=400)
+    refused = checks.refusal("openai", "responses", body, request.headers,
+                             played(request.headers, str(body.get("model", ""))))
+    if refused is not None:
+        return web.json_response(wire.openai_error(refused.status, str(refused), param=refused.param),
+                                 status=refused.status)
     request["responses"] = body
     return await _guarded(request, "openai", orjson.dumps(responses.to_chat(body)))
 
@@ -500,6 +498,7 @@ def make_app(settings: SimSettings, apis: Sequence[str] | None = None) -> web.Ap
     app["batches"] = Batches(settings.batches, functools.partial(answer_inside, state), state.stats,
                              settings.state_dir)
     batch_routes.add_routes(app)
+    models_routes.add_routes(app)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
                     web.post("/v1/responses", _responses),
                     web.post("/v1/messages/count_tokens", _count_tokens),

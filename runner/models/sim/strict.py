@@ -2,9 +2,10 @@
 
 Shapes come from the installed SDKs' own request types (TypedDicts): an unknown key anywhere, a
 missing required key, a wrong type or an unknown literal is a 400, so an SDK upgrade moves the
-simulator with it. On top, the rules those types cannot express: value ranges, tool calls
-answered right after they are made, no null or blank content, known tool names, and each model's
-own sampling rules (the `x-sim-plays` header names the real model a simulator model plays).
+simulator with it. On top, the rules those types cannot express that hold for every model: value
+ranges, tool calls answered right after they are made, no null or blank content, known tool names.
+What each model refuses on top of that is published per model (rulebook.py, applied by checks.py),
+never read from the runner's own capabilities table.
 
 Consecutive same-role turns are accepted: the installed anthropic SDK documents that the API
 combines them, and OpenAI accepts them.
@@ -23,13 +24,17 @@ from typing import Any
 import orjson
 import typing_extensions as te
 
-from runner.models.capabilities import SAMPLING, lookup
+SAMPLING = frozenset({"temperature", "top_p", "top_k"})  # absent from the anthropic SDK's current API version
 
 
 class Rejected(Exception):
-    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
+    """A request the API refuses: its status (400 unless said), the parameter and code it names, and the
+    published rule it broke (rulebook.py), if it was one."""
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None, *, status: int = 400,
+                 rule: str | None = None) -> None:
         super().__init__(message)
-        self.param, self.code = param, code
+        self.param, self.code, self.status, self.rule = param, code, status, rule
 
 
 @functools.cache
@@ -238,7 +243,7 @@ def _breakpoints(body: dict[str, Any]) -> int:
         marked(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict))
 
 
-def _check_anthropic(body: dict[str, Any], plays: str | None) -> None:
+def _check_anthropic(body: dict[str, Any]) -> None:
     if (n := _breakpoints(body)) > MAX_BREAKPOINTS:
         raise Rejected(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {n}.")
     msgs = body["messages"]
@@ -281,28 +286,18 @@ def _check_anthropic(body: dict[str, Any], plays: str | None) -> None:
     system = body.get("system")
     if isinstance(system, list) and any(_blank(b.get("text")) for b in system):
         raise Rejected("system: text content blocks must contain non-whitespace text")
-    caps = lookup(plays, "anthropic") if plays else None
-    if caps is not None and body["max_tokens"] > caps.max_output_tokens:
-        raise Rejected(f"max_tokens: {body['max_tokens']} > {caps.max_output_tokens}, which is the maximum allowed "
-                       f"number of output tokens for {plays}")
 
 
 _RANGES = {"temperature": (0, 2), "top_p": (0, 1), "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2),
            "n": (1, 128), "max_completion_tokens": (1, None), "max_tokens": (1, None)}
 
 
-def _check_openai(body: dict[str, Any], plays: str | None) -> None:
+def _check_openai(body: dict[str, Any]) -> None:
     for key, (lo, hi) in _RANGES.items():
         v = body.get(key)
         if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
             raise Rejected(f"Invalid '{key}': {v} is out of range [{lo}, {hi if hi is not None else 'inf'}].",
                            param=key, code="invalid_value")
-    caps = lookup(plays, "openai") if plays else None
-    if caps is not None:
-        for key in SAMPLING & set(body):
-            if key not in caps.sampling and body[key] not in (None, 1):
-                raise Rejected(f"Unsupported value: '{key}' does not support {body[key]} with this model. Only the "
-                               "default (1) value is supported.", param=key, code="unsupported_value")
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
     pending: set[str] = set()
     msgs = body["messages"]
@@ -426,8 +421,8 @@ def _warm_up(apis: Sequence[str] = APIS) -> None:
             {"role": "tool", "tool_call_id": "a", "content": "r"}]}, _request_type("openai", False), "")
 
 
-def validate(api: str, body: dict[str, Any], plays: str | None = None) -> None:
-    """Raise Rejected with the provider's wording if the real API would answer 400."""
+def validate(api: str, body: dict[str, Any]) -> None:
+    """Raise Rejected with the provider's wording if the real API would answer 400 to any model."""
     if _warming:
         _warmed.wait(60)
     if api == "anthropic":
@@ -438,4 +433,4 @@ def validate(api: str, body: dict[str, Any], plays: str | None = None) -> None:
         param = err.split(":", 1)[0]
         raise Rejected(err if api == "anthropic" else f"Invalid request: {err}", param=param,
                        code=None if api == "anthropic" else "invalid_request")
-    (_check_anthropic if api == "anthropic" else _check_openai)(body, plays)
+    (_check_anthropic if api == "anthropic" else _check_openai)(body)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from runner.models.sim.policy import Action, Call, Msg
+from runner.models.sim.thinking import Signed
 
 
 def _text_of(content: Any) -> str:
@@ -62,13 +64,39 @@ def openai_messages(body: dict[str, Any]) -> list[Msg]:
     return out
 
 
-def anthropic_response(action: Action, model: str, rid: str, usage: dict[str, int], *,
-                       thinking: dict[str, Any] | None = None, stop: str | None = None) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [thinking] if thinking else []
-    if action.text:
+def anthropic_content(action: Action, rid: str, thought: str | None, updates_as_thinking: bool
+                      ) -> list[dict[str, Any]]:
+    """An answer's blocks: its thinking first (if it thought), then its words and calls. A model whose
+    text between tool calls comes back in thinking blocks (Claude Sonnet 5.5: "What's new in Claude Sonnet
+    5.5", read 2026-11-26) says what it is about to do in one, and a few words before each further call in
+    another, so a turn reads [thinking, thinking, tool_use, thinking, tool_use]; a final answer stays text.
+    Signatures are added by `sign_thinking` once the whole answer is known."""
+    content: list[dict[str, Any]] = [{"type": "thinking", "thinking": thought}] if thought else []
+    if action.calls and action.text:
+        content.append({"type": "thinking", "thinking": action.text} if updates_as_thinking
+                       else {"type": "text", "text": action.text})
+    elif action.text:
         content.append({"type": "text", "text": action.text})
     for i, c in enumerate(action.calls):
+        if i and updates_as_thinking:
+            content.append({"type": "thinking", "thinking": f"Next, {c.name}."})
         content.append({"type": "tool_use", "id": f"toolu_{rid[:16]}{i:02d}", "name": c.name, "input": c.args})
+    return content
+
+
+def sign_thinking(content: list[dict[str, Any]], signer: Callable[[str, Signed], str], rid: str, prefix: str) -> None:
+    """Each thinking block's signature: its text, its place among the answer's thinking blocks, the run of
+    consecutive ones it is in, and the conversation before the answer (runner/models/sim/thinking.py)."""
+    thinking = [i for i, b in enumerate(content) if b["type"] == "thinking"]
+    run = 0
+    for n, pos in enumerate(thinking):
+        if n and pos != thinking[n - 1] + 1:
+            run += 1
+        content[pos]["signature"] = signer(content[pos]["thinking"], Signed(rid[:16], n, len(thinking), run, prefix))
+
+
+def anthropic_response(content: list[dict[str, Any]], action: Action, model: str, rid: str, usage: dict[str, int],
+                       *, stop: str | None = None) -> dict[str, Any]:
     return {"id": f"msg_{rid[:24]}", "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": stop or ("tool_use" if action.calls else "end_turn"), "stop_sequence": None,
             "usage": usage}
