@@ -206,6 +206,11 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     if summary.interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(130)
+    for run, why in summary.stopped_runs.items():
+        click.echo(f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
+                   "runs the rest)", err=True)
+    if summary.stopped_runs:
+        sys.exit(2)
     _closing_lines(results, summary.out)
     if _gates_failed(cfg, summary.errors_left(), metrics):
         sys.exit(1)
@@ -510,8 +515,10 @@ def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_ca
 
 @cli.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="Show this config's `models:` overrides applied.")
-def models(config_path: str | None) -> None:
+              help="Show this config's `models:` overrides applied (with --live: ask about its models only).")
+@click.option("--live", is_flag=True, help="Ask each provider's models endpoint (the SDKs' models API) and show its "
+              "answer beside the table: the real APIs when their keys are set, else the simulator's.")
+def models(config_path: str | None, live: bool) -> None:
     """The models table: what each model takes (sampling, thinking), its limits, prices (with their date and
     source) and retirement, as the runner uses them (docs/configuration.md#models)."""
     from rich.console import Console
@@ -519,8 +526,16 @@ def models(config_path: str | None) -> None:
     from runner.config import load_config
     from runner.models.table import models_table
 
-    overrides = load_config(config_path).model_overrides() if config_path else None
-    Console().print(models_table(overrides))
+    cfg = load_config(config_path) if config_path else None
+    if not live:
+        Console().print(models_table(cfg.model_overrides() if cfg else None))
+        return
+    from runner.models.table import ask_live
+
+    answers, where = ask_live(cfg)
+    from runner.models.table import live_table
+
+    Console().print(live_table(answers, where))
 
 
 @cli.group()

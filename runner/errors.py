@@ -16,6 +16,8 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     └── ConversationFailed          this record fails, the next one runs (each carries its ErrorKind)
         ├── ProviderGaveUp          retries or the total retry time ran out
         ├── ProviderRejected        the provider answered 400/413/422 to this record's request
+        │   └── RunRefused          ...in a way every request of the run repeats: the run stops (its other
+        │                           records are not sent; the runner's other runs go on)
         ├── TurnCut                 the model did not finish a turn: output limit, refusal, context window
         └── BadRecord               the record's own data cannot run (a gold call failing on its seed)
 
@@ -48,6 +50,7 @@ ErrorKind = Literal[
     "refusal",           # the model refused (stop_reason refusal, a content filter, OpenAI's refusal field)
     "context_window",    # the transcript outgrew the model's context window
     "pause_turn",        # the API paused a long turn (server tools) and the agent does not resume it
+    "not_run",           # not sent: its run stopped on a refusal every request of it repeats (never written)
 ]
 # Turns the model did not finish: reported apart from the machine's and the provider's errors.
 CUT_KINDS: tuple[ErrorKind, ...] = ("max_tokens", "refusal", "context_window", "pause_turn")
@@ -138,6 +141,19 @@ class ProviderRejected(ConversationFailed):
 
     kind: ErrorKind = "provider_rejected"
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, words: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.words = words or message  # the refusal in the provider's words, the same for every request alike
+
+
+class RunRefused(ProviderRejected):
+    """The provider refused a request of this run in a way every request of it repeats (the run's first
+    call's 400, or the same refusal REFUSALS_IN_A_ROW times): the run stops. `sent` False: this record's
+    call waited at the run's gate and was never sent (the record is not run, and not recorded)."""
+
+    def __init__(self, message: str, *, run: str, status: int | None = None, sent: bool = True) -> None:
+        super().__init__(message, status=status, words=message)
+        self.run, self.sent = run, sent
+        if not sent:
+            self.kind = "not_run"

@@ -72,9 +72,9 @@ def test_the_models_table_says_what_each_model_takes_costs_and_when_it_retires()
 
     out = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "400"}).output
     row = next(line for line in out.splitlines() if line.startswith("│ claude-sonnet-5-5 "))
-    assert "adaptive, thinks by default" in row and "10" in row  # thinking unless told, $10 per 1M out
+    assert "adaptive/between_tools, thinks by default, disabled refused" in row and "10" in row  # $10 per 1M out
     assert "retires 2026-11-30 -> claude-sonnet-5-5" in out  # the seeds' model, with its successor
-    assert "read 2026-11-20 from https://platform.claude.com" in " ".join(out.split())  # a price has a date
+    assert "read 2026-11-26 from https://platform.claude.com" in " ".join(out.split())  # a price has a date
 
 
 def test_cache_clear_asks_and_refuses_where_nothing_can_answer(tmp_path: Path) -> None:

@@ -38,9 +38,11 @@ def test_all_four_default_runs_send_only_what_the_apis_accept(tmp_path: Path, sa
     for run in ("claude-sonnet", "gpt-large", "gpt-mini", "atlas"):
         rows = _rows(out, run)
         assert len(rows) == 4 and all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
-        # temperature recorded as not sent; thinking stated off (the seeds' models did not think)
-        assert all(info["params"] in ({"thinking": {"type": "disabled"}}, {"reasoning_effort": "none"})
-                   and info["dropped"] == ["temperature"] for info in manifest["requests"][run])
+        # temperature recorded as not sent; thinking stated off (the seeds' models did not think): Sonnet 5.5's
+        # lowest setting is between_tools (it refuses `disabled`), as its models endpoint says
+        assert all(info["params"] in ({"thinking": {"type": "between_tools"}}, {"reasoning_effort": "none"})
+                   and info["dropped"] == ["temperature"] and info["capabilities"] == "provider"
+                   for info in manifest["requests"][run])
 
 
 def test_a_rejected_request_fails_only_its_conversation(tmp_path: Path, sandbox_image: str) -> None:
@@ -92,3 +94,71 @@ def test_prompt_caching_cuts_claude_input_cost_by_70_percent(tmp_path: Path, san
         else:
             assert report["cache_read_tokens"] == 0 and report["cache_saved_usd"] == 0
     assert cost["on"] <= 0.3 * cost["off"], cost
+
+
+def test_a_refusal_every_request_of_a_run_repeats_stops_that_run_after_two_calls(tmp_path: Path,
+                                                                                  sandbox_image: str) -> None:
+    """A config whose claude-sonnet run asks for more output than the model takes (a `models:` entry that says
+    otherwise, which wins over the provider's word): the API refuses every one of its requests. Its run stops
+    after its first two calls (two records' probes, refused alike), with one line naming the model, the
+    parameter and the provider's words; nothing else of it is sent; the other run goes on; exit 2."""
+    text = DEFAULT.read_text().replace("../data", str(ROOT / "data"))
+    text = text.replace("    max_output_tokens: 800\n    thinking: off\n  - name: gpt-large",
+                        "    max_output_tokens: 150000\n    thinking: off\n  - name: gpt-large", 1)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text + "models:\n  claude-sonnet-5-5: {max_output_tokens: 200000}\n")
+    out = tmp_path / "out"
+    p = _run(out, "--limit", "8", "--runs", "claude-sonnet,gpt-mini", "--no-fail-on-error", config=cfg)
+    assert p.returncode == 2, p.stderr[-3000:]
+    stopped = [line for line in p.stderr.splitlines() if line.startswith("run claude-sonnet stopped")]
+    assert len(stopped) == 1 and "claude-sonnet-5-5" in stopped[0] and "(max_tokens)" in stopped[0]
+    assert "maximum allowed number of output tokens" in stopped[0]
+    refused = [line for line in (out / "logs" / "simulator.log").read_text().splitlines() if line.startswith("400 ")]
+    assert len(refused) == 2  # two probes; nothing more of the run was sent
+    rows = _rows(out, "claude-sonnet")
+    assert len(rows) == 2 and all(r["error_kind"] == "provider_rejected" for r in rows)
+    assert len(_rows(out, "gpt-mini")) == 8
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert list(manifest["stopped_runs"]) == ["claude-sonnet"] and not manifest["complete"]
+    # fixed, the same command runs the rest
+    cfg.write_text(text.replace("max_output_tokens: 150000", "max_output_tokens: 800"))
+    again = _run(out, "--limit", "8", "--runs", "claude-sonnet,gpt-mini", "--no-fail-on-error", "--force-resume",
+                 "--rerun-errors", config=cfg)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(_rows(out, "claude-sonnet")) == 8 and all(r["status"] == "ok" for r in _rows(out, "claude-sonnet"))
+
+
+def test_on_the_real_path_the_providers_models_endpoint_wins_over_an_outdated_table(
+        tmp_path: Path, sandbox_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real-API path (keys set, the SDKs' base URLs) against an endpoint that refuses `disabled` as Claude
+    Sonnet 5.5 does and says so on its models endpoint, with the runner's table believing what it believed
+    before: every claude-sonnet and atlas request carries a setting the model takes, the start says the provider
+    and the table disagree, and the records end as on the simulator."""
+    import dataclasses
+
+    from runner.config import SimSettings, load_config
+    from runner.models import capabilities
+    from runner.models.sim.process import SimServer
+    from runner.run.job import run_job
+
+    old = dataclasses.replace(capabilities.BUILTIN["claude-sonnet-5-5"], thinking=frozenset({"adaptive"}),
+                              can_disable_thinking=True)
+    monkeypatch.setitem(capabilities.BUILTIN, "claude-sonnet-5-5", old)
+    with SimServer(SimSettings(), log_path=str(tmp_path / "sim.log")) as sim:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-stand-in")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-stand-in")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", sim.url)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{sim.url}/v1")
+        cfg = load_config(str(DEFAULT), {"output_dir": tmp_path / "o", "limit": 3, "cache": False,
+                                         "sandbox": "docker", "workers": 2})
+        cfg = cfg.model_copy(update={"runs": [r for r in cfg.runs if r.name in ("claude-sonnet", "atlas")]})
+        summary = run_job(cfg)
+    log = (tmp_path / "o" / "logs" / "supervisor.log").read_text()
+    refused = [line for line in (tmp_path / "sim.log").read_text().splitlines() if line.startswith("400 ")]
+    assert summary.mode == "real" and not summary.error and refused == []
+    assert "claude-sonnet-5-5: anthropic's models endpoint says" in log and "using the provider's" in log
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    for run in ("claude-sonnet", "atlas"):
+        assert all(r["status"] == "ok" for r in _rows(tmp_path / "o", run))
+        claude = [i for i in manifest["requests"][run] if i["provider"] == "anthropic"]
+        assert claude and all(i["params"] == {"thinking": {"type": "between_tools"}} for i in claude)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from loguru import logger
 
+from runner.budget.gates import Gates
 from runner.budget.throttle import Throttle
 from runner.config import Config
 from runner.engine.progress import Progress
@@ -16,16 +17,22 @@ from runner.results.sink import ResultSink
 
 class Recorder:
     def __init__(self, cfg: Config, scheduler: Scheduler, sink: ResultSink, progress: Progress,
-                 throttle: Throttle | None = None) -> None:
+                 throttle: Throttle | None = None, gates: Gates | None = None) -> None:
         self.cfg, self.scheduler, self.sink, self.progress, self.throttle = cfg, scheduler, sink, progress, throttle
+        self.gates = gates  # the runs' first-call gates (runner/budget/gates.py)
         self.read_warned: set[tuple[str, str]] = set()  # result fields already warned about (read_notes)
         self.not_successes = 0  # results that failed, were cut or ended in an error (--maxfail counts them)
+        self.stopped_runs: dict[str, str] = {}  # run -> the refusal that stopped it
 
     def record(self, worker: int, result: Result) -> bool:
         """Keep `result`; True when it is the one that reaches --maxfail. Raises OutputUnwritable (disk
         full): the caller stops the run, what was written is kept."""
         if result.item_id is not None and not self.scheduler.complete(worker, result.item_id):
             return False  # exactly once: a late duplicate from a worker that was replaced
+        if result.error_kind in ("provider_rejected", "not_run"):
+            self.stop_refused_runs()
+        if result.error_kind == "not_run":
+            return False  # never sent (its run stopped): not a result, the record stays to do
         self.sink.write(result)
         self.progress.result(result)
         for field, note in result.read_notes.items():
@@ -43,6 +50,19 @@ class Recorder:
             return False
         self.not_successes += 1
         return self.not_successes == self.cfg.maxfail
+
+    def stop_refused_runs(self) -> None:
+        """Runs whose gate a refusal shut: no more of their records start, and the console says why, once."""
+        if self.gates is None:
+            return
+        for key, why in self.gates.shut().items():
+            run = key.split("/", 1)[0]
+            if run in self.stopped_runs:
+                continue
+            self.stopped_runs[run] = why
+            dropped = self.scheduler.stop_run(run)
+            logger.error("run {} stopped: every request of it is refused ({}); {} record(s) not sent. Fix the "
+                         "config and run the same command: it resumes", run, why, dropped)
 
     def lost(self, worker: int, how: str) -> list[Result]:
         """What a gone worker held goes back in line; the error results of what ran out of attempts (the

@@ -54,6 +54,7 @@ class Scheduler:
         self.completed: set[int] = set()
         self._run_of = {i.id: i.run for i in items}
         self.left = Counter(i.run for i in items)  # per run, items not yet completed (pending or held)
+        self.stopped: set[str] = set()  # runs stopped for a refusal every request of theirs repeats
 
     def take(self, worker: int, slot: int = 0, *, prefer: str | None = None, now: float = 0.0,
              limit_per_item: float = math.inf, margin: float = 0.0) -> list[Assignment]:
@@ -116,6 +117,16 @@ class Scheduler:
         if run is not None:
             self.left[run] -= 1
         return True
+
+    def stop_run(self, run: str) -> int:
+        """No more of `run` is handed out (its requests are refused): its pending items leave the queue,
+        undone (a later invocation runs them); returns how many."""
+        kept = deque(a for a in self.pending if a.item.run != run or a.item.id in self.completed)
+        dropped = len(self.pending) - len(kept)
+        self.pending = kept
+        self.stopped.add(run)
+        self.left[run] = max(0, self.left[run] - dropped)
+        return dropped
 
     def again(self, worker: int, item_id: int, now: float = 0.0) -> None:
         """The worker runs an item it holds once more (its result was discarded): one more attempt spent,

@@ -17,6 +17,7 @@ from typing import Any
 
 from loguru import logger
 
+from runner.budget.gates import Gates
 from runner.budget.throttle import Throttle
 from runner.config import Config
 from runner.engine.dispatch import Dispatcher
@@ -53,12 +54,12 @@ class Supervisor:
     def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
                  inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
                  on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None,
-                 prefer: Callable[[Mapping[str, int]], str | None] | None = None) -> None:
+                 prefer: Callable[[Mapping[str, int]], str | None] | None = None, gates: Gates | None = None) -> None:
         self.cfg, self.scheduler, self.pool, self.progress = cfg, scheduler, pool, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
         self.dispatcher = Dispatcher(cfg, scheduler, pool, progress, throttle, prefer)
-        self.recorder = Recorder(cfg, scheduler, sink, progress, throttle)
+        self.recorder = Recorder(cfg, scheduler, sink, progress, throttle, gates)
         self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
         self.signals = SignalInbox()  # Ctrl-C and SIGTERM, each one counted (two quick Ctrl-C's are two)
         self.stopping = self.hard_stop = False

@@ -140,6 +140,7 @@ class WorkerInfo:
     slot: int = 0  # one of the worker's K slots (runner/worker/slot.py); slots > 0 run in threads
     slots: int = 1
     warm: str | None = None  # harness.python: the run's warm interpreter's socket (harness/warm.py)
+    catalogue: Any = None  # runner.models.live.Catalogue: what each model takes, its provider asked at start
 
     @property
     def caller(self) -> str:

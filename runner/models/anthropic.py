@@ -28,27 +28,11 @@ _marked_tools: PerObject[list[dict[str, Any]]] = PerObject(
     lambda tools: [*tools[:-1], {**tools[-1], "cache_control": EPHEMERAL}] if tools else [])
 
 
-def _current_exchange(messages: list[dict[str, Any]]) -> int:
-    """Where the last user text starts: assistant turns after it are the tool-use loop in progress."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i]["role"] == "user":
-            return i
-    return 0
-
-
 def to_anthropic(messages: list[dict[str, Any]], *, cache: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    exchange = _current_exchange(messages)
-    for i, m in enumerate(messages):
+    for m in messages:
         if m["role"] == "assistant":
-            text = m.get("text") or ""
-            # Thinking blocks go back as received within the tool-use loop in progress (the API requires them
-            # before its tool_use blocks when thinking is on); earlier turns' are dropped, as the API drops them.
-            blocks: list[dict[str, Any]] = list(m.get("thinking") or []) if i > exchange else []
-            blocks += [{"type": "text", "text": text}] if text.strip() else []
-            blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"],
-                        "input": c["args"] if isinstance(c["args"], dict) else {}} for c in m.get("tool_calls", [])]
-            out.append({"role": "assistant", "content": blocks or [{"type": "text", "text": nonblank(None)}]})
+            out.append({"role": "assistant", "content": assistant_blocks(m)})
             continue
         if m["role"] == "tool":
             content: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": r["id"],
@@ -64,6 +48,20 @@ def to_anthropic(messages: list[dict[str, Any]], *, cache: bool = False) -> list
         last = out[-1]
         last["content"] = [*last["content"][:-1], {**last["content"][-1], "cache_control": EPHEMERAL}]
     return out
+
+
+def assistant_blocks(m: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant turn's content: as Claude sent it when it did (every block, in order, unmodified: the API
+    refuses a rebuilt turn that carries thinking blocks), else built from its text and calls (another
+    model's turn, or one the agent changed)."""
+    received = m.get("received")
+    if received is not None and received.get("api") == "anthropic":
+        return list(received["content"])
+    text = m.get("text") or ""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+    blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"],
+                "input": c["args"] if isinstance(c["args"], dict) else {}} for c in m.get("tool_calls", [])]
+    return blocks or [{"type": "text", "text": nonblank(None)}]
 
 
 def request_body(req: Request) -> dict[str, Any]:
@@ -96,14 +94,14 @@ class AnthropicProvider(Provider):
             blocks = msg["content"]
             text = "".join(b["text"] for b in blocks if b["type"] == "text")
             calls = [ToolCall(b["id"], b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
-            thinking = [b for b in blocks if b["type"] in ("thinking", "redacted_thinking")]
             u = msg["usage"]
             return Completion(text=text, tool_calls=calls, input_tokens=u["input_tokens"],
                               output_tokens=u["output_tokens"],
                               cache_read_tokens=u.get("cache_read_input_tokens") or 0,
                               cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
                               latency_seconds=self._timer() - t0, stop_reason=str(msg.get("stop_reason")),
-                              request_id=resp.headers.get("request-id"), model=req.model, thinking=thinking or None)
+                              request_id=resp.headers.get("request-id"), model=req.model,
+                              received={"api": "anthropic", "content": blocks})
 
     def close(self) -> None:
         self.wire.close()

@@ -2,8 +2,12 @@
 
 Transcripts are kept in one neutral shape; each provider converts it to its wire format:
     {"role": "user", "text": str}
-    {"role": "assistant", "text": str, "tool_calls": [{"id", "name", "args"}]}
+    {"role": "assistant", "text": str, "tool_calls": [{"id", "name", "args"}], "received": Received?}
     {"role": "tool", "results": [{"id", "content", "is_error"}]}
+An assistant turn that carries `received` (the model's answer as it came: `Completion.received`) goes back
+to that provider exactly so, block for block, in order: the APIs refuse a rebuilt turn that carries
+thinking blocks, and Claude Sonnet 5.5 returns its words between tool calls as thinking blocks. The text and
+calls beside it are what the agent read; a turn the agent changed (a teacher's revision) has no `received`.
 """
 
 from __future__ import annotations
@@ -128,9 +132,17 @@ class Completion:
     cache_write_tokens: int = 0
     input_cost_usd: float | None = 0.0
     cache_saved_usd: float = 0.0
-    # thinking / redacted_thinking blocks exactly as received: they go back with the tool results (the API
-    # requires them in a tool-use loop, signatures intact)
-    thinking: list[dict[str, Any]] | None = None
+    # The assistant turn exactly as the provider sent it ({"api": ..., "content": ...}: Anthropic's content
+    # blocks, every type, unknown ones too; OpenAI's message): it goes back unchanged (see the module doc).
+    received: dict[str, Any] | None = None
+
+    @property
+    def thinking(self) -> list[dict[str, Any]]:
+        """The turn's thinking and redacted thinking blocks, in order (for logs and tests: they go back as part
+        of `received`, never on their own)."""
+        blocks = (self.received or {}).get("content")
+        return [b for b in blocks if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")] \
+            if isinstance(blocks, list) else []
 
     @property
     def cut(self) -> OutcomeKind | None:
@@ -156,9 +168,12 @@ class ProviderError(Exception):
     """A classified provider failure. retry_after in seconds when the server said so."""
 
     def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
-                 retry_after: float | None = None, cause: str | None = None) -> None:
+                 retry_after: float | None = None, cause: str | None = None, param: str | None = None,
+                 detail: str | None = None) -> None:
         super().__init__(message)
         self.kind, self.status, self.retry_after, self.cause = kind, status, retry_after, cause
+        self.param = param  # the request parameter the provider names, where it names one
+        self.detail = detail  # the provider's own words (its error body's message: no request id)
 
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
@@ -233,14 +248,22 @@ def _rfc3339_wait(value: str, now: float) -> float | None:
     return None
 
 
-def _error_fields(body: Any) -> tuple[str, str]:
-    """(error type, error code) from either provider's error body."""
+_FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\[\]]{0,60}$")
+
+
+def _error_fields(body: Any) -> tuple[str, str, str | None, str | None]:
+    """(error type, error code, the parameter it names, its message) from either provider's error body."""
     if not isinstance(body, dict):
-        return "", ""
+        return "", "", None, None
     # anthropic's SDK keeps the whole body ({"type": "error", "error": {...}}); openai's keeps the inner error
     inner = body.get("error")
     err: dict[str, Any] = inner if isinstance(inner, dict) else body
-    return str(err.get("type") or ""), str(err.get("code") or "")
+    param = err.get("param")
+    message = err.get("message") if isinstance(err.get("message"), str) else None
+    if not param and message and ":" in message:  # Anthropic names it first: "max_tokens: 150000 > ..."
+        head = message.split(":", 1)[0]
+        param = head if _FIELD_PATH.match(head) else None
+    return str(err.get("type") or ""), str(err.get("code") or ""), str(param) if param else None, message
 
 
 _FATAL_CAUSE = {401: "authentication failed: check the API key", 403: "permission denied for this key",
@@ -248,7 +271,7 @@ _FATAL_CAUSE = {401: "authentication failed: check the API key", 403: "permissio
 
 
 def classify_status(status: int, message: str, headers: Any, body: Any = None) -> ProviderError:
-    etype, code = _error_fields(body)
+    etype, code, param, detail = _error_fields(body)
     if status == 429 and "insufficient_quota" in (etype, code):
         return ProviderError("fatal", message, status=status,
                              cause="quota exhausted (insufficient_quota): check the plan and billing details")
@@ -260,7 +283,8 @@ def classify_status(status: int, message: str, headers: Any, body: Any = None) -
         return ProviderError("fatal", message, status=status, cause=_FATAL_CAUSE[status])
     if etype == "billing_error" or "credit balance" in message.lower():
         return ProviderError("fatal", message, status=status, cause="billing: the account has no credit left")
-    return ProviderError("rejected", message, status=status, cause="the provider rejected this request")
+    return ProviderError("rejected", message, status=status, cause="the provider rejected this request", param=param,
+                         detail=detail)
 
 
 @contextmanager

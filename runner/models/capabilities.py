@@ -53,13 +53,20 @@ class Capabilities:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # Thinking (Anthropic) / reasoning (OpenAI). `thinking`: the forms the model takes: "none" (it does not
     # think), "budget" (thinking: enabled + budget_tokens), "adaptive" (thinking: adaptive + effort; budget
-    # refused with a 400), or both. Thinking tokens are output tokens and count toward max_tokens /
+    # refused with a 400), "between_tools" (thinking off, updates between tool calls as thinking
+    # blocks). Thinking tokens are output tokens and count toward max_tokens /
     # max_completion_tokens, so a small limit cut a thinking model's answer before it began.
     thinking: frozenset[str] = frozenset()
     thinks_by_default: bool = False  # a request that says nothing about thinking thinks
     can_disable_thinking: bool = True  # thinking: disabled (Anthropic) / reasoning_effort: none (OpenAI) taken
     efforts: tuple[str, ...] = ()  # output_config.effort (Anthropic) or reasoning_effort (OpenAI) values taken
     default_effort: str | None = None
+    # Anthropic's `thinking: between_tools` (no thinking before answering; short updates between tool calls
+    # come back as thinking blocks): the efforts it is taken at (Sonnet 5.5: low, medium, high; a 400 at
+    # xhigh and max, which need adaptive thinking)
+    between_tools_efforts: tuple[str, ...] = ()
+    batch: bool = True  # the provider's batch API takes this model
+    source: str = "table"  # where these came from: table, or "provider" once its models endpoint answered
 
 
 def _claude(inp: float, out: float, read_ratio: float = 0.1, **kw: Any) -> Capabilities:
@@ -70,28 +77,42 @@ def _gpt(inp: float, cached: float, out: float, **kw: Any) -> Capabilities:
     return Capabilities("openai", prices=Prices(inp, out, inp, cached), **kw)
 
 
-# Reasoning models: only default sampling; they reason by default (medium), reasoning_effort "none" turns it
-# off; reasoning tokens count toward max_completion_tokens.
+# Reasoning models: only default sampling; reasoning tokens count toward max_completion_tokens. "Using GPT-5.4"
+# (developers.openai.com, read 2026-11-26): efforts none, low, medium, high, xhigh, and none is GPT-5.4's
+# default; GPT-5.5 reasons at medium by default. For gpt-5.4-mini and -nano no OpenAI page read says which
+# efforts they take or their default: taken as GPT-5.5's until the first call says otherwise (a refused
+# setting stops the run at its first call, runner/models/first_call.py).
 _GPT5: dict[str, Any] = {"context_tokens": 1_000_000, "max_output_tokens": 128_000, "thinking": frozenset({"effort"}),
                          "thinks_by_default": True, "efforts": ("none", "low", "medium", "high", "xhigh"),
                          "default_effort": "medium"}
+_GPT54: dict[str, Any] = {**_GPT5, "thinks_by_default": False, "default_effort": "none"}
 _GPT41: dict[str, Any] = {"sampling": frozenset({"temperature", "top_p"}), "context_tokens": 1_047_576,
                           "max_output_tokens": 32_768}
 # The Claude 5 generation thinks when a request says nothing (adaptive, effort high); budget_tokens is gone
-# (a 400 names adaptive instead); thinking: disabled is taken.
+# (a 400 names adaptive instead); thinking: disabled is taken by Sonnet 5.
 _SONNET5: dict[str, Any] = {"context_tokens": 1_000_000, "max_output_tokens": 128_000,
                             "thinking": frozenset({"adaptive"}), "thinks_by_default": True,
                             "efforts": ("low", "medium", "high", "xhigh", "max"), "default_effort": "high"}
+# Claude Sonnet 5.5 ("What's new in Claude Sonnet 5.5", platform.claude.com, read 2026-11-26): `disabled` is a
+# 400 pointing at `between_tools`, its lowest setting, taken at effort low, medium and high only; forced
+# tool_choice is a 400; prompts cache from 512 tokens.
+_SONNET55: dict[str, Any] = {**_SONNET5, "thinking": frozenset({"adaptive", "between_tools"}),
+                             "can_disable_thinking": False, "between_tools_efforts": ("low", "medium", "high"),
+                             "min_cache_tokens": 512}
+# Claude Opus 5.5 ("What's new in Claude Opus 5.5", read 2026-11-26): thinking always on (disabled and enabled
+# are 400s), default effort medium.
+_OPUS55: dict[str, Any] = {**_SONNET5, "can_disable_thinking": False, "default_effort": "medium",
+                           "min_cache_tokens": 512}
 # Claude 4.5: manual thinking only (enabled + budget_tokens), off unless asked; 4.6 takes adaptive too.
 _CLAUDE45: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budget"})}
 _CLAUDE46: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budget", "adaptive"}),
-                             "efforts": ("low", "medium", "high"), "default_effort": "high"}
+                             "efforts": ("low", "medium", "high", "max"), "default_effort": "high",
+                             "context_tokens": 1_000_000, "max_output_tokens": 128_000}
 
-# Where the prices in BUILTIN were read, and when: a price is a fact with a date. Sources disagree on
-# Claude Sonnet 5.5's cache reads ($0.20 here, 10 % of input as for every Claude model; one
-# third-party page says $0.10): override it under `models:` if your invoice says otherwise.
-PRICE_SOURCES = {"anthropic": ("2026-11-20", "https://platform.claude.com/docs/en/about-claude/pricing"),
-                 "openai": ("2026-11-20", "https://openai.com/api/pricing/")}
+# Where the prices in BUILTIN were read, and when: a price is a fact with a date. Override any of them
+# under `models:` if your invoice says otherwise.
+PRICE_SOURCES = {"anthropic": ("2026-11-26", "https://platform.claude.com/docs/en/about-claude/pricing"),
+                 "openai": ("2026-11-26", "https://developers.openai.com/api/docs/pricing")}
 
 BUILTIN: dict[str, Capabilities] = {
     # Anthropic. Sonnet 4.x still took temperature on older API versions; Sonnet 5+ answer 400 to any
@@ -100,17 +121,19 @@ BUILTIN: dict[str, Capabilities] = {
     "claude-sonnet-4-5": _claude(3.0, 15.0, successor="claude-sonnet-5-5", **_CLAUDE45),
     "claude-sonnet-4-6": _claude(3.0, 15.0, successor="claude-sonnet-5-5", **_CLAUDE46),
     "claude-sonnet-5": _claude(2.0, 10.0, successor="claude-sonnet-5-5", **_SONNET5),
-    "claude-sonnet-5-5": _claude(2.0, 10.0, **_SONNET5),
+    # Sonnet 5.5 cache reads at $0.10 (0.05 x input) since 2026-10-07 (its pricing row and model page, read
+    # 2026-11-26; earlier crawls said $0.20)
+    "claude-sonnet-5-5": _claude(2.0, 10.0, read_ratio=0.05, **_SONNET55),
     "claude-haiku-4-5": _claude(1.0, 5.0, min_cache_tokens=2048, max_output_tokens=64_000, **_CLAUDE45),
     "claude-haiku-4-5-20251001": _claude(1.0, 5.0, min_cache_tokens=2048, **_CLAUDE45),
-    "claude-opus-5-5": _claude(4.0, 20.0, read_ratio=0.05, **_SONNET5),
+    "claude-opus-5-5": _claude(4.0, 20.0, read_ratio=0.05, **_OPUS55),
     # OpenAI: cached input is priced apart (GPT-4.1: 75 % off; GPT-5.x: 90 % off).
     "gpt-4.1": _gpt(2.0, 0.5, 8.0, successor="gpt-5.4", **_GPT41),
     "gpt-4.1-2025-04-14": _gpt(2.0, 0.5, 8.0, successor="gpt-5.4", **_GPT41),
     "gpt-4.1-mini": _gpt(0.4, 0.1, 1.6, successor="gpt-5.4-mini", **_GPT41),
     "gpt-4.1-mini-2025-04-14": _gpt(0.4, 0.1, 1.6, successor="gpt-5.4-mini", **_GPT41),
     "gpt-5.5": _gpt(5.0, 0.5, 30.0, **_GPT5),
-    "gpt-5.4": _gpt(2.5, 0.25, 15.0, **_GPT5),
+    "gpt-5.4": _gpt(2.5, 0.25, 15.0, **_GPT54),
     "gpt-5.4-mini": _gpt(0.75, 0.075, 4.5, **_GPT5),
     "gpt-5.4-nano": _gpt(0.2, 0.02, 1.25, **_GPT5),
 }
@@ -203,13 +226,15 @@ def sdk_retirements() -> dict[str, dt.date]:
     return {**_openai_retirements(), **_anthropic_retirements()}
 
 
-def lookup(model: str, provider: str, overrides: dict[str, dict[str, Any]] | None = None) -> Capabilities:
-    """The model's capabilities: built-in table, then SDK retirement data, then the config's overrides."""
+def table(model: str, provider: str) -> Capabilities:
+    """The built-in table's entry, with the installed SDK's retirement date where it has one."""
     caps = BUILTIN.get(model) or Capabilities(provider, known=False)
     retires = sdk_retirements().get(model)
-    if retires is not None:
-        caps = replace(caps, retires=retires)
-    over = (overrides or {}).get(model)
+    return replace(caps, retires=retires) if retires is not None else caps
+
+
+def overridden(caps: Capabilities, over: dict[str, Any] | None) -> Capabilities:
+    """`caps` with a config's `models:` entry applied on top (the user's word wins over every source)."""
     if over:
         fields: dict[str, Any] = {k: v for k, v in over.items() if v is not None and k != "prices"}
         if "sampling" in fields:
@@ -218,7 +243,13 @@ def lookup(model: str, provider: str, overrides: dict[str, dict[str, Any]] | Non
             fields["prices"] = Prices(**over["prices"])
         caps = replace(caps, **fields)
     # Whatever the model would take, the SDK's request types decide what can be sent at all.
-    return replace(caps, sampling=caps.sampling & sdk_request_keys(provider))
+    return replace(caps, sampling=caps.sampling & sdk_request_keys(caps.provider))
+
+
+def lookup(model: str, provider: str, overrides: dict[str, dict[str, Any]] | None = None) -> Capabilities:
+    """The model's capabilities from the built-in table, SDK retirement data and the config's overrides (what
+    the provider's models endpoint says comes on top at a run's start: runner/models/live.py)."""
+    return overridden(table(model, provider), (overrides or {}).get(model))
 
 
 def split_sampling(caps: Capabilities, requested: dict[str, float | None]) -> tuple[dict[str, float], list[str]]:

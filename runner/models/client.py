@@ -19,24 +19,31 @@ from typing import Any
 
 from loguru import logger
 
+from runner.budget.gates import Gates, Refused
 from runner.budget.ratelimit import Budget, limiter_key
 from runner.cache import ResponseCache
 from runner.config import API_KEY_ENV, Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
-from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected
+from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected, RunRefused
 from runner.models.base import Completion, Provider, ProviderError, Request, trial
 from runner.models.capabilities import Capabilities, lookup, split_sampling
+from runner.models.live import Catalogue
 from runner.models.retry import RetryPolicy
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
 from runner.models.usage import Counts, Tokens, at_batch_price, budget_input_tokens
 from runner.models.wire import retries_taken, sim_trial
 
+# Refusals that every request of a run repeats (its settings, not one conversation's content): a 413 is one
+# conversation's length, a 404 or 401 stops the whole job already (ProviderFatal).
+REPEATING_STATUSES = frozenset({400, 422})
+
 
 class ModelClient:
     def __init__(self, provider: Provider, *, wire_model: str, logical_model: str, limiter: Budget | None,
                  limiter_slot: int | None, cache: ResponseCache | None, retry: RetrySettings,
                  caps: Capabilities | None = None, prompt_cache: bool = True,
-                 thinking: ThinkingChoice | None = None, simulated: bool = False) -> None:
+                 thinking: ThinkingChoice | None = None, simulated: bool = False,
+                 gate: tuple[Gates, str] | None = None) -> None:
         self.provider, self.wire_model, self.logical_model = provider, wire_model, logical_model
         self.simulated = simulated  # the simulator answers: it is told each call's trial
         self.limiter, self.slot, self.cache, self.retry = limiter, limiter_slot, cache, retry
@@ -45,6 +52,7 @@ class ModelClient:
         self.thinking = thinking or ThinkingChoice()
         self._plans: dict[int, ThinkingPlan] = {}  # by the answer's limit: one per run, in practice
         self.stats = Counts()
+        self.gate = gate  # the run's first-call gate (runner/budget/gates.py) and this client's key in it
 
     def thinking_plan(self, answer_tokens: int) -> ThinkingPlan:
         p = self._plans.get(answer_tokens)
@@ -73,10 +81,33 @@ class ModelClient:
                 c.cost_usd, c.input_cost_usd, c.cache_saved_usd = 0.0, 0.0, 0.0
                 return c
             self.stats.cache_misses += 1
-        c = self._with_retries(req)
+        c = self._through_gate(req)
         self._account(c)
         if self.cache is not None:
             self.cache.put(key, self.provider.name, self.logical_model, c.to_dict())
+        return c
+
+    def _through_gate(self, req: Request) -> Completion:
+        """The call, past its run's gate: the first of the run goes alone, and a refusal every request of the
+        run repeats stops the run (RunRefused) instead of failing one record after another."""
+        if self.gate is None:
+            return self._with_retries(req)
+        gates, key = self.gate
+        run = key.split("/", 1)[0]
+        try:
+            probing = gates.enter(key, deadline=time.monotonic() + self.retry.total_cap_seconds)
+        except Refused as e:
+            raise RunRefused(f"not sent: {e}", run=run, sent=False) from None
+        try:
+            c = self._with_retries(req)
+        except ProviderRejected as e:
+            if e.status in REPEATING_STATUSES and gates.refused(key, e.words, probing=probing):
+                raise RunRefused(e.words, run=run, status=e.status) from e
+            raise
+        except BaseException:
+            gates.no_verdict(key, probing)
+            raise
+        gates.answered(key)
         return c
 
     def _tokens(self, c: Completion) -> Tokens:
@@ -99,8 +130,10 @@ class ModelClient:
                     raise ProviderFatal(f"{self.provider.name} {self.logical_model}: {e.cause} "
                                         f"(HTTP {e.status}: {e})") from e
                 if e.kind == "rejected":
-                    raise ProviderRejected(f"{self.provider.name} {self.logical_model} answered HTTP {e.status}: {e}",
-                                           status=e.status) from e
+                    who = f"{self.provider.name} {self.logical_model} answered HTTP {e.status}" + \
+                        (f" ({e.param})" if e.param else "")
+                    raise ProviderRejected(f"{who}: {e}", status=e.status,
+                                           words=f"{who}: {e.detail}" if e.detail else None) from e
                 self.stats.rate_limited += e.kind == "rate_limited"
                 retry = policy.after(e.kind, e.retry_after)
                 if retry is None:
@@ -186,17 +219,19 @@ def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Bud
 
 
 def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config, *, limiter: Budget | None,
-                cache: ResponseCache | None, batch: bool = False) -> ModelClient:
+                cache: ResponseCache | None, batch: bool = False, catalogue: Catalogue | None = None,
+                gate: tuple[Gates, str] | None = None) -> ModelClient:
     """A client with its own counts over a provider (SDK client) that others may share; `batch`: its calls
-    are billed at the batch APIs' price, half of every token's."""
+    are billed at the batch APIs' price, half of every token's. `catalogue`: what each model takes, its
+    provider asked at the run's start (without one: the table and the config's overrides)."""
     slot = None
     if limiter is not None:
         k = limiter_key(cfg, ref.provider, ref.model)
         slot = limiter.slot(k) if k in limiter.keys else None
-    caps = lookup(ref.model, ref.provider, cfg.model_overrides())
+    caps = (catalogue or Catalogue()).of(ref.provider, ref.model, cfg.model_overrides())
     if batch and caps.prices is not None:
         caps = replace(caps, prices=at_batch_price(caps.prices))
     return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
                        cache=cache, retry=cfg.retry, caps=caps,
                        prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref),
-                       simulated=resolve_mode(cfg) == "sim")
+                       simulated=resolve_mode(cfg) == "sim", gate=gate)

@@ -22,12 +22,20 @@ from runner.models.base import (
 )
 from runner.models.wire import Wire
 
+# what ChatCompletionAssistantMessageParam takes of a response's message (and what it says, not null)
+ASSISTANT_KEYS = ("content", "tool_calls", "refusal", "audio", "function_call", "name")
+
 
 def to_openai(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for m in messages:
         if m["role"] == "user":
             out.append({"role": "user", "content": nonblank(m["text"])})
+        elif m["role"] == "assistant" and (m.get("received") or {}).get("api") == "openai":
+            # as the model sent it: its content, tool calls (their arguments' own bytes) and refusal, only
+            # what the request's assistant message takes (a response's annotations are not among those)
+            sent = m["received"]["content"]
+            out.append({"role": "assistant", **{k: v for k, v in sent.items() if k in ASSISTANT_KEYS}})
         elif m["role"] == "assistant":
             msg: dict[str, Any] = {"role": "assistant"}
             text = m.get("text") or ""
@@ -93,7 +101,9 @@ class OpenAIProvider(Provider):
                               latency_seconds=self._timer() - t0,
                               # a refusal comes as a message field with finish_reason stop
                               stop_reason="refusal" if message.get("refusal") else str(choice.get("finish_reason")),
-                              request_id=resp.headers.get("x-request-id"), model=req.model)
+                              request_id=resp.headers.get("x-request-id"), model=req.model,
+                              received={"api": "openai", "content": {k: v for k, v in message.items()
+                                                                     if v is not None and k != "role"}})
 
     def close(self) -> None:
         self.wire.close()

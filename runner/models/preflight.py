@@ -9,11 +9,14 @@ the report, so a result says what the model was really asked.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from typing import Any
 
 from runner.config import API_KEY_ENV, Config, ModelRef, api_key, resolve_mode
 from runner.errors import ConfigError
-from runner.models.capabilities import lookup, retirement_notice, split_sampling
+from runner.models import live
+from runner.models.capabilities import retirement_notice, split_sampling
+from runner.models.live import Catalogue
 from runner.models.thinking import plan as plan_thinking
 from runner.models.thinking import thinking_choice
 
@@ -42,12 +45,37 @@ def check_keys(cfg: Config) -> None:
                           + " (or run on the simulator: --providers sim)")
 
 
-def requests_sent(cfg: Config) -> dict[str, list[dict[str, Any]]]:
+def catalogue(cfg: Config, *, ask: bool = True) -> Catalogue:
+    """What every model of the job takes: the providers asked (the real APIs' models endpoints, or on the
+    simulator what it serves), their word over the table's; a model the provider does not have stops the run
+    here. `ask=False` (a plan, no call made): the table alone."""
+    models = {(ref.provider, ref.model) for _, _, ref, _, _ in _refs(cfg)}
+    mode = resolve_mode(cfg)
+    answers: dict[tuple[str, str], live.Answer] = {}
+    if ask and models and mode == "real":
+        answers = live.ask(models, base_urls={"anthropic": cfg.anthropic.base_url, "openai": cfg.openai.base_url},
+                           keys={p: k for p in ("anthropic", "openai") if (k := api_key(p))})
+    elif ask and models:
+        answers = live.published(models)
+    missing = sorted(f"{a.provider} has no model {a.model}" for a in answers.values() if a.missing)
+    if missing:
+        where = "its models endpoint" if mode == "real" else "the simulator's models endpoint"
+        raise ConfigError("; ".join(missing) + f" ({where} answered 404): check the model ids in the config")
+    cat = live.resolve(models, answers, cfg.model_overrides())
+    unasked = sorted({f"{a.provider} ({a.error})" for a in answers.values() if a.error})
+    notes = [f"could not ask the models endpoint of {p}: capabilities from the built-in table" for p in unasked]
+    if not ask and models:
+        notes.append("capabilities from the built-in table (no provider asked)")
+    return replace(cat, notes=(*cat.notes, *notes))
+
+
+def requests_sent(cfg: Config, cat: Catalogue | None = None) -> dict[str, list[dict[str, Any]]]:
     """run -> [{role, provider, model, params, dropped, thinking, max_tokens, prompt_cache, prices_known}];
     a thinking setting the model cannot take is a ConfigError here, before anything starts."""
+    cat = cat or Catalogue()
     out: dict[str, list[dict[str, Any]]] = {}
     for run, role, ref, temperature, answer in _refs(cfg):
-        caps = lookup(ref.model, ref.provider, cfg.model_overrides())
+        caps = cat.of(ref.provider, ref.model, cfg.model_overrides())
         sent, dropped = split_sampling(caps, {"temperature": temperature})
         where = f"runs.{run}{'.teacher' if role == 'teacher' else ''}"
         try:
@@ -65,7 +93,7 @@ def requests_sent(cfg: Config) -> dict[str, list[dict[str, Any]]]:
             "dropped": dropped, "thinking": thinking.note, "thinks": thinking.thinks,
             "max_tokens": thinking.max_tokens,
             "prompt_cache": cfg.prompt_cache if ref.provider == "anthropic" else "automatic",
-            "prices_known": caps.prices is not None})
+            "prices_known": caps.prices is not None, "capabilities": caps.source})
     return out
 
 
@@ -81,9 +109,10 @@ def describe_requests(sent: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def check_retirements(cfg: Config, today: dt.date | None = None) -> list[str]:
+def check_retirements(cfg: Config, today: dt.date | None = None, cat: Catalogue | None = None) -> list[str]:
     """Warnings for models retiring soon; ConfigError for a retired one (unless allow_retired)."""
     today = today or dt.date.today()
+    cat = cat or Catalogue()
     warnings: list[str] = []
     retired: list[str] = []
     seen: set[str] = set()
@@ -91,7 +120,7 @@ def check_retirements(cfg: Config, today: dt.date | None = None) -> list[str]:
         if ref.model in seen:
             continue
         seen.add(ref.model)
-        notice = retirement_notice(ref.model, lookup(ref.model, ref.provider, cfg.model_overrides()), today)
+        notice = retirement_notice(ref.model, cat.of(ref.provider, ref.model, cfg.model_overrides()), today)
         if notice is None:
             continue
         text, is_retired = notice
@@ -102,5 +131,5 @@ def check_retirements(cfg: Config, today: dt.date | None = None) -> list[str]:
     return warnings
 
 
-def unpriced(cfg: Config) -> list[str]:
-    return sorted({m["model"] for infos in requests_sent(cfg).values() for m in infos if not m["prices_known"]})
+def unpriced(cfg: Config, cat: Catalogue | None = None) -> list[str]:
+    return sorted({m["model"] for infos in requests_sent(cfg, cat).values() for m in infos if not m["prices_known"]})

@@ -7,8 +7,9 @@ sends the seeds' `max_tokens: 800` to such a model gets answers cut before they 
 decides per run, from the model's capabilities and the run's `thinking` / `effort` / `thinking_tokens`:
 
     thinking: model-default   send nothing; the model does what it does by default (stated at start)
-    thinking: off             thinking disabled where the model thinks by default (a config error where
-                              it cannot be disabled)
+    thinking: off             the lowest setting the model takes: thinking disabled; else (Claude Sonnet
+                              5.5) between_tools at an effort that allows it; reasoning_effort none
+                              (OpenAI); else a config error naming what the model allows
     thinking: on              adaptive thinking where the model takes it, else a budget_tokens budget
 
 and the output limit sent is the answer's (`max_output_tokens`) plus `thinking_tokens` whenever the model
@@ -70,12 +71,7 @@ def plan(caps: Capabilities, model: str, choice: ThinkingChoice, answer_tokens: 
 def _anthropic(caps: Capabilities, model: str, choice: ThinkingChoice) -> tuple[dict[str, Any], bool, str]:
     effort = {"output_config": {"effort": choice.effort}} if choice.effort else {}
     if choice.mode == "off":
-        if not caps.thinks_by_default:
-            return {}, False, "no thinking (the model's default)"
-        if not caps.can_disable_thinking:
-            raise ConfigError(f"thinking: off: {model} cannot disable thinking (the API answers 400); use "
-                              "thinking: on with a low effort")
-        return {"thinking": {"type": "disabled"}}, False, "thinking disabled (the model thinks by default)"
+        return _anthropic_off(caps, model, choice, effort)
     if choice.mode == "on" or (choice.mode == "model-default" and caps.thinks_by_default):
         if "adaptive" in caps.thinking:
             sent = {"thinking": {"type": "adaptive"}} if choice.mode == "on" else {}
@@ -88,13 +84,34 @@ def _anthropic(caps: Capabilities, model: str, choice: ThinkingChoice) -> tuple[
     return {}, False, "no thinking (the model's default)"
 
 
+def _anthropic_off(caps: Capabilities, model: str, choice: ThinkingChoice, effort: dict[str, Any]
+                   ) -> tuple[dict[str, Any], bool, str]:
+    if not caps.thinks_by_default:
+        return {}, False, "no thinking (the model's default)"
+    if caps.can_disable_thinking:
+        return {"thinking": {"type": "disabled"}, **effort}, False, "thinking disabled (the model thinks by default)"
+    if "between_tools" in caps.thinking:
+        level = choice.effort or caps.default_effort
+        if level is not None and level not in caps.between_tools_efforts:
+            raise ConfigError(f"thinking: off: {model} turns thinking off only with between_tools, which it takes at "
+                              f"effort {', '.join(caps.between_tools_efforts)}, not {level} (xhigh and max need "
+                              "adaptive thinking: thinking: on)")
+        how = "thinking off (between_tools: updates between tool calls come back as thinking blocks), effort "
+        return {"thinking": {"type": "between_tools"}, **effort}, False, how + (level or "default")
+    forms = ", ".join(sorted(caps.thinking)) or "none"
+    raise ConfigError(f"thinking: off: {model} cannot turn thinking off (it takes thinking: {forms}; efforts "
+                      f"{', '.join(caps.efforts) or 'none'}): use thinking: on with effort low")
+
+
 def _openai(caps: Capabilities, model: str, choice: ThinkingChoice) -> tuple[dict[str, Any], bool, str]:
     reasons = "effort" in caps.thinking
     if choice.mode == "off":
         if not reasons:
             return {}, False, "no reasoning (the model's default)"
         if "none" not in caps.efforts or not caps.can_disable_thinking:
-            raise ConfigError(f"thinking: off: {model} cannot turn reasoning off")
+            raise ConfigError(f"thinking: off: {model} cannot turn reasoning off (it takes reasoning_effort "
+                              f"{', '.join(caps.efforts) or 'none'})")
+        # said even where none is the default: a default that changes would change the run silently
         return {"reasoning_effort": "none"}, False, "reasoning off (reasoning_effort none)"
     if not reasons:
         if choice.mode == "on":
@@ -102,6 +119,8 @@ def _openai(caps: Capabilities, model: str, choice: ThinkingChoice) -> tuple[dic
         return {}, False, "no reasoning (the model's default)"
     effort = choice.effort or caps.default_effort
     if effort == "none":
-        return {"reasoning_effort": "none"}, False, "reasoning off (reasoning_effort none)"
+        sent = {"reasoning_effort": "none"} if choice.effort else {}
+        how = "reasoning off (reasoning_effort none" + (")" if choice.effort else ": the model's default)")
+        return sent, False, how
     sent = {"reasoning_effort": choice.effort} if choice.effort else {}
     return sent, True, f"reasoning, effort {effort}" + ("" if choice.effort else " (the model's default)")

@@ -75,6 +75,7 @@ class Manifest(BaseModel):
     # how it ended
     interrupted: bool = False
     error: str | None = None
+    stopped_runs: dict[str, str] = Field(default_factory=dict)  # runs stopped by a refusal all their requests repeat
     counts: dict[str, int] = Field(default_factory=dict)
     missing: dict[str, int] = Field(default_factory=dict)  # records with no result, per run
     complete: bool | None = None

@@ -21,6 +21,7 @@ from loguru import logger
 from rich.console import Console
 
 from runner.budget.concurrency import Layout, layout
+from runner.budget.gates import Gates, gate_keys
 from runner.budget.priority import budget_preference
 from runner.budget.ratelimit import build_limiter
 from runner.budget.throttle import Throttle
@@ -37,7 +38,8 @@ from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.harness.python import warm_interpreter
 from runner.logfiles import add_log_file
-from runner.models.preflight import check_keys, check_retirements, describe_requests, requests_sent, unpriced
+from runner.models.live import Catalogue
+from runner.models.preflight import catalogue, check_keys, check_retirements, describe_requests, requests_sent, unpriced
 from runner.plan import WorkItem, in_scope, make_plan
 from runner.records import file_hash, iter_records, rejects_path
 from runner.results import manifest as manifests
@@ -62,6 +64,7 @@ class Summary:
     mode: str
     errors: dict[str, int] = field(default_factory=dict)  # failed results by error kind
     stopped_early: bool = False  # --maxfail reached
+    stopped_runs: dict[str, str] = field(default_factory=dict)  # run -> the refusal every request of it met
 
     def errors_left(self) -> dict[str, int]:
         """Results that ended in an error, by kind: not the agent's outcome (cut turns are), so fail_on_error
@@ -75,7 +78,8 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
     from runner.sandbox import resolve_kind
 
     kind = resolve_kind(cfg.sandbox)  # (`runner run` started the forkserver already for a new output)
-    order, warnings, picked, skipped = _preflight(cfg)  # bad input fails here, before the output directory is touched
+    # bad input fails here, before the output directory is touched (and every model's provider is asked)
+    order, warnings, picked, skipped, cat = _preflight(cfg)
     out = cfg.output_dir.resolve()
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
@@ -86,15 +90,16 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped)
+            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped, cat)
         finally:
             logger.remove(log_id)
 
 
-def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None, Rejected | None]:
-    """Record id -> position, warnings, the records -k / --ids choose (None: all) and the dataset lines
-    skip_invalid skipped (None: none); raises on the first bad record (unless skip_invalid), on an empty
-    dataset, a bad template or a retired model."""
+def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None, Rejected | None, Catalogue]:
+    """Record id -> position, warnings, the records -k / --ids choose (None: all), the dataset lines
+    skip_invalid skipped (None: none) and what each model takes (its provider asked); raises on the first bad
+    record (unless skip_invalid), on an empty dataset, a bad template, a model its provider does not have or
+    a retired one."""
     rejected: list[tuple[int, str]] = []
     records = list(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
                                 skip_invalid=cfg.skip_invalid, rejected=rejected))
@@ -107,9 +112,10 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
     check_templates(cfg)
     check_harness_python(cfg)
     check_keys(cfg)
-    warnings = check_retirements(cfg)
+    cat = catalogue(cfg)
+    warnings = list(cat.notes) + check_retirements(cfg, cat=cat)
     warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
-                 for model in unpriced(cfg)]
+                 for model in unpriced(cfg, cat)]
     skipped = None
     if rejected:  # never silently: said at start, kept in the manifest, shown above the report's numbers
         lines = [n for n, _ in rejected]
@@ -117,12 +123,13 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
         warnings += [f"skipped (--skip-invalid): {why}" for _, why in rejected[:5]]  # why names file:line
         warnings.append(f"{len(rejected)} bad line(s) of {cfg.dataset} skipped (--skip-invalid): in no result "
                         f"and no rate; written with their reasons to {skipped.file}")
-    return order, warnings, picked, skipped
+    return order, warnings, picked, skipped, cat
 
 
 def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
          on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
-         skipped: Rejected | None = None) -> Summary:
+         skipped: Rejected | None = None, cat: Catalogue | None = None) -> Summary:
+    cat = cat or Catalogue()
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
@@ -132,7 +139,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
         dataset_sha256=file_hash(cfg.dataset),
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
-        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg),
+        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg, cat),
         rejected=skipped, compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
         batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
     plan, done = _what_to_do(cfg, sink, order, picked)
@@ -142,11 +149,12 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     image = _image(spec, kind, manifest) if plan else None
     interrupted = stopped_early = False
     error = None
+    stopped_runs: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         if plan:
             chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
-            specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack)
+            specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack, cat)
             transport, limiter, host = _transport(cfg, lay.workers, stack)
             # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot timeout)
             sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport)
@@ -164,11 +172,14 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                 finally:
                     _remove_containers(kind, run_id)
             error, interrupted, stopped_early = sup.error, sup.interrupted, sup.stopped_early
+            stopped_runs = dict(sup.recorder.stopped_runs)
+            manifest.stopped_runs = stopped_runs
             _note_invocation(manifest, sup, sim, gateway)
     expected = {(cid, epoch) for _, cid in in_scope(cfg, order) if picked is None or cid in picked
                 for epoch in range(1, cfg.epochs + 1)}
     counts = _finish(sink, order, out, manifest, interrupted, error, expected)
-    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early)
+    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early,
+                   stopped_runs)
 
 
 def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int],
@@ -356,7 +367,7 @@ def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) 
 
 
 def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id: str, out: Path, lay: Layout,
-           stack: contextlib.ExitStack) -> tuple[Callable[[int, str | None, str | None], WorkerSpec],
+           stack: contextlib.ExitStack, cat: Catalogue) -> tuple[Callable[[int, str | None, str | None], WorkerSpec],
                                                   Callable[[int], bool] | None]:
     """Worker w's spec, given the model servers' addresses (known once they are up). Locally, each first
     worker's sandbox is launched now (engine/prestart.py): it boots while the servers start and the
@@ -368,7 +379,7 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
 
     def base(wid: int) -> WorkerSpec:
         return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
-                          slots=lay.slots)
+                          slots=lay.slots, catalogue=cat)
 
     prestart = warm = None
     if kind == "docker" and cfg.executor == "local":
@@ -404,11 +415,11 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
     if cfg.concurrency == "auto":
         throttle = Throttle(capacity=lay.in_flight * chunk, floor=lay.workers * chunk, step=lay.workers * chunk,
                             window=cfg.concurrency_window_seconds,
-                            round_trip=limiter.round_trip)
+                            round_trip=limiter.round_trip, tally=limiter.tally)
         progress.target, progress.target_why = throttle.target, "start"
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
                       transport.inbox, workers=workers, services=services, throttle=throttle,
-                      prefer=budget_preference(cfg, limiter),
+                      prefer=budget_preference(cfg, limiter), gates=getattr(limiter, "gates", None),
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
 
 
@@ -424,7 +435,9 @@ def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[
         ray_transport = stack.enter_context(RayTransport(cfg, lanes=workers))
         return ray_transport, ray_transport.budget, ray_transport.node_address()
     # Workers are forked from a forkserver (engine/forkserver.py), not from the supervisor.
-    return ProcessTransport(forkserver.context(cfg)), build_limiter(cfg, lanes=workers), "127.0.0.1"
+    limiter = build_limiter(cfg, lanes=workers)
+    limiter.gates = Gates(gate_keys(cfg))  # each run's first call alone (runner/budget/gates.py)
+    return ProcessTransport(forkserver.context(cfg)), limiter, "127.0.0.1"
 
 
 def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> None:

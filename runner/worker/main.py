@@ -30,6 +30,7 @@ from runner.errors import RunStopped
 from runner.harness import harness_class, id_field, reading
 from runner.harness.base import WorkerInfo
 from runner.logfiles import add_log_file, capture_output
+from runner.models.live import Catalogue
 from runner.records import Record, load_records
 from runner.resources import die_with_parent, leave_forkserver
 from runner.results.result import now_iso
@@ -75,6 +76,7 @@ class WorkerSpec:
     slots: int = 1
     launched: Launched | None = None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
     warm: str | None = None  # harness.python: where its slots' shims are forked (harness/warm.py)
+    catalogue: Catalogue | None = None  # what each model takes, its provider asked at the run's start
 
 
 class Worker:
@@ -89,7 +91,8 @@ class Worker:
         kind = harness_class(cfg.harness.kind)
         self.slots = [Slot(n, self, kind(WorkerInfo(
             spec.worker, cfg, self._scratch(n), spec.run_id, sim_url=spec.sim_url, limiter=limiter,
-            gateway_url=spec.gateway_url, slot=n, slots=spec.slots, warm=spec.warm))) for n in range(spec.slots)]
+            gateway_url=spec.gateway_url, slot=n, slots=spec.slots, warm=spec.warm,
+            catalogue=spec.catalogue))) for n in range(spec.slots)]
         self.threads: list[SlotThread] = []
         # SIGALRM reaches the main thread only: elsewhere (a Ray actor's thread) one slot runs in a thread too
         self.inline = spec.slots == 1 and threading.current_thread() is threading.main_thread()

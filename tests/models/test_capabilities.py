@@ -44,7 +44,7 @@ def test_config_overrides_prices_and_sampling(tmp_path: Path) -> None:
 def test_default_job_sends_no_parameter_its_models_refuse() -> None:
     sent = requests_sent(load_config(DEFAULT))
     assert set(sent) == {"claude-sonnet", "gpt-large", "gpt-mini", "atlas"}
-    off = {"anthropic": {"thinking": {"type": "disabled"}}, "openai": {"reasoning_effort": "none"}}
+    off = {"anthropic": {"thinking": {"type": "between_tools"}}, "openai": {"reasoning_effort": "none"}}
     for infos in sent.values():
         for info in infos:
             # no sampling parameter (none is taken); thinking stated: off, as the seeds' models did not think

@@ -89,10 +89,10 @@ def test_cache_tokens_are_priced_and_counted() -> None:
     client = ModelClient(Cached([]), wire_model="m", logical_model="claude-sonnet-5-5", limiter=None,
                          limiter_slot=None, cache=None, retry=RetrySettings())
     c = client.complete(REQ)
-    # Sonnet 5.5: $2 input, $2.50 cache write, $0.20 cache read, $10 output per 1M tokens
-    assert c.input_cost_usd == pytest.approx((100 * 2.0 + 1000 * 2.5 + 9000 * 0.2) / 1e6)
+    # Sonnet 5.5: $2 input, $2.50 cache write, $0.10 cache read (since 2026-10-07), $10 output per 1M tokens
+    assert c.input_cost_usd == pytest.approx((100 * 2.0 + 1000 * 2.5 + 9000 * 0.1) / 1e6)
     assert c.cost_usd == pytest.approx(c.input_cost_usd + 10 * 10.0 / 1e6)
-    assert c.cache_saved_usd == pytest.approx(9000 * (2.0 - 0.2) / 1e6)
+    assert c.cache_saved_usd == pytest.approx(9000 * (2.0 - 0.1) / 1e6)
     assert (client.stats.cache_read_tokens, client.stats.cache_write_tokens) == (9000, 1000)
 
 

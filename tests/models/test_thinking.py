@@ -3,7 +3,6 @@ answers cut by the output limit recorded as such, and the strict simulator's ref
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,11 +14,10 @@ from runner.config import Config, ModelRef, SimSettings
 from runner.errors import ConfigError, ProviderRejected, TurnCut
 from runner.harness.crm.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT, assistant_message, check_complete
 from runner.models.base import Request
-from runner.models.capabilities import Capabilities, lookup
+from runner.models.capabilities import lookup
 from runner.models.client import ModelClient, make_client
-from runner.models.sim import thinking as sim_thinking
+from runner.models.sim import checks
 from runner.models.sim.process import SimServer
-from runner.models.sim.strict import Rejected
 from runner.models.thinking import ThinkingChoice, plan
 
 ASK = "Move the Cedar Pilot opportunity to negotiation."
@@ -42,7 +40,9 @@ def _client(sim: SimServer, model: str = "claude-sonnet-5-5", **thinking: Any) -
 # ---------------------------------------------------------------------- what a run sends
 @pytest.mark.parametrize(("model", "choice", "params", "max_tokens", "thinks"), [
     ("claude-sonnet-5-5", ThinkingChoice(), {}, 800 + 4096, True),  # thinks unless told: room for it
-    ("claude-sonnet-5-5", ThinkingChoice("off"), {"thinking": {"type": "disabled"}}, 800, False),
+    # Sonnet 5.5 refuses `disabled`: its lowest setting is between_tools ("What's new in Claude Sonnet 5.5")
+    ("claude-sonnet-5-5", ThinkingChoice("off"), {"thinking": {"type": "between_tools"}}, 800, False),
+    ("claude-sonnet-5", ThinkingChoice("off"), {"thinking": {"type": "disabled"}}, 800, False),
     ("claude-sonnet-5-5", ThinkingChoice("on", "low", 2000),
      {"thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}}, 2800, True),
     ("claude-sonnet-4-5-20250929", ThinkingChoice(), {}, 800, False),  # the seeds' model did not think
@@ -61,9 +61,10 @@ def test_each_model_is_sent_what_it_takes_with_room_to_think(model: str, choice:
 
 
 def test_what_a_model_cannot_do_is_a_config_error_naming_it() -> None:
-    locked = dataclasses.replace(lookup("claude-sonnet-5-5", "anthropic"), can_disable_thinking=False)
-    with pytest.raises(ConfigError, match="cannot disable thinking"):
-        plan(locked, "claude-locked", ThinkingChoice("off"), 800)
+    with pytest.raises(ConfigError, match=r"claude-opus-5-5 cannot turn thinking off \(it takes thinking: adaptive"):
+        plan(lookup("claude-opus-5-5", "anthropic"), "claude-opus-5-5", ThinkingChoice("off"), 800)
+    with pytest.raises(ConfigError, match=r"between_tools, which it takes at effort low, medium, high, not max"):
+        plan(lookup("claude-sonnet-5-5", "anthropic"), "claude-sonnet-5-5", ThinkingChoice("off", "max"), 800)
     with pytest.raises(ConfigError, match=r"gpt-4\.1 does not reason"):
         plan(lookup("gpt-4.1", "openai"), "gpt-4.1", ThinkingChoice("on"), 800)
     with pytest.raises(ConfigError, match=r"effort 'max' is not taken by gpt-5\.4"):
@@ -92,7 +93,7 @@ def test_thinking_blocks_round_trip_through_a_tool_use_loop(sim: SimServer) -> N
         check_complete(c, 0)
         assert c.thinking and c.thinking[0]["type"] == "thinking" and c.thinking[0]["signature"]
         assert c.output_tokens > 0
-        msgs.append(assistant_message(c.text, c.tool_calls, c.thinking))
+        msgs.append(assistant_message(c.text, c.tool_calls, c.received))
         if not c.tool_calls:
             break
         msgs.append({"role": "tool", "results": [{"id": t.id, "content": '{"ok": true, "rows": []}',
@@ -100,18 +101,31 @@ def test_thinking_blocks_round_trip_through_a_tool_use_loop(sim: SimServer) -> N
     assert len(msgs) >= 4  # at least one tool round trip went back with its thinking, accepted
 
 
-def test_the_api_refuses_a_loop_without_its_thinking_or_with_a_forged_signature(sim: SimServer) -> None:
+def test_the_api_refuses_a_loop_rebuilt_without_its_thinking_or_with_it_edited_or_moved(sim: SimServer) -> None:
     client = _client(sim)
     first = client.complete(Request("claude-sonnet-5-5", SYSTEM_PROMPT, [{"role": "user", "text": ASK}],
                                     NEUTRAL_TOOLS, 0.0, 800))
-    assert first.tool_calls and first.thinking
+    assert first.tool_calls and first.thinking and first.received
     results = {"role": "tool", "results": [{"id": t.id, "content": "{}", "is_error": False}
                                            for t in first.tool_calls]}
-    forged = [{**first.thinking[0], "thinking": first.thinking[0]["thinking"] + " (edited)"}]
-    for thinking, words in ((None, "must start with a thinking block"), (forged, "Invalid `signature`")):
-        msgs = [{"role": "user", "text": ASK}, assistant_message(first.text, first.tool_calls, thinking), results]
+    blocks = first.received["content"]
+    edited = [{**b, "thinking": b["thinking"] + " (edited)"} if b["type"] == "thinking" else b for b in blocks]
+    thinking = [b for b in blocks if b["type"] == "thinking"]
+    moved = thinking + [b for b in blocks if b["type"] != "thinking"]  # the words between them moved after
+    dropped = [b for b in blocks if b is not thinking[-1]]
+    cases: list[tuple[dict[str, Any] | None, str]] = [
+        (None, "must start with a thinking block"), ({"api": "anthropic", "content": edited}, "cannot be modified"),
+        # one of them dropped: a turn left without its first block, or one missing from its sequence
+        ({"api": "anthropic", "content": dropped}, "cannot be modified|must start with a thinking block")]
+    if moved != blocks:
+        cases.append(({"api": "anthropic", "content": moved}, "cannot be modified"))
+    for received, words in cases:
+        msgs = [{"role": "user", "text": ASK}, assistant_message(first.text, first.tool_calls, received), results]
         with pytest.raises(ProviderRejected, match=words):
             client.complete(Request("claude-sonnet-5-5", SYSTEM_PROMPT, msgs, NEUTRAL_TOOLS, 0.0, 800))
+    # as received: accepted
+    msgs = [{"role": "user", "text": ASK}, assistant_message(first.text, first.tool_calls, first.received), results]
+    client.complete(Request("claude-sonnet-5-5", SYSTEM_PROMPT, msgs, NEUTRAL_TOOLS, 0.0, 800))
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-5-5", "gpt-5.4-mini"])
@@ -137,7 +151,9 @@ def test_the_simulator_refuses_what_the_apis_refuse(sim: SimServer) -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, '"thinking.type.enabled" is not supported'),
         ({"tool_choice": {"type": "any"}, "tools": [{"name": "t", "input_schema": {"type": "object"}}]},
-         "Thinking may not be enabled when tool_choice forces tool use"),
+         'tool_choice: type "tool" and "any" are not supported for this model.'),
+        ({"thinking": {"type": "disabled"}}, 'send "thinking": {"type": "between_tools"} instead'),
+        ({"thinking": {"type": "between_tools"}, "output_config": {"effort": "max"}}, "between_tools is accepted only"),
         ({"output_config": {"effort": "minimal"}}, None),  # not in the SDK's type: the shape check says so
         ({"system": [{"type": "text", "text": f"s{i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]},
          "A maximum of 4 blocks with cache_control may be provided. Found 5."),
@@ -147,21 +163,23 @@ def test_the_simulator_refuses_what_the_apis_refuse(sim: SimServer) -> None:
             claude.messages.create(**{**base, **extra})
         assert words is None or words in str(e.value), (extra, e.value)
     gpt = openai.OpenAI(api_key="k", base_url=f"{sim.url}/v1", max_retries=0)
-    with pytest.raises(openai.BadRequestError, match="'max_tokens' is not supported with this model"):
+    with pytest.raises(openai.BadRequestError, match="max_tokens is not supported with this model"):
         gpt.chat.completions.create(model="gpt-5.4", max_tokens=100, messages=[{"role": "user", "content": ASK}])
     # `runner sim serve` answers a model of the table by its real id, thinking as it does
     answer = claude.messages.create(**base)
     assert answer.content[0].type == "thinking" and answer.usage.output_tokens > 0
-    reasoned = gpt.chat.completions.create(model="gpt-5.4", max_completion_tokens=2000,
+    reasoned = gpt.chat.completions.create(model="gpt-5.5", max_completion_tokens=2000,  # GPT-5.4's default: none
                                            messages=[{"role": "user", "content": ASK}])
     assert reasoned.usage is not None and reasoned.usage.completion_tokens_details is not None
     assert (reasoned.usage.completion_tokens_details.reasoning_tokens or 0) > 0
 
 
-def test_a_model_that_cannot_turn_thinking_off_is_refused_so() -> None:
-    locked: Capabilities = dataclasses.replace(lookup("claude-sonnet-5-5", "anthropic"), can_disable_thinking=False)
-    with pytest.raises(Rejected, match=r'"thinking\.type\.disabled" is not supported'):
-        sim_thinking.check("anthropic", {"thinking": {"type": "disabled"}, "messages": []}, "claude-x", locked)
+def test_a_model_that_cannot_turn_thinking_off_is_refused_so_by_its_published_rules() -> None:
+    body = {"thinking": {"type": "disabled"}, "messages": [], "model": "m", "max_tokens": 10}
+    refused = checks.refusal("anthropic", "messages", body, {}, "claude-opus-5-5")
+    assert refused is not None and '"thinking.type.disabled" is not supported' in str(refused)
+    assert refused.rule == "opus55-thinking-disabled" and refused.status == 400
+    assert checks.refusal("anthropic", "messages", body, {}, "claude-sonnet-5") is None  # Sonnet 5 takes it
 
 
 @pytest.mark.local

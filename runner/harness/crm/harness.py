@@ -57,8 +57,9 @@ class CrmHarness(Harness):
         batched = cfg.batch_runs()
         for run in cfg.model_runs():
             via = run.name if run.name in batched else None  # its calls through the gateway's batches
-            agent = self.shared.client(run.model_ref(), batch_run=via)
-            teacher = self.shared.client(run.teacher, batch_run=via) if run.teacher else None
+            agent = self.shared.client(run.model_ref(), batch_run=via, gate=f"{run.name}/agent")
+            teacher = self.shared.client(run.teacher, batch_run=via, gate=f"{run.name}/teacher") if run.teacher \
+                else None
             self.clients[run.name] = (agent, teacher)
         self.expectations = Expectations(self.cache)
         self.current: list[ModelClient] = []  # the clients of the record being run, and their counts before it
@@ -140,7 +141,7 @@ class _Shared:
         shared.members += 1
         return shared
 
-    def client(self, ref: ModelRef, *, batch_run: str | None = None) -> ModelClient:
+    def client(self, ref: ModelRef, *, batch_run: str | None = None, gate: str | None = None) -> ModelClient:
         """A client of its own (its counts are one slot's), over the process's one SDK client for ref. A batch
         run's calls go to the gateway, which holds them for the providers' batch APIs: no per-minute budget
         is drawn, each waits as long as its batch takes, and is billed at the batch price."""
@@ -153,8 +154,10 @@ class _Shared:
                 via = f"{self.info.gateway_url}/run/{batch_run}/worker/{self.info.worker}"
             self.providers[key] = make_provider(ref, self.cfg, self.info.sim_url, via=via)
         provider, wire_model = self.providers[key]
+        gates = getattr(self.info.limiter, "gates", None)
         return client_over(provider, wire_model, ref, self.cfg, limiter=None if batch_run else self.info.limiter,
-                           cache=self.cache, batch=batch_run is not None)
+                           cache=self.cache, batch=batch_run is not None, catalogue=self.info.catalogue,
+                           gate=(gates, gate) if gates is not None and gate is not None else None)
 
     def telemetry_writer(self, dsn: str) -> telemetry.Writer:
         """A slot's way to the telemetry databases: one connection to its sandbox's, shared by every slot

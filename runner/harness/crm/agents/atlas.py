@@ -88,7 +88,9 @@ def run_atlas(conv: Conversation, conn: psycopg.Connection[Any], student: ModelC
                                                               for c in proposed.tool_calls]},
                 "executed": {"text": text, "calls": [{"name": c.name, "args": c.args} for c in calls]}})
             emit("atlas", ep.atlas_steps[-1])
-            msgs.append(assistant_message(text, calls, proposed.thinking))
+            # the student's turn goes back as it sent it when the teacher let it stand; a revised one is the
+            # teacher's words and calls, with none of the student's blocks (the API refuses a changed turn)
+            msgs.append(assistant_message(text, calls, proposed.received if verdict["verdict"] == "approve" else None))
             if not calls:
                 break
             msgs.append(run_tools(conn, calls, ep, t, emit))

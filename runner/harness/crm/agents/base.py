@@ -57,12 +57,14 @@ def begin_turn(ep: Episode, t: int, user: str, emit: EventSink) -> None:
     emit("user", {"turn": t, "text": user})
 
 
-def assistant_message(text: str, calls: list[ToolCall], thinking: list[dict[str, Any]] | None = None
+def assistant_message(text: str, calls: list[ToolCall], received: dict[str, Any] | None = None
                       ) -> dict[str, Any]:
+    """A model's turn for the transcript: what the agent read of it, and (`received`) the turn as the model
+    sent it, which goes back to the model unchanged. A turn the agent changed carries no `received`."""
     msg: dict[str, Any] = {"role": "assistant", "text": text,
                            "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in calls]}
-    if thinking:
-        msg["thinking"] = thinking
+    if received:
+        msg["received"] = received
     return msg
 
 

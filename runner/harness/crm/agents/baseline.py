@@ -35,7 +35,7 @@ def run_baseline(conv: Conversation, conn: psycopg.Connection[Any], model: Model
                                        spec.max_output_tokens))
             ep.record_model_call("agent", c, t)
             check_complete(c, t)
-            msgs.append(assistant_message(c.text, c.tool_calls, c.thinking))
+            msgs.append(assistant_message(c.text, c.tool_calls, c.received))
             emit("model", {"turn": t, "text": c.text, "tool_calls": [(x.name, x.args) for x in c.tool_calls],
                            "cached": c.cached, "tokens": (c.input_tokens, c.output_tokens)})
             if not c.tool_calls:
