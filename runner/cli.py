@@ -344,10 +344,17 @@ def show(record_id: str, out_dir: str, run_name: str | None) -> None:
               help="Compare outputs of different dataset files (refused by default).")
 @click.option("--wide", is_flag=True, help="Every column, however wide the terminal (default: what fits).")
 @click.option("--json", "as_json", is_flag=True, help="report.json on standard output, no tables (for scripts).")
-def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide: bool, as_json: bool) -> None:
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
+              help="Also write JUnit XML for CI test reports: a testcase per record, a testsuite per run.")
+@click.option("--summary", "summary_path", type=click.Path(dir_okay=False),
+              help="Also write the summary and comparisons as markdown; appended to $GITHUB_STEP_SUMMARY when set "
+                   "(- : there only).")
+def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide: bool, as_json: bool,
+           junit_path: str | None, summary_path: str | None) -> None:
     """Tables, report.json and report.html for OUT_DIR; with OTHER, each run of OTHER against the same run of
     OUT_DIR on the records both have (difference in success with its interval, McNemar, won and lost
-    records, cost and latency), written to OTHER/compare.json and shown in OTHER/report.html."""
+    records, cost and latency), written to OTHER/compare.json and shown in OTHER/report.html. --junit and
+    --summary write OTHER's (else OUT_DIR's) results for a CI job (docs/ci.md)."""
     import json
     from pathlib import Path
 
@@ -365,15 +372,25 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide
         target.write_text(json.dumps(doc, indent=2))
         _, h = write_reports(Path(other))  # B's report.html shows the comparison with A
         click.echo(f"wrote {target} and {h}")
+        _ci_reports(Path(other), junit_path, summary_path, baseline=doc)
         return
     analysis = analyse(Path(out_dir))
     if as_json:
         j, _ = write_reports(Path(out_dir), analysis=analysis)
         click.echo(j.read_text())
+        _ci_reports(Path(out_dir), junit_path, summary_path, analysis=analysis)
         return
     print_summary(Path(out_dir), analysis=analysis, wide=wide)
     j, h = write_reports(Path(out_dir), analysis=analysis)
     click.echo(f"wrote {j} and {h}")
+    _ci_reports(Path(out_dir), junit_path, summary_path, analysis=analysis)
+
+
+def _ci_reports(out: Path, junit: str | None, summary: str | None, **given: Any) -> None:
+    from runner.report.exports.ci import write_ci_reports
+
+    for where in write_ci_reports(out, junit=junit, summary=summary, **given):
+        click.echo(f"wrote {where}", err=True)  # stderr: --json keeps stdout for the JSON
 
 
 @cli.group()
