@@ -567,6 +567,21 @@ def sim_serve(host: str, port: int, config_path: str | None, settings_json: str 
     serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None)
 
 
+@cli.command()
+@click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--format", "fmt", required=True, type=click.Choice(["inspect"]),
+              help="inspect: an Inspect AI eval log per run (extra: inspect).")
+@click.option("--out", "dest", type=click.Path(file_okay=False),
+              help="inspect: the log directory to write (default OUT_DIR/inspect).")
+def export(out_dir: str, fmt: str, dest: str | None) -> None:
+    """OUT_DIR's results where other tools read them: Inspect AI eval logs (`inspect view --log-dir DIR`)
+    (docs/exports.md)."""
+    from runner.report.exports.inspect_log import write_inspect_logs
+
+    for path in write_inspect_logs(Path(out_dir), Path(dest) if dest else Path(out_dir) / "inspect"):
+        click.echo(f"wrote {path}")
+
+
 def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
         _setup_console_logging(True)
