@@ -569,17 +569,28 @@ def sim_serve(host: str, port: int, config_path: str | None, settings_json: str 
 
 @cli.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--format", "fmt", required=True, type=click.Choice(["inspect"]),
-              help="inspect: an Inspect AI eval log per run (extra: inspect).")
+@click.option("--format", "fmt", required=True, type=click.Choice(["inspect", "otel"]),
+              help="inspect: an Inspect AI eval log per run (extra: inspect); otel: OpenTelemetry traces over "
+                   "OTLP/HTTP, a trace per record (extra: otel).")
 @click.option("--out", "dest", type=click.Path(file_okay=False),
               help="inspect: the log directory to write (default OUT_DIR/inspect).")
-def export(out_dir: str, fmt: str, dest: str | None) -> None:
-    """OUT_DIR's results where other tools read them: Inspect AI eval logs (`inspect view --log-dir DIR`)
-    (docs/exports.md)."""
-    from runner.report.exports.inspect_log import write_inspect_logs
+@click.option("--endpoint", help="otel: the OTLP/HTTP collector (default: OTEL_EXPORTER_OTLP_ENDPOINT, else "
+                                 "http://127.0.0.1:4318).")
+@click.option("--capture-content", is_flag=True, help="otel: tool calls' arguments and results on their spans (they "
+                                                      "may hold what the records hold).")
+def export(out_dir: str, fmt: str, dest: str | None, endpoint: str | None, capture_content: bool) -> None:
+    """OUT_DIR's results where other tools read them: Inspect AI eval logs (`inspect view --log-dir DIR`) or
+    OpenTelemetry traces with the GenAI semantic conventions' names (docs/exports.md)."""
+    if fmt == "inspect":
+        from runner.report.exports.inspect_log import write_inspect_logs
 
-    for path in write_inspect_logs(Path(out_dir), Path(dest) if dest else Path(out_dir) / "inspect"):
-        click.echo(f"wrote {path}")
+        for path in write_inspect_logs(Path(out_dir), Path(dest) if dest else Path(out_dir) / "inspect"):
+            click.echo(f"wrote {path}")
+        return
+    from runner.report.exports.otel import export_output
+
+    sent = export_output(Path(out_dir), endpoint, capture_content=capture_content)
+    click.echo(f"sent {sent.traces} trace(s), {sent.spans} span(s) to {sent.endpoint}")
 
 
 def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:

@@ -40,6 +40,19 @@ def result(run: str, rid: str, index: int, kind: str, *, epoch: int = 1, second:
                              {"role": "tool", "results": [{"id": f"call_{rid}", "content": "{\"ok\": true}",
                                                            "is_error": False}]},
                              {"role": "assistant", "text": "Done.", "tool_calls": []}]}
+    # two model calls and the tool call between them, when each started (as the built-in CRM writes them)
+    at = f"2026-11-20T10:00:{second:02d}"
+    output["model_calls"] = [
+        {"role": "agent", "turn": 0, "model": "sim-strong", "started_at": f"{at}.100000+00:00", "latency_seconds": 0.4,
+         "input_tokens": 300, "output_tokens": 20, "cache_read_tokens": 100, "cache_write_tokens": 0,
+         "stop_reason": "tool_use", "request_id": f"req_{rid}_1", "cached": False, "attempts": 1, "cost_usd": 0.001},
+        {"role": "agent", "turn": 0, "model": "sim-strong", "started_at": f"{at}.600000+00:00", "latency_seconds": 0.3,
+         "input_tokens": 320, "output_tokens": 20, "cache_read_tokens": 0, "cache_write_tokens": 0,
+         "stop_reason": "end_turn", "request_id": f"req_{rid}_2", "cached": True, "attempts": 1, "cost_usd": 0.0}]
+    output["tool_calls"] = [{"turn": 0, "id": f"call_{rid}", "tool": "search_accounts", "args": {"query": "Aurora"},
+                             "ok": kind != "failure", "result": {"count": 1} if kind != "failure" else None,
+                             "error": None if kind != "failure" else "no such account"}]
+    output["timings"] = {"tool_calls": [{"id": f"call_{rid}", "started_at": f"{at}.510000+00:00", "seconds": 0.002}]}
     metrics = {} if success is None else {"state_match": float(success)}
     return Result(**common, status="ok", success=success, usage=usage, metrics=metrics, output=output,
                   groups={"difficulty": ["easy" if index % 2 else "hard"]})
