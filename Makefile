@@ -108,12 +108,14 @@ run-all-parallel: install
 	$(BIN)/runner run $(CONFIG) $(ARGS)
 
 # A team's own harness (examples/legacy-harness), unmodified: once through its Python function,
-# once through its own CLI; every worker with a private PostgreSQL built from its schema/.
+# once through its own CLI; every worker with a private PostgreSQL built from its schema/. Then the helpdesk
+# harness in its own virtualenv, and a CLI agent per record in a workspace of its own (examples/cli-agent).
 run-example: install $(HELPDESK)
 	@scripts/docker-engine.sh up || echo "(no Docker engine: falling back to private PostgreSQL servers on this machine)"
 	$(BIN)/runner run examples/legacy-harness/runner.yaml $(ARGS)
 	$(BIN)/runner run examples/legacy-harness/runner-command.yaml $(ARGS)
 	$(BIN)/runner run examples/helpdesk/runner.yaml $(ARGS)
+	$(BIN)/runner run examples/cli-agent/runner.yaml $(ARGS)
 
 # Every benchmark (about 15 minutes on 2 cores); the headline on 300 conversations per run.
 bench: image $(RAY) $(HELPDESK)
