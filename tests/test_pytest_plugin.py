@@ -72,3 +72,18 @@ def test_a_missing_gateway_config_stops_the_session_in_one_line(tmp_path: Path) 
     p = _suite(tmp_path, "--runner-gateway=no-such.yaml", "--co")
     assert p.returncode == 4
     assert "--runner-gateway no-such.yaml: no such file" in p.stderr + p.stdout
+
+
+@pytest.mark.slow
+def test_batch_mode_sends_the_suite_s_calls_through_the_batch_apis(tmp_path: Path) -> None:
+    gw = tmp_path / "gw.yaml"
+    gw.write_text("cache: false\nbatch: {window_seconds: 0.5, poll_min_seconds: 0.2}\n")
+    with SimServer(SimSettings()) as sim:
+        p = _suite(tmp_path, f"--runner-gateway={gw}", f"--runner-gateway-sim={sim.url}", "--runner-gateway-batch",
+                   "-k", "crm-7-00000-t1 or crm-7-00001-t1")
+        served = sim.stats()
+    assert p.returncode == 0 and "4 passed" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:]
+    m = re.search(r"batch mode: (\d+) batch\(es\), (\d+) call\(s\) answered through them", p.stdout)
+    assert m and int(m[1]) >= 1 and int(m[2]) == 4, p.stdout[-2000:]
+    # the simulator was asked through its batch API only: every request it answered came in a batch
+    assert served["batch_requests"] == served["ok"] == 4 and not served.get("requests"), served
