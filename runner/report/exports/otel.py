@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
+
 from runner import __version__
-from runner.errors import ConfigError, RunnerError
+from runner.errors import ConfigError, ExportRefused
 from runner.report.exports.spans import SpanSpec, record_trace
 from runner.resources import Resource
 from runner.results import manifest as manifests
@@ -132,7 +134,7 @@ def export_output(out: Path, endpoint: str | None, *, capture_content: bool = Fa
             for r in rows:
                 sender.send(record_trace(r, specs.get(run), capture_content=capture_content))
     if sender.refused:
-        raise RunnerError(f"the OTLP endpoint {url} did not take {sender.refused} of {sender.spans} spans (its "
+        raise ExportRefused(f"the OTLP endpoint {url} did not take {sender.refused} of {sender.spans} spans (its "
                           "answer is in the lines above)")
     return Sent(sender.sent, sender.spans, url)
 
@@ -155,3 +157,6 @@ class TracedSink(ResultSink):
     def close(self) -> None:
         super().close()
         self.sender.stop()
+        if self.sender.refused:  # the results are written all the same: said once, not a reason to stop
+            logger.warning("the OTLP endpoint {} did not take {} of {} spans (the SDK's lines above say why)",
+                           self.sender.url, self.sender.refused, self.sender.spans)
