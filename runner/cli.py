@@ -347,8 +347,8 @@ def show(record_id: str, out_dir: str, run_name: str | None) -> None:
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
               help="Also write JUnit XML for CI test reports: a testcase per record, a testsuite per run.")
 @click.option("--summary", "summary_path", type=click.Path(dir_okay=False),
-              help="Also write the summary and comparisons as markdown; appended to $GITHUB_STEP_SUMMARY when set "
-                   "(- : there only).")
+              help="Also write the summary and comparisons as markdown (- : standard output); appended to "
+                   "$GITHUB_STEP_SUMMARY when that is set.")
 def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide: bool, as_json: bool,
            junit_path: str | None, summary_path: str | None) -> None:
     """Tables, report.json and report.html for OUT_DIR; with OTHER, each run of OTHER against the same run of

@@ -11,6 +11,7 @@ the comparisons are report/paired.py's `cells`, the same as the terminal's and r
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -108,12 +109,14 @@ def summary_markdown(a: Analysis, title: str, baseline: dict[str, Any] | None = 
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_summary(markdown: str, path: str | None) -> list[str]:
-    """To `path` ("-": nowhere but the step summary) and, where GitHub Actions set one, appended to the job's
-    step summary (once, if `path` is that file). Returns where it went."""
+def write_summary(markdown: str, path: str) -> list[str]:
+    """To `path` ("-": standard output) and, where GitHub Actions set one, appended to the job's step summary
+    (once, if `path` is that file). Returns the files it went to."""
     wrote = []
     step = os.environ.get(STEP_SUMMARY)
-    if path and path != "-" and not (step and Path(path).resolve() == Path(step).resolve()):
+    if path == "-":
+        sys.stdout.write(markdown)
+    elif not (step and Path(path).resolve() == Path(step).resolve()):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(markdown, encoding="utf-8")
         wrote.append(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -55,3 +56,14 @@ def test_runner_report_a_b_writes_b_s_summary_with_the_comparison(tmp_path: Path
     assert text.startswith(f"## pgsandbox-runner: {now}\n")
     assert f"### Against the earlier output {before}, each run against itself" in text
     assert "| mini | 4 | 100.0% -> 50.0% |" in text
+
+
+def test_summary_dash_is_standard_output(tmp_path: Path) -> None:
+    out = write_output(tmp_path / "out", {"r": ["success", "failure"]})
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    p = subprocess.run([sys.executable, "-m", "runner", "report", str(out), "--json", "--summary", "-"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    report, markdown = p.stdout.split("\n## ", 1)  # report.json, then the summary
+    assert json.loads(report)["runs"]["r"]["records"] == 2
+    assert markdown.startswith(f"pgsandbox-runner: {out}") and "| r | 2 | 50.0%" in markdown
