@@ -31,13 +31,14 @@ $(LITELLM): pyproject.toml $(STAMP)
 	@touch $@
 
 # Inspect AI with the runner, in a venv of its own (extra: inspect): `runner export --format inspect` writes with
-# Inspect's own library, which brings ~60 packages (boto3, s3fs, textual, numpy) the runner's tests do not need.
+# Inspect's own library, which brings ~60 packages (boto3, s3fs, textual, numpy) the runner's tests do not need;
+# pandas and pyarrow for its dataframes (inspect_ai.analysis), which the test reads the logs with too.
 # Only the Inspect export's tests use it (tests/report/exports/test_inspect.py).
 INSPECT := .venv-inspect/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 $(INSPECT): pyproject.toml
 	@$(PY) -m venv .venv-inspect
 	.venv-inspect/bin/pip install -q --upgrade pip
-	.venv-inspect/bin/pip install -q -e '.[inspect]'
+	.venv-inspect/bin/pip install -q -e '.[inspect]' pandas pyarrow
 	@rm -f .venv-inspect/.installed-*
 	@touch $@
 

@@ -117,6 +117,34 @@ def test_trials_are_epochs_and_an_atlas_teacher_a_model_role(tmp_path: Path) -> 
     assert log["results"]["success"]["accuracy"] == 0.75
 
 
+DATAFRAMES = r"""
+import json, sys
+import pandas as pd
+from inspect_ai.analysis import evals_df, samples_df
+evals, samples = evals_df(sys.argv[1]), samples_df(sys.argv[1])
+task = dict(zip(evals["eval_id"], evals["task_name"]))
+print(json.dumps({"headline": dict(zip(evals["task_name"], evals["score_headline_value"])),
+                  "success": {f"{task[e]}/{i}": None if pd.isna(v) else v  # NA: no score
+                              for e, i, v in zip(samples["eval_id"], samples["id"], samples["score_success"])}}))
+"""
+
+
+@needs_inspect
+def test_inspect_s_dataframes_read_each_run_s_rate_and_each_record_s_score(tmp_path: Path) -> None:
+    out = write_output(tmp_path / "out")
+    _export(out, tmp_path / "logs")
+    r = subprocess.run([str(VENV / "python"), "-c", DATAFRAMES, str(tmp_path / "logs")], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    frames = json.loads(r.stdout)
+    # a dashboard's headline: the run's success rate (successes among finished records), as the report's
+    assert frames["headline"] == {"strong": 1.0, "mini": 0.5}
+    rows = {f"{run}/{x.record_id}": x for run in ("strong", "mini") for x in read_results(out / "results" /
+                                                                                           f"{run}.jsonl")}
+    assert frames["success"] == {k: ("C" if r.success else "I") if outcome(r) in ("success", "failure") else None
+                                 for k, r in rows.items()}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
