@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install ray engine helpdesk-venv browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick bench-smoke soak clean
+.PHONY: install ray engine helpdesk-venv inspect-venv browser image runner-image test lint run-all-parallel run-example bench bench-headline bench-quick bench-smoke soak clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
@@ -29,6 +29,20 @@ $(LITELLM): pyproject.toml $(STAMP)
 	.venv-litellm/bin/pip install -q 'litellm>=1.70' 'mcp>=1.0'
 	@rm -f .venv-litellm/.installed-*
 	@touch $@
+
+# Inspect AI with the runner, in a venv of its own (extra: inspect): `runner export --format inspect` writes with
+# Inspect's own library, which brings ~60 packages (boto3, s3fs, textual, numpy) the runner's tests do not need;
+# pandas and pyarrow for its dataframes (inspect_ai.analysis), which the test reads the logs with too.
+# Only the Inspect export's tests use it (tests/report/exports/test_inspect.py).
+INSPECT := .venv-inspect/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+$(INSPECT): pyproject.toml
+	@$(PY) -m venv .venv-inspect
+	.venv-inspect/bin/pip install -q --upgrade pip
+	.venv-inspect/bin/pip install -q -e '.[inspect]' pandas pyarrow
+	@rm -f .venv-inspect/.installed-*
+	@touch $@
+
+inspect-venv: $(INSPECT)
 
 # The helpdesk example's own virtualenv (examples/helpdesk): its pins (openai<2, psycopg2) conflict with
 # the runner's, so it runs through `harness.python`, as a team's harness would.
@@ -77,7 +91,7 @@ runner-image: install engine
 # Three test processes on two cores, one file each at a time: most tests wait on sandboxes, simulated
 # latency and Ray's start (the CPUs are half idle with two), and a file's module-scoped sandboxes and
 # cluster stay with one process.
-test: image browser $(LITELLM) $(RAY) $(HELPDESK)
+test: image browser $(LITELLM) $(INSPECT) $(RAY) $(HELPDESK)
 	$(BIN)/pytest -n 3 --dist loadfile --durations=15
 
 lint: install
@@ -95,12 +109,14 @@ run-all-parallel: install
 	$(BIN)/runner run $(CONFIG) $(ARGS)
 
 # A team's own harness (examples/legacy-harness), unmodified: once through its Python function,
-# once through its own CLI; every worker with a private PostgreSQL built from its schema/.
+# once through its own CLI; every worker with a private PostgreSQL built from its schema/. Then the helpdesk
+# harness in its own virtualenv, and a CLI agent per record in a workspace of its own (examples/cli-agent).
 run-example: install $(HELPDESK)
 	@scripts/docker-engine.sh up || echo "(no Docker engine: falling back to private PostgreSQL servers on this machine)"
 	$(BIN)/runner run examples/legacy-harness/runner.yaml $(ARGS)
 	$(BIN)/runner run examples/legacy-harness/runner-command.yaml $(ARGS)
 	$(BIN)/runner run examples/helpdesk/runner.yaml $(ARGS)
+	$(BIN)/runner run examples/cli-agent/runner.yaml $(ARGS)
 
 # Every benchmark (about 15 minutes on 2 cores); the headline on 300 conversations per run.
 bench: image $(RAY) $(HELPDESK)
@@ -127,4 +143,4 @@ bench-smoke: image $(RAY) $(HELPDESK)
 	BENCH_DIR=$$(mktemp -d) $(BIN)/python -m bench.all --tiny --out /dev/null
 
 clean:
-	rm -rf $(VENV) .venv-litellm .venv-helpdesk out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-litellm .venv-inspect .venv-helpdesk out .pytest_cache .mypy_cache .ruff_cache

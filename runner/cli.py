@@ -349,10 +349,17 @@ def show(record_id: str, out_dir: str, run_name: str | None) -> None:
               help="Compare outputs of different dataset files (refused by default).")
 @click.option("--wide", is_flag=True, help="Every column, however wide the terminal (default: what fits).")
 @click.option("--json", "as_json", is_flag=True, help="report.json on standard output, no tables (for scripts).")
-def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide: bool, as_json: bool) -> None:
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
+              help="Also write JUnit XML for CI test reports: a testcase per record, a testsuite per run.")
+@click.option("--summary", "summary_path", type=click.Path(dir_okay=False),
+              help="Also write the summary and comparisons as markdown (- : standard output); appended to "
+                   "$GITHUB_STEP_SUMMARY when that is set.")
+def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide: bool, as_json: bool,
+           junit_path: str | None, summary_path: str | None) -> None:
     """Tables, report.json and report.html for OUT_DIR; with OTHER, each run of OTHER against the same run of
     OUT_DIR on the records both have (difference in success with its interval, McNemar, won and lost
-    records, cost and latency), written to OTHER/compare.json and shown in OTHER/report.html."""
+    records, cost and latency), written to OTHER/compare.json and shown in OTHER/report.html. --junit and
+    --summary write OTHER's (else OUT_DIR's) results for a CI job (docs/ci.md)."""
     import json
     from pathlib import Path
 
@@ -370,15 +377,25 @@ def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide
         target.write_text(json.dumps(doc, indent=2))
         _, h = write_reports(Path(other))  # B's report.html shows the comparison with A
         click.echo(f"wrote {target} and {h}")
+        _ci_reports(Path(other), junit_path, summary_path, baseline=doc)
         return
     analysis = analyse(Path(out_dir))
     if as_json:
         j, _ = write_reports(Path(out_dir), analysis=analysis)
         click.echo(j.read_text())
+        _ci_reports(Path(out_dir), junit_path, summary_path, analysis=analysis)
         return
     print_summary(Path(out_dir), analysis=analysis, wide=wide)
     j, h = write_reports(Path(out_dir), analysis=analysis)
     click.echo(f"wrote {j} and {h}")
+    _ci_reports(Path(out_dir), junit_path, summary_path, analysis=analysis)
+
+
+def _ci_reports(out: Path, junit: str | None, summary: str | None, **given: Any) -> None:
+    from runner.report.exports.ci import write_ci_reports
+
+    for where in write_ci_reports(out, junit=junit, summary=summary, **given):
+        click.echo(f"wrote {where}", err=True)  # stderr: --json keeps stdout for the JSON
 
 
 @cli.group()
@@ -563,6 +580,32 @@ def sim_serve(host: str, port: int, config_path: str | None, settings_json: str 
         base = load_config(config_path).simulator if config_path else SimSettings()
         settings = base.model_copy(update={"host": host, "port": port})
     serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None)
+
+
+@cli.command()
+@click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--format", "fmt", required=True, type=click.Choice(["inspect", "otel"]),
+              help="inspect: an Inspect AI eval log per run (extra: inspect); otel: OpenTelemetry traces over "
+                   "OTLP/HTTP, a trace per record (extra: otel).")
+@click.option("--out", "dest", type=click.Path(file_okay=False),
+              help="inspect: the log directory to write (default OUT_DIR/inspect).")
+@click.option("--endpoint", help="otel: the OTLP/HTTP collector (default: OTEL_EXPORTER_OTLP_ENDPOINT, else "
+                                 "http://127.0.0.1:4318).")
+@click.option("--capture-content", is_flag=True, help="otel: tool calls' arguments and results on their spans (they "
+                                                      "may hold what the records hold).")
+def export(out_dir: str, fmt: str, dest: str | None, endpoint: str | None, capture_content: bool) -> None:
+    """OUT_DIR's results where other tools read them: Inspect AI eval logs (`inspect view --log-dir DIR`) or
+    OpenTelemetry traces with the GenAI semantic conventions' names (docs/exports.md)."""
+    if fmt == "inspect":
+        from runner.report.exports.inspect_log import write_inspect_logs
+
+        for path in write_inspect_logs(Path(out_dir), Path(dest) if dest else Path(out_dir) / "inspect"):
+            click.echo(f"wrote {path}")
+        return
+    from runner.report.exports.otel import export_output
+
+    sent = export_output(Path(out_dir), endpoint, capture_content=capture_content)
+    click.echo(f"sent {sent.traces} trace(s), {sent.spans} span(s) to {sent.endpoint}")
 
 
 def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:

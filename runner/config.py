@@ -117,6 +117,17 @@ class BatchSettings(_Frozen):
                                                   "gets the error")
 
 
+class OtelSettings(_Frozen):
+    """Live OpenTelemetry export (runner/report/exports/otel.py): each result's trace, in the GenAI semantic
+    conventions' names, sent over OTLP/HTTP as the result is written. Headers (a hosted backend's key) come
+    from OTEL_EXPORTER_OTLP_HEADERS, never from this file."""
+
+    endpoint: str | None = Field(None, pattern=r"^https?://", description="an OTLP/HTTP collector, e.g. "
+                                 "http://127.0.0.1:4318 (/v1/traces is added); unset: no live export")
+    capture_content: bool = Field(False, description="tool calls' arguments and results on their spans (they may "
+                                                     "hold what the records hold)")
+
+
 class ProviderSettings(_Frozen):
     base_url: str | None = Field(None, description="what the provider's SDK takes as base_url (OpenAI's ends in "
                                                    "/v1, Anthropic's does not)")
@@ -429,6 +440,7 @@ class Config(_Frozen):
     adaptive_concurrency: bool | None = Field(None, description="default: on where no limit is configured")
     retry: RetrySettings = RetrySettings()
     batch: BatchSettings = BatchSettings()
+    otel: OtelSettings = OtelSettings()
     anthropic: ProviderSettings = ProviderSettings()
     openai: ProviderSettings = ProviderSettings()
     models: dict[str, ModelSpec] = Field(default_factory=dict, description="per-model capability overrides")

@@ -13,6 +13,7 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     │   ├── SandboxBootError        no engine, no image, no binaries: a worker cannot boot
     │   ├── ImageBuildError         the sandbox image could not be built
     │   └── ProviderFatal           auth, permission, unknown model, quota, billing: every call would fail
+    ├── ExportRefused               `runner export`: the receiver (an OTLP collector) did not take what was sent
     └── ConversationFailed          this record fails, the next one runs (each carries its ErrorKind)
         ├── ProviderGaveUp          retries or the total retry time ran out
         ├── ProviderRejected        the provider answered 400/413/422 to this record's request
@@ -108,6 +109,10 @@ class ImageBuildError(RunStopped):
 
 class ProviderFatal(RunStopped):
     """The provider rejected the request in a way every later request would repeat."""
+
+
+class ExportRefused(RunnerError):
+    """An output's results were sent elsewhere (runner/report/exports/) and not taken."""
 
 
 class ConversationFailed(RunnerError):

@@ -117,7 +117,7 @@ LAYERS = [
     ["runner.analysis"],
     ["runner.report"],
     ["runner.run"],
-    ["runner.cli", "runner.__main__"],
+    ["runner.cli", "runner.__main__", "runner.pytest_plugin"],  # the entry points
 ]
 
 

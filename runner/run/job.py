@@ -134,7 +134,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     mode, spec = _mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
         logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
-    sink = ResultSink(out, [r.name for r in cfg.runs])
+    sink = _sink(cfg, out)
     manifest = manifests.check(out, Manifest.new(
         config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
         dataset_sha256=file_hash(cfg.dataset),
@@ -180,6 +180,17 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     counts = _finish(sink, order, out, manifest, interrupted, error, expected)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early,
                    stopped_runs)
+
+
+def _sink(cfg: Config, out: Path) -> ResultSink:
+    """Where results go: with `otel.endpoint`, also each one's trace as it is written."""
+    runs = [r.name for r in cfg.runs]
+    if cfg.otel.endpoint is None:
+        return ResultSink(out, runs)
+    from runner.report.exports.otel import TracedSink
+
+    return TracedSink(out, runs, {r.name: r.model_dump(mode="json") for r in cfg.runs}, cfg.otel.endpoint,
+                      capture_content=cfg.otel.capture_content)
 
 
 def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int],

@@ -136,7 +136,8 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
         "steps": ep.atlas_steps or None,  # Atlas: per step the student's proposal, the verdict, what ran
         "atlas": atlas_export, "started_at": started.isoformat(timespec="milliseconds"),
         "timings": {"reset_ms": round(reset_ms, 3), "expected_state_ms": round(expected_ms, 3),
-                    "agent_seconds": round(agent_s, 4), "wall_seconds": round(time.monotonic() - t0, 4)},
+                    "agent_seconds": round(agent_s, 4), "wall_seconds": round(time.monotonic() - t0, 4),
+                    "tool_calls": ep.tool_timings},
     }
     return output, usage_of(stats, ep.model_calls)
 

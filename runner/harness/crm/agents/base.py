@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,13 +43,20 @@ class Episode:
     model_calls: list[dict[str, Any]] = field(default_factory=list)
     step_limit_hit: bool = False
     atlas_steps: list[dict[str, Any]] = field(default_factory=list)
+    tool_timings: list[dict[str, Any]] = field(default_factory=list)  # when each tool call ran (trace exports)
 
     def record_model_call(self, role: str, c: Completion, turn: int) -> None:
-        self.model_calls.append({"role": role, "turn": turn, "model": c.model, "input_tokens": c.input_tokens,
+        self.model_calls.append({"role": role, "turn": turn, "started_at": at(time.time() - c.latency_seconds),
+                                 "model": c.model, "input_tokens": c.input_tokens,
                                  "output_tokens": c.output_tokens, "latency_seconds": round(c.latency_seconds, 4),
                                  "stop_reason": c.stop_reason, "request_id": c.request_id, "cached": c.cached,
                                  "attempts": c.attempts, "cost_usd": c.cost_usd,
                                  "cache_read_tokens": c.cache_read_tokens, "cache_write_tokens": c.cache_write_tokens})
+
+
+def at(unix: float) -> str:
+    """A moment as results write them (ISO 8601, UTC), to the microsecond: a tool call takes about one."""
+    return dt.datetime.fromtimestamp(unix, dt.UTC).isoformat(timespec="microseconds")
 
 
 def begin_turn(ep: Episode, t: int, user: str, emit: EventSink) -> None:
@@ -81,7 +90,9 @@ def run_tools(conn: psycopg.Connection[Any], calls: list[ToolCall], ep: Episode,
     """Execute the calls in order; record them; return the tool message for the transcript."""
     results = []
     for tc in calls:
+        began = time.time()
         out = execute(conn, tc.name, tc.args)
+        ep.tool_timings.append({"id": tc.id, "started_at": at(began), "seconds": round(time.time() - began, 6)})
         ep.calls_per_turn[turn].append(CallRecord(tc.name, tc.args, out.ok))
         rec = {"turn": turn, "id": tc.id, "tool": tc.name, "args": tc.args, "ok": out.ok,
                "result": out.result if out.ok else None, "error": out.error}
