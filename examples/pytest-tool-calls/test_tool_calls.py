@@ -13,16 +13,18 @@ by_id = pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 
 class TestToolSelection:
     @by_id
-    def test_selects_the_expected_tool(self, client: anthropic.Anthropic, case: dict[str, Any]) -> None:
-        call = first_tool_call(client, case)
+    def test_selects_the_expected_tool(self, client: anthropic.Anthropic, thinking: dict[str, Any],
+                                       case: dict[str, Any]) -> None:
+        call = first_tool_call(client, thinking, case)
         assert call is not None, "the model called no tool"
         assert call[0] == case["tool"]
 
 
 class TestArgumentCorrectness:
     @by_id
-    def test_passes_the_expected_arguments(self, client: anthropic.Anthropic, case: dict[str, Any]) -> None:
-        call = first_tool_call(client, case)
+    def test_passes_the_expected_arguments(self, client: anthropic.Anthropic, thinking: dict[str, Any],
+                                           case: dict[str, Any]) -> None:
+        call = first_tool_call(client, thinking, case)
         assert call is not None, "the model called no tool"
         assert call[1] == case["args"], f"{call[0]}({call[1]}) instead of {case['tool']}({case['args']})"
 
