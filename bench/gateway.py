@@ -21,6 +21,7 @@ import multiprocess as mp
 
 from bench.common import WORK, table
 from runner.config import Config, Faults, Latency, Limits, SimSettings
+from runner.gateway import gateway_settings
 from runner.gateway.process import GatewayServer
 from runner.models.sim.process import SimServer
 
@@ -35,9 +36,12 @@ def _config(rate_limits: dict[str, Any], *, cache: bool, tag: str) -> Config:
         "retry": {"max_attempts": 20, "base_seconds": 0.1, "max_backoff_seconds": 2, "total_cap_seconds": 120}})
 
 
+TOKEN = "bench-gateway-token"
+
+
 @contextlib.contextmanager
 def _gateway(cfg: Config, sim: str) -> Iterator[GatewayServer]:
-    with GatewayServer(cfg, sim_url=sim, log_path=str(WORK / "gateway-bench.log")) as gw:
+    with GatewayServer(gateway_settings(cfg, sim_url=sim), TOKEN, log_path=str(WORK / "gateway-bench.log")) as gw:
         yield gw
 
 
@@ -49,8 +53,8 @@ def _client(i: int, gw: str, calls: int, stop_at: Any, ready: Any, go: Any, out:
     provider = "anthropic" if i % 2 == 0 else "openai"
     stream = i % 4 >= 2
     base = f"{gw}/run/bench/worker/{i}"
-    a = anthropic.Anthropic(api_key="k", base_url=base, max_retries=0, timeout=120)
-    o = openai.OpenAI(api_key="k", base_url=f"{base}/v1", max_retries=0, timeout=120)
+    a = anthropic.Anthropic(api_key=TOKEN, base_url=base, max_retries=0, timeout=120)
+    o = openai.OpenAI(api_key=TOKEN, base_url=f"{base}/v1", max_retries=0, timeout=120)
     seen: dict[str, int] = {"calls": 0, "errors": 0, "429": 0}
     # A first call before the start: an SDK's first request costs ~1 s of CPU (lazy imports, types),
     # which in 16 processes on 2 cores would otherwise eat the warm-up.

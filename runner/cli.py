@@ -516,18 +516,33 @@ def image_tag_cmd(config: str | None) -> None:
 @click.option("--port", default=8790, show_default=True, type=int, help="0 = any free port")
 @click.option("--upstream-sim", "sim_url", help="Send calls to this simulator instead of the real APIs.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
-@click.option("--config-json", hidden=True, help="The whole config as JSON (used when a run starts the gateway).")
+@click.option("--settings-json", hidden=True, help="The gateway's settings as JSON (used when a run starts it).")
 @click.option("--listen-fd", type=int, hidden=True, help="Serve on this inherited listening socket (a run's).")
 def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_cache: bool,
-            config_json: str | None, listen_fd: int | None) -> None:
+            settings_json: str | None, listen_fd: int | None) -> None:
     """One local endpoint for Anthropic and OpenAI SDK calls: CONFIG's rate limits as one budget, retries,
-    response cache. Point SDKs at it with ANTHROPIC_BASE_URL / OPENAI_BASE_URL (docs/gateway.md)."""
-    from runner.config import Config, load_config
-    from runner.gateway import build_gateway
-    from runner.gateway.server import serve
+    response cache. Point SDKs at it with ANTHROPIC_BASE_URL / OPENAI_BASE_URL and give them its token as
+    their API key (RUNNER_GATEWAY_TOKEN sets it; else one is made and printed): it calls the providers with
+    the keys of its own environment (docs/gateway.md)."""
+    import secrets
 
-    cfg = Config.model_validate_json(config_json) if config_json else load_config(config, gateway_only=True)
-    serve(build_gateway(cfg, sim_url=sim_url, cache=False if no_cache else None), host, port, listen_fd=listen_fd)
+    from runner.config import load_config
+    from runner.gateway import GatewaySettings, build_gateway, gateway_settings
+    from runner.gateway.server import serve
+    from runner.gateway.settings import TOKEN_ENV
+
+    if settings_json:
+        settings = GatewaySettings.model_validate_json(settings_json)
+    else:
+        cfg = load_config(config, gateway_only=True)
+        settings = gateway_settings(cfg, sim_url=sim_url, cache=False if no_cache else None)
+    token = os.environ.get(TOKEN_ENV) or None
+    made = token is None and not settings_json
+    if made:
+        token = secrets.token_urlsafe(24)
+    serve(build_gateway(settings, token=token), host, port, listen_fd=listen_fd,
+          token_line=f"token: {token} (your SDKs' API key for this gateway; set {TOKEN_ENV} to choose it)"
+          if made else None)
 
 
 @cli.command()

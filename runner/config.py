@@ -168,6 +168,18 @@ class BatchTurnaround(_Frozen):
     errored: float = Field(0.0, ge=0, le=1, description="share of requests that end in an API error (a 500)")
     expired: float = Field(0.0, ge=0, le=1, description="share of requests that never finish (they expire)")
     seed: int = 0
+    scale: float = Field(1.0, gt=0, description="the providers' seconds one second of these turnarounds stands for "
+                                                "(a bench that runs batches 60 x faster than real sets 60): prompt-"
+                                                "cache entries age at the providers' pace inside batches")
+    busy: float = Field(0.0, ge=0, le=1, description="share of batch creates answered 429 (with retry-after)")
+    busy_first: int = Field(0, ge=0, description="the first this many batch creates are answered 429")
+    create_seconds: float = Field(0.0, ge=0, description="how long a batch create takes to answer (the batch "
+                                                         "exists from its start: a caller killed meanwhile "
+                                                         "leaves it made)")
+    retry_after_seconds: float = Field(1.0, ge=0, description="what a busy answer's retry-after says")
+    enqueued_tokens: dict[str, int] = Field(default_factory=dict, description="OpenAI: per model, the prompt "
+                                            "tokens batches not yet ended may hold; a batch past it fails "
+                                            "('Enqueued token limit reached')")
 
 
 class SimSettings(_Frozen):
@@ -184,6 +196,9 @@ class SimSettings(_Frozen):
     batches: BatchTurnaround = BatchTurnaround()
     state_dir: str | None = Field(None, description="where batches outlive the simulator's process, as a "
                                                     "provider's do (a run sets its output's simulator/)")
+    tls_cert: str | None = Field(None, description="serve HTTPS with this certificate (PEM; with tls_key): a "
+                                                   "provider behind TLS, for tests of trust stores and proxies")
+    tls_key: str | None = None
 
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
@@ -342,6 +357,8 @@ class PriceSpec(_Frozen):
     output: float = Field(ge=0)
     cache_write: float = Field(ge=0)
     cache_read: float = Field(ge=0)
+    cache_write_1h: float | None = Field(None, ge=0, description="Anthropic's one-hour cache write (batch mode's "
+                                         "Claude requests use it); default: the 5-minute write's")
 
 
 class ModelSpec(_Frozen):

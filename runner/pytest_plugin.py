@@ -52,13 +52,14 @@ def config_path(config: pytest.Config) -> str | None:
     return str(given) if given else str(from_ini[0]) if from_ini else None
 
 
-def point_sdks(url: str, run: str, worker: str, *, simulated: bool) -> dict[str, str]:
-    """This process's SDKs at the gateway, the worker in the path; returns what it set."""
+def point_sdks(url: str, run: str, worker: str, *, token: str | None) -> dict[str, str]:
+    """This process's SDKs at the gateway, the worker in the path, the gateway's token as their keys; returns
+    what it set."""
     import os
 
     from runner.harness.base import gateway_env
 
-    env = gateway_env(url.rstrip("/"), run, worker, simulated=simulated)
+    env = gateway_env(url.rstrip("/"), run, worker, token=token)
     os.environ.update(env)
     return env
 
@@ -74,6 +75,7 @@ class SessionGateway:
         self.external: str | None = config.getoption("runner_gateway_url")
         self.workers: list[str] = []
         self.url = ""
+        self.token: str | None = None  # what the gateway admits: ours, or (--runner-gateway-url) the team's
         self.log_path: Path | None = None
         self._stack = contextlib.ExitStack()
 
@@ -89,16 +91,24 @@ class SessionGateway:
         self.stop()
 
     def start(self) -> None:
+        import os
+
+        from runner.gateway.settings import TOKEN_ENV
+
         if self.external:
             self.url = self.external.rstrip("/")
+            self.token = os.environ.get(TOKEN_ENV) or None  # the team's gateway's token, given to this session
         else:
-            from runner.gateway.process import GatewayServer
+            from runner.gateway import gateway_settings
+            from runner.gateway.process import GatewayServer, new_token
 
             home = self._home()
             self.log_path = home / "gateway.log"
-            gw = GatewayServer(self._gateway_config(home), sim_url=self.sim_url, log_path=str(self.log_path))
+            self.token = new_token()
+            settings = gateway_settings(self._gateway_config(home), sim_url=self.sim_url)
+            gw = GatewayServer(settings, self.token, log_path=str(self.log_path))
             self.url = self._stack.enter_context(gw).url
-        point_sdks(self.url, self.run, MAIN, simulated=bool(self.sim_url))
+        point_sdks(self.url, self.run, MAIN, token=self.token)
 
     def stop(self) -> None:
         self._stack.close()
@@ -138,15 +148,16 @@ class SessionGateway:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """pytest-xdist, before it starts a worker: where the gateway is (the worker points its SDKs there)."""
-        node.workerinput["runner_gateway"] = {"url": self.url, "run": self.run, "simulated": bool(self.sim_url)}
+        node.workerinput["runner_gateway"] = {"url": self.url, "run": self.run, "token": self.token}
         self.workers.append(str(node.gateway.id))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         try:
-            counts = _get(f"{self.url}/stats").get(self.run, {})
-            batches = _get(f"{self.url}/batches") if self.config.getoption("runner_gateway_batch") else {}
+            counts = _get(f"{self.url}/stats", self.token).get(self.run, {})
+            batches = _get(f"{self.url}/batches", self.token) if self.config.getoption("runner_gateway_batch") else {}
             # a worker's counts are kept by its name alone: only a gateway of this session's own has ours
-            per_worker = {w: _take(self.url, w) for w in self.workers or [MAIN]} if not self.external else {}
+            per_worker = {w: _take(self.url, w, self.token) for w in self.workers or [MAIN]} \
+                if not self.external else {}
         except OSError as e:
             terminalreporter.write_line(f"model gateway at {self.url}: no counts ({e})", yellow=True)
             return
@@ -178,13 +189,15 @@ def usage_lines(counts: dict[str, Any], per_worker: dict[str, dict[str, Any]], b
     return lines
 
 
-def _get(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=10) as r:
+def _get(url: str, token: str | None) -> dict[str, Any]:
+    req = urllib.request.Request(url, headers={"x-runner-token": token} if token else {})
+    with urllib.request.urlopen(req, timeout=10) as r:
         return dict(json.loads(r.read()))
 
 
-def _take(url: str, worker: str) -> dict[str, Any]:
-    req = urllib.request.Request(f"{url}/workers/{worker}/take", method="POST", data=b"")
+def _take(url: str, worker: str, token: str | None) -> dict[str, Any]:
+    req = urllib.request.Request(f"{url}/workers/{worker}/take", method="POST", data=b"",
+                                 headers={"x-runner-token": token} if token else {})
     with urllib.request.urlopen(req, timeout=10) as r:
         return dict(json.loads(r.read()))
 
@@ -193,7 +206,7 @@ def pytest_configure(config: pytest.Config) -> None:
     given = getattr(config, "workerinput", {}).get("runner_gateway")
     if given:  # an xdist worker: the controller's gateway, this worker's name in the path
         point_sdks(given["url"], given["run"], str(config.workerinput["workerid"]),  # type: ignore[attr-defined]
-                   simulated=given["simulated"])
+                   token=given["token"])
         return
     if hasattr(config, "workerinput"):
         return

@@ -132,8 +132,9 @@ class ServerProcess(Resource):
     program = [sys.executable, "-m", "runner"]
 
     def __init__(self, args: list[str], *, boot_timeout: float = 30.0, log_path: str | None = None,
-                 listen: tuple[str, int] | None = None, wait: bool = True) -> None:
+                 listen: tuple[str, int] | None = None, wait: bool = True, env: dict[str, str] | None = None) -> None:
         self.args, self.boot_timeout, self.listen, self.wait = args, boot_timeout, listen, wait
+        self.env = env or {}  # for the process alone, beside this one's environment (never on its command line)
         self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"pgsandbox-{self.name}-{os.getpid()}.log")
         self.url = ""
         self.starts = 0
@@ -205,7 +206,7 @@ class ServerProcess(Resource):
         with open(self.log_path, "w" if self.starts == 1 else "a") as log:
             return subprocess.Popen(
                 [*self.program, *self.args, *extra], stdout=subprocess.PIPE, stderr=log,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())},
+                env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())},
                 pass_fds=(sock.fileno(),) if sock is not None else (),
                 start_new_session=True)  # Ctrl-C goes to the supervisor, which stops us last
 

@@ -162,3 +162,24 @@ def test_on_the_real_path_the_providers_models_endpoint_wins_over_an_outdated_ta
         assert all(r["status"] == "ok" for r in _rows(tmp_path / "o", run))
         claude = [i for i in manifest["requests"][run] if i["provider"] == "anthropic"]
         assert claude and all(i["params"] == {"thinking": {"type": "between_tools"}} for i in claude)
+
+
+def test_batch_mode_for_some_runs_of_the_default_job_ends_as_the_interactive_run(tmp_path: Path,
+                                                                                sandbox_image: str) -> None:
+    """`--runs claude-sonnet,gpt-mini --batch` (the config's compare_to, atlas, left out: the gateway once
+    validated the whole config again and crashed on it): the outcomes of the interactive run, every call
+    through a batch, and the report's saving no more than what was billed less."""
+    outcomes = {}
+    for mode in ("interactive", "batch"):
+        out = tmp_path / mode
+        extra = ["--batch"] if mode == "batch" else []
+        p = _run(out, "--runs", "claude-sonnet,gpt-mini", "--limit", "6", *extra)
+        assert p.returncode == 0, p.stderr[-3000:]
+        rows = _rows(out, "claude-sonnet") + _rows(out, "gpt-mini")
+        outcomes[mode] = {(r["run"], r["record_id"]): (r["status"], r["success"]) for r in rows}
+        if mode == "batch":
+            assert all(r["usage"]["batched_calls"] == r["usage"]["llm_calls"] > 0 for r in rows)
+            saved = sum(r["usage"]["batch_saved_usd"] for r in rows)
+            paid = sum(r["usage"]["cost_usd"] for r in rows)
+            assert saved == pytest.approx(paid, rel=0.02)  # half price: as much saved as paid
+    assert outcomes["batch"] == outcomes["interactive"] and len(outcomes["batch"]) == 12

@@ -75,6 +75,8 @@ def run_metrics(rows: list[Result], reducer: str = "mean") -> dict[str, Any]:
         "cost_usd": _cost_sum(rows, "cost_usd"), "input_cost_usd": _cost_sum(rows, "input_cost_usd"),
         "cache_read_tokens": total("cache_read_tokens"), "cache_write_tokens": total("cache_write_tokens"),
         "cache_saved_usd": round(sum(r.usage.cache_saved_usd for r in rows), 6),
+        "batched_calls": total("batched_calls"),
+        "batch_saved_usd": round(sum(r.usage.batch_saved_usd for r in rows), 6),
         "latency_p50_s": round(percentile(lat, 0.5), 4), "latency_p95_s": round(percentile(lat, 0.95), 4),
         "retries": total("retries"), "rate_limited": total("rate_limited"), "llm_calls": calls,
         "cache_hit_rate": total("cache_hits") / calls if calls else 0.0,

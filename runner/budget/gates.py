@@ -105,24 +105,29 @@ class Gates:
     def enter(self, key: str, deadline: float | None = None) -> bool:
         """Pass the gate: True if this caller probes (its call decides), False if the gate is open. Waits while
         another caller probes; raises Refused once the gate is shut. A key this run has no gate for is open."""
-        if key not in self.keys:
-            return False
-        at = self._at(key)
-        while True:
-            with self._locked() as m:
-                state, holder, count, digest = self._read(m, at)
-                if state == PROBING and holder and not _alive(holder):
-                    state = UNTRIED  # its prober died mid-call: no verdict
-                if state == UNTRIED:
-                    self._write(m, at, [PROBING, os.getpid(), count, digest])
-                    return True
-                if state == OPEN:
-                    return False
-            if state == SHUT:
-                raise Refused(self.message(key))
+        while (passed := self.try_enter(key)) is None:
             if deadline is not None and time.monotonic() > deadline:
                 return False  # waited as long as the caller may: its call goes (its budget still applies)
             time.sleep(POLL_SECONDS)
+        return passed
+
+    def try_enter(self, key: str) -> bool | None:
+        """`enter` without the wait: None while another caller probes (an event loop waits its own way)."""
+        if key not in self.keys:
+            return False
+        at = self._at(key)
+        with self._locked() as m:
+            state, holder, count, digest = self._read(m, at)
+            if state == PROBING and holder and not _alive(holder):
+                state = UNTRIED  # its prober died mid-call: no verdict
+            if state == UNTRIED:
+                self._write(m, at, [PROBING, os.getpid(), count, digest])
+                return True
+            if state == OPEN:
+                return False
+        if state == SHUT:
+            raise Refused(self.message(key))
+        return None
 
     def answered(self, key: str) -> None:
         """A call of this gate was answered: the gate is open, its refusals in a row start again."""

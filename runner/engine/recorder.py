@@ -29,10 +29,10 @@ class Recorder:
         full): the caller stops the run, what was written is kept."""
         if result.item_id is not None and not self.scheduler.complete(worker, result.item_id):
             return False  # exactly once: a late duplicate from a worker that was replaced
-        if result.error_kind in ("provider_rejected", "not_run"):
+        if result.error_kind in ("provider_rejected", "not_run") or result.usage.not_sent:
             self.stop_refused_runs()
-        if result.error_kind == "not_run":
-            return False  # never sent (its run stopped): not a result, the record stays to do
+        if result.error_kind == "not_run" or (result.usage.not_sent and result.run in self.stopped_runs):
+            return False  # its calls were never sent (its run stopped): not a result, the record stays to do
         self.sink.write(result)
         self.progress.result(result)
         for field, note in result.read_notes.items():

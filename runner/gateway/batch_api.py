@@ -1,14 +1,18 @@
 """The providers' batch APIs as the gateway uses them: submit one batch, see whether it has ended, collect
-what each request came to.
+what each request came to, list the batches an earlier gateway may have created, delete what was uploaded.
 
 Anthropic: `POST /v1/messages/batches` with `{custom_id, params}` requests; `GET .../{id}` until
-`processing_status` is `ended`; the results JSONL at its `results_url`. OpenAI: the requests as a JSONL
-file (`POST /v1/files`, purpose `batch`), then `POST /v1/batches` on it for `/v1/chat/completions`; `GET
-/v1/batches/{id}` until it is `completed`, `expired`, `cancelled` or `failed`; its output and error files.
+`processing_status` is `ended`; the results JSONL at its `results_url`; `GET /v1/messages/batches` lists
+batches. OpenAI: the requests as a JSONL file (`POST /v1/files`, purpose `batch`), then `POST /v1/batches` on
+it for the endpoint the calls were made to (`/v1/chat/completions` or `/v1/responses`), tagged with
+metadata; `GET /v1/batches/{id}` until it is `completed`, `expired`, `cancelled` or `failed`; its output and
+error files; `DELETE /v1/files/{id}` for every file once read (they would stay in the account for 30 days).
 
 What a request came to is an `Outcome`: an answer or the API's own refusal (status and body, for the
 caller as an interactive call would have had them), or `None` where it is worth another try (an error
-of the provider's side, an expired or cancelled request, a batch that failed whole).
+of the provider's side, an expired or cancelled request). A call the API refuses whole raises
+`BatchRefused` with its status, the provider's words and its `retry-after`; a batch that failed whole (an
+OpenAI batch whose validation failed) raises `BatchFailed` with the provider's words.
 """
 
 from __future__ import annotations
@@ -20,13 +24,33 @@ from typing import Any
 import aiohttp
 
 from runner.gateway.request import upstream_url
+from runner.models.base import retry_after_from
 
 Outcome = tuple[int, dict[str, Any]] | None
-BATCH_PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai"}
+# the paths a batch takes calls of, and whose API each is (OpenAI's Batch API takes the Responses API too)
+BATCH_PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai", "/v1/responses": "openai"}
+INTENT_KEY = "pgsandbox_intent"  # an OpenAI batch's metadata: which journaled intent created it
 # Anthropic's error types as the HTTP status an interactive call would have had
 _ANTHROPIC_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
                      "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429}
 _OPENAI_ENDED = ("completed", "expired", "cancelled", "failed")
+
+
+class BatchRefused(Exception):
+    """A batch API call answered with an error status: its words, and how long it said to wait (if it did)."""
+
+    def __init__(self, status: int, words: str, retry_after: float | None) -> None:
+        super().__init__(f"HTTP {status}: {words}")
+        self.status, self.words, self.retry_after = status, words, retry_after
+
+
+class BatchFailed(Exception):
+    """The batch ended failed as a whole (nothing of it ran): the provider's words."""
+
+
+class BatchGone(Exception):
+    """The provider does not know the batch (404), or its results are no longer there: nothing of it will come
+    back."""
 
 
 @dataclass(frozen=True)
@@ -34,30 +58,33 @@ class Endpoint:
     provider: str
     base: str  # the provider's SDK base URL (OpenAI's ends in /v1)
     headers: dict[str, str]  # the key, and the simulator's x-sim-* where it answers
+    path: str = ""  # the calls' own path (/v1/messages, /v1/chat/completions, /v1/responses)
 
     def url(self, path: str) -> str:
         return upstream_url(self.base, self.provider, path)
 
 
-async def submit(session: aiohttp.ClientSession, ep: Endpoint, items: list[tuple[str, dict[str, Any]]]) -> str:
-    """One batch of (custom_id, request body without `stream`); its id. Raises aiohttp.ClientError on
-    any refusal."""
+async def submit(session: aiohttp.ClientSession, ep: Endpoint, items: list[tuple[str, dict[str, Any]]],
+                 intent: str) -> tuple[str, str | None]:
+    """One batch of (custom_id, request body without `stream`): its id, and (OpenAI) the uploaded file's."""
     if ep.provider == "anthropic":
         payload = {"requests": [{"custom_id": cid, "params": body} for cid, body in items]}
-        return str((await _json(session, "POST", ep.url("/v1/messages/batches"), ep, json=payload))["id"])
-    lines = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
-                    + "\n" for cid, body in items)
+        return str((await _json(session, "POST", ep.url("/v1/messages/batches"), ep, json=payload))["id"]), None
+    path = ep.path or "/v1/chat/completions"
+    lines = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": path, "body": body}) + "\n"
+                    for cid, body in items)
     form = aiohttp.FormData()
     form.add_field("purpose", "batch")
     form.add_field("file", lines.encode(), filename="batch.jsonl", content_type="application/jsonl")
     upload = await _json(session, "POST", ep.url("/v1/files"), ep, data=form)
-    created = await _json(session, "POST", ep.url("/v1/batches"), ep, json={
-        "input_file_id": upload["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"})
-    return str(created["id"])
-
-
-class BatchGone(Exception):
-    """The provider does not know the batch (404): nothing of it will ever come back."""
+    try:
+        created = await _json(session, "POST", ep.url("/v1/batches"), ep, json={
+            "input_file_id": upload["id"], "endpoint": path, "completion_window": "24h",
+            "metadata": {INTENT_KEY: intent}})
+    except BatchRefused:
+        await delete_file(session, ep, str(upload["id"]))  # a batch that was not made leaves no file behind
+        raise
+    return str(created["id"]), str(upload["id"])
 
 
 async def state(session: aiohttp.ClientSession, ep: Endpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
@@ -65,7 +92,7 @@ async def state(session: aiohttp.ClientSession, ep: Endpoint, batch_id: str) -> 
     path = f"/v1/messages/batches/{batch_id}" if ep.provider == "anthropic" else f"/v1/batches/{batch_id}"
     try:
         b = await _json(session, "GET", ep.url(path), ep)
-    except aiohttp.ClientResponseError as e:
+    except BatchRefused as e:
         if e.status == 404:
             raise BatchGone(batch_id) from e
         raise
@@ -74,16 +101,52 @@ async def state(session: aiohttp.ClientSession, ep: Endpoint, batch_id: str) -> 
 
 
 async def collect(session: aiohttp.ClientSession, ep: Endpoint, batch: dict[str, Any]) -> dict[str, Outcome]:
-    """What each request of an ended batch came to, by custom_id (ids missing here: worth another try)."""
+    """What each request of an ended batch came to, by custom_id (ids missing here: worth another try); its
+    files deleted once read (OpenAI). BatchFailed for a batch that failed whole; BatchGone where its results
+    are no longer kept (404, 410)."""
     if ep.provider == "anthropic":
-        raw = await _bytes(session, str(batch["results_url"]), ep)
+        raw = await _results(session, str(batch["results_url"]), ep)
         return {r["custom_id"]: _anthropic_outcome(r["result"]) for r in _lines(raw)}
+    if batch.get("status") == "failed":
+        await delete_file(session, ep, str(batch.get("input_file_id") or ""))
+        errors = (batch.get("errors") or {}).get("data") or []
+        raise BatchFailed("; ".join(str(e.get("message") or e.get("code")) for e in errors) or "failed")
     out: dict[str, Outcome] = {}
     for key in ("output_file_id", "error_file_id"):
         if batch.get(key):
-            raw = await _bytes(session, ep.url(f"/v1/files/{batch[key]}/content"), ep)
+            raw = await _results(session, ep.url(f"/v1/files/{batch[key]}/content"), ep)
             out.update({r["custom_id"]: _openai_outcome(r) for r in _lines(raw)})
+    for key in ("input_file_id", "output_file_id", "error_file_id"):
+        await delete_file(session, ep, str(batch.get(key) or ""))
     return out
+
+
+async def listed(session: aiohttp.ClientSession, ep: Endpoint, since: float) -> list[dict[str, Any]]:
+    """The batches of this key the provider lists that were created at `since` (epoch seconds) or later: the
+    candidates for a batch an earlier gateway created and could not journal (killed during the call)."""
+    import datetime as dt
+
+    path = "/v1/messages/batches?limit=100" if ep.provider == "anthropic" else "/v1/batches?limit=100"
+    found = (await _json(session, "GET", ep.url(path), ep)).get("data") or []
+
+    def created(b: dict[str, Any]) -> float:
+        at = b.get("created_at")
+        if isinstance(at, int | float):
+            return float(at)
+        try:
+            return dt.datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
+
+    return [b for b in found if created(b) >= since]
+
+
+async def delete_file(session: aiohttp.ClientSession, ep: Endpoint, file_id: str) -> None:
+    """An uploaded or produced file removed from the account (a file already gone is no matter)."""
+    if not file_id:
+        return
+    async with session.delete(ep.url(f"/v1/files/{file_id}"), headers=ep.headers) as r:
+        await r.read()
 
 
 def _anthropic_outcome(result: dict[str, Any]) -> Outcome:
@@ -108,18 +171,29 @@ def _lines(raw: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in raw.splitlines() if line.strip()]
 
 
+async def _refusal(r: aiohttp.ClientResponse) -> BatchRefused:
+    text = (await r.text())[:500]
+    try:
+        body = json.loads(text)
+        inner = body.get("error") if isinstance(body, dict) else None
+        words = str((inner or {}).get("message") or text) if isinstance(inner, dict) else text
+    except ValueError:
+        words = text
+    return BatchRefused(r.status, words, retry_after_from(r.headers))
+
+
 async def _json(session: aiohttp.ClientSession, method: str, url: str, ep: Endpoint, **kw: Any) -> dict[str, Any]:
     async with session.request(method, url, headers=ep.headers, **kw) as r:
         if r.status != 200:
-            raise aiohttp.ClientResponseError(r.request_info, (), status=r.status,
-                                              message=(await r.text())[:300])
+            raise await _refusal(r)
         found: dict[str, Any] = await r.json(content_type=None)
         return found
 
 
-async def _bytes(session: aiohttp.ClientSession, url: str, ep: Endpoint) -> bytes:
+async def _results(session: aiohttp.ClientSession, url: str, ep: Endpoint) -> bytes:
     async with session.get(url, headers=ep.headers) as r:
+        if r.status in (404, 410):  # expired (Anthropic keeps results 29 days) or deleted
+            raise BatchGone(url)
         if r.status != 200:
-            raise aiohttp.ClientResponseError(r.request_info, (), status=r.status,
-                                              message=(await r.text())[:300])
+            raise await _refusal(r)
         return await r.read()

@@ -11,7 +11,18 @@ came back worth another try (a provider error, expired, cancelled) goes into the
 Resume without paying twice: which request (its canonical key) each custom_id stands for is journaled
 before the batch is submitted, its id once it is (journal.py). A gateway started on the same output
 watches the batches its predecessor left pending, and a caller asking the same request again is answered
-from them instead of a new batch.
+from them instead of a new batch. A batch its predecessor was creating when it was killed (journaled as
+intended, never as submitted) may exist all the same: the provider's list of batches is searched for it
+(OpenAI's carry the intent in their metadata; an Anthropic batch made since is watched to its end and
+claimed if its results hold the intent's custom ids) before its requests go out again.
+
+What it does, said: a batch API that answers 429 or is overloaded is asked again after its `retry-after`
+(the try is not spent); every call that leaves batch mode for an interactive call is counted under its
+reason (`interactive: <why>`, in /batches, the manifest and the report) and the reason logged once; an
+OpenAI batch refused for the model's enqueued-token limit teaches the queue that limit and waits for
+the batches ahead to end; a results file that stays unreachable ends the batch's watch (its requests go
+again). Claude requests in a batch use the one-hour prompt cache, as Anthropic's batch docs advise (a batch
+takes longer than the five-minute cache lives), and are priced so.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import hashlib
 import itertools
 import json
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,9 +43,21 @@ import aiohttp
 from loguru import logger
 
 from runner.config import BatchSettings
-from runner.gateway.batch_api import BatchGone, Endpoint, Outcome, collect, state, submit
-from runner.gateway.journal import Journal
+from runner.gateway.batch_api import (
+    INTENT_KEY,
+    BatchFailed,
+    BatchGone,
+    BatchRefused,
+    Endpoint,
+    Outcome,
+    collect,
+    listed,
+    state,
+    submit,
+)
+from runner.gateway.journal import Intent, Journal
 from runner.gateway.request import canonical, unstreamed
+from runner.results.manifest import INTERACTIVE_PREFIX
 
 # The answer meaning "not through a batch: send it interactively" (batch.then: interactive).
 INTERACTIVE: tuple[int, dict[str, Any]] = (0, {})
@@ -41,6 +65,9 @@ INTERACTIVE: tuple[int, dict[str, Any]] = (0, {})
 # A batch's size on the wire at most: OpenAI takes an input file of 200 MB, Anthropic a batch of 256 MB.
 MAX_BATCH_BYTES = 150 * 2**20
 
+# How long a batch API's 429 or overload is waited out, in all, before the calls leave batch mode.
+CREATE_PATIENCE_SECONDS = 600.0
+COLLECT_TRIES = 5  # a results file unreachable this many times in a row: the batch is given up
 # What of a caller's headers a batch carries upstream: its key and API version, the simulator's markers.
 CARRIED = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization",
            "openai-project", "x-sim-plays", "x-sim-trial")
@@ -50,6 +77,24 @@ def request_key(provider: str, body: dict[str, Any], salt: str = "") -> str:
     """A request's identity across runs of the gateway: its canonical JSON, `stream` aside; `salt` sets
     apart what must not share an answer (another trial of the same record)."""
     return hashlib.sha256(provider.encode() + b"\0" + canonical(body) + b"\0" + salt.encode()).hexdigest()
+
+
+def hour_cache(body: dict[str, Any]) -> dict[str, Any]:
+    """A Claude request's prompt-cache breakpoints with the one-hour lifetime ("Since batches can take longer
+    than 5 minutes to process, consider using the 1-hour cache duration", Anthropic's batch processing page,
+    read 2026-11-26); a breakpoint that names its lifetime keeps it."""
+    def marked(value: Any) -> Any:
+        if isinstance(value, dict):
+            out = {k: marked(v) for k, v in value.items()}
+            cc = out.get("cache_control")
+            if isinstance(cc, dict) and cc.get("type") == "ephemeral" and "ttl" not in cc:
+                out["cache_control"] = {**cc, "ttl": "1h"}
+            return out
+        if isinstance(value, list):
+            return [marked(v) for v in value]
+        return value
+
+    return {k: marked(v) if k in ("system", "messages", "tools") else v for k, v in body.items()}
 
 
 def tokens_of(held: Held) -> int:
@@ -100,6 +145,7 @@ class ProviderQueue:
         self.settings = settings
         self.requests: Counter[str] = Counter()
         self.tokens: Counter[tuple[str, str]] = Counter()  # by (provider, model)
+        self.learned: dict[tuple[str, str], int] = {}  # enqueued-token limits a provider's refusal taught
 
     def room(self, group: Group) -> int:
         """How many of the group's first held requests the next batch takes: within the batch's own bounds
@@ -109,6 +155,8 @@ class ProviderQueue:
         limit = s.max_queued.get(provider)
         room = s.max_requests if limit is None else min(s.max_requests, limit - self.requests[provider])
         tokens_limit = s.max_queued_tokens.get(f"{provider}/{group.model}", s.max_queued_tokens.get(provider))
+        if (taught := self.learned.get((provider, group.model))) is not None:
+            tokens_limit = taught if tokens_limit is None else min(tokens_limit, taught)
         queued_tokens = self.tokens[(provider, group.model)]
         take, size, tokens = 0, 0, 0
         while take < min(room, len(group.held)):
@@ -120,6 +168,15 @@ class ProviderQueue:
                 break
             size, tokens, take = size + h.size, tokens + tokens_of(h), take + 1
         return take
+
+    def learn(self, provider: str, model: str, batch: list[Held]) -> bool:
+        """The provider refused a batch for its model's enqueued-token limit: the limit is at most what else of
+        ours is queued. False when nothing else is (then waiting for the queue to drain cannot help)."""
+        others = self.tokens[(provider, model)] - sum(map(tokens_of, batch))
+        if others <= 0:
+            return False
+        self.learned[(provider, model)] = min(self.learned.get((provider, model), others), others)
+        return True
 
     def count(self, group: Group, batch: list[Held], sign: int) -> None:
         """A batch into (+1) or out of (-1) the queues."""
@@ -140,6 +197,7 @@ class Batcher:
         self.out = 0  # requests in batches submitted and not yet collected
         self.queue = ProviderQueue(settings)  # the same, against the providers' batch queue limits
         self.tasks: set[asyncio.Task[None]] = set()
+        self.said: set[str] = set()  # reasons for leaving batch mode already logged
 
     async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = "",
                    gone: Callable[[], bool] = lambda: False) -> tuple[int, dict[str, Any]]:
@@ -157,6 +215,8 @@ class Batcher:
             return found
         loop = asyncio.get_running_loop()
         body = unstreamed(body)  # a batch answers whole: the gateway streams it to a caller that asked so
+        if endpoint.provider == "anthropic":
+            body = hour_cache(body)
         held = Held(key, body, len(json.dumps(body)), loop.create_future())
         self.holding[key] = held
         held.done.add_done_callback(lambda _: self._done(held))
@@ -192,7 +252,8 @@ class Batcher:
             self.stats["answers_kept_for_a_retry"] += 1
 
     def _hold(self, endpoint: Endpoint, model: str, held: Held) -> None:
-        gkey = (endpoint.provider, endpoint.base, model, *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())))
+        gkey = (endpoint.provider, endpoint.base, model, endpoint.path,
+                *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())))
         group = self.groups.setdefault(gkey, Group(endpoint, model))
         group.held.append(held)
         group.size += held.size
@@ -235,21 +296,23 @@ class Batcher:
 
     async def _submit_and_answer(self, ep: Endpoint, gkey: tuple[str, ...], batch: list[Held]) -> None:
         by_id = {f"r{next(self.ids)}-{h.key[:16]}": h for h in batch}
+        keys = {cid: h.key for cid, h in by_id.items()}
+        intent = Intent(uuid.uuid4().hex, ep.provider, ep.path, time.time(), keys)
         if self.journal is not None:
-            self.journal.intend(ep.provider, {cid: h.key for cid, h in by_id.items()})
-        try:
-            batch_id = await submit(self.session, ep, [(cid, h.body) for cid, h in by_id.items()])
-        except (aiohttp.ClientError, TimeoutError) as e:
-            logger.warning("a batch of {} could not be submitted ({}); trying again in the next", len(batch), e)
-            self._again(ep, gkey, list(by_id.values()), why=str(e))
+            self.journal.intend(intent)
+        batch_id = await self._create(ep, gkey, intent, by_id)
+        if batch_id is None:
             return
         if self.journal is not None:
-            self.journal.submitted(ep.provider, batch_id, {cid: h.key for cid, h in by_id.items()})
+            self.journal.submitted(intent.id, ep.provider, batch_id, keys)
         self.stats["batches_submitted"] += 1
         logger.info("batch {} out: {} request(s) to {}", batch_id, len(batch), ep.provider)
         self.out += len(batch)
         try:
             outcomes = await self._watch(ep, batch_id)
+        except BatchFailed as e:
+            self._failed_whole(ep, gkey, batch_id, list(by_id.values()), str(e))
+            return
         finally:
             self.out -= len(batch)
         retry = []
@@ -260,10 +323,54 @@ class Batcher:
             elif not h.done.done():
                 h.done.set_result(outcome)
                 self.stats["requests_answered"] += 1
-        self._again(ep, gkey, retry, why=f"errored, expired or cancelled in batch {batch_id}")
+        self._again(ep, gkey, retry, why="errored, expired or cancelled in a batch")
+
+    async def _create(self, ep: Endpoint, gkey: tuple[str, ...], intent: Intent, by_id: dict[str, Held]) -> str | None:
+        """Create the batch, waiting out the API's 429s and overloads as it says (the try is not spent); None
+        when it cannot be made (its requests are requeued or leave batch mode, the reason said)."""
+        items = [(cid, h.body) for cid, h in by_id.items()]
+        waited, backoff = 0.0, 1.0
+        while True:
+            try:
+                batch_id, _ = await submit(self.session, ep, items, intent.id)
+                return batch_id
+            except BatchRefused as e:
+                if (e.status == 429 or e.status >= 500) and waited < CREATE_PATIENCE_SECONDS:
+                    wait = e.retry_after if e.retry_after is not None else backoff
+                    backoff = min(60.0, backoff * 2)
+                    self.stats["batch_create_waits"] += 1
+                    logger.info("the batch API answered {} to a batch of {}: asking again in {:.0f}s, as it said",
+                                e.status, len(items), wait)
+                    await asyncio.sleep(wait)
+                    waited += wait
+                    continue
+                why = f"the batch API refused the batch (HTTP {e.status}: {e.words[:160]})"
+            except (aiohttp.ClientError, TimeoutError) as e:
+                # it may have been made all the same: look before sending its requests again
+                if (found := await self._find(ep, intent)) is not None:
+                    return found
+                why = f"the batch API could not be reached ({type(e).__name__})"
+            if self.journal is not None:
+                self.journal.settled(intent.id)
+            self._again(ep, gkey, list(by_id.values()), why=why)
+            return None
+
+    def _failed_whole(self, ep: Endpoint, gkey: tuple[str, ...], batch_id: str, held: list[Held], words: str) -> None:
+        """A batch that failed as a whole: over the model's enqueued-token limit, its requests wait for the
+        batches ahead of them (the limit learned, the tries not spent); else they go again, the reason kept."""
+        model = gkey[2]
+        if "enqueued token limit" in words.lower() and self.queue.learn(ep.provider, model, held):
+            self.stats["batches_over_token_limit"] += 1
+            logger.info("batch {} refused for {}'s enqueued-token limit ({}): its {} request(s) wait for the "
+                        "batches ahead", batch_id, model, words[:160], len(held))
+            self._requeue(ep, gkey, held)
+            return
+        self._again(ep, gkey, held, why=f"a batch failed whole ({words[:160]})")
 
     async def _watch(self, ep: Endpoint, batch_id: str) -> dict[str, Outcome]:
-        wait = self.settings.poll_min_seconds
+        """Poll until the batch ends, then collect it (BatchFailed for one that failed whole). A 429 is waited
+        out as it says; a results file unreachable COLLECT_TRIES times in a row gives the batch up."""
+        wait, failures = self.settings.poll_min_seconds, 0
         while True:
             await asyncio.sleep(wait)
             try:
@@ -274,49 +381,144 @@ class Batcher:
                         self.journal.collected(batch_id)
                     self.stats["batches_ended"] += 1
                     return outcomes
-            except BatchGone:
-                logger.warning("batch {} is unknown to {}: its requests go out again", batch_id, ep.provider)
+                failures = 0
+            except BatchFailed:
                 if self.journal is not None:
                     self.journal.collected(batch_id)
+                self.stats["batches_ended"] += 1
+                raise
+            except BatchGone:
+                logger.warning("batch {} is unknown to {}, or its results are gone: its requests go out again",
+                               batch_id, ep.provider)
+                if self.journal is not None:
+                    self.journal.collected(batch_id)
+                self.stats["batches_ended"] += 1
                 return {}
-            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+            except BatchRefused as e:
+                failures += e.status != 429
+                if e.retry_after is not None:
+                    wait = max(wait, e.retry_after)
                 logger.warning("batch {}: {} (polling on)", batch_id, e)
+            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+                failures += 1
+                logger.warning("batch {}: {} (polling on)", batch_id, e)
+            if failures >= COLLECT_TRIES:
+                logger.warning("batch {}: no answer {} times in a row: given up, its requests go out again",
+                               batch_id, failures)
+                if self.journal is not None:
+                    self.journal.collected(batch_id)
+                self.stats["batches_ended"] += 1
+                return {}
             wait = min(self.settings.poll_max_seconds, wait * 2)
 
+    async def _find(self, ep: Endpoint, intent: Intent) -> str | None:
+        """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its metadata
+        (an Anthropic batch cannot say; _recover watches those)."""
+        if ep.provider != "openai":
+            return None
+        with contextlib.suppress(BatchRefused, aiohttp.ClientError, TimeoutError, ValueError):
+            for b in await listed(self.session, ep, intent.at - 120):
+                if (b.get("metadata") or {}).get(INTENT_KEY) == intent.id:
+                    return str(b["id"])
+        return None
+
     def _again(self, ep: Endpoint, gkey: tuple[str, ...], held: list[Held], *, why: str) -> None:
+        """Requests worth another try: into the next batch, or past `retries` out of batch mode (interactive,
+        counted under `why` and said once, or the caller's error)."""
+        again = []
         for h in held:
             h.tries += 1
-            if h.tries > self.settings.retries:
-                interactive = self.settings.then == "interactive"
-                self.stats["requests_sent_interactive" if interactive else "requests_given_up"] += 1
-                if not h.done.done():
-                    h.done.set_result(INTERACTIVE if interactive else
-                                      (500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
+            if h.tries <= self.settings.retries:
+                again.append(h)
                 continue
-            self.stats["requests_retried"] += 1
-            group = self.groups.setdefault(gkey, Group(ep, gkey[2]))  # (provider, base, model, ...)
-            group.held.append(h)
-            group.size += h.size
-            if group.timer is None:
-                group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
+            interactive = self.settings.then == "interactive"
+            self.stats["requests_sent_interactive" if interactive else "requests_given_up"] += 1
+            if interactive:
+                self.stats[f"{INTERACTIVE_PREFIX}{why}"] += 1
+                if why not in self.said:
+                    self.said.add(why)
+                    logger.warning("calls leave batch mode for interactive ones (full price, the per-minute "
+                                   "budget): {}", why)
+            if not h.done.done():
+                h.done.set_result(INTERACTIVE if interactive else
+                                  (500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
+        self.stats["requests_retried"] += len(again)
+        self._requeue(ep, gkey, again)
+
+    def _requeue(self, ep: Endpoint, gkey: tuple[str, ...], held: list[Held]) -> None:
+        if not held:
+            return
+        group = self.groups.setdefault(gkey, Group(ep, gkey[2]))  # (provider, base, model, path, ...)
+        group.held.extend(held)
+        group.size += sum(h.size for h in held)
+        if group.timer is None:
+            group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
 
     # ------------------------------------------------------------------ a predecessor's batches
-    def resume(self, pending: list[tuple[Endpoint, str, dict[str, str]]]) -> None:
-        """Watch the batches a gateway before this one left out: their answers go to whoever asks again."""
+    def resume(self, pending: list[tuple[Endpoint, str, dict[str, str]]],
+               unknown: list[tuple[Endpoint, Intent]] | None = None) -> None:
+        """Watch the batches a gateway before this one left out: their answers go to whoever asks again. Look for
+        the ones it was creating when it died (`unknown`): their requests wait for the search."""
         for ep, batch_id, keys in pending:
             self.inherited.out |= set(keys.values())
+            self.stats["batches_resumed"] += 1
             self._spawn(self._collect_resumed(ep, batch_id, keys))
+        for ep, intent in unknown or []:
+            self.inherited.out |= set(intent.keys.values())
+            self._spawn(self._recover(ep, intent))
 
     async def _collect_resumed(self, ep: Endpoint, batch_id: str, keys: dict[str, str]) -> None:
-        outcomes = await self._watch(ep, batch_id)
+        try:
+            outcomes = await self._watch(ep, batch_id)
+        except BatchFailed:
+            outcomes = {}
         for cid, key in keys.items():
             self.inherited.collected(key, outcomes.get(cid))
         logger.info("batch {} (left by an earlier gateway) collected", batch_id)
 
+    async def _recover(self, ep: Endpoint, intent: Intent) -> None:
+        """An intent never journaled as submitted: its batch, if the provider holds one, is claimed (an OpenAI
+        batch by its metadata; an Anthropic batch made since, by its results holding the intent's custom ids),
+        else its requests go out again, once."""
+        claimed: dict[str, Outcome] = {}
+        try:
+            found = await self._find(ep, intent)
+            if found is not None:
+                if self.journal is not None:
+                    self.journal.submitted(intent.id, ep.provider, found, intent.keys)
+                self.stats["batches_resumed"] += 1
+                claimed = await self._watch(ep, found)
+            elif ep.provider == "anthropic":
+                claimed = await self._claim_anthropic(ep, intent)
+        except (BatchFailed, BatchRefused, aiohttp.ClientError, TimeoutError, ValueError) as e:
+            logger.warning("looking for the batch of an interrupted create ({}): {}", intent.id[:8], e)
+        if self.journal is not None:
+            self.journal.settled(intent.id)
+        for cid, key in intent.keys.items():
+            self.inherited.collected(key, claimed.get(cid))
+        self.stats["intents_recovered" if claimed else "intents_not_found"] += 1
+
+    async def _claim_anthropic(self, ep: Endpoint, intent: Intent) -> dict[str, Outcome]:
+        known = self.journal.journaled_batches() if self.journal is not None else set()
+        out: dict[str, Outcome] = {}
+        for b in await listed(self.session, ep, intent.at - 120):
+            if str(b.get("id")) in known:
+                continue
+            outcomes = await self._watch(ep, str(b["id"]))
+            mine = {cid: o for cid, o in outcomes.items() if cid in intent.keys}
+            if mine:
+                if self.journal is not None:
+                    self.journal.submitted(intent.id, ep.provider, str(b["id"]), intent.keys)
+                    self.journal.collected(str(b["id"]))
+                out.update(mine)
+        return out
+
     def now(self) -> dict[str, int]:
-        """What is waiting right now: calls held for the next batch, calls in batches out, and those batches."""
+        """What is waiting right now: calls held for the next batch, calls in batches out, and those batches
+        (an earlier gateway's, being collected, among them)."""
+        out = self.stats["batches_submitted"] + self.stats["batches_resumed"] - self.stats["batches_ended"]
         return {"held_now": sum(len(g.held) for g in self.groups.values()), "out_now": self.out,
-                "batches_out": self.stats["batches_submitted"] - self.stats["batches_ended"]}
+                "batches_out": max(0, out)}
 
     async def close(self) -> None:
         for task in list(self.tasks):

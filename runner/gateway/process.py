@@ -3,52 +3,60 @@
 from __future__ import annotations
 
 import json
+import secrets
 import urllib.request
 from typing import Any
 
-from runner.config import Config
+from runner.gateway.settings import TOKEN_ENV, GatewaySettings
 from runner.models.usage import Counts
 from runner.resources import ServerProcess
 from runner.results.result import Usage
 
 
+def new_token() -> str:
+    """A run's gateway token: what its callers present, and no other process knows."""
+    return secrets.token_urlsafe(32)
+
+
 class GatewayServer(ServerProcess):
-    """`with GatewayServer(cfg, sim_url) as gw: gw.url`; `gw.stats()` per run at any time."""
+    """`with GatewayServer(settings, token) as gw: gw.url`; `gw.stats()` per run at any time. Only callers that
+    present `token` are served (the run hands it to its harnesses as their API key)."""
 
     name = "gateway"
 
-    def __init__(self, cfg: Config, *, sim_url: str | None = None, log_path: str | None = None,
+    def __init__(self, settings: GatewaySettings, token: str, *, log_path: str | None = None,
                  host: str = "127.0.0.1", wait: bool = True) -> None:
-        self.cfg, self.sim_url, self.host = cfg, sim_url, host
-        args = ["gateway", "--host", host, "--config-json", cfg.model_dump_json()]
-        args += ["--upstream-sim", sim_url] if sim_url else []
-        super().__init__(args + ([] if cfg.cache else ["--no-cache"]), log_path=log_path, listen=(host, 0), wait=wait)
+        self.settings, self.token, self.host = settings, token, host
+        args = ["gateway", "--host", host, "--settings-json", settings.model_dump_json()]
+        super().__init__(args, log_path=log_path, listen=(host, 0), wait=wait, env={TOKEN_ENV: token})
 
     def base_url(self, provider: str, run: str, worker: int) -> str:
         """What a worker's SDK gets: the run and worker in the path (OpenAI's clients add /v1 themselves)."""
         return f"{self.url}/run/{run}/worker/{worker}" + ("/v1" if provider == "openai" else "")
 
     def stats(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as r:
-            return dict(json.loads(r.read()))
+        return dict(_ask(self.url, "/stats", self.token))
 
     def batches(self) -> dict[str, float]:
         """Batch mode's counts: batches out and ended, requests held, answered, retried, given up."""
-        with urllib.request.urlopen(f"{self.url}/batches", timeout=10) as r:
-            return {k: v for k, v in json.loads(r.read()).items() if isinstance(v, int | float)}
+        return {k: v for k, v in _ask(self.url, "/batches", self.token).items() if isinstance(v, int | float)}
 
 
-def set_trial(gateway_url: str, worker: int | str, epoch: int) -> None:
+def _ask(url: str, path: str, token: str | None, *, post: bool = False) -> Any:
+    headers = {"x-runner-token": token} if token else {}
+    req = urllib.request.Request(url + path, method="POST" if post else "GET", data=b"" if post else None,
+                                 headers=headers)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read() or b"{}")
+
+
+def set_trial(gateway_url: str, token: str | None, worker: int | str, epoch: int) -> None:
     """Tell the gateway which trial of its record a worker's (slot's) next calls belong to."""
-    req = urllib.request.Request(f"{gateway_url}/workers/{worker}/trial/{epoch}", method="POST", data=b"")
-    with urllib.request.urlopen(req, timeout=10):
-        pass
+    _ask(gateway_url, f"/workers/{worker}/trial/{epoch}", token, post=True)
 
 
-def take_usage(gateway_url: str, worker: int | str, parts: int = 1) -> list[Usage]:
+def take_usage(gateway_url: str, token: str | None, worker: int | str, parts: int = 1) -> list[Usage]:
     """The calls a worker made since it last asked, as result usage; split evenly over `parts` records
     that ran together (a command harness's chunk shares its calls as it shares its time)."""
-    req = urllib.request.Request(f"{gateway_url}/workers/{worker}/take", method="POST", data=b"")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        t: dict[str, Any] = json.loads(r.read())
+    t: dict[str, Any] = _ask(gateway_url, f"/workers/{worker}/take", token, post=True)
     return Counts.from_dict(t).split(parts)

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,40 +25,39 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
+from runner.budget.gates import Gates, Refused
 from runner.budget.ratelimit import Budget
 from runner.cache import ResponseCache
-from runner.config import PROVIDER_BASE_URLS, BatchSettings, RetrySettings, api_key
+from runner.config import api_key
 from runner.gateway.batch_api import BATCH_PATHS, Endpoint
 from runner.gateway.batcher import CARRIED, INTERACTIVE, Batcher
 from runner.gateway.journal import Journal
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.request import canonical, upstream_url
+from runner.gateway.settings import GatewaySettings
 from runner.gateway.upstream import Answer, Call, Upstream
 from runner.gateway.usage import from_body
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
-from runner.models.usage import Counts, Tokens, at_batch_price
+from runner.models.usage import Counts, Tokens
 from runner.serving import site_for
 
 # Headers that describe the caller or the hop, not the request: never forwarded.
 _HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", "keep-alive"}
+_KEYS = {"x-api-key", "authorization", "x-runner-token"}  # a caller's credentials: swapped for the provider's
+GATE_POLL_SECONDS = 0.05
+NOT_SENT_HEADER = "x-runner-not-sent"  # on a refusal the run's gate gave without sending the call
+
+
+def presented(headers: Any, token: str) -> bool:
+    """The caller shows the token: as its API key (x-api-key, or a bearer token), or as x-runner-token."""
+    bearer = (headers.get("authorization") or "").removeprefix("Bearer ").strip()
+    return any(hmac.compare_digest(value, token) for value in (headers.get("x-api-key") or "", bearer,
+                                                                   headers.get("x-runner-token") or "") if value)
 SIM_DEFAULT = "sim-strong"  # who plays a model the simulator does not know
 ROUTES = {"/v1/messages": "anthropic", "/v1/messages/count_tokens": "anthropic",
           "/v1/chat/completions": "openai", "/v1/responses": "openai"}
 UNCACHED = {"/v1/messages/count_tokens"}
-
-
-@dataclass
-class GatewaySettings:
-    upstreams: dict[str, str] = field(default_factory=lambda: dict(PROVIDER_BASE_URLS))
-    retry: RetrySettings = field(default_factory=RetrySettings)
-    batch: BatchSettings | None = None  # batch mode for the runs in batch_runs ("*": every run)
-    batch_runs: frozenset[str] = frozenset()
-    journal: str | None = None  # where batch mode keeps its batches (an output directory's batches.jsonl)
-    limit_keys: dict[str, str] = field(default_factory=dict)  # "provider/model" or "provider" -> limiter key
-    sim_models: dict[str, str] | None = None  # simulator mode: model -> the simulator model that plays it
-    model_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # the config's `models:` (prices)
-    timeout_seconds: float = 600.0
 
 
 @dataclass
@@ -70,10 +70,16 @@ class Incoming:
     provider: str
     raw: bytes
     body: dict[str, Any] | None
+    plays: str = ""  # the model a simulator model stands in for (the caller's x-sim-plays), if it said
 
     @property
     def model(self) -> str:
         return str(self.body.get("model", "")) if self.body else ""
+
+    @property
+    def priced_as(self) -> str:
+        """The model whose prices and rules the call is held to: the one played, else the one asked."""
+        return self.plays or self.model
 
     @property
     def streaming(self) -> bool:
@@ -82,8 +88,10 @@ class Incoming:
 
 class Gateway:
     def __init__(self, settings: GatewaySettings, *, limiter: Budget | None = None,
-                 cache: ResponseCache | None = None) -> None:
+                 cache: ResponseCache | None = None, token: str | None = None, gates: Gates | None = None) -> None:
         self.settings, self.limiter, self.cache = settings, limiter, cache
+        self.token = token  # what a caller must present (as its API key, or x-runner-token): None admits all
+        self.gates = gates
         self.runs: dict[str, Counts] = {}
         self.workers: dict[str, Counts] = {}
         self.trials: dict[str, int] = {}  # the trial each worker (slot) runs now, where a job has epochs
@@ -92,29 +100,55 @@ class Gateway:
         self._prices: dict[tuple[str, str], Prices | None] = {}
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._admit])
         app.router.add_get("/stats", self.get_stats)
         app.router.add_get("/batches", self.get_batches)
         app.router.add_post("/workers/{worker}/take", self.take)
         app.router.add_post("/workers/{worker}/trial/{trial:[0-9]+}", self.set_trial)
         app.router.add_post("/{path:.*}", self.handle)
+        app.router.add_get("/{path:.*}", self.models)
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
         return app
+
+    @web.middleware
+    async def _admit(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Only the run's own callers: a request without the run's token is refused before it is read, spends
+        nothing and is counted nowhere (the gateway holds the run's keys and budget; any local process can
+        reach its port)."""
+        if self.token is None or presented(request.headers, self.token):
+            response: web.StreamResponse = await handler(request)
+            return response
+        path = request.path
+        message = "this gateway serves its run only: present the run's token as the API key"
+        if path.endswith("/v1/messages") or "/v1/messages/" in path:
+            body: dict[str, Any] = {"type": "error", "error": {"type": "authentication_error", "message": message}}
+        else:
+            body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                              "code": "invalid_api_key"}}
+        return web.json_response(body, status=401)
 
     async def _open(self, app: web.Application) -> None:
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout_seconds, sock_connect=10)
         # Upstreams compress their answers (aiohttp asks for gzip and deflate): decoded here, since what
         # goes back to the caller, its usage counts and the cache are the plain bytes (no Content-Encoding).
-        session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0),
-                                        auto_decompress=True)
+        # As the SDKs reach the providers: proxies from the environment (HTTPS_PROXY, NO_PROXY), and the trust
+        # store their HTTP client builds (certifi, or SSL_CERT_FILE).
+        import httpx2
+
+        session = aiohttp.ClientSession(timeout=timeout, auto_decompress=True, trust_env=True,
+                                        connector=aiohttp.TCPConnector(limit=0, ssl=httpx2.create_ssl_context()))
         self.upstream = Upstream(self.settings.retry, self.limiter, session)
         if (batch := self.settings.batch) is not None:
             journal = Journal(Path(self.settings.journal)) if self.settings.journal else None
             self.batcher = Batcher(session, batch, journal)
-            if journal is not None and (pending := journal.pending()):
-                logger.info("{} batch(es) left out by an earlier run: collecting them", len(pending))
-                self.batcher.resume([(batch_endpoint(self.settings, p, {}), bid, keys) for p, bid, keys in pending])
+            pending = journal.pending() if journal is not None else []
+            unknown = journal.unknown() if journal is not None else []
+            if pending or unknown:
+                logger.info("{} batch(es) left out by an earlier run: collecting them{}", len(pending),
+                            f"; {len(unknown)} it was creating when it stopped: looking for them" if unknown else "")
+                self.batcher.resume([(batch_endpoint(self.settings, p, {}), bid, keys) for p, bid, keys in pending],
+                                    [(batch_endpoint(self.settings, i.provider, {}, i.path), i) for i in unknown])
 
     async def _close(self, app: web.Application) -> None:
         if self.batcher is not None:
@@ -142,6 +176,22 @@ class Gateway:
         tally = self.workers.pop(request.match_info["worker"], Counts())
         return web.json_response(tally.as_dict())
 
+    async def models(self, request: web.Request) -> web.StreamResponse:
+        """The providers' models endpoints, passed through (the run's start asks them, as may a harness): no
+        budget, no cache, the caller's key swapped as for any call."""
+        run, worker, path = _split(request.match_info["path"])
+        if not (path == "/v1/models" or path.startswith("/v1/models/")):
+            return web.json_response({"error": {"type": "not_found_error", "message": f"no route {path}"}},
+                                     status=404)
+        provider = "anthropic" if request.headers.get("anthropic-version") else "openai"
+        call = Incoming(run, worker, path, provider, b"", None)
+        url = upstream_url(self.settings.upstreams[provider], provider, path) + (
+            f"?{request.query_string}" if request.query_string else "")
+        assert self.upstream is not None
+        async with self.upstream.session.get(url, headers=self._upstream_headers(request, call)) as up:
+            body = await up.read()
+            return web.Response(status=up.status, body=body, content_type=up.content_type)
+
     # ------------------------------------------------------------------ one call
     async def handle(self, request: web.Request) -> web.StreamResponse:
         run, worker, path = _split(request.match_info["path"])
@@ -151,7 +201,8 @@ class Gateway:
                                      status=404)
         raw = await request.read()
         body = _json(raw)
-        call = Incoming(run, worker, path, provider, raw, body if isinstance(body, dict) else None)
+        call = Incoming(run, worker, path, provider, raw, body if isinstance(body, dict) else None,
+                        request.headers.get("x-sim-plays", ""))
         tallies = [self.runs.setdefault(run, Counts())]
         tallies += [self.workers.setdefault(worker, Counts())] if worker else []
         key = self._cache_key(call)
@@ -161,22 +212,51 @@ class Gateway:
                 t.cache_hits += 1
             return hit
         t0 = time.monotonic()
+        gate = run if self.gates is not None and run in self.gates else None
+        try:
+            probing = await self._enter_gate(gate) if gate is not None else False
+        except Refused as e:  # the run's requests are refused: not sent, counted so, the caller told why
+            for t in tallies:
+                t.llm_calls += 1
+                t.errors += 1
+                t.not_sent += 1
+            return refused_unsent(provider, str(e))
         answer = await self._forward(request, call)
-        prices = self._price(provider, call.model)
-        if answer.batched and prices is not None:  # the batch APIs bill every token at half the price
-            prices = at_batch_price(prices)
+        if gate is not None:
+            self._judge(gate, probing, answer, call)
+        prices = self._price(provider, call.priced_as)
         for t in tallies:
             t.llm_calls += 1
             t.cache_misses += key is not None
             t.retries += answer.retries
             t.rate_limited += answer.rate_limited
-            if answer.status == 200:
-                t.answered(answer.usage, prices, time.monotonic() - t0)
+            if answer.status == 200:  # at the batch APIs' price when it came through one: as billed
+                t.answered(answer.usage, prices, time.monotonic() - t0, batched=answer.batched)
             else:
                 t.errors += 1
         if key is not None and answer.status == 200:
             self._to_cache(key, call, answer)
         return answer.response()
+
+    async def _enter_gate(self, key: str) -> bool:
+        """The run's first-call gate (runner/budget/gates.py), waited at without holding the event loop."""
+        assert self.gates is not None
+        while (passed := self.gates.try_enter(key)) is None:
+            await asyncio.sleep(GATE_POLL_SECONDS)
+        return passed
+
+    def _judge(self, key: str, probing: bool, answer: Answer, call: Incoming) -> None:
+        """What a call's answer says of its run: answered, refused as every request of it would be, or no
+        verdict (a 5xx, a 429 past the retries, a cut stream)."""
+        assert self.gates is not None
+        if answer.status == 200:
+            self.gates.answered(key)
+        elif answer.status in (400, 422):
+            words = error_words(answer.body)
+            self.gates.refused(key, f"{call.provider} {call.priced_as} answered HTTP {answer.status}: {words}",
+                               probing=probing)
+        else:
+            self.gates.no_verdict(key, probing)
 
     async def _forward(self, request: web.Request, call: Incoming) -> Answer:
         s = self.settings
@@ -185,7 +265,7 @@ class Gateway:
                 answer = await self._batched(request, call)
                 if answer is not None:
                     return answer
-            else:  # what the batch APIs do not take (count_tokens, the Responses API) goes as it came
+            else:  # what the batch APIs do not take (count_tokens) goes as it came
                 self.batcher.stats["interactive_unbatchable"] += 1
         raw = call.raw
         if s.sim_models is not None and call.body is not None and call.model:
@@ -194,7 +274,7 @@ class Gateway:
         return await self.upstream.send(request, Call(
             call.provider, upstream_url(s.upstreams[call.provider], call.provider, call.path), raw,
             self._upstream_headers(request, call), call.streaming,
-            self._slot(call.provider, call.model)))
+            self._slot(call.provider, call.priced_as)))
 
     async def _batched(self, request: web.Request, call: Incoming) -> Answer | None:
         """Through a batch: held with others, answered when its result arrives; a streaming caller gets its
@@ -203,7 +283,7 @@ class Gateway:
         body = dict(call.body)
         if self.settings.sim_models is not None and call.model:
             body["model"] = sim_model(self.settings, call.model)
-        ep = batch_endpoint(self.settings, call.provider, self._upstream_headers(request, call))
+        ep = batch_endpoint(self.settings, call.provider, self._upstream_headers(request, call), call.path)
         told = self.trials.get(call.worker or "", 1)
         def gone() -> bool:  # the caller hung up (an SDK that timed out waiting, and may ask again)
             return request.transport is None or request.transport.is_closing()
@@ -218,10 +298,12 @@ class Gateway:
         return Answer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
 
     def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
-        provider, model = call.provider, call.model
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
-        has_key = any(k.lower() in ("x-api-key", "authorization") for k in headers)
-        if not has_key and (key := api_key(provider)):
+        """The caller's headers with its key swapped for the provider's (the run's token never leaves)."""
+        provider, model = call.provider, call.priced_as
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP and k.lower() not in _KEYS}
+        if self.token is None and any(k.lower() in ("x-api-key", "authorization") for k in request.headers):
+            headers.update({k: v for k, v in request.headers.items() if k.lower() in ("x-api-key", "authorization")})
+        elif key := api_key(provider) or ("sim-key" if self.settings.sim_models is not None else None):
             headers.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
         if self.settings.sim_models is not None and model:
             headers["x-sim-plays"] = model
@@ -288,7 +370,7 @@ def sim_model(settings: GatewaySettings, model: str) -> str:
     return settings.sim_models.get(model, model if model.startswith("sim-") else SIM_DEFAULT)
 
 
-def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str]) -> Endpoint:
+def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str], path: str = "") -> Endpoint:
     """Where a batch of this provider goes, with what of a caller's headers it carries; a batch left by an
     earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
     with a stand-in."""
@@ -298,7 +380,25 @@ def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, 
         carried.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
     if provider == "anthropic":
         carried.setdefault("anthropic-version", "2023-06-01")
-    return Endpoint(provider, settings.upstreams[provider], carried)
+    return Endpoint(provider, settings.upstreams[provider], carried, path)
+
+
+def error_words(body: bytes) -> str:
+    """A refusal's own words (its error body's message, no request id), else its first bytes."""
+    parsed = _json(body)
+    inner = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(inner, dict) and inner.get("message"):
+        return str(inner["message"])[:500]
+    return body[:300].decode(errors="replace")
+
+
+def refused_unsent(provider: str, words: str) -> web.Response:
+    """The answer to a call its run's gate refused: the provider's own refusal, marked not sent."""
+    message = f"not sent: this run's requests are refused ({words})"
+    body: dict[str, Any] = {"type": "error", "error": {"type": "invalid_request_error", "message": message}} \
+        if provider == "anthropic" else {"error": {"message": message, "type": "invalid_request_error",
+                                                   "param": None, "code": "run_refused"}}
+    return web.json_response(body, status=400, headers={NOT_SENT_HEADER: "1"})
 
 
 def _sse(body: bytes) -> web.Response:
@@ -320,9 +420,10 @@ def _json(raw: bytes) -> Any:
         return None
 
 
-def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, listen_fd: int | None = None) -> None:
+def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, listen_fd: int | None = None,
+          token_line: str | None = None) -> None:
     """Run until killed; prints 'listening on http://HOST:PORT' once it serves (`listen_fd`: on that
-    inherited listening socket instead of binding one)."""
+    inherited listening socket instead of binding one), then `token_line` if given."""
     async def main() -> None:
         runner = web.AppRunner(gateway.app(), access_log=None)
         await runner.setup()
@@ -330,6 +431,8 @@ def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, listen_fd
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         print(f"listening on http://{host}:{bound}", flush=True)
+        if token_line:
+            print(token_line, flush=True)
         logger.info("gateway listening on {}:{}", host, bound)
         await asyncio.Event().wait()
 

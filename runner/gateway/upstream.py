@@ -23,7 +23,7 @@ from loguru import logger
 from runner.budget.ratelimit import Budget, Held, Reservation
 from runner.config import RetrySettings
 from runner.gateway.usage import StreamUsage, from_body
-from runner.models.base import classify_status
+from runner.models.base import BATCHED_HEADER, classify_status
 from runner.models.retry import RetryPolicy
 from runner.models.usage import Tokens, budget_input_tokens
 
@@ -48,6 +48,8 @@ class Answer:
         if self.sent is not None:
             return self.sent
         keep = {k: v for k, v in self.headers.items() if k.lower().startswith(KEEP_HEADERS)}
+        if self.batched:  # so the runner's own clients price the call as it was billed (models/client.py)
+            keep[BATCHED_HEADER] = "1"
         return web.Response(status=self.status, body=self.body, headers={**keep, "content-type": self.content_type})
 
 

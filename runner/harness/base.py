@@ -18,21 +18,22 @@ from urllib.parse import quote
 
 import psycopg
 
-from runner.config import API_KEY_ENV, Config, RunSpec, api_key
+from runner.config import API_KEY_ENV, Config, RunSpec
 from runner.errors import ErrorKind
 from runner.records import Check
 from runner.results.result import Usage
 from runner.sandbox.base import socket_dsn
 
 
-def gateway_env(gateway: str, run: str, worker: int | str, *, simulated: bool) -> dict[str, str]:
+def gateway_env(gateway: str, run: str, worker: int | str, *, token: str | None) -> dict[str, str]:
     """The variables the official SDKs and LiteLLM read, pointed at the gateway with run and worker in
-    the path; on the simulator, stand-in keys where none are set (the SDKs refuse to start without)."""
+    the path, and the run's token for it as their API keys: the gateway admits only the run's callers and
+    calls the providers with the keys of its own environment (a harness never holds them)."""
     base = f"{gateway}/run/{run}/worker/{worker}"
     env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_BASE": base, "OPENAI_BASE_URL": f"{base}/v1",
            "OPENAI_API_BASE": f"{base}/v1"}
-    if simulated:
-        env.update({name: api_key(p) or "sim-key" for p, name in API_KEY_ENV.items()})
+    if token is not None:
+        env.update({name: token for name in API_KEY_ENV.values()})
     return env
 
 
@@ -137,6 +138,7 @@ class WorkerInfo:
     sim_url: str | None = None
     limiter: Any = None
     gateway_url: str | None = None  # a user harness's SDK calls go here (runner/gateway)
+    gateway_token: str | None = None  # ...presenting this as their API key
     slot: int = 0  # one of the worker's K slots (runner/worker/slot.py); slots > 0 run in threads
     slots: int = 1
     warm: str | None = None  # harness.python: the run's warm interpreter's socket (harness/warm.py)
@@ -176,7 +178,7 @@ class Harness(ABC):
         info = self.info
         if info.gateway_url is None:
             return {}
-        return gateway_env(info.gateway_url, run, info.caller, simulated=info.sim_url is not None)
+        return gateway_env(info.gateway_url, run, info.caller, token=info.gateway_token)
 
     def attach(self, sandbox: SandboxInfo) -> None:
         """The worker's sandbox is (newly) up: connect, warm caches."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from runner.models.base import (
+    BATCHED_HEADER,
     Completion,
     PerObject,
     Provider,
@@ -95,13 +96,16 @@ class AnthropicProvider(Provider):
             text = "".join(b["text"] for b in blocks if b["type"] == "text")
             calls = [ToolCall(b["id"], b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
             u = msg["usage"]
+            hour = (u.get("cache_creation") or {}).get("ephemeral_1h_input_tokens") or 0
             return Completion(text=text, tool_calls=calls, input_tokens=u["input_tokens"],
                               output_tokens=u["output_tokens"],
                               cache_read_tokens=u.get("cache_read_input_tokens") or 0,
                               cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
+                              cache_write_1h_tokens=hour,
                               latency_seconds=self._timer() - t0, stop_reason=str(msg.get("stop_reason")),
                               request_id=resp.headers.get("request-id"), model=req.model,
-                              received={"api": "anthropic", "content": blocks})
+                              received={"api": "anthropic", "content": blocks},
+                              batched=resp.headers.get(BATCHED_HEADER) == "1")
 
     def close(self) -> None:
         self.wire.close()

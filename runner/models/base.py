@@ -71,6 +71,7 @@ _json_length: PerObject[int] = PerObject(lambda v: len(_json(v)))
 # trial 1 is the request a single-trial run makes, so its cached answers serve; every later trial has cache
 # keys of its own, an independent sample rather than a replay of the first.
 trial: ContextVar[int] = ContextVar("trial", default=1)
+BATCHED_HEADER = "x-runner-batched"  # the run's gateway marks an answer a batch API gave (priced so)
 TRIAL_HEADER = "x-sim-trial"  # how the runner tells the simulator (only) which trial a call belongs to
 
 
@@ -130,11 +131,13 @@ class Completion:
     cost_usd: float | None = 0.0  # None: the model has no known price
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0  # of cache_write_tokens, the one-hour lifetime's (billed apart)
     input_cost_usd: float | None = 0.0
     cache_saved_usd: float = 0.0
     # The assistant turn exactly as the provider sent it ({"api": ..., "content": ...}: Anthropic's content
     # blocks, every type, unknown ones too; OpenAI's message): it goes back unchanged (see the module doc).
     received: dict[str, Any] | None = None
+    batched: bool = False  # answered through a batch API (the run's gateway says so): billed at its price
 
     @property
     def thinking(self) -> list[dict[str, Any]]:

@@ -31,12 +31,19 @@ SAMPLING = frozenset({"temperature", "top_p", "top_k"})
 
 @dataclass(frozen=True)
 class Prices:
-    """USD per 1M tokens. cache_write: Anthropic's 5-minute write; OpenAI writes at the input price."""
+    """USD per 1M tokens. cache_write: Anthropic's 5-minute write; OpenAI writes at the input price.
+    cache_write_1h: Anthropic's one-hour write (2 x input, the pricing page of 2026-11-26); None: as the
+    5-minute write."""
 
     input: float
     output: float
     cache_write: float
     cache_read: float
+    cache_write_1h: float | None = None
+
+    @property
+    def hour_write(self) -> float:
+        return self.cache_write if self.cache_write_1h is None else self.cache_write_1h
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ class Capabilities:
 
 
 def _claude(inp: float, out: float, read_ratio: float = 0.1, **kw: Any) -> Capabilities:
-    return Capabilities("anthropic", prices=Prices(inp, out, inp * 1.25, inp * read_ratio), **kw)
+    return Capabilities("anthropic", prices=Prices(inp, out, inp * 1.25, inp * read_ratio, inp * 2.0), **kw)
 
 
 def _gpt(inp: float, cached: float, out: float, **kw: Any) -> Capabilities:

@@ -30,7 +30,7 @@ from runner.models.live import Catalogue
 from runner.models.retry import RetryPolicy
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
-from runner.models.usage import Counts, Tokens, at_batch_price, budget_input_tokens
+from runner.models.usage import Counts, Tokens, budget_input_tokens
 from runner.models.wire import retries_taken, sim_trial
 
 # Refusals that every request of a run repeats (its settings, not one conversation's content): a 413 is one
@@ -111,10 +111,12 @@ class ModelClient:
         return c
 
     def _tokens(self, c: Completion) -> Tokens:
-        return Tokens(c.input_tokens, c.output_tokens, c.cache_write_tokens, c.cache_read_tokens)
+        return Tokens(c.input_tokens, c.output_tokens, c.cache_write_tokens, c.cache_read_tokens,
+                      c.cache_write_1h_tokens)
 
     def _account(self, c: Completion) -> None:
-        c.cost_usd, c.input_cost_usd, c.cache_saved_usd = self.stats.answered(self._tokens(c), self.caps.prices)
+        c.cost_usd, c.input_cost_usd, c.cache_saved_usd = self.stats.answered(self._tokens(c), self.caps.prices,
+                                                                              batched=c.batched)
 
     def _with_retries(self, req: Request) -> Completion:
         start = time.monotonic()
@@ -183,10 +185,10 @@ class ModelClient:
 BATCH_WAIT_SECONDS = 25 * 3600.0
 
 
-def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None = None
-                  ) -> tuple[Provider, str]:
+def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None = None,
+                  via_token: str | None = None) -> tuple[Provider, str]:
     """The SDK client for ref, aimed at the real API or the simulator (or `via` a gateway of this run, which
-    sends on to either: batch mode); and the model name to send."""
+    sends on to either: batch mode, presenting `via_token`); and the model name to send."""
     from runner.models.anthropic import AnthropicProvider
     from runner.models.openai import OpenAIProvider
 
@@ -206,6 +208,7 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str |
     timeout = settings.timeout_seconds
     if via is not None:  # a batch can take up to its 24 h window: the call waits for it
         base, timeout = sdk_base_url(via, ref.provider), max(timeout, BATCH_WAIT_SECONDS)
+        key = via_token or key
     cls: Any = AnthropicProvider if ref.provider == "anthropic" else OpenAIProvider
     # the SDK's own request code on the real APIs; the lean wire where CPU binds (the simulator)
     lean = settings.transport == "lean" or (settings.transport == "auto" and resolve_mode(cfg) == "sim")
@@ -221,16 +224,15 @@ def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Bud
 def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config, *, limiter: Budget | None,
                 cache: ResponseCache | None, batch: bool = False, catalogue: Catalogue | None = None,
                 gate: tuple[Gates, str] | None = None) -> ModelClient:
-    """A client with its own counts over a provider (SDK client) that others may share; `batch`: its calls
-    are billed at the batch APIs' price, half of every token's. `catalogue`: what each model takes, its
-    provider asked at the run's start (without one: the table and the config's overrides)."""
+    """A client with its own counts over a provider (SDK client) that others may share; `batch`: its calls go
+    through the run's gateway, which says of each answer whether a batch API gave it (billed at that price)
+    or it went interactive. `catalogue`: what each model takes, its provider asked at the run's start
+    (without one: the table and the config's overrides)."""
     slot = None
     if limiter is not None:
         k = limiter_key(cfg, ref.provider, ref.model)
         slot = limiter.slot(k) if k in limiter.keys else None
     caps = (catalogue or Catalogue()).of(ref.provider, ref.model, cfg.model_overrides())
-    if batch and caps.prices is not None:
-        caps = replace(caps, prices=at_batch_price(caps.prices))
     return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
                        cache=cache, retry=cfg.retry, caps=caps,
                        prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref),

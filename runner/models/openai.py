@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from runner.models.base import (
+    BATCHED_HEADER,
     Completion,
     PerObject,
     Provider,
@@ -103,7 +104,8 @@ class OpenAIProvider(Provider):
                               stop_reason="refusal" if message.get("refusal") else str(choice.get("finish_reason")),
                               request_id=resp.headers.get("x-request-id"), model=req.model,
                               received={"api": "openai", "content": {k: v for k, v in message.items()
-                                                                     if v is not None and k != "role"}})
+                                                                     if v is not None and k != "role"}},
+                              batched=resp.headers.get(BATCHED_HEADER) == "1")
 
     def close(self) -> None:
         self.wire.close()

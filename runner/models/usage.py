@@ -21,21 +21,24 @@ class Tokens:
     output_tokens: int = 0
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_1h_tokens: int = 0  # of cache_write_tokens, written with the one-hour lifetime (billed apart)
 
 
 def cost(prices: Prices | None, t: Tokens) -> tuple[float | None, float | None, float]:
     """(total USD, input-side USD, USD saved by cache reads) -- None where prices are unknown."""
     if prices is None:
         return None, None, 0.0
-    inp = (t.input_tokens * prices.input + t.cache_write_tokens * prices.cache_write
-           + t.cache_read_tokens * prices.cache_read) / 1e6
+    hour = min(t.cache_write_1h_tokens, t.cache_write_tokens)
+    inp = (t.input_tokens * prices.input + (t.cache_write_tokens - hour) * prices.cache_write
+           + hour * prices.hour_write + t.cache_read_tokens * prices.cache_read) / 1e6
     saved = t.cache_read_tokens * (prices.input - prices.cache_read) / 1e6
     return inp + t.output_tokens * prices.output / 1e6, inp, saved
 
 
 def at_batch_price(p: Prices) -> Prices:
     """The batch APIs bill every token, cached or not, at half the price."""
-    return Prices(p.input / 2, p.output / 2, p.cache_write / 2, p.cache_read / 2)
+    return Prices(p.input / 2, p.output / 2, p.cache_write / 2, p.cache_read / 2,
+                  p.cache_write_1h / 2 if p.cache_write_1h is not None else None)
 
 
 def budget_input_tokens(provider: str, t: Tokens) -> int:
@@ -51,7 +54,7 @@ def budget_input_tokens(provider: str, t: Tokens) -> int:
 
 # The counts a record's Usage splits as whole numbers when calls are shared by several records.
 _WHOLE = ("llm_calls", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens", "output_tokens",
-          "cache_read_tokens", "cache_write_tokens")
+          "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens", "batched_calls", "not_sent")
 
 
 @dataclass
@@ -69,22 +72,33 @@ class Counts:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
     cost_usd: float = 0.0  # of the calls with a known price
     input_cost_usd: float = 0.0
     cache_saved_usd: float = 0.0
     unpriced_calls: int = 0
     latency_seconds: float = 0.0
+    batched_calls: int = 0
+    batch_saved_usd: float = 0.0
+    not_sent: int = 0
 
-    def answered(self, t: Tokens, prices: Prices | None, latency: float = 0.0
+    def answered(self, t: Tokens, prices: Prices | None, latency: float = 0.0, *, batched: bool = False
                  ) -> tuple[float | None, float | None, float]:
-        """One answer: its tokens and its cost at the caller's model's prices (returned as well)."""
+        """One answer: its tokens and its cost at the model's prices, at the batch APIs' when it came through
+        a batch (what it then saved against the same call interactive is counted too); the cost is returned
+        as well. The one place a call is priced: the report's cost is what was billed."""
         self.input_tokens += t.input_tokens
         self.output_tokens += t.output_tokens
         self.cache_read_tokens += t.cache_read_tokens
         self.cache_write_tokens += t.cache_write_tokens
+        self.cache_write_1h_tokens += t.cache_write_1h_tokens
         self.latency_seconds += latency
-        total, inp, saved = cost(prices, t)
+        total, inp, saved = cost(at_batch_price(prices) if batched and prices is not None else prices, t)
         self.cache_saved_usd += saved
+        if batched:
+            self.batched_calls += 1
+            full, _, _ = cost(prices, t)
+            self.batch_saved_usd += (full or 0.0) - (total or 0.0)
         if total is None:
             self.unpriced_calls += 1
         else:
@@ -126,5 +140,6 @@ class Counts:
             shares.append(Usage(**whole, cost_usd=None if unknown else round(self.cost_usd / parts, 6),
                                 input_cost_usd=None if unknown else round(self.input_cost_usd / parts, 6),
                                 cache_saved_usd=round(self.cache_saved_usd / parts, 6),
+                                batch_saved_usd=round(self.batch_saved_usd / parts, 6),
                                 latency_seconds=round(latency / parts, 4)))
         return shares

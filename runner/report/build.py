@@ -17,7 +17,7 @@ from runner.analysis.paired import Paired, against
 from runner.report.paired import columns_that_fit, print_paired
 from runner.report.trials import print_trials
 from runner.results import manifest as manifests
-from runner.results.manifest import Manifest
+from runner.results.manifest import INTERACTIVE_PREFIX, Manifest
 from runner.results.result import Result, share_metrics
 from runner.results.sink import read_results
 
@@ -47,15 +47,23 @@ def banners(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str,
 
 
 def _batched(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> str:
-    """Batch mode in one line: its batches, its requests, the time calls waited, what it saved."""
+    """Batch mode in one line: its batches, its requests, the time calls waited, what went interactive and
+    why, and what it saved: the difference the calls a batch answered were billed, no more."""
     b = manifest.batches
-    paid = sum(m.get("cost_usd") or 0.0 for n, m in metrics.items() if n in manifest.batch_runs)
+    runs = [m for n, m in metrics.items() if n in manifest.batch_runs]
+    batched = sum(int(m.get("batched_calls") or 0) for m in runs)
+    saved = sum(m.get("batch_saved_usd") or 0.0 for m in runs)
     answered = int(b.get("requests_answered", 0) + b.get("answered_from_resumed", 0))
     waited = b.get("waited_seconds", 0.0) / answered if answered else 0.0
+    interactive = {k.removeprefix(INTERACTIVE_PREFIX): int(v) for k, v in b.items()
+                   if k.startswith(INTERACTIVE_PREFIX) and v}
+    went = "; ".join(f"{n} call(s) went interactive: {why}" for why, n in interactive.items())
     return (f"batch mode ({', '.join(manifest.batch_runs)}): {int(b.get('batches_submitted', 0))} batch(es), "
             f"{answered} call(s) answered, {int(b.get('requests_retried', 0))} sent again, "
-            f"{int(b.get('requests_given_up', 0))} given up; a call waited {waited:.1f} s on average; at batch "
-            f"prices, ${paid:.4f} saved against interactive")
+            f"{int(b.get('requests_given_up', 0))} given up; a call waited {waited:.1f} s on average"
+            + (f"; {went}" if went else "")
+            + (f"; {batched} call(s) billed at batch prices, ${saved:.4f} saved against interactive" if batched
+               else "; no call was answered through a batch, nothing saved"))
 
 
 SIMULATED = "simulated: models played by the runner's simulator; costs are what the real APIs would charge"

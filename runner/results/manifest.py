@@ -38,6 +38,10 @@ class InFlight(BaseModel):
     samples: list[tuple[int | float, ...]] = Field(default_factory=list)  # (seconds, in flight[, target])
 
 
+# batch mode's counts (Manifest.batches) of calls that left batch mode for interactive ones, by why
+INTERACTIVE_PREFIX = "interactive: "
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="allow")
 

@@ -32,10 +32,14 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0  # of cache_write_tokens, with the one-hour lifetime (billed at 2 x input)
     cost_usd: float | None = 0.0
     input_cost_usd: float | None = 0.0
     cache_saved_usd: float = 0.0
     latency_seconds: float = 0.0
+    batched_calls: int = 0  # answered through a batch API, billed at its price
+    batch_saved_usd: float = 0.0  # what those cost less than interactive calls would have
+    not_sent: int = 0  # calls refused at their run's gate without being sent (runner/budget/gates.py)
 
 
 class Result(BaseModel):

@@ -25,7 +25,7 @@ from runner.budget.gates import Gates, gate_keys
 from runner.budget.priority import budget_preference
 from runner.budget.ratelimit import build_limiter
 from runner.budget.throttle import Throttle
-from runner.config import API_KEY_ENV, Config, api_key, check_harness_python, gateway_use, model_endpoints, resolve_mode
+from runner.config import Config, check_harness_python, gateway_use, model_endpoints, resolve_mode
 from runner.engine import forkserver
 from runner.engine.pool import ProcessTransport, Transport, WorkerPool, restart_cap
 from runner.engine.prestart import Prestart
@@ -157,11 +157,14 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack, cat)
             transport, limiter, host = _transport(cfg, lay.workers, stack)
             # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot timeout)
-            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport)
+            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport,
+                                         gates_of=limiter)
             sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
+            token = gateway.token if gateway else None
             # where model calls went (a user harness's through the gateway)
             manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
-            sup = _supervisor(cfg, plan, sink, console, run_id, kind, out, lambda w: specs(w, sim_url, gateway_url),
+            sup = _supervisor(cfg, plan, sink, console, run_id, kind, out,
+                              lambda w: specs(w, sim_url, gateway_url, token),
                               [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable)
             sup.on_booted = on_booted
             if gateway is not None and cfg.batch_runs():
@@ -302,8 +305,8 @@ def _mode(cfg: Config) -> str:
 
 
 def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack, *,
-                  host: str = "127.0.0.1", wait: bool = True,
-                  transport: Transport | None = None) -> tuple[SimServer | None, GatewayServer | None]:
+                  host: str = "127.0.0.1", wait: bool = True, transport: Transport | None = None,
+                  gates_of: Any = None) -> tuple[SimServer | None, GatewayServer | None]:
     """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
     calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack; both
     listen on `host` (this machine only, unless workers on other nodes must reach them). `wait=False`:
@@ -329,12 +332,17 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
                                             fork=ctx if shared else None))
     if not _uses_gateway(cfg):
         return sim, None
-    gw = stack.enter_context(GatewayServer(cfg, sim_url=sim.url if sim else None, log_path=log("gateway"), host=host,
-                                           wait=wait))
-    missing = [name for p, name in API_KEY_ENV.items() if not api_key(p)]
-    stand_in = f" and {'/'.join(missing)}=sim-key" if sim and missing else ""
-    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE)"
-                "{}", gw.url, "to the simulator" if sim else "to the real APIs", gateway_use(cfg), stand_in)
+    from runner.gateway import gateway_settings
+    from runner.gateway.process import new_token
+
+    gates = getattr(gates_of, "gates", None) if gates_of is not None else None
+    settings = gateway_settings(cfg, sim_url=sim.url if sim else None,
+                                gates=(gates.path, gates.keys) if gates is not None else None)
+    gw = stack.enter_context(GatewayServer(settings, new_token(), log_path=log("gateway"), host=host, wait=wait))
+    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE) "
+                "and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token for it (it calls the providers with "
+                "the keys of this environment{})", gw.url, "to the simulator" if sim else "to the real APIs",
+                gateway_use(cfg), ", or stand-ins" if sim else "")
     return sim, gw
 
 
@@ -378,7 +386,8 @@ def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) 
 
 
 def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id: str, out: Path, lay: Layout,
-           stack: contextlib.ExitStack, cat: Catalogue) -> tuple[Callable[[int, str | None, str | None], WorkerSpec],
+           stack: contextlib.ExitStack, cat: Catalogue) -> tuple[Callable[[int, str | None, str | None, str | None],
+                                                                          WorkerSpec],
                                                   Callable[[int], bool] | None]:
     """Worker w's spec, given the model servers' addresses (known once they are up). Locally, each first
     worker's sandbox is launched now (engine/prestart.py): it boots while the servers start and the
@@ -398,8 +407,8 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
     if cfg.executor == "local" and (interpreter := warm_interpreter(cfg)) is not None:
         warm = stack.enter_context(interpreter).socket or None
 
-    def make_spec(wid: int, sim_url: str | None, gateway_url: str | None) -> WorkerSpec:
-        return replace(base(wid), sim_url=sim_url, gateway_url=gateway_url, warm=warm,
+    def make_spec(wid: int, sim_url: str | None, gateway_url: str | None, token: str | None) -> WorkerSpec:
+        return replace(base(wid), sim_url=sim_url, gateway_url=gateway_url, gateway_token=token, warm=warm,
                        launched=prestart.take(wid) if prestart else None)
 
     return make_spec, (prestart.launched if prestart else None)

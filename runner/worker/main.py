@@ -72,6 +72,7 @@ class WorkerSpec:
     log_dir: str
     scratch_dir: str
     gateway_url: str | None = None
+    gateway_token: str | None = None  # what the run's gateway admits its callers by
     lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
     slots: int = 1
     launched: Launched | None = None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
@@ -83,7 +84,7 @@ class Worker:
     def __init__(self, spec: WorkerSpec, inbox: Any, limiter: Budget | None) -> None:
         cfg = spec.cfg
         self.spec, self.cfg, self.inbox = spec, cfg, inbox
-        self.worker_id, self.gateway_url = spec.worker, spec.gateway_url
+        self.worker_id, self.gateway_url, self.gateway_token = spec.worker, spec.gateway_url, spec.gateway_token
         # The supervisor already checked every line and reported the bad ones; valid ones suffice here.
         self.records: dict[str, Record] = load_records(cfg.dataset, id_field=id_field(cfg),
                                                         skip_invalid=cfg.skip_invalid, rejects=os.devnull)
@@ -91,7 +92,7 @@ class Worker:
         kind = harness_class(cfg.harness.kind)
         self.slots = [Slot(n, self, kind(WorkerInfo(
             spec.worker, cfg, self._scratch(n), spec.run_id, sim_url=spec.sim_url, limiter=limiter,
-            gateway_url=spec.gateway_url, slot=n, slots=spec.slots, warm=spec.warm,
+            gateway_url=spec.gateway_url, gateway_token=spec.gateway_token, slot=n, slots=spec.slots, warm=spec.warm,
             catalogue=spec.catalogue))) for n in range(spec.slots)]
         self.threads: list[SlotThread] = []
         # SIGALRM reaches the main thread only: elsewhere (a Ray actor's thread) one slot runs in a thread too

@@ -70,6 +70,7 @@ class Host(Protocol):
     cfg: Config
     worker_id: int
     gateway_url: str | None
+    gateway_token: str | None
     records: dict[str, Record]
     reading: Reading
     inbox: Any
@@ -233,7 +234,7 @@ class Slot:
         """Which trial this slot's SDK calls through the gateway now belong to: their own cache keys."""
         assert self.host.gateway_url is not None
         try:
-            set_trial(self.host.gateway_url, self.caller, epoch)
+            set_trial(self.host.gateway_url, self.host.gateway_token, self.caller, epoch)
         except OSError as e:  # then its calls key as the first trial's: a cached answer may repeat
             logger.warning("could not tell the gateway this record's trial ({}): {}", epoch, e)
 
@@ -241,7 +242,7 @@ class Slot:
         """What this slot's SDK calls through the gateway cost since its last record."""
         assert self.host.gateway_url is not None
         try:
-            return take_usage(self.host.gateway_url, self.caller, parts)
+            return take_usage(self.host.gateway_url, self.host.gateway_token, self.caller, parts)
         except OSError as e:  # the counts are a nicety: the record's result must not wait on them
             logger.warning("could not read this record's model calls from the gateway: {}", e)
             return []

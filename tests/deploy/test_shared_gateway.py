@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.config import Config, RunSpec, SimSettings
+from runner.gateway import gateway_settings
 from runner.gateway.process import GatewayServer
 from runner.models.sim.process import SimServer
 from tests.runs import SAMPLE, rows_of
@@ -26,9 +27,10 @@ def test_two_shards_share_one_gateway(tmp_path: Path, local_bindir: str) -> None
     cfg_path.write_text(f"dataset: {SAMPLE}\ncache: false\nworkers: 2\nsandbox: local\n{runs}")
     budget = Config(dataset=SAMPLE, runs=[RunSpec(name="x", provider="anthropic", model="claude-sonnet-5-5")],
                     cache=False, rate_limits={"anthropic": {"rpm": 600}, "openai": {"rpm": 600}})
-    with SimServer(SimSettings()) as sim, GatewayServer(budget, sim_url=sim.url) as gw:
-        env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "ANTHROPIC_API_KEY": "sk-pod",
-               "OPENAI_API_KEY": "sk-pod", "ANTHROPIC_BASE_URL": gw.url, "OPENAI_BASE_URL": f"{gw.url}/v1"}
+    token = "the-shared-gateways-token"  # what every shard presents: the gateway holds the keys
+    with SimServer(SimSettings()) as sim, GatewayServer(gateway_settings(budget, sim_url=sim.url), token) as gw:
+        env = {**{k: v for k, v in os.environ.items() if k != "CI"}, "ANTHROPIC_API_KEY": token,
+               "OPENAI_API_KEY": token, "ANTHROPIC_BASE_URL": gw.url, "OPENAI_BASE_URL": f"{gw.url}/v1"}
         pods = [subprocess.Popen([sys.executable, "-m", "runner", "run", str(cfg_path), "--shard", f"{i}/2",
                                   "--limit", "5", "--providers", "real", "--out", str(tmp_path / f"shard-{i}")],
                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -14,6 +14,7 @@ from runner.config import Faults, SimSettings
 from runner.models.sim.process import SimServer
 
 CACHE_DIRS: list[Path] = []
+TOKEN = "the-runs-gateway-token"  # what the gateway admits: its callers' API key
 
 
 @pytest.fixture(scope="package")
@@ -30,7 +31,7 @@ def gateway(sim: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     cfg.write_text(f"dataset: x.jsonl\nharness: {{kind: python, entrypoint: 'm:f'}}\ncache_dir: {d / 'cache'}\n"
                    "retry: {max_attempts: 8, base_seconds: 0.05, max_backoff_seconds: 0.5}\n"
                    "rate_limits: {anthropic: {rpm: 6000}}\nruns: [{name: r}]\n")
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env = {**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, "RUNNER_GATEWAY_TOKEN": TOKEN}
     p = subprocess.Popen([sys.executable, "-m", "runner", "gateway", str(cfg), "--port", "0", "--upstream-sim", sim],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     try:

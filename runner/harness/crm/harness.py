@@ -152,7 +152,8 @@ class _Shared:
                 if self.info.gateway_url is None:
                     raise SandboxBootError(f"run {batch_run} is in batch mode, but no gateway was started")
                 via = f"{self.info.gateway_url}/run/{batch_run}/worker/{self.info.worker}"
-            self.providers[key] = make_provider(ref, self.cfg, self.info.sim_url, via=via)
+            self.providers[key] = make_provider(ref, self.cfg, self.info.sim_url, via=via,
+                                                via_token=self.info.gateway_token)
         provider, wire_model = self.providers[key]
         gates = getattr(self.info.limiter, "gates", None)
         return client_over(provider, wire_model, ref, self.cfg, limiter=None if batch_run else self.info.limiter,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -24,7 +25,8 @@ from runner.models.sim.batches import (
     openai_lines,
 )
 
-ENDPOINTS = ("/v1/chat/completions",)  # the simulator batches what it answers interactively
+# what the simulator batches: what it answers interactively (OpenAI's Batch API takes the Responses API too)
+ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 
 
 def _batches(request: web.Request) -> Batches:
@@ -62,8 +64,11 @@ async def anthropic_create(request: web.Request) -> web.Response:
         return body
     if (why := anthropic_create_error(body)) is not None:
         return json_error("anthropic", 400, why)
+    if (busy := _busy(request, "anthropic")) is not None:
+        return busy
     b = _batches(request).new("anthropic", f"msgbatch_{uuid.uuid4().hex[:24]}",
                               [(r["custom_id"], r["params"]) for r in body["requests"]], request.headers)
+    await asyncio.sleep(_batches(request).settings.create_seconds)  # made already: a caller gone now leaves it
     return web.json_response(anthropic_batch(b, _origin(request)))
 
 
@@ -94,6 +99,54 @@ async def anthropic_get_results(request: web.Request) -> web.Response:
 
 def _origin(request: web.Request) -> str:
     return f"{request.scheme}://{request.host}"
+
+
+def _busy(request: web.Request, api: str) -> web.Response | None:
+    """A create answered 429 with retry-after, at simulator.batches.busy's rate."""
+    bs = _batches(request)
+    if not bs.busy():
+        return None
+    bs.stats["batch_create_429"] += 1
+    wait = bs.settings.retry_after_seconds
+    refused = json_error(api, 429, "Too many batch requests: retry after the time the retry-after header says")
+    refused.headers["retry-after"] = str(max(0, round(wait)))
+    refused.headers["retry-after-ms"] = str(int(wait * 1000))
+    return refused
+
+
+async def anthropic_list(request: web.Request) -> web.Response:
+    if (refused := unauthorized(request, "anthropic", _batches(request).stats)) is not None:
+        return refused
+    bs = _batches(request)
+    data = []
+    for b in sorted(bs.batches.values(), key=lambda b: -b.created_wall)[:100]:
+        if b.api == "anthropic":
+            await bs.advance(b)
+            data.append(anthropic_batch(b, _origin(request)))
+    return web.json_response({"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
+                              "last_id": data[-1]["id"] if data else None})
+
+
+async def openai_list(request: web.Request) -> web.Response:
+    if (refused := unauthorized(request, "openai", _batches(request).stats)) is not None:
+        return refused
+    bs = _batches(request)
+    data = []
+    for b in sorted(bs.batches.values(), key=lambda b: -b.created_wall)[:100]:
+        if b.api == "openai":
+            await bs.advance(b)
+            data.append(openai_batch(b))
+    return web.json_response({"object": "list", "data": data, "has_more": False,
+                              "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None})
+
+
+async def files_delete(request: web.Request) -> web.Response:
+    f = _file(request)
+    if isinstance(f, web.Response):
+        return f
+    del _batches(request).files[request.match_info["id"]]
+    _batches(request).stats["files_deleted"] += 1
+    return web.json_response({"id": request.match_info["id"], "object": "file", "deleted": True})
 
 
 # ---------------------------------------------------------------- OpenAI
@@ -147,10 +200,14 @@ async def openai_create(request: web.Request) -> web.Response:
     found = _batches(request).files.get(str(body.get("input_file_id")))
     if found is None:
         return json_error("openai", 404, f"No such File object: {body.get('input_file_id')}", param="input_file_id")
+    if (busy := _busy(request, "openai")) is not None:
+        return busy
     entries, problems = openai_lines(found[1], body["endpoint"])
+    problems = problems or (await _batches(request).over_token_limit(entries) or [])
     b = _batches(request).new("openai", f"batch_{uuid.uuid4().hex[:24]}", entries, request.headers,
                               endpoint=body["endpoint"], input_file_id=body["input_file_id"],
                               metadata=body.get("metadata"), failed=problems or None)
+    await asyncio.sleep(_batches(request).settings.create_seconds)
     return web.json_response({**openai_batch(b), "status": "validating", "in_progress_at": None, "failed_at": None,
                               "errors": None})
 
@@ -182,13 +239,16 @@ def _write_openai_files(bs: Batches, b: SimBatch) -> None:
 def add_routes(app: web.Application) -> None:
     app.add_routes([
         web.post("/v1/messages/batches", anthropic_create),
+        web.get("/v1/messages/batches", anthropic_list),
         web.get("/v1/messages/batches/{id}", anthropic_get),
         web.post("/v1/messages/batches/{id}/cancel", anthropic_cancel),
         web.get("/v1/messages/batches/{id}/results", anthropic_get_results),
         web.post("/v1/files", files_create),
         web.get("/v1/files/{id}", files_get),
+        web.delete("/v1/files/{id}", files_delete),
         web.get("/v1/files/{id}/content", files_content),
         web.post("/v1/batches", openai_create),
+        web.get("/v1/batches", openai_list),
         web.get("/v1/batches/{id}", openai_get),
         web.post("/v1/batches/{id}/cancel", openai_cancel),
     ])

@@ -37,7 +37,8 @@ import orjson
 from aiohttp import web
 
 from runner.config import BatchTurnaround
-from runner.models.sim import wire
+from runner.models.sim import responses, wire
+from runner.models.sim.promptcache import tokens
 
 # One request inside a batch, as the interactive endpoint would take it: (HTTP status, body).
 Answer = Callable[[Mapping[str, str], str, dict[str, Any]], Awaitable[tuple[int, dict[str, Any]]]]
@@ -87,6 +88,7 @@ class Batches:
         self.state_dir = Path(state_dir) if state_dir else None
         self.batches: dict[str, SimBatch] = {}
         self.files: dict[str, tuple[dict[str, Any], bytes]] = {}
+        self.creates = 0  # batch creates asked for, 429s included
 
     def get(self, bid: str) -> SimBatch | None:
         if bid not in self.batches and self.state_dir is not None and CUSTOM_ID.match(bid) \
@@ -143,7 +145,38 @@ class Batches:
             return 500, err(500, "Internal server error (simulated, inside a batch)")
         if item.body.get("stream"):
             return 400, err(400, "stream: a request in a batch cannot stream", param="stream")
+        if b.endpoint == "/v1/responses":  # answered as the chat request it asks, in the Responses API's shape
+            status, payload = await self.answer(b.headers, b.api, responses.to_chat(item.body))
+            return (status, responses.from_chat(payload, item.body)) if status == 200 else (status, payload)
         return await self.answer(b.headers, b.api, item.body)
+
+    def busy(self) -> bool:
+        """Whether this create is answered 429 (simulator.batches.busy, drawn per create)."""
+        self.creates += 1
+        s = self.settings
+        if self.creates <= s.busy_first:
+            return True
+        return s.busy > 0 and random.Random(f"{s.seed}\x1fbusy\x1f{self.creates}").random() < s.busy
+
+    async def over_token_limit(self, entries: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]] | None:
+        """OpenAI: the problem of a batch whose model's prompt tokens in batches not yet ended would pass its
+        enqueued-token limit (simulator.batches.enqueued_tokens), as the API fails one; None when it fits."""
+        model = str(entries[0][1].get("model") or "") if entries else ""
+        limit = self.settings.enqueued_tokens.get(model)
+        if limit is None:
+            return None
+        queued = 0
+        for other in list(self.batches.values()):
+            if other.api == "openai" and other.failed is None and other.items and \
+                    other.items[0].body.get("model") == model:
+                await self.advance(other)
+                if other.ended is None:
+                    queued += sum(tokens(i.body) for i in other.items)
+        if queued + sum(tokens(body) for _, body in entries) <= limit:
+            return None
+        return [{"code": "token_limit_exceeded", "line": None, "param": None,
+                 "message": f"Enqueued token limit reached for {model} in organization org-sim. Limit: {limit:,} "
+                            "enqueued tokens. Please try again once some in_progress batches have been completed."}]
 
 
 def _saved(b: SimBatch) -> dict[str, Any]:

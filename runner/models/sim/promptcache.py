@@ -10,7 +10,10 @@ breakpoint is read (cache_read_input_tokens); the rest up to the last breakpoint
 than the model's minimum are not cached.
 OpenAI (automatic): prompts of 1,024 tokens or more cache their prefixes; cached_tokens is the
 longest cached prefix, counted in 128-token steps past the first 1,024; prompt_tokens includes it.
-Entries live 5 minutes from their last use.
+Entries live 5 minutes from their last use, or an hour where the breakpoint says `ttl: 1h` (its writes
+reported apart, `cache_creation.ephemeral_1h_input_tokens`, as they are billed apart). A request answered
+inside a batch whose turnaround the simulator runs faster than the providers' (`simulator.batches.scale`)
+sees entries age at the providers' pace: a five-minute entry has expired across a batch's real wait.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import orjson
 
 TTL_SECONDS = 300.0
+HOUR_TTL_SECONDS = 3600.0
 OPENAI_MIN, OPENAI_STEP = 1024, 128
 
 
@@ -49,6 +53,7 @@ class Segment:
     tokens: int
     marked: bool  # carries a cache_control breakpoint
     digest: bytes  # running hash of the prefix that ends with this segment
+    ttl: float = TTL_SECONDS  # its breakpoint's lifetime (`ttl: 1h`: an hour)
 
 
 def segments(api: str, body: dict[str, Any]) -> list[Segment]:
@@ -73,7 +78,8 @@ def segments(api: str, body: dict[str, Any]) -> list[Segment]:
     for seg in raw:
         text = _canonical(_unmarked(seg))  # once per segment: it is most of the simulator's CPU per request
         h.update(text)
-        out.append(Segment(_tokens_of(text), isinstance(seg, dict) and "cache_control" in seg, h.copy().digest()))
+        out.append(Segment(_tokens_of(text), isinstance(seg, dict) and "cache_control" in seg, h.copy().digest(),
+                           _ttl(seg)))
     return out
 
 
@@ -99,12 +105,17 @@ def _tool_segments(model: str, tools: list[Any]) -> tuple[list[Segment], Any]:
             text = _canonical(_unmarked(seg))
             h.update(text)
             segs.append(Segment(_tokens_of(text), isinstance(seg, dict) and "cache_control" in seg,
-                                h.copy().digest()))
+                                h.copy().digest(), _ttl(seg)))
         if len(_tools_seen) >= _TOOLS_MAX:
             _tools_seen.clear()
         hit = _tools_seen[key] = (segs, h)
     _last[model] = (tools, hit)
     return list(hit[0]), hit[1]
+
+
+def _ttl(seg: Any) -> float:
+    cc = seg.get("cache_control") if isinstance(seg, dict) else None
+    return HOUR_TTL_SECONDS if isinstance(cc, dict) and cc.get("ttl") == "1h" else TTL_SECONDS
 
 
 @dataclass
@@ -113,23 +124,27 @@ class CacheUsage:
     cache_write: int = 0
     cache_read: int = 0
     asked: bool = False  # the request carried a breakpoint (anthropic reports the fields then)
+    cache_write_1h: int = 0  # of cache_write, written with the one-hour lifetime
 
 
 class PromptCache:
     def __init__(self) -> None:
-        self._entries: dict[bytes, float] = {}
+        self._entries: dict[bytes, tuple[float, float]] = {}  # digest -> (last used, lifetime)
+        self._scale = 1.0  # the providers' seconds per second of this clock, for the request being accounted
 
     def _hit(self, digest: bytes, now: float) -> bool:
-        t = self._entries.get(digest)
-        if t is None or now - t > TTL_SECONDS:
+        found = self._entries.get(digest)
+        if found is None or now - found[0] > found[1] / self._scale:
             return False
-        self._entries[digest] = now
+        self._entries[digest] = (now, found[1])
         return True
 
-    def account(self, api: str, segs: list[Segment], *, min_tokens: int = 1024) -> CacheUsage:
-        """Usage of one admitted request (reads hits, writes its breakpoints)."""
+    def account(self, api: str, segs: list[Segment], *, min_tokens: int = 1024, scale: float = 1.0) -> CacheUsage:
+        """Usage of one admitted request (reads hits, writes its breakpoints); `scale`: the providers' seconds a
+        second of this clock stands for where the request was answered (a batch run faster than real)."""
         total = sum(s.tokens for s in segs)
         now = time.monotonic()
+        self._scale = max(scale, 1e-9)
         if api == "anthropic":
             return self._anthropic(segs, total, min_tokens, now)
         return self._openai(segs, total, now)
@@ -148,15 +163,17 @@ class PromptCache:
                 read = prefix[i + 1]
                 break
         upto = prefix[last + 1]
-        write = 0
+        write = write_1h = 0
         if upto >= min_tokens:
             write = upto - read
             for i in marks:
                 if prefix[i + 1] >= min_tokens:
-                    self._entries[segs[i].digest] = now
+                    self._entries[segs[i].digest] = (now, segs[i].ttl)
+            # the written span's lifetime is its last breakpoint's (an hour-long mark keeps what precedes it)
+            write_1h = write if segs[last].ttl > TTL_SECONDS else 0
         else:
             upto = read
-        return CacheUsage(total - upto, write, read, asked=True)
+        return CacheUsage(total - upto, write, read, asked=True, cache_write_1h=write_1h)
 
     def _openai(self, segs: list[Segment], total: int, now: float) -> CacheUsage:
         if total < OPENAI_MIN:
@@ -167,7 +184,7 @@ class PromptCache:
             if prefix >= OPENAI_MIN:
                 if self._hit(s.digest, now):
                     cached = prefix
-                self._entries[s.digest] = now
+                self._entries[s.digest] = (now, TTL_SECONDS)
         if cached:
             cached = OPENAI_MIN + (cached - OPENAI_MIN) // OPENAI_STEP * OPENAI_STEP
         return CacheUsage(total, 0, cached)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import random
+import ssl
 import sys
 import time
 import traceback
@@ -161,8 +162,9 @@ def _ratelimit_headers(api: str, remaining: dict[str, float], wait: float, lim: 
 
 def _usage_fields(api: str, u: Any, out_tokens: int) -> dict[str, Any]:
     if api == "anthropic":
-        cached = {"cache_creation_input_tokens": u.cache_write, "cache_read_input_tokens": u.cache_read} \
-            if u.asked else {}
+        cached = {"cache_creation_input_tokens": u.cache_write, "cache_read_input_tokens": u.cache_read,
+                  "cache_creation": {"ephemeral_5m_input_tokens": u.cache_write - u.cache_write_1h,
+                                     "ephemeral_1h_input_tokens": u.cache_write_1h}} if u.asked else {}
         return {"input_tokens": u.input_tokens, "output_tokens": out_tokens, **cached}
     return {"prompt_tokens": u.input_tokens, "completion_tokens": out_tokens,
             "total_tokens": u.input_tokens + out_tokens,
@@ -291,8 +293,10 @@ async def answer_inside(state: SimState, headers: Mapping[str, str], api: str, b
     raw = orjson.dumps(body)
     rid = hashlib.sha256(api.encode() + b"\x1f" + raw).hexdigest()
     out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
-    # no bucket is named "": nothing charged, nothing refunded; arrived long ago: no latency to wait for
-    payload = await _answer(state, headers, api, body, segments(api, body), rid, "", out_estimate, -math.inf)
+    # no bucket is named "": nothing charged, nothing refunded; arrived long ago: no latency to wait for; its
+    # prompt cache at the providers' pace (the batch's turnaround may run faster than theirs)
+    payload = await _answer(state, headers, api, body, segments(api, body), rid, "", out_estimate, -math.inf,
+                            scale=state.settings.batches.scale)
     state.stats["ok"] += 1
     return 200, payload
 
@@ -370,13 +374,14 @@ def _trial(headers: Mapping[str, str], body: dict[str, Any]) -> int:
 
 
 async def _answer(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any], segs: list[Any],
-                  rid: str, limited: str, out_estimate: int, arrived: float) -> dict[str, Any]:
+                  rid: str, limited: str, out_estimate: int, arrived: float, scale: float = 1.0) -> dict[str, Any]:
     """The model's move, after its latency, with usage as the provider would count it."""
     model = str(body["model"])
     plays = headers.get("x-sim-plays")
     real = played(headers, model)
     behaviour = rulebook.book(api).behaviour(real)
-    usage = state.prompt_cache.account(api, segs, min_tokens=int(behaviour.get("min_cacheable_prompt_tokens") or 1024))
+    usage = state.prompt_cache.account(api, segs, min_tokens=int(behaviour.get("min_cacheable_prompt_tokens") or 1024),
+                                       scale=scale)
     if api == "anthropic":
         state.refund(limited, "input", usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
@@ -514,7 +519,11 @@ def serve(settings: SimSettings, *, announce: bool = True, listen_fd: int | None
     async def main() -> None:
         runner = web.AppRunner(make_app(settings, apis), access_log=None, handle_signals=True)
         await runner.setup()
-        site = site_for(runner, settings.host, settings.port, listen_fd)
+        tls = None
+        if settings.tls_cert:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls.load_cert_chain(settings.tls_cert, settings.tls_key)
+        site = site_for(runner, settings.host, settings.port, listen_fd, tls)
         await site.start()
         server: Any = site._server
         sockets = server.sockets if server is not None else []

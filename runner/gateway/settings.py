@@ -1,0 +1,74 @@
+"""What a gateway process needs, resolved from the config once by whoever starts it (a run, `runner gateway`,
+the pytest plugin) and handed to it whole: never the config itself, which it would validate again (a
+`--runs` that left out the config's compare_to run crashed a gateway that did).
+
+Where calls go is decided here as the official SDKs decide it: the config's base URL, else the SDK's own
+environment variable (ANTHROPIC_BASE_URL, OPENAI_BASE_URL), else the provider's public address. Proxies
+(HTTPS_PROXY, HTTP_PROXY, NO_PROXY) and a custom CA bundle (SSL_CERT_FILE) are read from the environment by
+the gateway's HTTP client at start, as the SDKs' client reads them.
+
+The token callers must present is not among these settings: it travels in the gateway process's
+environment (RUNNER_GATEWAY_TOKEN), never on a command line another local user could read.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runner.config import PROVIDER_BASE_URLS, BatchSettings, Config, Limits, RetrySettings, sdk_base_url
+
+TOKEN_ENV = "RUNNER_GATEWAY_TOKEN"  # the token a gateway admits, in its own environment
+SDK_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+
+
+class GatewaySettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    upstreams: dict[str, str] = Field(default_factory=lambda: dict(PROVIDER_BASE_URLS))
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    batch: BatchSettings | None = None  # batch mode for the runs in batch_runs ("*": every run)
+    batch_runs: frozenset[str] = frozenset()
+    journal: str | None = None  # where batch mode keeps its batches (an output directory's batches.jsonl)
+    limits: dict[str, Limits] = Field(default_factory=dict)  # the shared budget, per key
+    adaptive: bool = False  # an adaptive concurrency window per key (runner/budget/ratelimit.py)
+    limit_keys: dict[str, str] = Field(default_factory=dict)  # "provider/model" or "provider" -> budget key
+    sim_models: dict[str, str] | None = None  # simulator mode: model -> the simulator model that plays it
+    model_overrides: dict[str, dict[str, object]] = Field(default_factory=dict)  # the config's `models:`
+    timeout_seconds: float = 600.0
+    cache_dir: str | None = None  # the response cache (None: none)
+    gates: str | None = None  # the run's first-call gates file (runner/budget/gates.py) ...
+    gate_keys: list[str] = Field(default_factory=list)  # ... and its keys
+
+
+def upstreams(cfg: Config | None, sim_url: str | None) -> dict[str, str]:
+    """Each provider's SDK base URL: the simulator; else the config's, the SDK's environment variable, the
+    provider's own."""
+    if sim_url:
+        return {p: sdk_base_url(sim_url, p) for p in PROVIDER_BASE_URLS}
+    return {p: (getattr(cfg, p).base_url if cfg is not None else None) or os.environ.get(SDK_BASE_URL_ENV[p])
+            or url for p, url in PROVIDER_BASE_URLS.items()}
+
+
+def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None,
+                     gates: tuple[str, list[str]] | None = None) -> GatewaySettings:
+    """The settings of the gateway a config describes: its rate_limits as one shared budget, where each
+    provider's calls go (or the simulator), its retry policy, response cache and batch mode."""
+    keys = sorted(cfg.rate_limits)
+    # batch mode for the runs that ask for it; with `batch.enabled` and no run opting out, for every caller
+    # (`runner gateway` serves callers of any run name)
+    every = cfg.batch.enabled and all(r.batch is not False for r in cfg.runs)
+    batch_runs = frozenset(cfg.batch_runs() | ({"*"} if every else set()))
+    use_cache = cfg.cache if cache is None else cache
+    from runner.cache import DEFAULT_DIR
+
+    return GatewaySettings(
+        upstreams=upstreams(cfg, sim_url), retry=cfg.retry, limit_keys={k: k for k in keys},
+        limits={k: cfg.rate_limits[k].resolved() for k in keys}, adaptive=bool(cfg.adaptive_concurrency),
+        sim_models={} if sim_url else None, model_overrides=cfg.model_overrides(),
+        batch=cfg.batch if batch_runs else None, batch_runs=batch_runs,
+        journal=str(cfg.output_dir / "batches.jsonl") if batch_runs else None,
+        cache_dir=str(Path(cfg.cache_dir or DEFAULT_DIR)) if use_cache else None,
+        gates=gates[0] if gates else None, gate_keys=list(gates[1]) if gates else [])
