@@ -49,7 +49,14 @@ if [ -n "${SANDBOX_SOCKET_DIR:-}" ]; then
 fi
 escaped=$(printf "%s" "$POSTGRES_PASSWORD" | sed "s/'/''/g")
 role=$(printf "%s" "${SANDBOX_USER:-sandbox}" | sed 's/"/""/g')
-printf "ALTER ROLE \"%s\" PASSWORD '%s';\n" "$role" "$escaped" \
+# SANDBOX_ADMIN_PASSWORD: the runner's own superuser (pgsr_admin), made here with it; a container started
+# without it (compose, by hand) has none. Statements end with a semicolon and a blank line (-j).
+admin=""
+if [ -n "${SANDBOX_ADMIN_PASSWORD:-}" ]; then
+    admin_escaped=$(printf "%s" "$SANDBOX_ADMIN_PASSWORD" | sed "s/'/''/g")
+    admin=$(printf "DO \$\$BEGIN CREATE ROLE pgsr_admin SUPERUSER LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$\$;\n\nALTER ROLE pgsr_admin PASSWORD '%s';\n\n" "$admin_escaped")
+fi
+printf "ALTER ROLE \"%s\" PASSWORD '%s';\n\n%s" "$role" "$escaped" "$admin" \
     | postgres --single -D "$PGDATA" -c log_min_messages=fatal -j postgres >/dev/null
-unset POSTGRES_PASSWORD escaped
+unset POSTGRES_PASSWORD SANDBOX_ADMIN_PASSWORD escaped admin_escaped admin
 exec postgres -D "$PGDATA" "$@"

@@ -77,13 +77,16 @@ class SandboxInfo:
         return self.databases[self.main]
 
 
-def sandbox_info(sb: Any, spec: Any, main: str | None = None, slot: int = 0) -> SandboxInfo:
+def sandbox_info(sb: Any, spec: Any, main: str | None = None, slot: int = 0,
+                 login: tuple[str, str] | None = None) -> SandboxInfo:
     """What a harness sees of a started sandbox: the spec's databases at its endpoint, `main` first;
-    a worker's slot n > 0 has its own copy of each (slot_database) but the shared ones."""
+    a worker's slot n > 0 has its own copy of each (slot_database) but the shared ones, and logs in as
+    `login` (user, password: its own role, sandbox/tenancy.py; default the sandbox's one role)."""
     e = sb.endpoint
+    user, password = login or (e.user, e.password)
     main = main or spec.name
     names = (main, *(n for n in spec.databases if n != spec.name))
-    return SandboxInfo(sb.id, {n: Database(e.host, e.port, e.user, e.password,
+    return SandboxInfo(sb.id, {n: Database(e.host, e.port, user, password,
                                            n if n in spec.shared else slot_database(n, slot), e.socket_dir)
                                for n in names}, main)
 

@@ -54,6 +54,7 @@ class Launched:
     id: str  # the sandbox's id: its container is named pgsr-<id>
     container_id: str
     password: str = field(repr=False)
+    admin_password: str = field(repr=False)  # the runner's own superuser's (tenancy.ADMIN_ROLE)
     socket_home: str | None = None  # the host directory holding its Unix socket's, if it has one
 
 
@@ -132,14 +133,24 @@ class Sandbox(Resource):
     kind: str = "abstract"
 
     def __init__(self) -> None:
-        self.endpoint: Endpoint | None = None
+        self.endpoint: Endpoint | None = None  # the harness's own role: what slot 0 and users log in as
+        self.admin: Endpoint | None = None  # the runner's superuser (tenancy.py), where the sandbox has one
         self.id: str = ""
         self.boot_seconds: float = 0.0
         self.launched: Launched | None = None  # started ahead of its worker (docker only): start() takes it over
 
+    @property
+    def control(self) -> Endpoint:
+        """Where the runner's own sessions log in: its superuser, else (an external database) the one role."""
+        e = self.admin or self.endpoint
+        if e is None:
+            raise SandboxBootError(f"{self.kind} sandbox is not started")
+        return e
+
     def alive(self) -> bool:
-        """Whether the server still answers (used to tell a lost sandbox from a bad query)."""
-        return self.endpoint is not None and logs_in(self.endpoint.dsn())
+        """Whether the server still answers (used to tell a lost sandbox from a bad query): as the runner, whose
+        login no record can change."""
+        return (self.admin or self.endpoint) is not None and logs_in(self.control.dsn())
 
     def dsn(self, dbname: str = "postgres") -> str:
         if self.endpoint is None:
@@ -165,13 +176,17 @@ def databases_bytes(endpoint: Endpoint, names: list[str]) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def _create_from(conn: psycopg.Connection[Any], new: str, template: str, *, file_copy: bool = False) -> None:
-    """CREATE DATABASE new TEMPLATE template. `file_copy` (PostgreSQL 15+) copies files instead of
-    writing the copy to the WAL: much faster for many copies at once (slots at boot: 64 took ~50 s),
-    at the price of a checkpoint per copy, so not for one copy per record."""
+def _create_from(conn: psycopg.Connection[Any], new: str, template: str, *, file_copy: bool = False,
+                 owner: str | None = None) -> None:
+    """CREATE DATABASE new TEMPLATE template [OWNER owner], open to its owner alone (a copy does not keep its
+    template's privileges: PUBLIC may connect to a new database). `file_copy` (PostgreSQL 15+) copies files
+    instead of writing the copy to the WAL: much faster for many copies at once (slots at boot: 64 took
+    ~50 s), at the price of a checkpoint per copy, so not for one copy per record."""
     strategy = " STRATEGY FILE_COPY" if file_copy and conn.info.server_version >= 150000 else ""
-    conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}" + strategy).format(sql.Identifier(new),
-                                                                               sql.Identifier(template)))
+    owned = sql.SQL(" OWNER {}").format(sql.Identifier(owner)) if owner else sql.SQL("")
+    conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}{}" + strategy).format(sql.Identifier(new),
+                                                                                 sql.Identifier(template), owned))
+    conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(new)))
 
 
 def _drop(conn: psycopg.Connection[Any], name: str) -> None:
@@ -185,28 +200,28 @@ def snapshot_database(endpoint: Endpoint, name: str) -> None:
         _create_from(conn, template_name(name), name)
 
 
-def recreate_database(endpoint: Endpoint, name: str, template: str | None = None) -> None:
+def recreate_database(endpoint: Endpoint, name: str, template: str | None = None, *, owner: str | None = None) -> None:
     """`name` back to the snapshot of `template` (itself by default): whatever the last record left
     behind is gone (sessions too)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
         _drop(conn, name)
-        _create_from(conn, name, template_name(template or name))
+        _create_from(conn, name, template_name(template or name), owner=owner)
 
 
-def copy_databases(endpoint: Endpoint, groups: list[list[tuple[str, str]]],
+def copy_databases(endpoint: Endpoint, groups: list[tuple[str | None, list[tuple[str, str]]]],
                    done: Callable[[int], bool] | None = None) -> None:
-    """CREATE DATABASE new TEMPLATE old for each (old, new) of each group (a slot's), on one session: a
-    worker's slots get their own databases, as they were at boot (nobody may be connected to `old`
-    meanwhile). `done(i)` after group i says whether to go on."""
+    """CREATE DATABASE new TEMPLATE old OWNER owner for each (old, new) of each (owner, pairs) group (a
+    slot's), on one session: a worker's slots get their own databases, as they were at boot (nobody may
+    be connected to `old` meanwhile). `done(i)` after group i says whether to go on."""
     t0 = time.monotonic()
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        for i, pairs in enumerate(groups):
+        for i, (owner, pairs) in enumerate(groups):
             for old, new in pairs:
-                _create_from(conn, new, old, file_copy=True)
+                _create_from(conn, new, old, file_copy=True, owner=owner)
             if done is not None and not done(i):
                 return
-    if any(groups):
-        logger.debug("{} slot databases copied in {:.2f}s", sum(map(len, groups)), time.monotonic() - t0)
+    if any(pairs for _, pairs in groups):
+        logger.debug("{} slot databases copied in {:.2f}s", sum(len(p) for _, p in groups), time.monotonic() - t0)
 
 
 def cancel_queries(endpoint: Endpoint, databases: list[str]) -> None:

@@ -38,6 +38,7 @@ from runner.sandbox.base import (
     wait_connectable,
 )
 from runner.sandbox.owner import ORPHAN_SECONDS, dir_owner, is_stale, owned_dir, owner_identity
+from runner.sandbox.tenancy import ADMIN_ROLE, SERVER_LOG_SETTINGS, server_args
 
 
 def engine_address() -> str:
@@ -116,13 +117,13 @@ class DockerSandbox(Sandbox):
     def launch(self) -> Launched:
         """Create and start the container, without waiting for its server: where it may run ahead of
         its worker (the supervisor's Prestart), the server boots while the worker's process is made."""
-        password = new_password()
-        c, _ = self._container_spec(password)
+        password, admin = new_password(), new_password()
+        c, _ = self._container_spec(password, admin)
         try:
             # testcontainers would try a registry pull for a missing image; there is none here.
             c.get_docker_client().client.images.get(self.image)
             c.start()
-            return Launched(self.id, c.get_wrapped_container().id, password, self._socket_home)
+            return Launched(self.id, c.get_wrapped_container().id, password, admin, self._socket_home)
         except BaseException as e:
             with contextlib.suppress(Exception):  # created, then not started: removed with its socket
                 c.stop(force=True, delete_volume=True)
@@ -151,6 +152,7 @@ class DockerSandbox(Sandbox):
             assert socket_dir is not None
             self.endpoint = Endpoint(socket_dir, SOCKET_PORT, self.user, launched.password, socket_dir=socket_dir)
             wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
+            self.admin = replace(self.endpoint, user=ADMIN_ROLE, password=launched.admin_password)
             return
         binding = self._container.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
         self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user,
@@ -162,8 +164,9 @@ class DockerSandbox(Sandbox):
                 self.endpoint = local
             else:
                 logger.debug("{}: no login through the socket in {}; TCP only", self.id, socket_dir)
+        self.admin = replace(self.endpoint, user=ADMIN_ROLE, password=launched.admin_password)
 
-    def _container_spec(self, password: str) -> tuple[DockerContainer, str | None]:
+    def _container_spec(self, password: str, admin: str) -> tuple[DockerContainer, str | None]:
         """The container as this sandbox runs it (CONFINED, its mounts, its network), not yet started, and
         the host directory of its extra Unix socket, if it has one."""
         owner = owner_identity(self.owner_pid)
@@ -172,7 +175,10 @@ class DockerSandbox(Sandbox):
         labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.owner-pid": str(self.owner_pid),
                   f"{LABEL}.owner": owner, f"{LABEL}.keep": "1" if self.keep else "0"}
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
-        c.with_command(f"-c max_connections={self.connections}")  # the entrypoint hands these to postgres
+        c.with_env("SANDBOX_ADMIN_PASSWORD", admin)  # the runner's superuser: made at start, with this password
+        # the entrypoint hands these to postgres; a kept sandbox (runner debug) logs to its standard error
+        logs = [] if self.keep else server_args(SERVER_LOG_SETTINGS)
+        c.with_command(" ".join([f"-c max_connections={self.connections}", *logs]))
         if not self.offline:
             c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
         if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)

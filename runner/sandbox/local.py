@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import gzip
 import hashlib
+import json
 import os
 import pwd
 import shutil
@@ -28,10 +29,11 @@ from psycopg import sql
 
 from runner.config import environment
 from runner.errors import SandboxBootError
-from runner.resources import stop_process
+from runner.resources import dies_with_parent, stop_process
 from runner.sandbox.base import Endpoint, Sandbox, new_password, wait_connectable
 from runner.sandbox.owner import ORPHAN_SECONDS, OWNER_FILE, dir_owner, is_stale, owner_identity
 from runner.sandbox.schema import DatabaseSpec
+from runner.sandbox.tenancy import ADMIN_ROLE, SERVER_LOG_SETTINGS, server_args
 
 # A sandbox's directory says who owns it (the process that made it: its server dies with it) and
 # whether `runner debug` keeps it, so that one left by a process killed outright is found and removed.
@@ -90,15 +92,6 @@ def _chown_tree(path: Path, user: pwd.struct_passwd | None) -> None:
         os.chown(p, user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
-def _dies_with_parent(argv: list[str]) -> list[str]:
-    """argv run so that the server gets SIGTERM when the thread that started it ends (a worker killed with
-    SIGKILL): util-linux's setpriv sets PR_SET_PDEATHSIG and execs the server. Not a `preexec_fn`: that
-    runs Python in the child between fork and exec, which can deadlock when the parent has threads (the
-    slot threads start replacement sandboxes). Without setpriv, leftovers are removed as stale."""
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
-
-
 PORT_TRIES = 5
 
 
@@ -125,7 +118,7 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None, sp
     sock = datadir / "tmp-sock"
     sock.mkdir()
     _chown_tree(sock, user)
-    proc = subprocess.Popen(_dies_with_parent([str(bindir / "postgres"), "-D", str(datadir), "-c",
+    proc = subprocess.Popen(dies_with_parent([str(bindir / "postgres"), "-D", str(datadir), "-c",
                                                "listen_addresses=", "-k", str(sock)]),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             **_as_user(user))  # type: ignore[call-overload]
@@ -240,21 +233,25 @@ class LocalSandbox(Sandbox):
         (self._dir / "sock").mkdir()
         _chown_tree(self._dir, user)
         os.chmod(data, 0o700)
-        password = new_password()
+        password, admin = new_password(), new_password()
         role = '"' + self.spec.user.replace('"', '""') + '"'
-        _single_user(bindir, data, f"ALTER ROLE {role} PASSWORD {_sql_literal(password)};\n\n", user, "postgres")
+        # the runner's own superuser (tenancy.py), made in this sandbox's copy only, with its own password
+        _single_user(bindir, data, f"ALTER ROLE {role} PASSWORD {_sql_literal(password)};\n\n"
+                     f"CREATE ROLE {ADMIN_ROLE} SUPERUSER LOGIN PASSWORD {_sql_literal(admin)};\n\n", user, "postgres")
         for tries in range(1, PORT_TRIES + 1):
             # PostgreSQL cannot be told "any free port", so one is probed, then bound by the server; a
             # sandbox starting at the same moment may take it in between: then another port.
             port = _free_port()
             log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
             argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock"),
-                    "-c", f"max_connections={self.connections}"]
+                    "-c", f"max_connections={self.connections}",
+                    *([] if self.keep else server_args(SERVER_LOG_SETTINGS))]
             self._proc = subprocess.Popen(
-                argv if self.keep else _dies_with_parent(argv), stdout=log, stderr=subprocess.STDOUT,
+                argv if self.keep else dies_with_parent(argv), stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, **_as_user(user))  # type: ignore[call-overload]
             log.close()
             self.endpoint = Endpoint("127.0.0.1", port, self.spec.user, password)
+            self.admin = Endpoint("127.0.0.1", port, ADMIN_ROLE, admin)
             try:
                 wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
                 break
@@ -271,6 +268,12 @@ class LocalSandbox(Sandbox):
         if self._dir is not None:
             with contextlib.suppress(OSError):
                 tail = (self._dir / "server.log").read_text(errors="replace")[-1500:]
+            # once its log collector runs, the server's words go to its JSON log (tenancy.SERVER_LOG_SETTINGS)
+            for f in sorted((self._dir / "data" / "log").glob("*.json")):
+                with contextlib.suppress(OSError):
+                    said = [json.loads(line).get("message", "") for line in f.read_text(errors="replace").splitlines()
+                            if line.startswith("{")]
+                    tail += "\n" + "\n".join(said)[-1500:]
         return f"postgres exited with {self._proc.returncode}: {tail}"
 
     def alive(self) -> bool:

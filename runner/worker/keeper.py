@@ -1,6 +1,7 @@
-"""A worker's sandbox and what keeps it: its boot (every slot's databases, templates for `reset:
-recreate`), the witness that tells whether one live server served a whole record, its replacement
-when it dies (once, for all slots), and the per-slot database chores (reset, cancel).
+"""A worker's sandbox and what keeps it: its boot (every slot's role and databases, templates for `reset:
+recreate`), the witness that tells whether one live server served a whole record, the steward that
+keeps each slot a tenant of its own (sandbox/tenancy.py), its replacement when it dies (once, for all
+slots), and the per-slot chores (reset, tidy, cancel).
 
 Its slots share it: a slot that finds it dead replaces it under `lock` unless another already did (the
 `generation` it saw is gone); readers take `sandbox` once and work on that, since it may be swapped
@@ -10,8 +11,10 @@ under them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
+import psycopg
 from loguru import logger
 
 from runner.config import SLOT_DATA_MIB
@@ -24,12 +27,15 @@ from runner.sandbox.base import (
     cancel_queries,
     copy_databases,
     databases_bytes,
+    new_password,
     recreate_database,
     snapshot_database,
     template_name,
 )
+from runner.sandbox.tenancy import Steward, TenantStuck
 from runner.sandbox.witness import Incarnation, SandboxGone, Witness
 from runner.wire.messages import SandboxReplaced
+from runner.worker.turns import Turns
 
 
 def connections_for(slots: int) -> int:
@@ -54,45 +60,73 @@ class SandboxKeeper:
         self.spec, self.cfg, self.inbox, self.inline = spec, spec.cfg, inbox, inline
         self.sandbox: Sandbox | None = None
         self.witness: Witness | None = None  # the worker's own session: did the sandbox serve a whole record?
+        self.steward: Steward | None = None  # the runner's superuser session: each slot a tenant of its own
+        self.turns = Turns()  # every slot at once, or a record run again alone
         self.generation = 0
         self.lock = threading.Lock()  # one replacement of the sandbox at a time
         # slot k's databases exist in the first sandbox once copied[k] is set (copied in the background)
         self.copied = [threading.Event() for _ in range(spec.slots)]
-        self.deferred: list[list[tuple[str, str]]] = []
+        self.deferred: list[tuple[str | None, list[tuple[str, str]]]] = []  # (owner, (template, copy)) per slot
 
     def boot(self) -> None:
-        """A new sandbox with every slot's databases (and templates for `reset: recreate`)."""
+        """A new sandbox with every slot's role and databases (and templates for `reset: recreate`)."""
         s = self.spec
         sb = self._started(new_sandbox(s, self.generation + 1, s.launched if self.generation == 0 else None))
+        steward: Steward | None = None
         try:
             assert sb.endpoint is not None
+            steward = Steward(sb.control.local_dsn(), s.database.user, sb.endpoint.password,
+                              shared=s.database.shared, connections=connections_for(s.slots), slots=s.slots,
+                              enabled=sb.admin is not None)
+            steward.start()
             # Templates while nobody is connected, then every slot's copies of them, by FILE_COPY (a
             # pair took 2-7 s by WAL once other slots ran). The first sandbox's copies are made in the
             # background, slot after slot, each slot ready when its own are (4 workers x 63 slots took
             # 18 s at boot, 4 % of the headline's wall); a replacement's are made here, all at once, and
             # it is published only then: a slot that looked at it earlier would find no database of its own.
-            slot_dbs = self.own_databases(0, sb) if s.slots > 1 else []
+            own = self.own_databases(0, sb)
+            steward.lock_down(own)
+            slot_dbs = own if s.slots > 1 else []
             if slot_dbs and s.cfg.container_memory is None:
                 self._make_room(sb, slot_dbs)
-            main = self.main_db(sb)
-            names = slot_dbs + ([main] if self.cfg.harness.reset == "recreate" and main not in slot_dbs else [])
+            names = own if self.cfg.harness.reset == "recreate" else slot_dbs
             for name in names:
-                snapshot_database(sb.endpoint, name)
-            copies = [[(template_name(d), slot_database(d, k)) for d in slot_dbs] for k in range(1, s.slots)]
+                snapshot_database(sb.control, name)
+                steward.neutralize(template_name(name))
+            copies: list[tuple[str | None, list[tuple[str, str]]]] = []
+            for k in range(1, s.slots):
+                mine = [slot_database(d, k) for d in slot_dbs]
+                steward.provision(k, mine, new_password())
+                copies.append((steward.owner(k), [(template_name(d), new) for d, new in zip(slot_dbs, mine,
+                                                                                          strict=True)]))
+            self.deferred = []
             if self.generation == 0 and not self.inline:
                 self.deferred = copies
             else:
-                copy_databases(sb.endpoint, copies)
-            witness = Witness(sb.endpoint.local_dsn())
+                copy_databases(sb.control, copies, self._adopting(steward, copies))
+            witness = Witness(sb.control.local_dsn())
             witness.start()
         except BaseException:
+            if steward is not None:
+                steward.stop()
             sb.stop()
             raise
-        self.sandbox, self.witness = sb, witness
+        self.sandbox, self.witness, self.steward = sb, witness, steward
         self.generation += 1
         if self.generation > 1:
             for e in self.copied:  # a replacement has them all (and the background copier stops)
                 e.set()
+
+    @staticmethod
+    def _adopting(steward: Steward, copies: list[tuple[str | None, list[tuple[str, str]]]]) -> Callable[[int], bool]:
+        """After slot i + 1's copies are made: its objects are its own, its state the one tidy keeps."""
+        def done(i: int) -> bool:
+            for _, new in copies[i][1]:
+                steward.adopt(i + 1, new)
+            steward.settle(i + 1)
+            return True
+
+        return done
 
     def _started(self, sb: Sandbox) -> Sandbox:
         """`sb` started; one launched ahead of this worker that does not come up (its container removed
@@ -121,7 +155,7 @@ class SandboxKeeper:
         assert sb.endpoint is not None
         if not sb.data_in_memory():
             return
-        size, k = databases_bytes(sb.endpoint, names), self.spec.slots
+        size, k = databases_bytes(sb.control, names), self.spec.slots
         extra = int(size * k * 1.25) - SLOT_DATA_MIB * 2**20 * (k - 1)  # a quarter more for what records write
         if extra > 0 and sb.raise_memory(extra):
             logger.info("sandbox memory limit raised by {} MiB: {} slots' copies of {} MiB of databases in memory",
@@ -131,14 +165,19 @@ class SandboxKeeper:
         """The first sandbox's slot databases, slot 1 first; stops at a replacement (which copies its own)."""
         self.copied[0].set()
 
+        sb, steward = self.sandbox, self.steward
+        adopt = self._adopting(steward, self.deferred) if steward is not None else (lambda i: True)
+
         def done(i: int) -> bool:  # slot i + 1 has its databases; go on unless the sandbox was replaced
+            if self.generation != 1:
+                return False
+            adopt(i)
             self.copied[i + 1].set()
             return self.generation == 1
 
         try:
-            sb = self.sandbox
             if self.generation == 1 and sb is not None and sb.endpoint is not None:
-                copy_databases(sb.endpoint, self.deferred, done)
+                copy_databases(sb.control, self.deferred, done)
         except Exception as e:  # the sandbox died: the slot that finds it so replaces it, copies and all
             logger.warning("copying the slots' databases stopped: {}", e)
         finally:
@@ -154,11 +193,17 @@ class SandboxKeeper:
     def slot_info(self, slot: int, sb: Sandbox | None = None) -> SandboxInfo:
         sb = sb or self.sandbox
         assert sb is not None and sb.endpoint is not None
-        return sandbox_info(sb, self.spec.database, self.main_db(sb), slot)
+        steward = self.steward
+        login = steward.login(slot) if steward is not None and sb is self.sandbox else None
+        return sandbox_info(sb, self.spec.database, self.main_db(sb), slot,
+                            (login.user, login.password) if login is not None else None)
 
     def own_databases(self, slot: int, sb: Sandbox | None = None) -> list[str]:
         """The slot's databases but those every slot shares (which no slot resets nor cancels)."""
-        return [d.name for n, d in self.slot_info(slot, sb).databases.items() if n not in self.spec.database.shared]
+        sb = sb or self.sandbox
+        assert sb is not None and sb.endpoint is not None
+        return [d.name for n, d in sandbox_info(sb, self.spec.database, self.main_db(sb), slot).databases.items()
+                if n not in self.spec.database.shared]
 
     def sandbox_id(self) -> str | None:
         return self.sandbox.id if self.sandbox else None
@@ -167,6 +212,9 @@ class SandboxKeeper:
         if self.witness is not None:
             self.witness.stop()
             self.witness = None
+        if self.steward is not None:
+            self.steward.stop()
+            self.steward = None
         if self.sandbox is not None:
             self.sandbox.stop()
             self.sandbox = None
@@ -206,10 +254,43 @@ class SandboxKeeper:
 
     # another slot may be replacing the sandbox meanwhile: read it once
     def reset_slot(self, slot: int) -> None:
-        if (sb := self.sandbox) is not None and sb.endpoint is not None:
-            main = self.main_db(sb)
-            recreate_database(sb.endpoint, slot_database(main, slot), template=main)
+        """The slot's own databases afresh from their snapshots, its own again (`reset: recreate`)."""
+        sb, steward = self.sandbox, self.steward
+        if sb is None or sb.endpoint is None or steward is None:
+            return
+        for name in self.own_databases(0, sb):
+            mine = slot_database(name, slot)
+            recreate_database(sb.control, mine, template=name, owner=steward.owner(slot))
+            steward.adopt(slot, mine)
+
+    def tidy(self, slot: int, seen: int) -> None:
+        """After a slot's chunk: what its records changed beyond their databases put back (tenancy.py); a
+        slot that cannot be put back costs the sandbox (`seen`: the generation it ran on)."""
+        steward = self.steward
+        if steward is None or self.generation != seen:
+            return
+        try:
+            undone = steward.tidy(slot)
+        except TenantStuck as e:
+            self.replace_sandbox(str(e), seen)
+            return
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:  # the sandbox's: the next check says
+            logger.debug("slot {}: tidying failed: {}", slot, e)
+            return
+        if undone:
+            logger.warning("slot {}: its last records left changes beyond their databases: {}", slot,
+                           "; ".join(undone))
+
+    def starved(self, slot: int, since: float, until: float) -> str | None:
+        """What the server ran out of for this slot's sessions meanwhile (tenancy.Steward.starved)."""
+        steward = self.steward
+        if steward is None:
+            return None
+        try:
+            return steward.starved(slot, since, until)
+        except (psycopg.OperationalError, psycopg.InterfaceError):
+            return None
 
     def cancel_queries(self, slot: int) -> None:
         if (sb := self.sandbox) is not None and sb.endpoint is not None:
-            cancel_queries(sb.endpoint, self.own_databases(slot, sb))
+            cancel_queries(sb.control, self.own_databases(slot, sb))

@@ -18,7 +18,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -36,6 +36,7 @@ from runner.records import Record
 from runner.results.result import Result, Usage, error_result, now_iso, outcome
 from runner.sandbox.witness import Incarnation
 from runner.wire.messages import Assign, ItemDone, Job, SlotReady
+from runner.worker.turns import Turns
 
 # Which record each slot of this process runs now: marks what the harness prints in the worker's log.
 running: dict[int, str] = {}
@@ -54,6 +55,7 @@ class Keeper(Protocol):
     """What a slot needs of the sandbox its worker keeps (runner/worker/keeper.py): replaced under it."""
 
     generation: int
+    turns: Turns
 
     def slot_info(self, slot: int) -> SandboxInfo: ...
     def sandbox_id(self) -> str | None: ...
@@ -61,6 +63,8 @@ class Keeper(Protocol):
     def incarnation(self, slot: int, *, failed: bool = False) -> tuple[int, Incarnation] | None: ...
     def replace_sandbox(self, why: str, seen: int) -> None: ...
     def reset_slot(self, slot: int) -> None: ...
+    def tidy(self, slot: int, seen: int) -> None: ...
+    def starved(self, slot: int, since: float, until: float) -> str | None: ...
     def wait_copied(self, slot: int) -> None: ...
 
 
@@ -129,28 +133,19 @@ class Slot:
         when their database dies under them. So the worker's witness (sandbox/witness.py) is asked before
         and after (after a failure, through the postmaster too): a result whose sandbox died, froze, was
         replaced or lost the slot's databases meanwhile is discarded, the sandbox replaced (once for all
-        slots), and the record run again as its next attempt, until max_attempts."""
+        slots), and the record run again as its next attempt, until max_attempts. So is a failure that met
+        the server out of a resource every slot shares (its lock table, memory, disk: tenancy.py). A record
+        run again runs alone (turns.py): a neighbour that failed it once cannot fail it again. After each
+        chunk, what its records changed beyond their databases is put back (the slot's role and databases)."""
         left = list(jobs)
         discarded: dict[int, list[str]] = {j.item_id: [] for j in jobs}
+        again = False
         while left:
-            if self.generation != self.host.keeper.generation:
-                self.attach()
-            seen = self.generation
-            before = self._before_records()
-            if before is not None and before[0] != seen:
-                continue  # another slot replaced the sandbox since this one attached: attach to the new one first
-            lost: list[Job] = []
-            for job, res in self.attempt(left, clock):
-                if before is not None and self.host.keeper.incarnation(self.n, failed=not _succeeded(res)) == before:
-                    yield job, res.model_copy(update={"discarded": discarded[job.item_id]}) \
-                        if discarded[job.item_id] else res
-                else:
-                    lost.append(job)
+            with self.host.keeper.turns.alone() if again else self.host.keeper.turns.shared():
+                lost, why = yield from self._through(left, clock, discarded)
             if not lost:
                 return
-            why = "the sandbox did not serve the whole record (it died, froze or was replaced meanwhile)"
-            self.host.keeper.replace_sandbox(f"{len(lost)} record(s) ran while the database stopped answering", seen)
-            left = []
+            again, left = True, []
             for job in lost:
                 self.host.discard(job, why)
                 discarded[job.item_id].append(f"sandbox_lost: attempt {job.attempt}")
@@ -160,6 +155,39 @@ class Slot:
                     yield job, error_result(job.run, job.record_id, job.index,
                                             f"{why}, on each of {job.attempt} attempts", kind="sandbox_lost",
                                             discarded=discarded[job.item_id])
+
+    def _through(self, jobs: list[Job], clock: Clock, discarded: dict[int, list[str]]
+                 ) -> Generator[tuple[Job, Result], None, tuple[list[Job], str]]:
+        """One pass of the jobs on the sandbox: the results it served whole, yielded; the jobs it did not, and
+        why, returned."""
+        while True:
+            if self.generation != self.host.keeper.generation:
+                self.attach()
+            seen = self.generation
+            before = self._before_records()
+            if before is None or before[0] == seen:
+                break  # else another slot replaced the sandbox since this one attached: attach to the new one
+        lost: list[Job] = []
+        why, broken = "", False
+        since = time.time()
+        try:
+            for job, res in self.attempt(jobs, clock):
+                failed = not _succeeded(res)
+                if before is None or self.host.keeper.incarnation(self.n, failed=failed) != before:
+                    lost.append(job)
+                    broken = True
+                elif failed and (short := self.host.keeper.starved(self.n, since, time.time())) is not None:
+                    lost.append(job)
+                    why = why or f"the server ran out of what every slot shares while the record ran ({short})"
+                else:
+                    yield job, res.model_copy(update={"discarded": discarded[job.item_id]}) \
+                        if discarded[job.item_id] else res
+        finally:
+            self.host.keeper.tidy(self.n, seen)
+        if broken:
+            why = "the sandbox did not serve the whole record (it died, froze or was replaced meanwhile)"
+            self.host.keeper.replace_sandbox(f"{len(lost)} record(s) ran while the database stopped answering", seen)
+        return lost, why
 
     def _before_records(self) -> tuple[int, Incarnation] | None:
         """Reset the slot's databases if the harness asks for it, then which sandbox serves them (None:

@@ -121,7 +121,7 @@ def test_at_most_one_container_per_core_boots_at_a_time_and_a_launched_one_is_ta
             Path(socket_file(str(home / "run"))).touch()
 
         threading.Thread(target=booted).start()
-        return Launched(self.id, f"c-{self.id}", "pw", str(home))
+        return Launched(self.id, f"c-{self.id}", "pw", "admin-pw", str(home))
 
     monkeypatch.setattr(DockerSandbox, "launch", launch)
     monkeypatch.setattr("runner.sandbox.docker.remove_launched", lambda launched: None)

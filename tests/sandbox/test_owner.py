@@ -55,4 +55,4 @@ def test_no_sandbox_starts_for_a_run_that_is_gone() -> None:
     p.wait()
     sb = DockerSandbox("no-such-image", "u", run_id="gone", owner_pid=p.pid, name_hint="t")
     with pytest.raises(SandboxBootError, match="is gone"):
-        sb._container_spec("pw")
+        sb._container_spec("pw", "admin-pw")

@@ -19,6 +19,23 @@ from runner.records import Record
 from runner.sandbox.witness import Incarnation
 from runner.wire.messages import Job
 from runner.worker.slot import Alarm, AlarmClock, Slot, WatchedClock
+from runner.worker.turns import Turns
+
+
+class _Keeper:
+    """What every fake keeper here has: turns, a tidy that finds nothing, a server that starves nobody."""
+
+    generation = 1
+
+    def __init__(self) -> None:
+        self.turns = Turns()
+        self.tidied: list[int] = []
+
+    def tidy(self, slot: int, seen: int) -> None:
+        self.tidied.append(slot)
+
+    def starved(self, slot: int, since: float, until: float) -> str | None:
+        return None
 
 
 def _watch(clock: WatchedClock, stop: threading.Event) -> None:
@@ -134,6 +151,7 @@ def _slot(keeper: Any, harness: Any, record_ids: tuple[str, ...] = ("a",)) -> Sl
     cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
                                  "runs": [{"name": "r"}], "success_field": "ok"})
     host = SimpleNamespace(cfg=cfg, worker_id=0, gateway_url=None, inbox=None, keeper=keeper, reading=reading(cfg),
+                           discard=lambda job, why: None,
                            records={r: Record(r, n, {"id": r}) for n, r in enumerate(record_ids)})
     return Slot(0, host, harness)
 
@@ -164,7 +182,7 @@ def test_a_sandbox_replaced_between_a_slots_attach_and_its_check_is_attached_to_
     A harness that swallows errors would report a failure there that the before/after check could not see;
     the slot attaches to the new sandbox first, so its record runs where the check looked."""
 
-    class Keeper:
+    class Keeper(_Keeper):
         generation = 1
 
         def slot_info(self, slot: int) -> SandboxInfo:
@@ -191,7 +209,7 @@ def test_only_a_failed_record_is_checked_through_the_postmaster() -> None:
     its check also asks the postmaster (witness.py); a success's answers all arrived and needs no more."""
     asked: list[bool] = []
 
-    class Keeper:
+    class Keeper(_Keeper):
         generation = 1
 
         def slot_info(self, slot: int) -> SandboxInfo:
@@ -210,3 +228,41 @@ def test_only_a_failed_record_is_checked_through_the_postmaster() -> None:
         (_job, result), = slot.handle((Job(n, "r", rid, n, 1),), AlarmClock())
         assert result.success is (rid == "good")
     assert asked == [False, False, False, True]  # before and after each: only after the failure
+
+
+def test_a_failure_that_met_the_server_out_of_a_shared_resource_runs_again_alone() -> None:
+    """A record that failed while its sessions met a class-53 error (a neighbour filled the lock table) is not
+    trusted: run again, alone (no other slot runs meanwhile), its second result is its own; the slot is tidied
+    after each pass."""
+    alone: list[bool] = []
+
+    class Keeper(_Keeper):
+        def slot_info(self, slot: int) -> SandboxInfo:
+            return SandboxInfo("sb1", {}, "main")
+
+        def incarnation(self, slot: int, *, failed: bool = False) -> tuple[int, Incarnation]:
+            alone.append(self.turns._alone)
+            return 1, Incarnation("started", "main")
+
+        def starved(self, slot: int, since: float, until: float) -> str | None:
+            return "53200 out of shared memory" if not self.turns._alone else None
+
+        def sandbox_id(self) -> str:
+            return "sb1"
+
+    tries: list[int] = []
+    harness = _Harness(lambda rid: len(tries) > 1)
+    run = harness.run
+
+    def counted(tasks: list[Any]) -> Any:
+        tries.append(1)
+        return run(tasks)
+
+    harness.run = counted  # type: ignore[method-assign]
+    keeper = Keeper()
+    slot = _slot(keeper, harness)
+    slot.attach()
+    (job, result), = slot.handle((Job(1, "r", "a", 0, 1),), AlarmClock())
+    assert len(tries) == 2 and result.success is True and job.attempt == 2
+    assert result.discarded == ["sandbox_lost: attempt 1"]
+    assert alone == [False, False, True, True] and keeper.tidied == [0, 0]

@@ -1,0 +1,432 @@
+"""Slots as tenants of their worker's sandbox: what one record's SQL can do is bounded by its slot's role.
+
+A worker runs K slots on one PostgreSQL server. Each slot logs in as a role of its own that owns only
+that slot's databases; the runner works as a superuser of its own (ADMIN_ROLE, with a password no harness
+sees). So a record's SQL, whatever it says, can:
+  - not connect to another slot's databases, nor to the reset's snapshots: CONNECT is revoked from PUBLIC
+    on every database but `postgres` and `template1` (in which no slot can create anything);
+  - not read another slot's query text in pg_stat_activity, nor cancel or terminate its sessions (both
+    take membership in the session's role);
+  - not alter another slot's role or databases (both take ownership);
+  - in a shared database (`shared_databases`), only read, append and create tables: its objects belong to
+    a role no slot logs in as, new ones too (SHARED_DDL), and the slots get CONNECT, USAGE, CREATE, SELECT,
+    INSERT and REFERENCES (no UPDATE, DELETE or TRUNCATE: no lock that blocks another slot's reads or
+    appends);
+  - hold at most its share of the server's connections (its role's CONNECTION LIMIT).
+What a record can change is its own slot: its role's settings and password, its databases' settings,
+owner and privileges, databases it creates. After every chunk the runner puts all of that back as it
+was when the slot was made (`tidy`), ends the slot's sessions that are still busy or hold advisory locks,
+and drops databases the slot created: the next record starts as on a fresh sandbox. docs/security.md.
+
+A slot's databases are copies of snapshots (templates) whose objects belong to OBJECTS_ROLE, owning no
+database; a copy is adopted by its slot (REASSIGN OWNED) as it is made, so the slot's role owns every
+object in it, as the harness's own role does in the original.
+
+What a record can still do to its neighbours is exhaust what the server shares (its lock table, memory,
+disk) while it runs. Those errors carry SQLSTATE class 53 and the server logs them (jsonlog, read back
+here through SQL): a record that failed while its own sessions met one is not trusted, as a record whose
+server crashed is not (runner/worker/slot.py runs it again, alone).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from loguru import logger
+from psycopg import sql
+
+from runner.resources import Resource
+
+ADMIN_ROLE = "pgsr_admin"  # the runner's superuser in every sandbox it starts (never a harness's)
+SYSTEM_DATABASES = ("postgres", "template0", "template1")
+RESERVED_CONNECTIONS = 20  # the runner's own sessions and headroom, out of max_connections
+# What the server logs once it runs as the runner starts it (command-line settings, so a container started
+# by hand or by compose logs to its standard error as usual): errors as JSON lines in the data directory,
+# read back by `starved`; never a statement's text (a record's, which may hold what it was given).
+SERVER_LOG_SETTINGS = {"logging_collector": "on", "log_destination": "jsonlog", "log_directory": "log",
+                       "log_rotation_age": "0", "log_rotation_size": "0", "log_min_error_statement": "panic"}
+LOG_READ_BYTES = 1 << 20
+
+
+def slot_role(base: str, slot: int) -> str:
+    """The role slot `slot` logs in as: the harness's own role for slot 0, a role of its own for the others."""
+    return base if slot == 0 else f"{base}__s{slot}"
+
+
+def objects_role(base: str) -> str:
+    return f"{base}__objects"  # owns the snapshots' objects, and no database
+
+
+def shared_owner(base: str) -> str:
+    return f"{base}__shared"  # owns the shared databases and everything in them
+
+
+def sharing_role(base: str) -> str:
+    return f"{base}__sharing"  # what every slot may do in a shared database
+
+
+def server_args(settings: dict[str, str]) -> list[str]:
+    return [a for k, v in settings.items() for a in ("-c", f"{k}={v}")]
+
+
+@dataclass(frozen=True)
+class Login:
+    user: str
+    password: str = field(repr=False)
+
+
+@dataclass
+class _Tenant:
+    login: Login
+    databases: list[str]  # its own, by name (a recreated one keeps its name, not its oid)
+    baseline: tuple[str, ...] = ()  # its state at the end of its provisioning (`_state`)
+    settings: list[tuple[str | None, str | None, list[str]]] = field(default_factory=list)  # ... its settings rows
+
+
+# One slot's state as far as its own SQL can change it, beyond its databases' contents: its role's
+# attributes, settings and memberships, its databases' settings, owner, limits and privileges, the
+# databases it owns. (The password hash is compared on its own: a restored password hashes anew.)
+_STATE = """
+SELECT
+  (SELECT row(rolcanlogin, rolconnlimit, rolvaliduntil, rolcreatedb, rolinherit)::text
+     FROM pg_authid WHERE rolname = %(role)s),
+  (SELECT rolpassword FROM pg_authid WHERE rolname = %(role)s),
+  (SELECT coalesce(string_agg(row(coalesce(d.datname, ''), coalesce(r.rolname, ''), s.setconfig)::text, ';'
+                              ORDER BY 1), '')
+     FROM pg_db_role_setting s LEFT JOIN pg_database d ON d.oid = s.setdatabase
+     LEFT JOIN pg_roles r ON r.oid = s.setrole
+    WHERE r.rolname = %(role)s OR d.datname = ANY(%(dbs)s)),
+  (SELECT coalesce(string_agg(row(d.datname, pg_get_userbyid(d.datdba), d.datconnlimit, d.datallowconn,
+                                  d.datistemplate, d.datacl)::text, ';' ORDER BY d.datname), '')
+     FROM pg_database d WHERE d.datname = ANY(%(dbs)s) OR d.datdba = (SELECT oid FROM pg_roles
+                                                                        WHERE rolname = %(role)s)),
+  (SELECT coalesce(string_agg(row(pg_get_userbyid(m.roleid), pg_get_userbyid(m.member))::text, ';' ORDER BY 1), '')
+     FROM pg_auth_members m JOIN pg_roles r ON r.oid IN (m.roleid, m.member) WHERE r.rolname = %(role)s)
+"""
+# The slot's sessions still at work, idle in a transaction or holding advisory locks, ended. Functions only, no
+# table or view: a query that names a relation needs a slot in the server's lock table, which the session to
+# end may have filled (a flood of advisory locks), and the runner must still be able to end it.
+_END_SESSIONS = """
+SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_get_activity(NULL) a
+ WHERE a.usesysid = to_regrole(%s)::oid
+   AND (a.state IS DISTINCT FROM 'idle' OR a.pid IN (SELECT l.pid FROM pg_lock_status() l
+                                                     WHERE l.locktype = 'advisory'))
+"""
+_STATE_NAMES = ("role attributes", "password", "role and database settings", "databases", "role memberships")
+
+
+# In a shared database, what a slot creates is everybody's at once: an event trigger (the runner's, as a
+# superuser) gives each new table, view or sequence to the shared owner and grants the slots what they may
+# do with the others' (read, append), so the slot that made it can no more drop or alter it than another.
+# Functions, operators, types and the like a slot may not create there: one in `public` could capture a
+# call another slot's SQL makes (the search-path attack PostgreSQL 15 closed for `public` by default).
+SHARED_DDL = """
+CREATE SCHEMA pgsr_shared;
+REVOKE ALL ON SCHEMA pgsr_shared FROM PUBLIC;
+CREATE FUNCTION pgsr_shared.before_ddl() RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog AS $$
+BEGIN
+  IF tg_tag LIKE 'CREATE %' AND tg_tag NOT IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'CREATE SEQUENCE',
+                                              'CREATE INDEX', 'CREATE VIEW')
+     AND pg_has_role(session_user, {sharing_name}, 'MEMBER')
+     AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
+    RAISE EXCEPTION 'in a shared database a slot creates tables, views, sequences and indexes only, not %', tg_tag
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+END $$;
+CREATE FUNCTION pgsr_shared.after_ddl() RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog AS $$
+DECLARE obj record;
+BEGIN
+  IF NOT pg_has_role(session_user, {sharing_name}, 'MEMBER')
+     OR (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
+    RETURN;
+  END IF;
+  FOR obj IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE command_tag LIKE 'CREATE %' LOOP
+    IF obj.object_type IN ('table', 'view') THEN
+      EXECUTE format('ALTER TABLE %s OWNER TO {owner}', obj.object_identity);
+      EXECUTE format('GRANT SELECT, INSERT, REFERENCES ON TABLE %s TO {sharing}', obj.object_identity);
+    ELSIF obj.object_type = 'sequence' THEN
+      BEGIN  -- a serial column's goes with its table
+        EXECUTE format('ALTER SEQUENCE %s OWNER TO {owner}', obj.object_identity);
+      EXCEPTION WHEN feature_not_supported OR object_not_in_prerequisite_state THEN NULL;
+      END;
+      EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE %s TO {sharing}', obj.object_identity);
+    END IF;
+  END LOOP;
+END $$;
+CREATE EVENT TRIGGER pgsr_shared_before ON ddl_command_start EXECUTE FUNCTION pgsr_shared.before_ddl();
+CREATE EVENT TRIGGER pgsr_shared_after ON ddl_command_end EXECUTE FUNCTION pgsr_shared.after_ddl();
+"""
+
+
+class Steward(Resource):
+    """The runner's own session on one sandbox, as its superuser: makes the slots' roles, adopts their
+    databases, and tidies each slot after its records. Slots' threads share it (a lock takes turns).
+
+    `enabled` False (an external database, or a harness that logs in as a superuser): every slot logs in
+    as the sandbox's one role and nothing here changes the server."""
+
+    def __init__(self, admin_dsn: str, base: str, base_password: str, *, shared: Iterable[str] = (),
+                 connections: int = 100, slots: int = 1, enabled: bool = True) -> None:
+        self.admin_dsn, self.base = admin_dsn, base
+        self.shared = list(shared)
+        self.enabled = enabled
+        self.limit = max(2, (connections - RESERVED_CONNECTIONS) // max(1, slots))
+        self.tenants: dict[int, _Tenant] = {0: _Tenant(Login(base, base_password), [])}
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.RLock()
+        self._log: tuple[str, int] | None = None  # the server's log file and how far it has been read
+        self._partial = b""
+        self._starved: dict[str, list[tuple[float, str]]] = {}
+
+    # ------------------------------------------------------------------ the session
+    def start(self) -> None:
+        self._conn = psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=10)
+        if self.enabled and self._q("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (self.base,)) != [(False,)]:
+            logger.warning("the harness logs in as {!r}, a superuser: its slots cannot be kept apart (every record "
+                           "can change every other's databases); use a role of its own (database.user)", self.base)
+            self.enabled = False
+
+    def stop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _q(self, query: Any, params: Any = None) -> list[tuple[Any, ...]]:
+        assert self._conn is not None, "the steward is not started"
+        cur = self._conn.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+    def _in(self, database: str) -> psycopg.Connection[Any]:
+        """A session of the runner's own in one database (REASSIGN OWNED works on the current one only)."""
+        return psycopg.connect(psycopg.conninfo.make_conninfo(self.admin_dsn, dbname=database), autocommit=True,
+                               connect_timeout=10)
+
+    def login(self, slot: int) -> Login:
+        return self.tenants[slot].login if self.enabled else self.tenants[0].login
+
+    # ------------------------------------------------------------------ at boot
+    def lock_down(self, own: list[str]) -> None:
+        """Once per sandbox, before any snapshot or copy: no database open to PUBLIC but the system ones;
+        the shared databases handed to their owner role, with what sharing needs granted; slot 0's role
+        bounded like the others. `own`: slot 0's own databases."""
+        if not self.enabled:
+            return
+        with self._lock:
+            for (name,) in self._q("SELECT datname FROM pg_database WHERE datname <> ALL(%s)",
+                                   (list(SYSTEM_DATABASES),)):
+                self._q(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(name)))
+            for role in (objects_role(self.base), shared_owner(self.base), sharing_role(self.base)):
+                self._q(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))  # pgsr_admin made none
+                self._q(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
+            self._q(sql.SQL("ALTER ROLE {} VALID UNTIL 'infinity' CONNECTION LIMIT {}").format(
+                sql.Identifier(self.base), sql.Literal(self.limit)))
+            self._q(sql.SQL("GRANT {} TO {}").format(sql.Identifier(sharing_role(self.base)),
+                                                     sql.Identifier(self.base)))
+            for name in self.shared:
+                self._share(name)
+            self.tenants[0].databases = list(own)
+        self.settle(0)
+
+    def _share(self, name: str) -> None:
+        """A shared database: owned, with everything in it, by a role nobody logs in as; the slots may
+        connect, read and append, and create tables (a harness's `CREATE TABLE IF NOT EXISTS` at start),
+        which then belong to that role too (SHARED_DDL)."""
+        owner, sharing = sql.Identifier(shared_owner(self.base)), sql.Identifier(sharing_role(self.base))
+        self._reassign(name, self.base, shared_owner(self.base), fix_databases=True)
+        db = sql.Identifier(name)
+        self._q(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, owner))
+        self._q(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sharing))
+        with self._in(name) as conn:
+            schemas = [r[0] for r in conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
+                "AND nspname <> 'information_schema'").fetchall()]
+            for s in schemas:
+                schema = sql.Identifier(s)
+                conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(schema, owner))
+                conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA {} TO {}").format(schema, sharing))
+                conn.execute(sql.SQL("GRANT SELECT, INSERT, REFERENCES ON ALL TABLES IN SCHEMA {} TO {}").format(
+                    schema, sharing))
+                conn.execute(sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema,
+                                                                                                         sharing))
+            conn.execute(sql.SQL(SHARED_DDL).format(owner=owner, sharing=sharing,
+                                                    sharing_name=sql.Literal(sharing_role(self.base))))
+
+    def _reassign(self, database: str, old: str, new: str, *, fix_databases: bool = False) -> None:
+        """Every object of `old` in `database` to `new`. REASSIGN OWNED moves `old`'s databases too: with
+        `fix_databases` they are given back in the same transaction (only `old` = the harness's role
+        owns any; OBJECTS_ROLE owns none, so a slot's adoption touches no other database)."""
+        with self._in(database) as conn, conn.transaction():
+            owned = [r[0] for r in conn.execute(
+                "SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = %s)",
+                (old,)).fetchall()] if fix_databases else []
+            conn.execute(sql.SQL("REASSIGN OWNED BY {} TO {}").format(sql.Identifier(old), sql.Identifier(new)))
+            for d in owned:
+                conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(d), sql.Identifier(old)))
+
+    def neutralize(self, template: str) -> None:
+        """A snapshot just taken of one of slot 0's databases: its objects to OBJECTS_ROLE, so copies of it are
+        adopted without touching any database but theirs."""
+        if self.enabled:
+            with self._lock:
+                self._reassign(template, self.base, objects_role(self.base), fix_databases=True)
+
+    def provision(self, slot: int, databases: list[str], password: str) -> None:
+        """Slot `slot`'s role (slot 0 has the harness's own): made before its databases are copied."""
+        if not self.enabled or slot == 0:
+            return
+        role = slot_role(self.base, slot)
+        with self._lock:
+            self._q(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+            self._q(sql.SQL("CREATE ROLE {} LOGIN CREATEDB PASSWORD {} VALID UNTIL 'infinity' CONNECTION LIMIT {} "
+                            "IN ROLE {}").format(sql.Identifier(role), sql.Literal(password), sql.Literal(self.limit),
+                                                 sql.Identifier(sharing_role(self.base))))
+            self.tenants[slot] = _Tenant(Login(role, password), list(databases))
+
+    def owner(self, slot: int) -> str | None:
+        """Who a copy made for this slot is to belong to (None: whoever makes it)."""
+        return slot_role(self.base, slot) if self.enabled else None
+
+    def adopt(self, slot: int, database: str) -> None:
+        """A database just copied for this slot from a snapshot: its objects are the slot's."""
+        if self.enabled:
+            with self._lock:
+                self._reassign(database, objects_role(self.base), slot_role(self.base, slot))
+
+    def settle(self, slot: int) -> None:
+        """The slot is provisioned: what `tidy` puts back from now on."""
+        if self.enabled:
+            with self._lock:
+                t = self.tenants[slot]
+                t.baseline = self._state(slot)
+                t.settings = [(d, r, list(c)) for d, r, c in self._q(
+                    "SELECT d.datname, r.rolname, s.setconfig FROM pg_db_role_setting s "
+                    "LEFT JOIN pg_database d ON d.oid = s.setdatabase LEFT JOIN pg_roles r ON r.oid = s.setrole "
+                    "WHERE r.rolname = %(role)s OR d.datname = ANY(%(dbs)s)",
+                    {"role": t.login.user, "dbs": t.databases})]
+
+    # ------------------------------------------------------------------ between records
+    def _state(self, slot: int) -> tuple[str, ...]:
+        t = self.tenants[slot]
+        row = self._q(_STATE, {"role": t.login.user, "dbs": t.databases})[0]
+        return tuple("" if v is None else str(v) for v in row)
+
+    def tidy(self, slot: int) -> list[str]:
+        """After a slot's records: its sessions still at work ended, the databases it made dropped, and what it
+        changed of its role and databases put back. What was undone, in words (empty: nothing)."""
+        if not self.enabled or slot not in self.tenants:
+            return []
+        t = self.tenants[slot]
+        role = t.login.user
+        undone: list[str] = []
+        with self._lock:
+            ended = self._q(_END_SESSIONS, (role,))[0][0]
+            if ended:
+                undone.append(f"{ended} session(s) still at work or holding advisory locks ended")
+            for (name,) in self._q("SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles "
+                                   "WHERE rolname = %s) AND datname <> ALL(%s)", (role, t.databases)):
+                self._q(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+                undone.append(f"database {name!r} it made dropped")
+            now = self._state(slot)
+            if now == t.baseline:
+                return undone
+            changed = [what for what, a, b in zip(_STATE_NAMES, now, t.baseline, strict=True) if a != b]
+            self._restore(slot)
+            after = self._state(slot)
+            t.baseline = (*t.baseline[:1], after[1], *t.baseline[2:])  # a password set again hashes anew
+            if after != t.baseline:
+                left = [what for what, a, b in zip(_STATE_NAMES, after, t.baseline, strict=True) if a != b]
+                raise TenantStuck(f"slot {slot}: {', '.join(left)} could not be put back")
+            undone.append(f"{', '.join(changed)} put back")
+        return undone
+
+    def _restore(self, slot: int) -> None:
+        """The slot's role and databases as its baseline has them. Settings go straight to their catalog: the
+        only exact way back to a baseline that may itself hold settings (a value as stored, lists and all)."""
+        t = self.tenants[slot]
+        role, dbs = sql.Identifier(t.login.user), t.databases
+        owner = sql.Identifier(t.login.user)
+        self._q(sql.SQL("ALTER ROLE {} LOGIN CREATEDB INHERIT VALID UNTIL 'infinity' CONNECTION LIMIT {} "
+                        "PASSWORD {}").format(role, sql.Literal(self.limit), sql.Literal(t.login.password)))
+        self._q("DELETE FROM pg_db_role_setting s USING pg_database d WHERE s.setdatabase = d.oid "
+                "AND d.datname = ANY(%s)", (dbs,))
+        self._q("DELETE FROM pg_db_role_setting WHERE setrole = (SELECT oid FROM pg_roles WHERE rolname = %s)",
+                (t.login.user,))
+        for database, who, config in t.settings:
+            self._q("INSERT INTO pg_db_role_setting SELECT coalesce((SELECT oid FROM pg_database WHERE datname = %s),"
+                    " 0), coalesce((SELECT oid FROM pg_roles WHERE rolname = %s), 0), %s::text[]",
+                    (database, who, config))
+        for name in dbs:
+            db = sql.Identifier(name)
+            self._q(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, owner))
+            # no ALTER DATABASE puts back a NULL acl, nor limits the owner may have set: the catalog does
+            self._q("UPDATE pg_database SET datconnlimit = -1, datallowconn = true, datistemplate = false, "
+                    "datacl = NULL WHERE datname = %s", (name,))
+            self._q(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+        for granted, member in self._q(
+                "SELECT pg_get_userbyid(roleid), pg_get_userbyid(member) FROM pg_auth_members "
+                "WHERE roleid = (SELECT oid FROM pg_roles WHERE rolname = %s)", (t.login.user,)):
+            self._q(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), sql.Identifier(member)))
+
+    # ------------------------------------------------------------------ shared resources
+    def starved(self, slot: int, since: float, until: float) -> str | None:
+        """What the server ran out of (a class-53 error: lock table, memory, disk, connections) for one of this
+        slot's sessions between `since` and `until` (Unix times), in words; None if it did not."""
+        if not self.enabled:
+            return None
+        role = self.login(slot).user
+        with self._lock:
+            self._read_log()
+            for at, what in self._starved.get(role, []):
+                if since - 1.0 <= at <= until + 1.0:
+                    return what
+        return None
+
+    def _read_log(self) -> None:
+        """The server's new log lines: remember each class-53 error by role."""
+        (name,) = self._q("SELECT pg_current_logfile('jsonlog')")[0]
+        if not name:
+            return
+        if self._log is None or self._log[0] != name:
+            self._log, self._partial = (name, 0), b""
+        while True:
+            (chunk,) = self._q("SELECT pg_read_binary_file(%s, %s, %s, true)",
+                               (name, self._log[1], LOG_READ_BYTES))[0]
+            if not chunk:
+                return
+            self._log = (name, self._log[1] + len(chunk))
+            lines = (self._partial + bytes(chunk)).split(b"\n")
+            self._partial = lines.pop()
+            for line in lines:
+                self._note(line)
+            if len(chunk) < LOG_READ_BYTES:
+                return
+
+    def _note(self, line: bytes) -> None:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            return
+        code, user = str(entry.get("state_code") or ""), entry.get("user")
+        if not code.startswith("53") or not user:
+            return
+        try:
+            at = dt.datetime.strptime(entry["timestamp"].removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S.%f").replace(
+                tzinfo=dt.UTC).timestamp()
+        except (KeyError, ValueError):
+            return
+        noted = self._starved.setdefault(str(user), [])
+        noted.append((at, f"{code} {entry.get('message', '')}".strip()))
+        del noted[:-100]  # the latest are what a record that just ended asks about
+        logger.debug("server: {} for {}", noted[-1][1], user)
+
+
+class TenantStuck(Exception):
+    """A slot's role or databases could not be put back: its sandbox is replaced."""

@@ -1,0 +1,177 @@
+"""Slots as tenants (runner/sandbox/tenancy.py), on a local sandbox with two slots and a shared database: what
+one slot's SQL cannot do to the other, what it can do to itself and the steward puts back, and what the
+server running out of a shared resource looks like to the steward."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from runner.sandbox.base import copy_databases, snapshot_database, template_name
+from runner.sandbox.local import LocalSandbox
+from runner.sandbox.schema import DatabaseSpec
+from runner.sandbox.tenancy import Steward, slot_role
+
+SLOT1 = "tenant__s1"
+
+
+@pytest.fixture(scope="module")
+def tenants(local_bindir: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalSandbox, Steward]]:
+    home = tmp_path_factory.mktemp("tenancy")
+    (home / "main.sql").write_text("CREATE TABLE items (id int PRIMARY KEY, v text);\n"
+                                   "INSERT INTO items VALUES (1, 'a');\n"
+                                   "ALTER DATABASE tenant SET work_mem = '8MB';\n")
+    (home / "log.sql").write_text("CREATE TABLE events (id bigserial PRIMARY KEY, what text);\n")
+    spec = DatabaseSpec(files=(home / "main.sql",), name="tenant", user="tenant",
+                        extra=(("ledger", (home / "log.sql",)),), shared=("ledger",))
+    with LocalSandbox(spec, name_hint="tenancy") as sb:
+        assert sb.endpoint is not None
+        st = Steward(sb.control.dsn(), "tenant", sb.endpoint.password, shared=["ledger"], connections=100, slots=2)
+        st.start()
+        st.lock_down(["tenant"])
+        snapshot_database(sb.control, "tenant")
+        st.neutralize(template_name("tenant"))
+        st.provision(1, ["tenant__s1"], "pw-of-slot-1")
+        copy_databases(sb.control, [(st.owner(1), [(template_name("tenant"), "tenant__s1")])])
+        st.adopt(1, "tenant__s1")
+        st.settle(1)
+        try:
+            yield sb, st
+        finally:
+            st.stop()
+
+
+def _as(sb: LocalSandbox, st: Steward, slot: int, db: str) -> psycopg.Connection[Any]:
+    login = st.login(slot)
+    assert sb.endpoint is not None
+    return psycopg.connect(host=sb.endpoint.host, port=sb.endpoint.port, user=login.user, password=login.password,
+                           dbname=db, autocommit=True, connect_timeout=5)
+
+
+def test_a_slot_owns_its_copy_and_reaches_nothing_of_another(tenants: tuple[LocalSandbox, Steward]) -> None:
+    sb, st = tenants
+    with _as(sb, st, 1, "tenant__s1") as c:
+        assert c.execute("SELECT current_user, v FROM items").fetchone() == (SLOT1, "a")
+        owners = {r[0] for r in c.execute("SELECT tableowner FROM pg_tables WHERE schemaname = 'public'")}
+        assert owners == {SLOT1}
+        c.execute("TRUNCATE items")  # the owner's to do, as in slot 0's original
+    for other in ("tenant", template_name("tenant")):
+        with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+            _as(sb, st, 1, other)
+    with _as(sb, st, 0, "tenant") as mine, _as(sb, st, 1, "tenant__s1") as spy:
+        mine.execute("SELECT 'SECRET-of-slot-0', pg_sleep(0)")
+        seen = [r[0] for r in spy.execute("SELECT query FROM pg_stat_activity WHERE usename = 'tenant'")]
+        assert seen and not any("SECRET" in (q or "") for q in seen)
+        pid = mine.info.backend_pid
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            spy.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        for statement in ("ALTER DATABASE tenant SET search_path = pg_catalog", "DROP DATABASE tenant",
+                          "ALTER ROLE tenant SET search_path = pg_catalog"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                spy.execute(statement)
+        assert mine.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_what_a_slot_changes_of_its_role_and_databases_is_put_back(tenants: tuple[LocalSandbox, Steward]) -> None:
+    sb, st = tenants
+    login = st.login(1)
+    assert sb.endpoint is not None
+    held = psycopg.connect(host=sb.endpoint.host, port=sb.endpoint.port, user=login.user, password=login.password,
+                           dbname="tenant__s1")
+    held.execute("LOCK TABLE items")  # idle in a transaction when the record ends
+    with _as(sb, st, 1, "tenant__s1") as c:
+        for statement in ("ALTER ROLE CURRENT_USER SET search_path = pg_catalog",
+                          "ALTER ROLE CURRENT_USER IN DATABASE tenant__s1 SET DateStyle = 'SQL, DMY'",
+                          "ALTER DATABASE tenant__s1 SET default_transaction_read_only = on",
+                          "ALTER DATABASE tenant__s1 CONNECTION LIMIT 0",
+                          "GRANT CONNECT ON DATABASE tenant__s1 TO PUBLIC",
+                          "CREATE DATABASE stray_of_slot_1",
+                          "ALTER ROLE CURRENT_USER PASSWORD 'changed'"):
+            c.execute(statement)
+        undone = st.tidy(1)
+    with contextlib.suppress(psycopg.Error):
+        held.close()
+    text = "; ".join(undone)
+    assert "1 session(s)" in text and "'stray_of_slot_1'" in text and "put back" in text, text
+    assert st.tidy(1) == []  # all of it: nothing the second time
+    with _as(sb, st, 1, "tenant__s1") as c:  # its own password again, as a fresh slot's
+        assert c.execute("SHOW search_path").fetchone() == ('"$user", public',)
+        assert c.execute("SHOW default_transaction_read_only").fetchone() == ("off",)
+        assert c.execute("SHOW DateStyle").fetchone() == ("ISO, MDY",)
+
+
+def test_slot_zero_gets_its_databases_settings_back_as_the_schema_set_them(tenants: tuple[LocalSandbox, Steward]
+                                                                           ) -> None:
+    sb, st = tenants
+    with _as(sb, st, 0, "tenant") as c:
+        c.execute("ALTER DATABASE tenant RESET ALL")
+        c.execute("ALTER DATABASE tenant SET work_mem = '1MB'")
+    assert st.tidy(0)
+    with _as(sb, st, 0, "tenant") as c:
+        assert c.execute("SHOW work_mem").fetchone() == ("8MB",)
+
+
+def test_in_the_shared_database_a_slot_reads_appends_and_creates_tables_that_are_nobodys_to_drop(
+        tenants: tuple[LocalSandbox, Steward]) -> None:
+    sb, st = tenants
+    with _as(sb, st, 1, "ledger") as c, _as(sb, st, 0, "ledger") as other:
+        c.execute("INSERT INTO events (what) VALUES ('slot 1')")
+        assert other.execute("SELECT what FROM events").fetchall() == [("slot 1",)]
+        for statement in ("UPDATE events SET what = 'x'", "DELETE FROM events", "TRUNCATE events",
+                          "LOCK TABLE events IN ACCESS EXCLUSIVE MODE", "CREATE SCHEMA tenant__s1",
+                          "ALTER DATABASE ledger SET default_transaction_read_only = on"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), c.transaction():
+                c.execute(statement)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="tables, views, sequences and indexes only"):
+            c.execute("CREATE FUNCTION public.lower(varchar) RETURNS text LANGUAGE sql AS $$SELECT 'pwned'$$")
+        c.execute("CREATE TABLE IF NOT EXISTS notes (id serial PRIMARY KEY, body text)")
+        c.execute("INSERT INTO notes (body) VALUES ('made by slot 1')")
+        other.execute("CREATE TABLE IF NOT EXISTS notes (id serial PRIMARY KEY, body text)")  # already there: fine
+        other.execute("INSERT INTO notes (body) VALUES ('slot 0 appends')")
+        assert other.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'notes'").fetchone() == (
+            "tenant__shared",)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("DROP TABLE notes")
+
+
+def test_the_steward_hears_of_a_shared_resource_running_out_and_ends_the_session_that_holds_it(
+        tenants: tuple[LocalSandbox, Steward]) -> None:
+    """A record fills the server's lock table with advisory locks and keeps its session (idle, holding them):
+    every other session's next lock fails. Tidying ends that session even so (its query names no relation,
+    which would need a lock), and the steward says what the slot's session met."""
+    sb, st = tenants
+    since = time.time()
+    flood, victim = _as(sb, st, 1, "tenant__s1"), _as(sb, st, 0, "tenant")  # a new session would find no room
+    try:
+        with pytest.raises(psycopg.errors.OutOfMemory):
+            flood.execute("SELECT count(pg_advisory_lock(k)) FROM generate_series(1, 1000000) k")
+        with pytest.raises(psycopg.errors.OutOfMemory):
+            victim.execute("CREATE TABLE full_lock_table (x int)")
+    finally:
+        undone = st.tidy(1)
+        victim.close()
+    assert any("1 session(s)" in u for u in undone), undone
+    with contextlib.suppress(psycopg.Error):
+        flood.close()
+    with _as(sb, st, 0, "tenant") as victim:
+        victim.execute("CREATE TABLE full_lock_table (x int)")  # the lock table has room again
+        victim.execute("DROP TABLE full_lock_table")
+    said = st.starved(1, since, time.time())
+    assert said is not None and said.startswith("53200") and "shared memory" in said
+    assert st.starved(0, since - 60, since - 30) is None  # nothing before
+
+
+def test_every_database_but_the_systems_is_closed_to_public(tenants: tuple[LocalSandbox, Steward]) -> None:
+    sb, _st = tenants
+    with psycopg.connect(sb.control.dsn(), autocommit=True) as c:
+        open_to_all = [r[0] for r in c.execute(
+            "SELECT datname FROM pg_database WHERE datname NOT IN ('postgres', 'template0', 'template1') "
+            "AND (datacl IS NULL OR datacl::text LIKE '%{=%' OR datacl::text LIKE '%,=%')")]
+    assert open_to_all == []
+    assert slot_role("tenant", 0) == "tenant" and slot_role("tenant", 3) == "tenant__s3"
+
