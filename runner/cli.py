@@ -177,6 +177,30 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     provider answer); 130 interrupted (run the same command again to finish)."""
     cfg = _run_config(config, o)
     cfg = _select_runs(cfg, runs)
+    from runner.run.home import RunHome
+
+    # everything the run makes in the temporary directory, in one of its own, which a janitor removes (with
+    # the run's sandboxes and harnesses) if the run is killed outright: first, before any process starts
+    with RunHome(cfg.output_dir / "logs"):
+        summary, results, metrics = _run_and_report(cfg, wide)
+    if summary.stopped_early:
+        click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without it runs the rest", err=True)
+        sys.exit(1)
+    if summary.interrupted:
+        click.echo("interrupted: run the same command again to finish the rest", err=True)
+        sys.exit(130)
+    for run, why in summary.stopped_runs.items():
+        click.echo(f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
+                   "runs the rest)", err=True)
+    if summary.stopped_runs:
+        sys.exit(2)
+    _closing_lines(results, summary.out)
+    if _gates_failed(cfg, summary.errors_left(), metrics):
+        sys.exit(1)
+
+
+def _run_and_report(cfg: Config, wide: bool) -> tuple[Any, Any, Any]:
+    """The run, its closing table and its reports: (summary, results, the table's metrics)."""
     if not (cfg.output_dir / "manifest.json").exists():  # a new output: its imports go on while ours do
         from runner.engine import forkserver
 
@@ -200,20 +224,7 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
             write_reports(summary.out, analysis=analysis)
     finally:
         renderer.stop()
-    if summary.stopped_early:
-        click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without it runs the rest", err=True)
-        sys.exit(1)
-    if summary.interrupted:
-        click.echo("interrupted: run the same command again to finish the rest", err=True)
-        sys.exit(130)
-    for run, why in summary.stopped_runs.items():
-        click.echo(f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
-                   "runs the rest)", err=True)
-    if summary.stopped_runs:
-        sys.exit(2)
-    _closing_lines(results, summary.out)
-    if _gates_failed(cfg, summary.errors_left(), metrics):
-        sys.exit(1)
+    return summary, results, metrics
 
 
 def _run_config(config: str | None, o: dict[str, Any]) -> Config:

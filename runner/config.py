@@ -292,7 +292,8 @@ class HarnessSettings(_Frozen):
     warm: bool = Field(True, description="python with python: fork each slot's interpreter from one that imported "
                        "the harness's libraries once (false: each slot starts its own)")
     command: list[str] | None = Field(None, min_length=1, description="command: argv template")
-    chunk_size: int = Field(4, ge=1, le=10_000, description="command: records per invocation")
+    chunk_size: int | None = Field(None, ge=1, le=10_000, description="command: records per invocation (default 4; "
+                                   "1 with reset: recreate, which resets between invocations)")
     cwd: Path | None = Field(None, description="where the harness runs (default: the config's directory)")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment, templates allowed")
     env_file: Path | None = Field(None, description="default: .env next to the config, if there is one")
@@ -311,7 +312,18 @@ class HarnessSettings(_Frozen):
             missing = [p for p in ("{input}", "{output}") if p not in joined]
             if missing:
                 raise ValueError(f"command must contain {' and '.join(missing)}")
+        if self.kind == "command" and self.reset == "recreate" and (self.chunk_size or 1) > 1:
+            raise ValueError(f"chunk_size: {self.chunk_size} with reset: recreate: the databases are made afresh "
+                             f"between invocations, so {self.chunk_size} records of one invocation would share "
+                             "them; set chunk_size: 1, or reset: none if the command resets them itself")
         return self
+
+    @property
+    def chunk(self) -> int:
+        """Records per harness call: a command's chunk (default 4; 1 where each record gets fresh databases)."""
+        if self.kind != "command":
+            return 1
+        return self.chunk_size or (1 if self.reset == "recreate" else 4)
 
 
 CONVERSATION_SECONDS = 300.0  # a conversation's time limit, unless the config sets one

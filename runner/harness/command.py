@@ -24,6 +24,7 @@ from runner.config import resolve_path
 from runner.harness.base import Harness, Outcome, Task, WorkerInfo
 from runner.harness.env import harness_env, render, template_values
 from runner.records import record_id
+from runner.resources import leashed, registered
 
 TAIL_CHARS = 600
 
@@ -31,7 +32,7 @@ TAIL_CHARS = 600
 class CommandHarness(Harness):
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
-        self.chunk_size = info.cfg.harness.chunk_size
+        self.chunk_size = info.cfg.harness.chunk
         self.chunks = 0
 
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
@@ -60,12 +61,14 @@ class CommandHarness(Harness):
         """Run to the end or the time limit; say how it ended (for records it did not answer)."""
         logger.info("command: {}", " ".join(argv))
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            # its own process group, which dies with this worker (leashed): no chunk runs on, paid for, after it
+            proc = subprocess.Popen(leashed(argv), cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as e:
             return f"it could not start: {e}"
         try:
-            out, _ = proc.communicate(timeout=timeout)
+            with registered(proc.pid):
+                out, _ = proc.communicate(timeout=timeout)
             why = f"exit code {proc.returncode}"
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -22,7 +22,7 @@ from typing import IO, Any, Protocol
 
 from loguru import logger
 
-from runner.harness.shim import END_OF_OUTPUT
+from runner.harness.shim import END_OF_OUTPUT, LEASH_ENV
 from runner.harness.warm import BOOT, fork_from
 from runner.resources import Resource, fd_ready
 
@@ -59,7 +59,8 @@ class Interpreter(Resource):
 
     def start(self) -> None:
         """Forked from the run's warm interpreter (its libraries imported once for every slot), or, without
-        one that will, started afresh."""
+        one that will, started afresh. Either ends with this worker (shim.py's leash)."""
+        self.env[LEASH_ENV] = str(os.getpid())
         if self.warm is not None:
             self.proc = fork_from(self.warm, self.env, self.cwd, self._cold)
         if self.proc is None:

@@ -152,7 +152,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     stopped_runs: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         if plan:
-            chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
+            chunk = cfg.harness.chunk
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
             specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack, cat)
             transport, limiter, host = _transport(cfg, lay.workers, stack)
@@ -422,7 +422,7 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
 
         with writing(cfg.cache_dir or DEFAULT_DIR):  # created once, before workers race for it
             ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()
-    chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
+    chunk = cfg.harness.chunk
     workers = lay.workers
     logger.info("{} worker(s) x {} slot(s) = {} records in flight at most ({})", lay.workers, lay.slots, lay.in_flight,
                 lay.why)
