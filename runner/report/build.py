@@ -17,6 +17,7 @@ from runner.analysis.paired import Paired, against
 from runner.report.paired import columns_that_fit, print_paired
 from runner.report.trials import print_trials
 from runner.results import manifest as manifests
+from runner.results.atomic import write_atomically
 from runner.results.manifest import INTERACTIVE_PREFIX, Manifest
 from runner.results.result import Result, share_metrics
 from runner.results.sink import read_results
@@ -247,11 +248,12 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
     rows, manifest, metrics, pairs = a.runs, a.manifest, a.metrics, a.pairs
     sent, through = manifest.requests, manifest.gateway
     groups = group_names(rows)
-    doc = {"simulated": manifest.simulated, "results_digest": results_digest(rows),
+    digest = results_digest(rows)
+    doc = {"simulated": manifest.simulated, "results_digest": digest,
            "reference": reference_run(manifest, rows), "comparisons": pairs,
            "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
                         "gateway": through.get(n)} for n, m in metrics.items()}}
-    (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+
     sections = [(pairs, f"Against {doc['reference']}")] if pairs else []
     if (other := read_comparison(out)) is not None:  # `runner report A B` wrote B's: A's runs as references
         sections.append((list(other["runs"].values()), f"Against the earlier output {other['a']}"))
@@ -261,6 +263,10 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
     if lost:
         notes["discarded"] = (f"{lost} result(s) discarded and their records run again: the sandbox did not serve "
                               "the whole record")
-    (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent,
-                                            notes=notes, flight=flight, pairs=sections), encoding="utf-8")
+    # each replaced whole (a Ctrl-C or a full disk leaves the last one, never half of one): report.json last,
+    # its digest saying which results both were drawn from
+    page = render(f"pgsandbox-runner report: {out}", metrics, rows, sent, notes=notes, flight=flight, pairs=sections,
+                  digest=digest)
+    write_atomically(out / "report.html", page)
+    write_atomically(out / "report.json", json.dumps(doc, indent=2, sort_keys=True))
     return out / "report.json", out / "report.html"

@@ -179,15 +179,17 @@ color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin
 def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[Result]],
            sent: dict[str, Any] | None = None, notes: dict[str, str] | None = None,
            flight: dict[str, Any] | None = None,
-           pairs: list[tuple[list[dict[str, Any]], str]] | None = None) -> str:
+           pairs: list[tuple[list[dict[str, Any]], str]] | None = None, digest: str = "") -> str:
     """The page. `notes`: banners above everything, by kind (simulated, incomplete, cached, discarded);
-    `pairs`: comparison sections, each a list of `Paired.to_json()` and its heading."""
+    `pairs`: comparison sections, each a list of `Paired.to_json()` and its heading; `digest`: the results it
+    shows (build.results_digest), so a page can be checked against results/."""
     names = list(rows)
     times = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
     scatter = chart_data(metrics)
     shares = share_metrics(r for rs in rows.values() for r in rs)  # the summary's and the records' alike
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title><style>
+<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="results-digest" content="{e(digest)}">
+<title>{e(title)}</title><style>
 {STYLE}</style></head><body><h1>{e(title)}</h1>
 {"".join(f'<p class="note" id="{e(kind)}">{e(text)}</p>' for kind, text in (notes or {}).items())}
 {_summary(metrics, shares)}
