@@ -172,23 +172,38 @@ class ConcurrencyType(click.ParamType):
 def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
-    Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
-    is under its --fail-under; 2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal
-    provider answer); 130 interrupted (run the same command again to finish)."""
-    cfg = _run_config(config, o)
-    cfg = _select_runs(cfg, runs)
+    Exit codes, as pytest's: 0 done; 1 done, but results ended in errors (with --fail-on-error), a run
+    finished no record at all, a run's success rate is under its --fail-under, or -x/--maxfail stopped it;
+    2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal provider answer); 5 no
+    record selected (-k, --ids, --shard or --limit chose none); 130 interrupted (run the same command again to
+    finish). Whatever the code, results/, manifest.json and report.html agree."""
+    cfg = _select_runs(_run_config(config, o), runs)
     if not (cfg.output_dir / "manifest.json").exists():  # a new output: its imports go on while ours do
         from runner.engine import forkserver
 
         forkserver.warm(cfg)
+    from runner.engine.signals import SignalInbox
+
+    # One inbox for the command: until the supervisor starts, Ctrl-C stops it as usual; from then on it is
+    # counted, and the results' last rewrite, the manifest and the report are finished before it exits 130
+    with SignalInbox(hold=False) as signals:
+        summary, results, metrics = _run_and_report(cfg, wide, signals)
+        late = bool(signals.take())  # after the supervisor's end: honoured once the report is whole
+        _finish_run(cfg, summary, results, metrics, interrupted=summary.interrupted or late)
+
+
+def _run_and_report(cfg: Config, wide: bool, signals: Any) -> tuple[Any, dict[str, list[Result]], dict[str, Any]]:
+    """The job, then its tables and reports (also after an error: report.html shows what results/ holds)."""
     from runner.report.build import analyse, load_runs, print_gateway, print_summary, reports_current, write_reports
     from runner.report.warm import WarmRenderer
     from runner.run.job import run_job
 
     renderer = WarmRenderer()  # the charts' engine warmed in its own process while the workers run
     try:
-        summary = run_job(cfg, on_booted=renderer.start)
+        summary = run_job(cfg, on_booted=renderer.start, signals=signals)
         results = load_runs(summary.out)  # read once for the table and the reports
+        if not any(results.values()):
+            return summary, results, {}
         # a resume with nothing to do leaves them as they are; the renderer reads the files `results` came
         # from, and draws while this process prints the summary
         drawing = not reports_current(summary.out, results)
@@ -198,19 +213,28 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
         print_gateway(summary.out)
         if drawing and (not asked or renderer.answer() != "ok"):
             write_reports(summary.out, analysis=analysis)
+        return summary, results, metrics
     finally:
         renderer.stop()
-    if summary.stopped_early:
-        click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without it runs the rest", err=True)
-        sys.exit(1)
-    if summary.interrupted:
+
+
+def _finish_run(cfg: Config, summary: Any, results: dict[str, list[Result]], metrics: dict[str, Any], *,
+                interrupted: bool) -> None:
+    """The closing lines and the exit code: the run's error (2), an interrupt (130), a run stopped by a refusal
+    (2), -x/--maxfail (1), the gates (1), else 0."""
+    summary.raise_error()
+    if interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     for run, why in summary.stopped_runs.items():
         click.echo(f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
                    "runs the rest)", err=True)
     if summary.stopped_runs:
         sys.exit(2)
+    if summary.stopped_early:
+        click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without -x/--maxfail runs the rest",
+                   err=True)
+        sys.exit(1)
     _closing_lines(results, summary.out)
     if _gates_failed(cfg, summary.errors_left(), metrics):
         sys.exit(1)
@@ -594,7 +618,12 @@ def sim_serve(host: str, port: int, config_path: str | None, settings_json: str 
     else:
         base = load_config(config_path).simulator if config_path else SimSettings()
         settings = base.model_copy(update={"host": host, "port": port})
-    serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None)
+    from aiohttp.web_runner import GracefulExit
+
+    try:
+        serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None)
+    except GracefulExit:  # aiohttp's answer to SIGINT and SIGTERM: a SystemExit of code 1, not ours
+        raise KeyboardInterrupt from None
 
 
 @cli.command()
@@ -641,17 +670,53 @@ def _verbose_everywhere(group: click.Group) -> None:
 _verbose_everywhere(cli)
 
 
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command Ctrl-C stopped
+
+
 def main() -> None:
     # A run that seems stuck: `kill -USR1 <pid>` prints where each of its threads is, and it goes on
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     try:
-        cli(standalone_mode=True)
+        code = _exit_code(lambda: cli.main(standalone_mode=False))
+    finally:
+        heap.before_exit()
+    # The command is over and its files are whole: a Ctrl-C while the interpreter winds down (its atexit
+    # hooks, its threads' end; ~0.03 s) is ignored, so that it exits with the code it chose. A handler of
+    # ours is reset to the default there (CPython's _PySignal_Fini; an ignored signal stays ignored), and the
+    # process then died by SIGINT (-2) after it had printed its last line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
+def _exit_code(command: Any) -> int:
+    """The command's exit code as documented (pytest's): 2 for an error of ours or bad usage, 5 for nothing
+    selected, 130 for Ctrl-C or SIGTERM, wherever it lands (click's own standalone mode printed "Aborted!"
+    and exited 1)."""
+    try:
+        code = command()
+        return code if isinstance(code, int) else 0
+    except SystemExit as e:  # a command's own sys.exit(N)
+        if isinstance(e.code, str):
+            click.echo(e.code, err=True)
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    except click.exceptions.Abort as e:
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            return INTERRUPTED
+        click.echo("Aborted!", err=True)  # a question answered no (cache clear)
+        return 1
+    except KeyboardInterrupt:  # outside a command (while click parses)
+        click.echo("interrupted", err=True)
+        return INTERRUPTED
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
     # OSError: a file we were told to read or write (a report, a merge); its message names the file.
     except (RunnerError, OSError) as e:
+        if isinstance(e, BrokenPipeError):  # `runner models | head`: the reader has what it wanted
+            return 1
         if getattr(e, "reported", False):
             logger.error("the run stopped (why: above); what finished is kept, and the same command resumes")
         else:
             logger.error("{}", e)
-        sys.exit(2)
-    finally:
-        heap.before_exit()
+        return getattr(e, "exit_code", 2)

@@ -106,3 +106,36 @@ def test_validating_with_skip_invalid_names_every_skipped_line_and_fails(tmp_pat
     assert done.exit_code == 1 and "2 valid conversations" in done.output
     assert f"skipped: {path}:2:" in done.output and f"skipped: {path}:4:" in done.output
     assert "2 bad line(s) skipped" in done.output and len(load_conversations(path, skip_invalid=True)) == 2
+
+
+def _interrupted(*args: str) -> tuple[int, str]:
+    """`runner ARGS`, a server until interrupted: Ctrl-C once it listens; its exit code and what it said."""
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    p = subprocess.Popen([sys.executable, "-m", "runner", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=env)
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    assert line.startswith("listening on http://127.0.0.1:"), line
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    return p.returncode, out
+
+
+def test_the_simulator_and_the_gateway_exit_130_on_ctrl_c() -> None:
+    """Before: 1, with "Aborted!" (the gateway) or aiohttp's GracefulExit (the simulator, which also waited for its
+    SDK warm-up thread first: ~5 s when interrupted at start)."""
+    for args in (["sim", "serve", "--port", "0"], ["gateway", "--port", "0", "--upstream-sim", "http://127.0.0.1:9"]):
+        code, out = _interrupted(*args)
+        assert code == 130 and "interrupted" in out and "Aborted" not in out and "Traceback" not in out, (args, out)
+
+
+def test_a_selection_that_matches_nothing_exits_5_before_touching_the_output(tmp_path: Path) -> None:
+    """pytest's "no tests collected". Before: "(240 already done)", the whole table, exit 0."""
+    out = tmp_path / "out"
+    for args in (["-k", "no-such-word"], ["-k", "crm-7-00005", "--limit", "2"]):  # the second: outside --limit
+        done = _runner("run", str(run_config(tmp_path)), "--out", str(out), *args)
+        assert done.returncode == 5, done.stderr
+        assert "no record" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not out.exists()

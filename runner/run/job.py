@@ -32,8 +32,9 @@ from runner.engine.prestart import Prestart
 from runner.engine.progress import Progress, RunProgress
 from runner.engine.scheduler import Scheduler
 from runner.engine.services import Service
+from runner.engine.signals import SignalInbox
 from runner.engine.supervisor import Supervisor
-from runner.errors import CUT_KINDS, ConfigError, DatasetError, RunStopped
+from runner.errors import CUT_KINDS, ConfigError, DatasetError, NothingSelected, RunStopped
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.harness.python import warm_interpreter
@@ -66,15 +67,25 @@ class Summary:
     stopped_early: bool = False  # --maxfail reached
     stopped_runs: dict[str, str] = field(default_factory=dict)  # run -> the refusal every request of it met
 
+    def raise_error(self) -> None:
+        """The error that stopped the run, raised once its results, manifest and report are written (the
+        supervisor logged it when it happened)."""
+        if self.error:
+            e = RunStopped(self.error)
+            e.reported = True
+            raise e
+
     def errors_left(self) -> dict[str, int]:
         """Results that ended in an error, by kind: not the agent's outcome (cut turns are), so fail_on_error
         fails the run on them."""
         return {k: n for k, n in self.errors.items() if k not in CUT_KINDS and n}
 
 
-def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[[], None] | None = None) -> Summary:
+def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[[], None] | None = None,
+            signals: SignalInbox | None = None) -> Summary:
     """`on_booted`: called once the first workers are all ready (the CLI warms the report's renderer then,
-    off the start-up's critical path and while the workers run records)."""
+    off the start-up's critical path and while the workers run records). `signals`: the command's, held
+    from the supervisor's start (runner/engine/signals.py); without, the supervisor installs its own."""
     from runner.sandbox import resolve_kind
 
     kind = resolve_kind(cfg.sandbox)  # (`runner run` started the forkserver already for a new output)
@@ -90,7 +101,8 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped, cat)
+            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped, cat,
+                        signals)
         finally:
             logger.remove(log_id)
 
@@ -109,6 +121,7 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
     picked = chosen(((r.id, r.data) for r in records), cfg.select, cfg.ids)
     if cfg.ids is not None and (unknown := sorted(set(cfg.ids) - set(order))):
         raise ConfigError(f"--ids: {', '.join(unknown[:10])} not in {cfg.dataset}", where="command line")
+    _check_selected(cfg, order, picked)
     check_templates(cfg)
     check_harness_python(cfg)
     check_keys(cfg)
@@ -126,9 +139,23 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
     return order, warnings, picked, skipped, cat
 
 
+def _check_selected(cfg: Config, order: dict[str, int], picked: set[str] | None) -> None:
+    """NothingSelected (exit 5, pytest's "no tests collected") when the shard and --limit leave no record, or
+    -k / --ids choose none of those left: before, the command went on, printed "(240 already done)" and the
+    whole table, and exited 0."""
+    scope = {cid for _, cid in in_scope(cfg, order)}
+    if not scope:
+        raise NothingSelected(f"no record to run: {cfg.dataset} has {len(order)}, and shard {cfg.shard} holds none")
+    if picked is not None and not picked & scope:
+        what = " and ".join(([f"-k {cfg.select!r}"] if cfg.select else []) + (["--ids"] if cfg.ids is not None else []))
+        raise NothingSelected(f"{what}: no record matches, of the {len(scope)} in scope (-k matches words of a "
+                              "record's id, tags and text fields)")
+
+
 def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
          on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
-         skipped: Rejected | None = None, cat: Catalogue | None = None) -> Summary:
+         skipped: Rejected | None = None, cat: Catalogue | None = None,
+         signals: SignalInbox | None = None) -> Summary:
     cat = cat or Catalogue()
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
@@ -165,7 +192,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, out,
                               lambda w: specs(w, sim_url, gateway_url, token),
-                              [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable)
+                              [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable,
+                              signals)
             sup.on_booted = on_booted
             if gateway is not None and cfg.batch_runs():
                 _watch_batches(gateway, sup.progress, stack)
@@ -180,7 +208,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             _note_invocation(manifest, sup, sim, gateway)
     expected = {(cid, epoch) for _, cid in in_scope(cfg, order) if picked is None or cid in picked
                 for epoch in range(1, cfg.epochs + 1)}
-    counts = _finish(sink, order, out, manifest, interrupted, error, expected)
+    counts = _finish(sink, order, out, manifest, interrupted, error, expected, cfg.maxfail if stopped_early else None)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early,
                    stopped_runs)
 
@@ -243,29 +271,25 @@ def _note_invocation(manifest: Manifest, sup: Supervisor, sim: Any, gateway: Any
 
 
 def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: Manifest, interrupted: bool,
-            error: str | None, expected: set[tuple[str, int]]) -> dict[str, int]:
-    """Results in dataset order, the manifest's last word; the run's own error raised after both."""
+            error: str | None, expected: set[tuple[str, int]], stopped_early: int | None = None) -> dict[str, int]:
+    """Results in dataset order and the manifest's last word (the run's own error is the Summary's, raised
+    once the report is written too). `stopped_early`: the --maxfail that stopped the run."""
     try:
         counts = sink.finalize(order)
         # what a reader must know before reading a rate: some records have no result in some runs
         missing = {run: n for run in counts if (n := len(expected - sink.present.get(run, set())))}
         manifest.finished_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         manifest.interrupted, manifest.error, manifest.counts = interrupted, error, counts
+        manifest.stopped_early = stopped_early  # set each time: a resume without --maxfail clears it
         manifest.missing, manifest.complete = missing, not (missing or interrupted or error)
         manifests.write(out, manifest)
     except RunStopped:
         if error:  # the disk that filled mid-run is still full: the first error is the one to read
-            raise _reported(error) from None
+            e = RunStopped(error)
+            e.reported = True
+            raise e from None
         raise
-    if error:
-        raise _reported(error)
     return counts
-
-
-def _reported(error: str) -> RunStopped:
-    e = RunStopped(error)
-    e.reported = True  # the supervisor logged it when it happened
-    return e
 
 
 def _providers(cfg: Config, mode: str) -> str:
@@ -416,7 +440,8 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
 
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
                 out: Path, make_spec: Callable[[int], WorkerSpec], services: list[Service], transport: Transport,
-                limiter: Any, lay: Layout, spawnable: Callable[[int], bool] | None) -> Supervisor:
+                limiter: Any, lay: Layout, spawnable: Callable[[int], bool] | None,
+                signals: SignalInbox | None = None) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
@@ -439,7 +464,7 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
         progress.target, progress.target_why = throttle.target, "start"
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
                       transport.inbox, workers=workers, services=services, throttle=throttle,
-                      prefer=budget_preference(cfg, limiter), gates=getattr(limiter, "gates", None),
+                      prefer=budget_preference(cfg, limiter), gates=getattr(limiter, "gates", None), signals=signals,
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -121,6 +122,39 @@ def test_sigint_removes_every_container_and_the_same_command_completes(tmp_path:
     assert 'id="incomplete"' not in (out / "report.html").read_text()
     after = {(run, r["record_id"]): r["started_at"] for run in ("strong", "atlas") for r in rows_of(out, run)}
     assert {k: after[k] for k in before} == before  # the rerun did only what was left
+
+
+def test_ctrl_c_again_and_again_until_it_ends_exits_130_with_results_and_report_that_agree(
+        tmp_path: Path, local_bindir: str) -> None:
+    """Ctrl-C as a terminal sends it (to the whole process group), then again every 50 ms until the command
+    ends: through the grace period, the workers' shutdown, the results' rewrite, the manifest and the report.
+    Before: "Aborted!" and exit 1, a report.html missing, or one drawn from other results than results/ holds."""
+    import re
+    import time
+
+    from runner.report.build import load_runs, results_digest
+
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "CI"}
+    p = subprocess.Popen([sys.executable, "-m", "runner", "run", str(run_config(tmp_path, p50_ms=150)), "--out",
+                          str(out), "--sandbox", "local", "--limit", "12", "-w", "2"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    wait_for_results(out, 3, p)
+    while p.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGINT)
+        time.sleep(0.05)
+    code, log = finish(p)
+    assert code == 130 and "Aborted" not in log and "Traceback" not in log, log[-3000:]
+    for run in ("strong", "atlas"):
+        index = [r["index"] for r in rows_of(out, run)]
+        assert index == sorted(set(index))  # rewritten in dataset order, each record once
+    digest = results_digest(load_runs(out))
+    assert json.loads((out / "report.json").read_text())["results_digest"] == digest
+    page = (out / "report.html").read_text()
+    assert re.search(r'<meta name="results-digest" content="(\w+)"', page).group(1) == digest  # type: ignore[union-attr]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["interrupted"] is True and manifest["finished_at"]
 
 
 def _comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
