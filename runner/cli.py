@@ -150,7 +150,8 @@ class ConcurrencyType(click.ParamType):
 @click.option("--maxfail", type=click.IntRange(min=1), help="After N results that failed, were cut or ended in an "
               "error, start no more records (those in flight finish) and exit 1.")
 @click.option("--lf", "last_failed", is_flag=True, help="Only the records whose last result failed, was cut or ended "
-              "in an error: run them again.")
+              "in an error: run them again, asking the models again (the response cache is not used). Both results "
+              "stay: one that then succeeds is marked flaky.")
 @click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl).")
 @click.option("--force-resume", "force", is_flag=True,
               help="Resume into an output dir written with another config or dataset.")

@@ -435,7 +435,8 @@ class Config(_Frozen):
                                 "failed, were cut or ended in an error, start no more records (those in flight "
                                 "finish) and exit 1")
     last_failed: bool = Field(False, exclude=True, description="--lf: only the records whose last result failed "
-                                                               "or ended in an error, run again")
+                                                               "or ended in an error, run again, the models asked "
+                                                               "again (the response cache neither read nor written)")
     skip_invalid: bool = Field(False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping")
     force: bool = Field(False, description="YAML force_resume, flag --force-resume (the old key force still reads)")
     fail_on_error: bool | None = Field(None, description="exit 1 when any result ended in an error (provider, "
@@ -742,6 +743,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         if name in data:
             data[key] = data.pop(name)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if given.get("last_failed"):  # a cached answer would only replay the failure --lf reruns, at $0
+        given["cache"] = False
     if "concurrency" in given:  # --concurrency re-splits: the file's workers/slots yield unless also flags
         for key in ("workers", "slots"):
             if key not in given:

@@ -243,6 +243,10 @@ def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, 
                 cfg.harness.kind, _providers(cfg, mode), kind)
     for line in describe_requests(manifest.requests):  # what each run's models are sent, and left out
         logger.info("  {}", line)
+    if cfg.last_failed:
+        logger.info("--lf: {}", f"{len(plan)} result(s) that did not succeed last time, the models asked again (the "
+                    "response cache is not used); the results they replace are kept beside them" if plan else
+                    "no result in scope failed last time: nothing to run again")
     if cfg.batch_runs() and cfg.conversation_timeout_seconds is None:
         logger.info("batch mode: a conversation may take {:g} h in all (each step waits on a batch); "
                     "conversation_timeout_seconds sets another limit", cfg.conversation_limit() / 3600)
