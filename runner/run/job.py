@@ -46,6 +46,7 @@ from runner.records import file_hash, iter_records, rejects_path
 from runner.results import manifest as manifests
 from runner.results.manifest import InFlight, Manifest, Rejected
 from runner.results.sink import OutputLock, ResultSink, writing
+from runner.run.model_ids import check_model_ids
 from runner.sandbox.schema import DatabaseSpec
 from runner.select import chosen
 from runner.worker.main import WorkerSpec
@@ -125,8 +126,9 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
     check_templates(cfg)
     check_harness_python(cfg)
     check_keys(cfg)
+    warnings = check_model_ids(cfg, _mode(cfg))  # a typo named with the id it meant, before a provider is asked
     cat = catalogue(cfg)
-    warnings = list(cat.notes) + check_retirements(cfg, cat=cat)
+    warnings += list(cat.notes) + check_retirements(cfg, cat=cat)
     warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
                  for model in unpriced(cfg, cat)]
     skipped = None
