@@ -72,6 +72,10 @@ def test_maxfail_starts_no_more_records_and_exits_1(tmp_path: Path, local_bindir
     out = tmp_path / "out"
     code, log = finish(start_run(cfg, out, "--sandbox", "local", "-x", "--no-fail-on-error"))
     assert code == 1 and "stopped early (--maxfail 1)" in log, log[-3000:]
+    # one label and one instruction, said alike (before: "INCOMPLETE (interrupted) ... run the same command
+    # again", then "the same command without it runs the rest")
+    assert "INCOMPLETE (stopped at --maxfail 1)" in log and "interrupted" not in log, log[-3000:]
+    assert "run the same command again" not in log and log.count("without -x/--maxfail runs the rest") == 2
     assert [r["record_id"] for r in rows_of(out, "a")] == ["boom"]  # the first record failed: nothing after it
     code, log = finish(start_run(cfg, out, "--sandbox", "local", "--no-fail-on-error"))  # the rest, as it says
     assert code == 0 and len(rows_of(out, "a")) == len(records), log[-3000:]

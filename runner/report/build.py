@@ -29,12 +29,15 @@ def banners(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str,
     out = {"simulated": SIMULATED} if manifest.simulated else {}
     if manifest.complete is False:
         missing = manifest.missing
+        stop = manifest.stopped_early
         why = "interrupted" if manifest.interrupted else "stopped by an error" if manifest.error else \
-            "records not run (interrupted, stopped early or not selected)"
+            f"stopped at --maxfail {stop}" if stop else "records not run (interrupted, stopped early or not selected)"
         n = sum(missing.values())
+        # one instruction, the same as the command's last line (after --maxfail it said two that disagreed)
         out["incomplete"] = (f"INCOMPLETE ({why}): {n} result(s) missing"
                              + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
-                             + "; run the same command again to finish")
+                             + ("; the same command without -x/--maxfail runs the rest" if stop and not
+                                manifest.interrupted else "; run the same command again to finish"))
     if (skipped := manifest.rejected) and skipped.count:
         out["rejected"] = (f"{skipped.count} bad dataset line(s) skipped (--skip-invalid): in no result and no "
                            f"rate; their reasons are in {skipped.file}")
