@@ -582,17 +582,19 @@ def models(config_path: str | None, live: bool) -> None:
 
     from runner.config import load_config
     from runner.models.table import models_table
+    from runner.report.narrow import fitted
 
     cfg = load_config(config_path) if config_path else None
+    console = Console()
     if not live:
-        Console().print(models_table(cfg.model_overrides() if cfg else None))
+        console.print(fitted(models_table(cfg.model_overrides() if cfg else None), console))
         return
     from runner.models.table import ask_live
 
     answers, where = ask_live(cfg)
     from runner.models.table import live_table
 
-    Console().print(live_table(answers, where))
+    console.print(fitted(live_table(answers, where), console))
 
 
 @cli.group()

@@ -139,3 +139,16 @@ def test_a_selection_that_matches_nothing_exits_5_before_touching_the_output(tmp
         assert done.returncode == 5, done.stderr
         assert "no record" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not out.exists()
+
+
+def test_the_models_table_is_readable_at_80_columns() -> None:
+    """Under ~200 columns every id was cut ("claude-h…") and each cell folded to a few letters."""
+    from click.testing import CliRunner
+
+    from runner.models.capabilities import BUILTIN
+
+    out = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "80"}).output
+    lines = out.splitlines()
+    assert "…" not in out and all(len(line) <= 80 for line in lines)
+    assert all(name in lines for name in BUILTIN)  # each id whole, on a line of its own
+    assert "  thinking: adaptive, thinks by default" in out and "2026-11-30 -> claude-sonnet-5-5" in out
