@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import re
 import shlex
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,24 +42,25 @@ def cli(verbose: bool) -> None:
 
 
 def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
-    """What matters at the end: per run, the records that failed or ended in an error (the first ten), and
-    where the report is."""
-    from runner.results.result import outcome
+    """What matters at the end: per run, the records that failed, ended in an error or were flaky (the first
+    ten), the command that runs the failed ones again, and where the report is. `results`: those the command
+    was about (its runs, its records), so that the command it prints reruns exactly them (after --runs a,b it
+    listed another run's failures and suggested a --lf that left that run out: it ran nothing)."""
+    from runner.results.result import flaky, outcome
 
     def ids(rows: list[Result]) -> str:
         names = [r.record_id + (f"#{r.epoch}" if r.epoch > 1 else "") for r in rows]  # a later trial: id#N
         return ", ".join(names[:10]) + (f" (+{len(names) - 10} more)" if len(names) > 10 else "")
 
     for run, rows in results.items():
-        failures = [r for r in rows if outcome(r) == "failure"]
-        errors = [r for r in rows if outcome(r) in ("error", "cut")]
-        if failures:
-            click.echo(f"{run}: {len(failures)} failed: {ids(failures)}")
-        if errors:
-            click.echo(f"{run}: {len(errors)} error(s) or cut turn(s): {ids(errors)}")
+        for what, picked in (("failed", [r for r in rows if outcome(r) == "failure"]),
+                             ("error(s) or cut turn(s)", [r for r in rows if outcome(r) in ("error", "cut")]),
+                             ("flaky (failed, then succeeded asked again)", [r for r in rows if flaky(r)])):
+            if picked:
+                click.echo(f"{run}: {len(picked)} {what}: {ids(picked)}")
     if any(outcome(r) in ("failure", "error", "cut") for rows in results.values() for r in rows):
         # the same command, for the records whose last result was not a success (pytest's --lf)
-        click.echo(f"to run those again: {_same_command('--lf', '--rerun-errors')}")
+        click.echo(f"to run those again (the models asked again): {_same_command('--lf', '--rerun-errors')}")
     click.echo(f"report: {(out / 'report.html').resolve()}")
 
 
@@ -236,8 +239,9 @@ def _finish_run(cfg: Config, summary: Any, results: dict[str, list[Result]], met
         click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without -x/--maxfail runs the rest",
                    err=True)
         sys.exit(1)
-    _closing_lines(results, summary.out)
-    if _gates_failed(cfg, summary.errors_left(), metrics):
+    mine = summary.about(results)
+    _closing_lines(mine, summary.out)
+    if _gates_failed(cfg, mine, metrics):
         sys.exit(1)
 
 
@@ -271,20 +275,40 @@ def _run_config(config: str | None, o: dict[str, Any]) -> Config:
 
 
 def _same_command(flag: str, *instead_of: str) -> str:
-    """This command as typed, with `flag` (--lf, --rerun-errors) at its end, in place of `instead_of`."""
+    """This command as typed, with `flag` (--lf, --rerun-errors) at its end, in place of `instead_of`; a
+    password in --dsn shown as *** (the line lands in CI logs)."""
     args = [a for a in sys.argv[1:] if a not in (flag, *instead_of)]
+    args = [_hide_password(a) if i and (args[i - 1] == "--dsn" or a.startswith("--dsn=")) else a
+            for i, a in enumerate(args)]
     return " ".join(shlex.quote(a) for a in ["runner", *args, flag])
 
 
-def _gates_failed(cfg: Config, errors: dict[str, int], metrics: dict[str, dict[str, Any]]) -> bool:
-    """What fails a finished run (exit 1): errors left, with fail_on_error (the default where CI is set),
-    and a run's success under its fail_under. Each said in one line."""
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@\s]*:)([^@\s]*)(@)", re.I)
+
+
+def _hide_password(dsn: str) -> str:
+    """A libpq connection string or URL with its password as *** (password=..., or user:password@host)."""
+    return _PASSWORD.sub(lambda m: f"{m[1]}***" if m[1] else f"{m[3]}***{m[5]}", dsn)
+
+
+def _gates_failed(cfg: Config, results: dict[str, list[Result]], metrics: dict[str, dict[str, Any]]) -> bool:
+    """What fails a finished run (exit 1), each said in one line: a run of this command none of whose results
+    finished (every one an error or a cut turn: nothing was measured; it exited 0 unless CI was set), errors
+    left with fail_on_error (the default where CI is set), and a run's success under its fail_under."""
+    from runner.results.result import outcome
+
     failed = False
+    for run, rows in results.items():
+        if rows and all(outcome(r) in ("error", "cut") for r in rows):
+            click.echo(f"ERROR   {run}: every one of its {len(rows)} result(s) ended in an error or a cut turn: "
+                       "nothing was measured", err=True)
+            failed = True
+    errors = Counter(str(r.error_kind) for rows in results.values() for r in rows if outcome(r) == "error")
     if errors:  # never silent: an error is not the model's failure
         click.echo(f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
                    f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); to run them again: "
                    f"{_same_command('--rerun-errors')}", err=True)
-        failed = cfg.fail_on_error if cfg.fail_on_error is not None else environment().ci
+        failed = failed or (cfg.fail_on_error if cfg.fail_on_error is not None else environment().ci)
     for run, least in cfg.fail_under.items():
         rate = metrics.get(run, {}).get("success_rate")
         if rate is None or rate < least:
@@ -306,7 +330,8 @@ def merge(dirs: tuple[str, ...], output_dir: str) -> None:
     from runner.results.merge import merge as do_merge
 
     counts = do_merge([Path(d) for d in dirs], Path(output_dir))
-    click.echo(f"merged {len(dirs)} outputs into {output_dir}: {counts}")
+    each = ", ".join(f"{run} {n}" for run, n in counts.items())
+    click.echo(f"merged {len(dirs)} outputs into {output_dir}: results per run: {each}")
     print_summary(Path(output_dir))
 
 

@@ -145,8 +145,8 @@ def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
 
 def success_cell(m: dict[str, Any]) -> str:
     """A run's success with its 95 % interval; where no record finished, no rate at all (it was "0.0% (0%-100%)")."""
-    if m["success_rate"] is None:
-        return "none finished"
+    if m["success_rate"] is None:  # nothing measured, which is not 0 %
+        return "not scored" if m["unscored"] else "none finished"
     lo, hi = m["success_ci95"]  # how far the rate could be from chance (Wilson's, or clustered with trials)
     return f"{m['success_rate']:.1%} ({lo:.0%}-{hi:.0%})"
 

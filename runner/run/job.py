@@ -34,7 +34,7 @@ from runner.engine.scheduler import Scheduler
 from runner.engine.services import Service
 from runner.engine.signals import SignalInbox
 from runner.engine.supervisor import Supervisor
-from runner.errors import CUT_KINDS, ConfigError, DatasetError, NothingSelected, RunStopped
+from runner.errors import ConfigError, DatasetError, NothingSelected, RunStopped
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.harness.python import warm_interpreter
@@ -45,6 +45,7 @@ from runner.plan import WorkItem, in_scope, make_plan
 from runner.records import file_hash, iter_records, rejects_path
 from runner.results import manifest as manifests
 from runner.results.manifest import InFlight, Manifest, Rejected
+from runner.results.result import Result
 from runner.results.sink import OutputLock, ResultSink, writing
 from runner.run.model_ids import check_model_ids
 from runner.sandbox.schema import DatabaseSpec
@@ -67,6 +68,12 @@ class Summary:
     errors: dict[str, int] = field(default_factory=dict)  # failed results by error kind
     stopped_early: bool = False  # --maxfail reached
     stopped_runs: dict[str, str] = field(default_factory=dict)  # run -> the refusal every request of it met
+    runs: list[str] = field(default_factory=list)  # this command's runs (--runs)
+    scope: set[tuple[str, int]] = field(default_factory=set)  # its record trials (shard, --limit, -k, --ids)
+
+    def about(self, results: dict[str, list[Result]]) -> dict[str, list[Result]]:
+        """Of an output's results, those this command was about: its runs, its records."""
+        return {run: [r for r in rows if r.trial in self.scope] for run, rows in results.items() if run in self.runs}
 
     def raise_error(self) -> None:
         """The error that stopped the run, raised once its results, manifest and report are written (the
@@ -75,11 +82,6 @@ class Summary:
             e = RunStopped(self.error)
             e.reported = True
             raise e
-
-    def errors_left(self) -> dict[str, int]:
-        """Results that ended in an error, by kind: not the agent's outcome (cut turns are), so fail_on_error
-        fails the run on them."""
-        return {k: n for k, n in self.errors.items() if k not in CUT_KINDS and n}
 
 
 def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[[], None] | None = None,
@@ -212,7 +214,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                 for epoch in range(1, cfg.epochs + 1)}
     counts = _finish(sink, order, out, manifest, interrupted, error, expected, cfg.maxfail if stopped_early else None)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early,
-                   stopped_runs)
+                   stopped_runs, [r.name for r in cfg.runs], expected)
 
 
 def _sink(cfg: Config, out: Path) -> ResultSink:
