@@ -251,7 +251,7 @@ def test_a_10000_result_report_opens_a_deep_link_to_its_record(browser: Any, tmp
     opens with its body."""
     from bench.report_load import measure, write
 
-    page_path, record_id = write(tmp_path, 10_000)
+    page_path, record_id, _ = write(tmp_path, 10_000)
     timings = measure(browser, page_path, record_id)
     (ARTIFACTS / "report-load.json").write_text(json.dumps({"results": 10_000, "mb": page_path.stat().st_size / 1e6,
                                                             **timings}, indent=1))
