@@ -186,7 +186,7 @@ margin:4px 0} h1{font-size:1.3em;overflow-wrap:anywhere} .note{font-size:12px;pa
 #headline ul{list-style:none;padding:0;margin:.2em 0 1em} #headline li{margin:.35em 0;font-size:15px}
 #headline .d{white-space:nowrap} #headline .p{white-space:nowrap} .against{margin:.6em 0 0;color:#555}
 .b.flaky::after{content:" flaky"} details.earlier{margin-top:8px} p.more{margin:8px 0}
-#paired td{white-space:nowrap} #paired td.m{white-space:normal}
+#paired td,#paired th.run{white-space:nowrap} #paired td.m{white-space:normal}
 #paired ul{margin:0;padding-left:1.2em;text-align:left} button.pick{min-width:3em;cursor:pointer}
 #picked{background:#eef4ff;border:1px solid #9ab;padding:4px 8px} th.run.best::after{content:" best";
 color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin-left:6px}

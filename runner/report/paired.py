@@ -52,6 +52,9 @@ def detectable(c: dict[str, Any]) -> str:
     """The smallest difference these pairs would show, or why none (the footnote explains both words)."""
     if c["mde"] is not None:
         return f"{c['mde']:.1%}"
+    differ = (len(c["won"]) + len(c["lost"])) / c["paired"] if c["paired"] else 0.0
+    if c["mde_note"] == TOO_FEW and c.get("method") != "paired-means" and differ:
+        return f"> {differ:.0%}"  # no difference these records could show: at most the share that differs
     return {TOO_FEW: "too few", NOTHING_VARIES: "nothing varies"}.get(c["mde_note"], "-")
 
 
@@ -73,8 +76,9 @@ def cells(c: dict[str, Any]) -> dict[str, str]:
 
 FOOTNOTE = ("verdict: better or worse where the 95 % interval leaves out 0 and p < 0.05, borderline where only one "
             "of the two says so, too few records to tell where these records could not show a difference at all. "
-            "detectable: the smallest difference these records would show at 80 % power ('too few': not even the "
-            "largest they could; 'nothing varies': every record came out alike in both runs)")
+            "detectable: the smallest difference these records would show at 80 % power ('> X%': more than the share "
+            "of records whose outcome differs, the largest difference they could show, so none they could; 'too few': "
+            "too few records for any; 'nothing varies': every record came out alike in both runs)")
 
 
 def notes(c: dict[str, Any]) -> list[str]:

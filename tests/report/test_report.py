@@ -433,3 +433,19 @@ def test_the_report_names_its_output_as_given_not_by_its_absolute_path(out: Path
     monkeypatch.chdir(out.parent)
     page = write_reports(out)[1].read_text()
     assert f"<title>pgsandbox-runner report: {out.name}</title>" in page and str(out.parent) not in page
+
+
+def test_detectable_says_why_it_has_no_value_beside_a_verdict() -> None:
+    """"detectable -" was never explained; on 20 records with 6 lost, a clear "worse" beside it."""
+    from runner.analysis.paired import pair
+    from runner.report.paired import FOOTNOTE, cells
+
+    def rows(run: str, outcomes: list[bool]) -> list[Result]:
+        return [Result(run=run, record_id=f"c{i:02d}", index=i, status="ok", success=s, started_at="t",
+                       finished_at="t") for i, s in enumerate(outcomes)]
+
+    c = pair("ref", rows("ref", [True] * 20), "run", rows("run", [True] * 14 + [False] * 6)).to_json()
+    shown = cells(c)
+    assert shown["verdict"] == "worse" and shown["detectable"] == "> 30%" and "'> X%'" in FOOTNOTE
+    c = pair("ref", rows("ref", [True] * 20), "run", rows("run", [True] * 20)).to_json()
+    assert cells(c)["detectable"] == "nothing varies" and "'nothing varies'" in FOOTNOTE
