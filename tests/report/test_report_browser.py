@@ -188,20 +188,21 @@ def test_search_a_permalink_and_the_failures_of_one_run(browser: Any, report: Pa
     assert fresh.locator("[id='crm-7-00042']").evaluate("d => d.open && d.getBoundingClientRect().top < 1400")
 
 
-def test_at_390_px_the_first_screen_says_for_each_run_how_it_compares_by_how_much_how_sure(browser: Any,
-                                                                                             report: Path) -> None:
+@pytest.mark.parametrize(("width", "height"), [(390, 844), (1280, 800), (1920, 1080)])
+def test_the_first_screen_says_for_each_run_how_it_compares_by_how_much_how_sure(browser: Any, report: Path,
+                                                                                 width: int, height: int) -> None:
     """Before, on a phone p and the verdict were two swipes right, and the forest plot's labels 6 px."""
-    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(report.as_uri())
-    page.screenshot(path=str(ARTIFACTS / "report-390-first-screen.png"))
+    page.screenshot(path=str(ARTIFACTS / f"report-{width}-first-screen.png"))
     lines = page.locator("#headline li")
     assert lines.count() == 3  # every run but the reference
     for i in range(3):
         for part in (".run", ".v", ".d", ".p"):
             box = lines.nth(i).locator(part).bounding_box()
-            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, (i, part, box)
-            assert box["y"] + box["height"] <= 844, (i, part, box)  # on the first screen
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (i, part, box)
+            assert box["y"] + box["height"] <= height, (i, part, box)  # on the first screen
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
     sizes = page.locator("figure.forest svg text").evaluate_all("ts => ts.map(t => t.getBoundingClientRect().height)")
     assert sizes and min(sizes) >= 9, sizes  # drawn at its own size, not shrunk
 
