@@ -757,17 +757,23 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         cfg = Config.model_validate(data)
         return cfg.with_original_models() if cfg.original_models else cfg
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = tuple(first["loc"])
-        if loc and loc[0] in EXTERNAL_NAMES and loc[0] not in (overrides or {}):
-            loc = (EXTERNAL_NAMES[str(loc[0])], *loc[1:])  # as the user wrote it
-        in_file = loc and loc[0] not in (overrides or {})
-        line = _line_of(node, loc) if in_file else None
-        field = ".".join(map(str, loc)) or "(config)"
-        where = f"{path}:{line}" if line else (str(path) if in_file else "command line")
-        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        said = _unknown_key(loc) if first["type"] == "extra_forbidden" else first["msg"]
-        raise ConfigError(f"{field}: {said}{more}", where=where) from None
+        raise _invalid(e, node, path, overrides or {}) from None
+
+
+def _invalid(e: ValidationError, node: yaml.Node | None, path: Path, overrides: dict[str, Any]) -> ConfigError:
+    """The first validation error as one line: the field as the user wrote it, where (file:line, or the
+    command line), what is wrong with it."""
+    first = e.errors()[0]
+    loc = tuple(first["loc"])
+    if loc and loc[0] in EXTERNAL_NAMES and loc[0] not in overrides:
+        loc = (EXTERNAL_NAMES[str(loc[0])], *loc[1:])  # as the user wrote it
+    in_file = loc and loc[0] not in overrides
+    line = _line_of(node, loc) if in_file else None
+    field = ".".join(map(str, loc)) or "(config)"
+    where = f"{path}:{line}" if line else (str(path) if in_file else "command line")
+    more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+    said = _unknown_key(loc) if first["type"] == "extra_forbidden" else first["msg"]
+    return ConfigError(f"{field}: {said}{more}", where=where)
 
 
 def _unknown_key(loc: tuple[int | str, ...]) -> str:

@@ -166,13 +166,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
         logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
     sink = _sink(cfg, out)
-    manifest = manifests.check(out, Manifest.new(
-        config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
-        dataset_sha256=file_hash(cfg.dataset),
-        shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
-        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg, cat),
-        rejected=skipped, compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
-        batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
+    manifest = _manifest(cfg, out, mode, kind, run_id, skipped, cat)
     plan, done = _what_to_do(cfg, sink, order, picked)
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
     if plan:
@@ -226,6 +220,18 @@ def _sink(cfg: Config, out: Path) -> ResultSink:
 
     return TracedSink(out, runs, {r.name: r.model_dump(mode="json") for r in cfg.runs}, cfg.otel.endpoint,
                       capture_content=cfg.otel.capture_content)
+
+
+def _manifest(cfg: Config, out: Path, mode: str, kind: str, run_id: str, skipped: Rejected | None,
+              cat: Catalogue) -> Manifest:
+    """This invocation's manifest over the output's own (a resume of another configuration refused)."""
+    return manifests.check(out, Manifest.new(
+        config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
+        dataset_sha256=file_hash(cfg.dataset),
+        shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
+        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg, cat),
+        rejected=skipped, compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
+        batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
 
 
 def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int],
