@@ -177,7 +177,8 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
     Exit codes, as pytest's: 0 done; 1 done, but results ended in errors (with --fail-on-error), a run
-    finished no record at all, a run's success rate is under its --fail-under, or -x/--maxfail stopped it;
+    whose every result ended in an error, a run's success rate is under its --fail-under, or -x/--maxfail
+    stopped it;
     2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal provider answer); 5 no
     record selected (-k, --ids, --shard or --limit chose none); 130 interrupted (run the same command again to
     finish). Whatever the code, results/, manifest.json and report.html agree."""
@@ -292,16 +293,17 @@ def _hide_password(dsn: str) -> str:
 
 
 def _gates_failed(cfg: Config, results: dict[str, list[Result]], metrics: dict[str, dict[str, Any]]) -> bool:
-    """What fails a finished run (exit 1), each said in one line: a run of this command none of whose results
-    finished (every one an error or a cut turn: nothing was measured; it exited 0 unless CI was set), errors
+    """What fails a finished run (exit 1), each said in one line: a run of this command whose every result
+    ended in an error (nothing was measured: it exited 0 unless CI was set; a cut turn is the model's outcome,
+    as for fail_on_error), errors
     left with fail_on_error (the default where CI is set), and a run's success under its fail_under."""
     from runner.results.result import outcome
 
     failed = False
     for run, rows in results.items():
-        if rows and all(outcome(r) in ("error", "cut") for r in rows):
-            click.echo(f"ERROR   {run}: every one of its {len(rows)} result(s) ended in an error or a cut turn: "
-                       "nothing was measured", err=True)
+        if rows and all(outcome(r) == "error" for r in rows):
+            click.echo(f"ERROR   {run}: every one of its {len(rows)} result(s) ended in an error, not an outcome of "
+                       "the agent: nothing was measured", err=True)
             failed = True
     errors = Counter(str(r.error_kind) for rows in results.values() for r in rows if outcome(r) == "error")
     if errors:  # never silent: an error is not the model's failure

@@ -125,7 +125,7 @@ def _summary(metrics: dict[str, dict[str, Any]], shares: set[str], top: str | No
         v = m["metrics"].get(c) if c in names else m[c]
         if v is None and c == "success_rate":  # nothing measured, not 0 %
             return ('<td title="no result has a success field">not scored</td>' if m["unscored"] else
-                    '<td title="every result ended in an error or a cut turn">none finished</td>')
+                    '<td title="every result ended in an error or a cut turn: none finished">none finished</td>')
         if v is None:
             return "<td>unknown</td>" if c == "cost_usd" else "<td>-</td>"
         if c == "success_rate":
