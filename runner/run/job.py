@@ -172,9 +172,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
     if plan:
         forkserver.warm(cfg)  # at the latest: before the image check and the servers, not at the first spawn
     image = _image(spec, kind, manifest) if plan else None
-    interrupted = stopped_early = False
-    error = None
-    stopped_runs: dict[str, str] = {}
+    sup: Supervisor | None = None
     with contextlib.ExitStack() as stack:
         if plan:
             chunk = cfg.harness.chunk_size if cfg.harness.kind == "command" else 1
@@ -200,10 +198,17 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                     sup.run()
                 finally:
                     _remove_containers(kind, run_id)
-            error, interrupted, stopped_early = sup.error, sup.interrupted, sup.stopped_early
-            stopped_runs = dict(sup.recorder.stopped_runs)
-            manifest.stopped_runs = stopped_runs
+            manifest.stopped_runs = dict(sup.recorder.stopped_runs)
             _note_invocation(manifest, sup, sim, gateway)
+    return _ended(cfg, sink, order, out, manifest, picked, kind, mode, sup)
+
+
+def _ended(cfg: Config, sink: ResultSink, order: dict[str, int], out: Path, manifest: Manifest,
+           picked: set[str] | None, kind: str, mode: str, sup: Supervisor | None) -> Summary:
+    """How this invocation ended (`sup`: its supervisor, if one ran): the results in dataset order, the
+    manifest's last word, and the Summary of both, scoped to the records it was about."""
+    error, interrupted, stopped_early = (sup.error, sup.interrupted, sup.stopped_early) if sup else (None, False, False)
+    stopped_runs = dict(sup.recorder.stopped_runs) if sup else {}
     expected = {(cid, epoch) for _, cid in in_scope(cfg, order) if picked is None or cid in picked
                 for epoch in range(1, cfg.epochs + 1)}
     counts = _finish(sink, order, out, manifest, interrupted, error, expected, cfg.maxfail if stopped_early else None)
