@@ -30,6 +30,7 @@ from bench import (
     memory,
     ratelimit,
     ray_budget,
+    report_load,
     scaling,
     soak,
     startup,
@@ -56,8 +57,8 @@ def main() -> None:
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
     ap.add_argument("--only", help="comma-separated subset: scaling,slots,startup,memory,inflight,ratelimit,ray,cached,"
-                    "harness,helpdesk,gateway,headline,floor,batch,soak; with --out naming an existing document, only "
-                    "those sections of it are replaced")
+                    "harness,helpdesk,gateway,headline,floor,batch,report,soak; with --out naming an existing "
+                    "document, only those sections of it are replaced")
     ap.add_argument("--floor-n", type=int, default=1200,
                     help="conversations per run in the rate-limit-bound headline (1200 = the seeds' whole job)")
     ap.add_argument("--floor-scale", type=float, default=1 / 2,
@@ -118,6 +119,8 @@ def main() -> None:
                                floor.render))
     step("batch", lambda: _one(batch.batch(size(2, 32, args.batch_n), size(8, 128, 1024),
                                            median=size(1.0, 2.0, 3.0), p95=size(2.0, 4.0, 6.0)), batch.render))
+    step("report", lambda: _one(report_load.report_load(size([400], [2000], [2000, 10_000]), size(1, 2, 3)),
+                                report_load.render))
     # the fault campaign at a short setting (`make soak` runs it for as long as it is told)
     step("soak", lambda: _one(soak.soak(size(0, 2, 10), seed=1), soak.render))
     total = time.monotonic() - t_all

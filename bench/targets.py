@@ -119,6 +119,12 @@ def summary(raw: dict[str, Any]) -> str:
         rows += _gateway(raw["gateway"])
     if "batch" in raw:
         rows += _batch(raw["batch"])
+    if "report" in raw:
+        for r in raw["report"]["rows"]:
+            if r["met"] is not None:
+                rows.append([f"report.html of {r['results']:,} results: opens, and a deep link opens its record, "
+                             "in < 2 s", f"{r['load_s']:.2f} s, {r['deep_link_s']:.2f} s ({r['mb']:.1f} MB)",
+                             _verdict(r["met"])])
     if "headline" in raw:
         h = raw["headline"]
         rows.append([f"the seeds' whole job ({h['conversations']} conversations): wall vs one at a time",

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import re
 import shlex
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,24 +42,25 @@ def cli(verbose: bool) -> None:
 
 
 def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
-    """What matters at the end: per run, the records that failed or ended in an error (the first ten), and
-    where the report is."""
-    from runner.results.result import outcome
+    """What matters at the end: per run, the records that failed, ended in an error or were flaky (the first
+    ten), the command that runs the failed ones again, and where the report is. `results`: those the command
+    was about (its runs, its records), so that the command it prints reruns exactly them (after --runs a,b it
+    listed another run's failures and suggested a --lf that left that run out: it ran nothing)."""
+    from runner.results.result import flaky, outcome
 
     def ids(rows: list[Result]) -> str:
         names = [r.record_id + (f"#{r.epoch}" if r.epoch > 1 else "") for r in rows]  # a later trial: id#N
         return ", ".join(names[:10]) + (f" (+{len(names) - 10} more)" if len(names) > 10 else "")
 
     for run, rows in results.items():
-        failures = [r for r in rows if outcome(r) == "failure"]
-        errors = [r for r in rows if outcome(r) in ("error", "cut")]
-        if failures:
-            click.echo(f"{run}: {len(failures)} failed: {ids(failures)}")
-        if errors:
-            click.echo(f"{run}: {len(errors)} error(s) or cut turn(s): {ids(errors)}")
+        for what, picked in (("failed", [r for r in rows if outcome(r) == "failure"]),
+                             ("error(s) or cut turn(s)", [r for r in rows if outcome(r) in ("error", "cut")]),
+                             ("flaky (failed, then succeeded asked again)", [r for r in rows if flaky(r)])):
+            if picked:
+                click.echo(f"{run}: {len(picked)} {what}: {ids(picked)}")
     if any(outcome(r) in ("failure", "error", "cut") for rows in results.values() for r in rows):
         # the same command, for the records whose last result was not a success (pytest's --lf)
-        click.echo(f"to run those again: {_same_command('--lf', '--rerun-errors')}")
+        click.echo(f"to run those again: {_same_command('--lf', '--rerun-errors')}")  # --lf asks the models again
     click.echo(f"report: {(out / 'report.html').resolve()}")
 
 
@@ -150,7 +153,8 @@ class ConcurrencyType(click.ParamType):
 @click.option("--maxfail", type=click.IntRange(min=1), help="After N results that failed, were cut or ended in an "
               "error, start no more records (those in flight finish) and exit 1.")
 @click.option("--lf", "last_failed", is_flag=True, help="Only the records whose last result failed, was cut or ended "
-              "in an error: run them again.")
+              "in an error: run them again, asking the models again (the response cache is not used). Both results "
+              "stay: one that then succeeds is marked flaky.")
 @click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl).")
 @click.option("--force-resume", "force", is_flag=True,
               help="Resume into an output dir written with another config or dataset.")
@@ -172,47 +176,42 @@ class ConcurrencyType(click.ParamType):
 def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
-    Exit codes: 0 done; 1 done, but results ended in errors (with --fail-on-error) or a run's success rate
-    is under its --fail-under; 2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal
-    provider answer); 130 interrupted (run the same command again to finish)."""
-    cfg = _run_config(config, o)
-    cfg = _select_runs(cfg, runs)
+    Exit codes, as pytest's: 0 done; 1 done, but results ended in errors (with --fail-on-error), a run
+    whose every result ended in an error, a run's success rate is under its --fail-under, or -x/--maxfail
+    stopped it;
+    2 the run stopped on an error (bad input, a sandbox that cannot boot, a fatal provider answer); 5 no
+    record selected (-k, --ids, --shard or --limit chose none); 130 interrupted (run the same command again to
+    finish). Whatever the code, results/, manifest.json and report.html agree."""
+    cfg = _select_runs(_run_config(config, o), runs)
+    from runner.engine.signals import SignalInbox
     from runner.run.home import RunHome
 
-    # everything the run makes in the temporary directory, in one of its own, which a janitor removes (with
-    # the run's sandboxes and harnesses) if the run is killed outright: first, before any process starts
-    with RunHome(cfg.output_dir / "logs"):
-        summary, results, metrics = _run_and_report(cfg, wide)
-    if summary.stopped_early:
-        click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without it runs the rest", err=True)
-        sys.exit(1)
-    if summary.interrupted:
-        click.echo("interrupted: run the same command again to finish the rest", err=True)
-        sys.exit(130)
-    for run, why in summary.stopped_runs.items():
-        click.echo(f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
-                   "runs the rest)", err=True)
-    if summary.stopped_runs:
-        sys.exit(2)
-    _closing_lines(results, summary.out)
-    if _gates_failed(cfg, summary.errors_left(), metrics):
-        sys.exit(1)
+    # Everything the run makes in the temporary directory goes in one of its own, which a janitor removes
+    # (with the run's sandboxes and harnesses) if the run is killed outright: first, before any process starts.
+    # One inbox for the command: until the supervisor starts, Ctrl-C stops it as usual; from then on it is
+    # counted, and the results' last rewrite, the manifest and the report are finished before it exits 130
+    with RunHome(cfg.output_dir / "logs"), SignalInbox(hold=False) as signals:
+        if not (cfg.output_dir / "manifest.json").exists():  # a new output: its imports go on while ours do
+            from runner.engine import forkserver
+
+            forkserver.warm(cfg)
+        summary, results, metrics = _run_and_report(cfg, wide, signals)
+        late = bool(signals.take())  # after the supervisor's end: honoured once the report is whole
+        _finish_run(cfg, summary, results, metrics, interrupted=summary.interrupted or late)
 
 
-def _run_and_report(cfg: Config, wide: bool) -> tuple[Any, Any, Any]:
-    """The run, its closing table and its reports: (summary, results, the table's metrics)."""
-    if not (cfg.output_dir / "manifest.json").exists():  # a new output: its imports go on while ours do
-        from runner.engine import forkserver
-
-        forkserver.warm(cfg)
+def _run_and_report(cfg: Config, wide: bool, signals: Any) -> tuple[Any, dict[str, list[Result]], dict[str, Any]]:
+    """The job, then its tables and reports (also after an error: report.html shows what results/ holds)."""
     from runner.report.build import analyse, load_runs, print_gateway, print_summary, reports_current, write_reports
     from runner.report.warm import WarmRenderer
     from runner.run.job import run_job
 
     renderer = WarmRenderer()  # the charts' engine warmed in its own process while the workers run
     try:
-        summary = run_job(cfg, on_booted=renderer.start)
+        summary = run_job(cfg, on_booted=renderer.start, signals=signals)
         results = load_runs(summary.out)  # read once for the table and the reports
+        if not any(results.values()):
+            return summary, results, {}
         # a resume with nothing to do leaves them as they are; the renderer reads the files `results` came
         # from, and draws while this process prints the summary
         drawing = not reports_current(summary.out, results)
@@ -222,9 +221,32 @@ def _run_and_report(cfg: Config, wide: bool) -> tuple[Any, Any, Any]:
         print_gateway(summary.out)
         if drawing and (not asked or renderer.answer() != "ok"):
             write_reports(summary.out, analysis=analysis)
+        return summary, results, metrics
     finally:
         renderer.stop()
-    return summary, results, metrics
+
+
+def _finish_run(cfg: Config, summary: Any, results: dict[str, list[Result]], metrics: dict[str, Any], *,
+                interrupted: bool) -> None:
+    """The closing lines and the exit code: the run's error (2), an interrupt (130), a run stopped by a refusal
+    (2), -x/--maxfail (1), the gates (1), else 0."""
+    summary.raise_error()
+    if interrupted:
+        click.echo("interrupted: run the same command again to finish the rest", err=True)
+        sys.exit(INTERRUPTED)
+    for run, why in summary.stopped_runs.items():
+        click.echo(f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
+                   "runs the rest)", err=True)
+    if summary.stopped_runs:
+        sys.exit(2)
+    if summary.stopped_early:
+        click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without -x/--maxfail runs the rest",
+                   err=True)
+        sys.exit(1)
+    mine = summary.about(results)
+    _closing_lines(mine, summary.out)
+    if _gates_failed(cfg, mine, metrics):
+        sys.exit(1)
 
 
 def _run_config(config: str | None, o: dict[str, Any]) -> Config:
@@ -257,20 +279,41 @@ def _run_config(config: str | None, o: dict[str, Any]) -> Config:
 
 
 def _same_command(flag: str, *instead_of: str) -> str:
-    """This command as typed, with `flag` (--lf, --rerun-errors) at its end, in place of `instead_of`."""
+    """This command as typed, with `flag` (--lf, --rerun-errors) at its end, in place of `instead_of`; a
+    password in --dsn shown as *** (the line lands in CI logs)."""
     args = [a for a in sys.argv[1:] if a not in (flag, *instead_of)]
+    args = [_hide_password(a) if i and (args[i - 1] == "--dsn" or a.startswith("--dsn=")) else a
+            for i, a in enumerate(args)]
     return " ".join(shlex.quote(a) for a in ["runner", *args, flag])
 
 
-def _gates_failed(cfg: Config, errors: dict[str, int], metrics: dict[str, dict[str, Any]]) -> bool:
-    """What fails a finished run (exit 1): errors left, with fail_on_error (the default where CI is set),
-    and a run's success under its fail_under. Each said in one line."""
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@\s]*:)([^@\s]*)(@)", re.I)
+
+
+def _hide_password(dsn: str) -> str:
+    """A libpq connection string or URL with its password as *** (password=..., or user:password@host)."""
+    return _PASSWORD.sub(lambda m: f"{m[1]}***" if m[1] else f"{m[3]}***{m[5]}", dsn)
+
+
+def _gates_failed(cfg: Config, results: dict[str, list[Result]], metrics: dict[str, dict[str, Any]]) -> bool:
+    """What fails a finished run (exit 1), each said in one line: a run of this command whose every result
+    ended in an error (nothing was measured: it exited 0 unless CI was set; a cut turn is the model's outcome,
+    as for fail_on_error), errors
+    left with fail_on_error (the default where CI is set), and a run's success under its fail_under."""
+    from runner.results.result import outcome
+
     failed = False
+    for run, rows in results.items():
+        if rows and all(outcome(r) == "error" for r in rows):
+            click.echo(f"ERROR   {run}: every one of its {len(rows)} result(s) ended in an error, not an outcome of "
+                       "the agent: nothing was measured", err=True)
+            failed = True
+    errors = Counter(str(r.error_kind) for rows in results.values() for r in rows if outcome(r) == "error")
     if errors:  # never silent: an error is not the model's failure
         click.echo(f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
                    f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); to run them again: "
                    f"{_same_command('--rerun-errors')}", err=True)
-        failed = cfg.fail_on_error if cfg.fail_on_error is not None else environment().ci
+        failed = failed or (cfg.fail_on_error if cfg.fail_on_error is not None else environment().ci)
     for run, least in cfg.fail_under.items():
         rate = metrics.get(run, {}).get("success_rate")
         if rate is None or rate < least:
@@ -292,7 +335,8 @@ def merge(dirs: tuple[str, ...], output_dir: str) -> None:
     from runner.results.merge import merge as do_merge
 
     counts = do_merge([Path(d) for d in dirs], Path(output_dir))
-    click.echo(f"merged {len(dirs)} outputs into {output_dir}: {counts}")
+    each = ", ".join(f"{run} {n}" for run, n in counts.items())
+    click.echo(f"merged {len(dirs)} outputs into {output_dir}: results per run: {each}")
     print_summary(Path(output_dir))
 
 
@@ -568,17 +612,19 @@ def models(config_path: str | None, live: bool) -> None:
 
     from runner.config import load_config
     from runner.models.table import models_table
+    from runner.report.narrow import fitted
 
     cfg = load_config(config_path) if config_path else None
+    console = Console()
     if not live:
-        Console().print(models_table(cfg.model_overrides() if cfg else None))
+        console.print(fitted(models_table(cfg.model_overrides() if cfg else None), console))
         return
     from runner.models.table import ask_live
 
     answers, where = ask_live(cfg)
     from runner.models.table import live_table
 
-    Console().print(live_table(answers, where))
+    console.print(fitted(live_table(answers, where), console))
 
 
 @cli.group()
@@ -605,7 +651,12 @@ def sim_serve(host: str, port: int, config_path: str | None, settings_json: str 
     else:
         base = load_config(config_path).simulator if config_path else SimSettings()
         settings = base.model_copy(update={"host": host, "port": port})
-    serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None)
+    from aiohttp.web_runner import GracefulExit
+
+    try:
+        serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None)
+    except GracefulExit:  # aiohttp's answer to SIGINT and SIGTERM: a SystemExit of code 1, not ours
+        raise KeyboardInterrupt from None
 
 
 @cli.command()
@@ -652,17 +703,53 @@ def _verbose_everywhere(group: click.Group) -> None:
 _verbose_everywhere(cli)
 
 
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command Ctrl-C stopped
+
+
 def main() -> None:
     # A run that seems stuck: `kill -USR1 <pid>` prints where each of its threads is, and it goes on
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     try:
-        cli(standalone_mode=True)
+        code = _exit_code(lambda: cli.main(standalone_mode=False))
+    finally:
+        heap.before_exit()
+    # The command is over and its files are whole: a Ctrl-C while the interpreter winds down (its atexit
+    # hooks, its threads' end; ~0.03 s) is ignored, so that it exits with the code it chose. A handler of
+    # ours is reset to the default there (CPython's _PySignal_Fini; an ignored signal stays ignored), and the
+    # process then died by SIGINT (-2) after it had printed its last line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
+def _exit_code(command: Any) -> int:
+    """The command's exit code as documented (pytest's): 2 for an error of ours or bad usage, 5 for nothing
+    selected, 130 for Ctrl-C or SIGTERM, wherever it lands (click's own standalone mode printed "Aborted!"
+    and exited 1)."""
+    try:
+        code = command()
+        return code if isinstance(code, int) else 0
+    except SystemExit as e:  # a command's own sys.exit(N)
+        if isinstance(e.code, str):
+            click.echo(e.code, err=True)
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    except click.exceptions.Abort as e:
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            return INTERRUPTED
+        click.echo("Aborted!", err=True)  # a question answered no (cache clear)
+        return 1
+    except KeyboardInterrupt:  # outside a command (while click parses)
+        click.echo("interrupted", err=True)
+        return INTERRUPTED
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
     # OSError: a file we were told to read or write (a report, a merge); its message names the file.
     except (RunnerError, OSError) as e:
+        if isinstance(e, BrokenPipeError):  # `runner models | head`: the reader has what it wanted
+            return 1
         if getattr(e, "reported", False):
             logger.error("the run stopped (why: above); what finished is kept, and the same command resumes")
         else:
             logger.error("{}", e)
-        sys.exit(2)
-    finally:
-        heap.before_exit()
+        return getattr(e, "exit_code", 2)

@@ -7,10 +7,13 @@ to lines). Flags override file values before validation, so they are checked the
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import hashlib
 import json
 import os
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -447,7 +450,8 @@ class Config(_Frozen):
                                 "failed, were cut or ended in an error, start no more records (those in flight "
                                 "finish) and exit 1")
     last_failed: bool = Field(False, exclude=True, description="--lf: only the records whose last result failed "
-                                                               "or ended in an error, run again")
+                                                               "or ended in an error, run again, the models asked "
+                                                               "again (the response cache neither read nor written)")
     skip_invalid: bool = Field(False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping")
     force: bool = Field(False, description="YAML force_resume, flag --force-resume (the old key force still reads)")
     fail_on_error: bool | None = Field(None, description="exit 1 when any result ended in an error (provider, "
@@ -754,6 +758,8 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         if name in data:
             data[key] = data.pop(name)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if given.get("last_failed"):  # a cached answer would only replay the failure --lf reruns, at $0
+        given["cache"] = False
     if "concurrency" in given:  # --concurrency re-splits: the file's workers/slots yield unless also flags
         for key in ("workers", "slots"):
             if key not in given:
@@ -763,13 +769,59 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         cfg = Config.model_validate(data)
         return cfg.with_original_models() if cfg.original_models else cfg
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = tuple(first["loc"])
-        if loc and loc[0] in EXTERNAL_NAMES and loc[0] not in (overrides or {}):
-            loc = (EXTERNAL_NAMES[str(loc[0])], *loc[1:])  # as the user wrote it
-        in_file = loc and loc[0] not in (overrides or {})
-        line = _line_of(node, loc) if in_file else None
-        field = ".".join(map(str, loc)) or "(config)"
-        where = f"{path}:{line}" if line else (str(path) if in_file else "command line")
-        more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise ConfigError(f"{field}: {first['msg']}{more}", where=where) from None
+        raise _invalid(e, node, path, overrides or {}) from None
+
+
+def _invalid(e: ValidationError, node: yaml.Node | None, path: Path, overrides: dict[str, Any]) -> ConfigError:
+    """The first validation error as one line: the field as the user wrote it, where (file:line, or the
+    command line), what is wrong with it."""
+    first = e.errors()[0]
+    loc = tuple(first["loc"])
+    if loc and loc[0] in EXTERNAL_NAMES and loc[0] not in overrides:
+        loc = (EXTERNAL_NAMES[str(loc[0])], *loc[1:])  # as the user wrote it
+    in_file = loc and loc[0] not in overrides
+    line = _line_of(node, loc) if in_file else None
+    field = ".".join(map(str, loc)) or "(config)"
+    where = f"{path}:{line}" if line else (str(path) if in_file else "command line")
+    more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+    said = _unknown_key(loc) if first["type"] == "extra_forbidden" else first["msg"]
+    return ConfigError(f"{field}: {said}{more}", where=where)
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """A key no setting has, with the one nearest in spelling where `loc` points (pydantic's own words were
+    "Extra inputs are not permitted", and no hint)."""
+    known = _settings_at(loc[:-1])
+    near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    return "not a setting" + (f"; did you mean {near[0]}?" if near else
+                              f" here (there: {', '.join(sorted(known))})" if 0 < len(known) <= 12 else "")
+
+
+def _settings_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys a config may hold at `loc` (field names, list indices, dict keys, from the top), as users write
+    them."""
+    ann: Any = Config
+    for part in loc:
+        ann = _unwrap(ann)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            fields = ann.model_fields
+            field = fields.get(str(part)) or next((f for f in fields.values() if f.alias == part), None)
+            if field is None:
+                return []
+            ann = field.annotation
+        else:  # a list's index or a dict's key: into the type of its items
+            args = typing.get_args(ann)
+            if not args:
+                return []
+            ann = args[-1]
+    ann = _unwrap(ann)
+    if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+        return []
+    names = [f.alias or name for name, f in ann.model_fields.items() if name != "config_dir"]
+    return [EXTERNAL_NAMES.get(n, n) for n in names] if ann is Config else names
+
+
+def _unwrap(ann: Any) -> Any:
+    """X out of X | None."""
+    args = [a for a in typing.get_args(ann) if a is not type(None)]
+    return args[0] if typing.get_origin(ann) in (typing.Union, types.UnionType) and len(args) == 1 else ann

@@ -7,6 +7,7 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     ├── RunStopped                  the whole run cannot go on
     │   ├── ConfigError             bad config file or flag (names file:line and field)
     │   ├── DatasetError            malformed conversation file (names file:line and reason)
+    │   ├── NothingSelected         -k, --ids, --shard or --limit chose no record (exit 5, as pytest's)
     │   ├── ResumeMismatch          output dir holds an incompatible run
     │   ├── OutputInUse             another live run writes the same output dir
     │   ├── OutputUnwritable        the output or cache dir: read-only, full, not ours (names the path)
@@ -58,7 +59,9 @@ CUT_KINDS: tuple[ErrorKind, ...] = ("max_tokens", "refusal", "context_window", "
 
 
 class RunnerError(Exception):
-    """Base of every error the runner raises on purpose."""
+    """Base of every error the runner raises on purpose. `exit_code`: the command's (runner/cli.py)."""
+
+    exit_code: int = 2
 
 
 class RunStopped(RunnerError):
@@ -81,6 +84,12 @@ class DatasetError(RunStopped):
         self.path, self.line = path, line
         loc = f"{path}:{line}" if path and line else (path or "")
         super().__init__(f"{loc}: {message}" if loc else message)
+
+
+class NothingSelected(RunStopped):
+    """-k, --ids, --shard or --limit left no record to run: pytest's exit 5, "no tests collected"."""
+
+    exit_code = 5
 
 
 class ResumeMismatch(RunStopped):

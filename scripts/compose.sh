@@ -4,6 +4,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 file="$here/compose/docker-compose.yml"
+# A project of this checkout's own: compose names one after the file's directory ("compose"), so two
+# checkouts shared one, and `down -v` in one removed the other's sandbox and its data.
+export COMPOSE_PROJECT_NAME="${COMPOSE_PROJECT_NAME:-pgsr-$(printf %s "$here" | sha256sum | cut -c1-10)}"
 if [ "${1:-}" = up ]; then
     # The sandbox image is built by the runner (it stages the config's schema files), then tagged :compose.
     runner="$here/.venv/bin/runner"

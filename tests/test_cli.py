@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 
 from runner import __version__
 from runner.cli import cli
@@ -106,3 +107,121 @@ def test_validating_with_skip_invalid_names_every_skipped_line_and_fails(tmp_pat
     assert done.exit_code == 1 and "2 valid conversations" in done.output
     assert f"skipped: {path}:2:" in done.output and f"skipped: {path}:4:" in done.output
     assert "2 bad line(s) skipped" in done.output and len(load_conversations(path, skip_invalid=True)) == 2
+
+
+def _interrupted(*args: str) -> tuple[int, str]:
+    """`runner ARGS`, a server until interrupted: Ctrl-C once it listens; its exit code and what it said."""
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    p = subprocess.Popen([sys.executable, "-m", "runner", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=env)
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    assert line.startswith("listening on http://127.0.0.1:"), line
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    return p.returncode, out
+
+
+def test_the_simulator_and_the_gateway_exit_130_on_ctrl_c() -> None:
+    """Before: 1, with "Aborted!" (the gateway) or aiohttp's GracefulExit (the simulator, which also waited for its
+    SDK warm-up thread first: ~5 s when interrupted at start)."""
+    for args in (["sim", "serve", "--port", "0"], ["gateway", "--port", "0", "--upstream-sim", "http://127.0.0.1:9"]):
+        code, out = _interrupted(*args)
+        assert code == 130 and "interrupted" in out and "Aborted" not in out and "Traceback" not in out, (args, out)
+
+
+def test_a_selection_that_matches_nothing_exits_5_before_touching_the_output(tmp_path: Path) -> None:
+    """pytest's "no tests collected". Before: "(240 already done)", the whole table, exit 0."""
+    out = tmp_path / "out"
+    for args in (["-k", "no-such-word"], ["-k", "crm-7-00005", "--limit", "2"]):  # the second: outside --limit
+        done = _runner("run", str(run_config(tmp_path)), "--out", str(out), *args)
+        assert done.returncode == 5, done.stderr
+        assert "no record" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not out.exists()
+
+
+def test_the_command_to_run_failures_again_hides_the_dsn_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It printed `--dsn "... password=..."` whole, into CI logs."""
+    from runner.cli import _same_command
+
+    dsn = "host=127.0.0.1 port=55432 user=sandbox password=s3cret dbname=crm"
+    monkeypatch.setattr(sys, "argv", ["runner", "run", "--sandbox", "external", "--dsn", dsn, "--lf"])
+    said = _same_command("--lf", "--rerun-errors")
+    assert "s3cret" not in said and "password=***" in said and said.endswith(" --lf")
+    monkeypatch.setattr(sys, "argv", ["runner", "run", "--dsn=postgresql://sandbox:s3cret@127.0.0.1/crm"])
+    said = _same_command("--rerun-errors")
+    assert "s3cret" not in said and "sandbox:***@127.0.0.1" in said
+
+
+def _two_runs(tmp_path: Path, records: list[dict[str, object]]) -> Path:
+    from tests.runs import TOY_PYTHON, toy_config
+
+    cfg = toy_config(tmp_path, TOY_PYTHON, records)
+    cfg.write_text(cfg.read_text() + "  - {name: b, params: {greeting: hi}}\n")
+    return cfg
+
+
+@pytest.mark.local
+def test_the_closing_lines_and_their_command_cover_the_runs_and_records_of_this_command(
+        tmp_path: Path, local_bindir: str) -> None:
+    """After --runs a, b's failures were listed, and the --lf it suggested (with --runs a) ran nothing."""
+    from tests.runs import finish, start_run
+
+    cfg = _two_runs(tmp_path, [{"id": "r1", "fail_in": ["b"]}, {"id": "r2"}])
+    out = tmp_path / "out"
+    code, log = finish(start_run(cfg, out, "--sandbox", "local"))
+    assert code == 0 and "b: 1 failed: r1" in log, log[-3000:]
+    code, log = finish(start_run(cfg, out, "--sandbox", "local", "--runs", "a"))
+    assert code == 0 and "b: 1 failed" not in log and "to run those again" not in log, log[-3000:]
+    code, log = finish(start_run(cfg, out, "--sandbox", "local", "--runs", "b"))
+    hint = next(line for line in log.splitlines() if line.startswith("to run those again"))
+    assert code == 0 and "--runs b" in hint and hint.endswith(" --lf"), log[-3000:]
+    code, log = finish(start_run(cfg, out, "--sandbox", "local", "--runs", "b", "--lf"))  # what it says
+    assert code == 0 and "--lf: 1 result(s) that did not succeed last time" in log, log[-3000:]
+
+
+@pytest.mark.local
+def test_a_run_whose_every_result_errored_exits_1_outside_ci_too(tmp_path: Path, local_bindir: str) -> None:
+    """Nothing was measured: it exited 0 unless CI was set."""
+    from tests.runs import TOY_PYTHON, finish, start_run, toy_config
+
+    cfg = toy_config(tmp_path, TOY_PYTHON, [{"id": "x1", "do": "raise"}, {"id": "x2", "do": "raise"}])
+    code, log = finish(start_run(cfg, tmp_path / "out", "--sandbox", "local", "--no-fail-on-error"))
+    assert code == 1 and "a: every one of its 2 result(s) ended in an error" in log, log[-3000:]
+    assert "none finished" in log
+
+
+def test_the_models_table_is_readable_at_80_columns() -> None:
+    """Under ~200 columns every id was cut ("claude-h…") and each cell folded to a few letters."""
+    from click.testing import CliRunner
+
+    from runner.models.capabilities import BUILTIN
+
+    out = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "80"}).output
+    lines = out.splitlines()
+    assert "…" not in out and all(len(line) <= 80 for line in lines)
+    assert all(name in lines for name in BUILTIN)  # each id whole, on a line of its own
+    assert "  thinking: adaptive, thinks by default" in out and "2026-11-30 -> claude-sonnet-5-5" in out
+
+
+def test_merge_says_what_it_merged_in_words_not_a_python_dict(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from runner.results.result import Result
+
+    for i, rid in enumerate(("r1", "r2")):
+        shard = tmp_path / f"s{i}"
+        (shard / "results").mkdir(parents=True)
+        (shard / "manifest.json").write_text(json.dumps({"runs": [{"name": "a"}], "config_fingerprint": "f",
+                                                         "dataset_sha256": "d", "shard": [i + 1, 2]}))
+        row = Result(run="a", record_id=rid, index=i, status="ok", success=True, started_at="t", finished_at="t")
+        (shard / "results" / "a.jsonl").write_text(row.model_dump_json() + "\n")
+    done = CliRunner().invoke(cli, ["merge", str(tmp_path / "s0"), str(tmp_path / "s1"), "--out",
+                                    str(tmp_path / "all")])
+    assert done.exit_code == 0, done.output
+    first = done.output.splitlines()[0]
+    assert first.endswith("results per run: a 2") and "{" not in first

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,20 @@ def test_errors_name_file_line_and_field(tmp_path: Path, bad: str, line: int, fi
     with pytest.raises(ConfigError) as info:
         load_config(p)
     assert f"{p}:{line}" in str(info.value) and field in str(info.value)
+
+
+@pytest.mark.parametrize("bad,said", [
+    (GOOD.replace("workers: 2", "wrokers: 2"), "c.yaml:2: wrokers: not a setting; did you mean workers?"),
+    (GOOD.replace("model: claude-sonnet-5-5\n  - name: b", "modle: claude-sonnet-5-5\n  - name: b"),
+     "runs.0.modle: not a setting; did you mean model?"),
+    (GOOD.replace("{preset: tier2}", "{preset: tier2, rmp: 9}"),
+     "rate_limits.anthropic.rmp: not a setting; did you mean rpm?"),
+    (GOOD + "provider: sim\n", "provider: not a setting; did you mean providers?"),  # as written, not providers_mode
+])
+def test_an_unknown_key_gets_a_did_you_mean(tmp_path: Path, bad: str, said: str) -> None:
+    """Before: "Extra inputs are not permitted", and no hint."""
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        load_config(_write(tmp_path, bad))
 
 
 def test_yaml_syntax_error_has_a_line(tmp_path: Path) -> None:

@@ -72,6 +72,39 @@ def test_maxfail_starts_no_more_records_and_exits_1(tmp_path: Path, local_bindir
     out = tmp_path / "out"
     code, log = finish(start_run(cfg, out, "--sandbox", "local", "-x", "--no-fail-on-error"))
     assert code == 1 and "stopped early (--maxfail 1)" in log, log[-3000:]
+    # one label and one instruction, said alike (before: "INCOMPLETE (interrupted) ... run the same command
+    # again", then "the same command without it runs the rest")
+    assert "INCOMPLETE (stopped at --maxfail 1)" in log and "interrupted" not in log, log[-3000:]
+    assert "run the same command again" not in log and log.count("without -x/--maxfail runs the rest") == 2
     assert [r["record_id"] for r in rows_of(out, "a")] == ["boom"]  # the first record failed: nothing after it
     code, log = finish(start_run(cfg, out, "--sandbox", "local", "--no-fail-on-error"))  # the rest, as it says
     assert code == 0 and len(rows_of(out, "a")) == len(records), log[-3000:]
+
+
+@pytest.mark.local
+def test_lf_asks_the_models_again_and_keeps_the_results_it_replaces(tmp_path: Path, local_bindir: str) -> None:
+    """Before, --lf replayed the response cache: 14 calls answered at $0, the same failures back, the originals
+    replaced (the run's cost fell from $0.1965 to $0.1902)."""
+    from tests.runs import SAMPLE
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"dataset: {SAMPLE}\nproviders: sim\ncache_dir: {tmp_path / 'cache'}\nworkers: 2\n"
+                   "runs:\n  - {name: mini, provider: openai, model: gpt-5.4-mini, sim_model: sim-mini}\n")
+    out = tmp_path / "out"
+    code, log = finish(start_run(cfg, out, "--sandbox", "local", "--limit", "10"))
+    assert code == 0, log[-3000:]
+    failed = {r["record_id"]: r for r in rows_of(out, "mini") if not r["success"]}
+    assert failed, "sim-mini failed no record of these ten: pick others"
+    cost = json.loads((out / "report.json").read_text())["runs"]["mini"]["cost_usd"]
+    code, log = finish(start_run(cfg, out, "--sandbox", "local", "--limit", "10", "--lf"))
+    assert code == 0, log[-3000:]
+    assert f"--lf: {len(failed)} result(s) that did not succeed last time, the models asked again" in log
+    again = {r["record_id"]: r for r in rows_of(out, "mini")}
+    assert len(again) == 10
+    for rid, before in failed.items():
+        now = again[rid]
+        assert now["usage"]["cache_hits"] == 0 and now["usage"]["llm_calls"] > 0  # asked, not replayed
+        assert now["usage"]["cost_usd"] > 0
+        assert [e["finished_at"] for e in now["earlier"]] == [before["finished_at"]]  # the first attempt kept
+    report = json.loads((out / "report.json").read_text())["runs"]["mini"]
+    assert report["cost_usd"] > cost and report["reruns"] == len(failed)  # both attempts are in the bill

@@ -8,7 +8,10 @@ are counted and named, never silently dropped.
 
 The difference in success comes with Newcombe's paired interval, the exact McNemar p-value (it uses only
 the records whose outcome differs: won and lost), and the smallest difference these many records could
-detect at 80 % power given how often the two runs disagree.
+detect at 80 % power given how often the two runs disagree. The verdict reads all three and never
+contradicts one: better or worse only where the interval leaves out 0 *and* p < 0.05 (on a small job the
+two can disagree: "borderline"), and "too few records to tell" where no difference these records could
+show would be detected.
 """
 
 from __future__ import annotations
@@ -46,9 +49,11 @@ class Paired:
     won: list[str]  # succeeded in the run, failed in the reference
     lost: list[str]  # the other way round
     difference: float  # success rate of the run minus the reference's, on the paired records
-    ci95: tuple[float, float]
-    p_value: float
-    mde: float | None  # smallest difference detectable at 80 % power; None: too few records, or no variation
+    ci95: tuple[float, float] | None  # None: too few records for one (repeated trials), or no spread to make one
+    p_value: float | None  # None: too few records (repeated trials)
+    mde: float | None  # smallest difference detectable at 80 % power; None: `mde_note` says why
+    mde_note: str | None  # why there is no detectable difference: TOO_FEW, or NOTHING_VARIES
+    verdict: str  # what the interval, p and detectable say together (`verdict()`)
     success: Delta
     cost_per_record: Delta
     cost_per_success: Delta
@@ -72,6 +77,40 @@ class Paired:
 
 
 FINISHED = ("success", "failure")
+ALPHA = 0.05
+# Repeated trials compare records by a normal approximation of their differences' spread: below this many
+# records it is not one (2 records gave "+0.0% (+0.0% to +0.0%)")
+MIN_RECORDS_FOR_TRIALS = 10
+# Fewer pairs than this could never show a difference: the exact test needs 6 records that differ, all one way,
+# to reach p < 0.05 (2 x 0.5^6 = 0.031)
+MIN_PAIRS = 6
+TOO_FEW = "too few records"  # no difference up to the largest these records could show would be seen
+NOTHING_VARIES = "nothing varies"  # every record came out the same in both runs, at 0 % or 100 %
+VERDICTS = {"better": "the interval lies above 0 and p < 0.05", "worse": "the interval lies below 0 and p < 0.05",
+            "borderline": "the interval and the test disagree (one says different, the other not): too close to call",
+            "no clear difference": "the interval takes in 0 and p >= 0.05, on records enough to see the detectable "
+                                   "difference",
+            "too few records to tell": "these records could not show a difference at all (see detectable)",
+            "no records both finished": "nothing to compare"}
+
+
+def verdict(difference: float, paired: int, ci95: tuple[float, float] | None, p: float | None,
+            mde_note: str | None) -> str:
+    """One word for the comparison that agrees with its interval, its p-value and its detectable difference
+    (VERDICTS says what each means). Before, "worse" stood beside p = 0.062 on a merged 20-record job."""
+    if not paired:
+        return "no records both finished"
+    if p is None:
+        return "too few records to tell"
+    way, significant = ("better" if difference > 0 else "worse"), p < ALPHA
+    if ci95 is None:  # no spread between records to draw an interval from: the test alone
+        return way if significant and difference else "no clear difference"
+    apart = ci95[0] > 0 or ci95[1] < 0
+    if apart and significant:
+        return way
+    if apart or significant:
+        return "borderline"
+    return "too few records to tell" if mde_note == TOO_FEW else "no clear difference"
 
 
 def _cost(rows: list[Result]) -> float | None:
@@ -103,12 +142,13 @@ def pair(reference: str, ref_rows: list[Result], run: str, run_rows: list[Result
     neither = len(done) - both - len(won) - len(lost)
     diff, lo, hi = paired_difference(both, len(won), len(lost), neither)
     n = len(done)
-    sa, sb = both + len(lost), both + len(won)
+    discordance = _discordance(n, len(won) + len(lost), both + len(lost), both + len(won))
+    mde, p = paired_mde(n, discordance), mcnemar(len(lost), len(won))
+    note = None if mde is not None else NOTHING_VARIES if n >= MIN_PAIRS and discordance <= 0 else TOO_FEW
     return Paired(
         reference=reference, run=run, shared=len(shared), paired=n, both=both, neither=neither, won=won, lost=lost,
-        difference=diff, ci95=(lo, hi), p_value=mcnemar(len(lost), len(won)), mde=paired_mde(n, _discordance(
-            n, len(won) + len(lost), sa, sb)),
-        **_sides([a[i] for i in done], [b[i] for i in done]),
+        difference=diff, ci95=(lo, hi), p_value=p, mde=mde, mde_note=note,
+        verdict=verdict(diff, n, (lo, hi), p, note), **_sides([a[i] for i in done], [b[i] for i in done]),
         only_in_reference=[i for i in a if i not in b], only_in_run=[i for i in b if i not in a],
         unfinished=[i for i in shared if i not in finished])
 
@@ -137,20 +177,47 @@ def _pair_trials(reference: str, ref_rows: list[Result], run: str, run_rows: lis
     diffs = [sum(tb[i]) / len(tb[i]) - sum(ta[i]) / len(ta[i]) for i in done]
     n = len(done)
     mean = statistics.fmean(diffs) if diffs else 0.0
-    sd = statistics.stdev(diffs) if n > 1 else 0.0
-    se = sd / math.sqrt(n) if n else 0.0
-    p = math.erfc(abs(mean) / se / math.sqrt(2)) if se else (1.0 if mean == 0 else 0.0)
+    won = [i for i, d in zip(done, diffs, strict=True) if d > 0]
+    lost = [i for i, d in zip(done, diffs, strict=True) if d < 0]
+    ci, p, mde, note = _spread(diffs, won, lost)
     ra = [r for r in ref_rows if r.record_id in tb and outcome(r) in FINISHED]
     rb = [r for r in run_rows if r.record_id in ta and outcome(r) in FINISHED]
     shared = [i for i in ids_a if i in ids_b]
     return Paired(
         reference=reference, run=run, shared=len(shared), paired=n, both=sum(1 for d in diffs if d == 0), neither=0,
-        won=[i for i, d in zip(done, diffs, strict=True) if d > 0],
-        lost=[i for i, d in zip(done, diffs, strict=True) if d < 0],
-        difference=mean, ci95=(max(-1.0, mean - Z95 * se), min(1.0, mean + Z95 * se)), p_value=min(1.0, p),
-        mde=(Z95 + Z80) * se if se else None, **_sides(ra, rb),  # cost per record: per trial here
+        won=won, lost=lost, difference=mean, ci95=ci, p_value=p, mde=mde, mde_note=note,
+        verdict=verdict(mean, n, ci, p, note), **_sides(ra, rb),  # cost per record: per trial here
         only_in_reference=[i for i in ids_a if i not in ids_b], only_in_run=[i for i in ids_b if i not in ids_a],
         unfinished=[i for i in shared if i not in tb or i not in ta], method="paired-means")
+
+
+def _spread(diffs: list[float], won: list[str], lost: list[str]
+            ) -> tuple[tuple[float, float] | None, float | None, float | None, str | None]:
+    """Interval, p, detectable difference and why none, from the records' differences: by their spread (a
+    normal approximation) from MIN_RECORDS_FOR_TRIALS records on; where they do not spread at all (every
+    record moved alike), no interval and the exact sign test on the records that moved."""
+    n = len(diffs)
+    if n < MIN_RECORDS_FOR_TRIALS:
+        return None, None, None, TOO_FEW
+    mean = statistics.fmean(diffs)
+    se = statistics.stdev(diffs) / math.sqrt(n)
+    if not se:
+        return None, mcnemar(len(lost), len(won)), None, NOTHING_VARIES
+    ci = (max(-1.0, mean - Z95 * se), min(1.0, mean + Z95 * se))
+    return ci, min(1.0, math.erfc(abs(mean) / se / math.sqrt(2))), (Z95 + Z80) * se, None
+
+
+def best(runs: dict[str, list[Result]], rates: dict[str, float | None]) -> str | None:
+    """The run with the highest success rate, where it is better than every other run on the records both
+    finished (verdict "better"); else none. Before, one run alone at the top was "best", on one record."""
+    known = {name: rate for name, rate in rates.items() if rate is not None and name in runs}
+    if len(runs) < 2 or not known:
+        return None
+    leader = max(known, key=lambda name: known[name])
+    if any(pair(other, rows, leader, runs[leader]).verdict != "better" for other, rows in runs.items()
+           if other != leader):
+        return None
+    return leader
 
 
 def _discordance(n: int, discordant: int, sa: int, sb: int) -> float:

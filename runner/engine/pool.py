@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from loguru import logger
 
 from runner.wire.inbox import Inbox, Tasks
-from runner.wire.messages import SandboxReplaced, SlotReady, WorkerRetiring
+from runner.wire.messages import Heartbeat, SandboxReplaced, SlotReady, WorkerReady, WorkerRetiring
 from runner.worker.main import WorkerSpec, worker_main
 
 KILL_WAIT_SECONDS = 5.0  # after SIGABRT (time to write the stacks), and again after SIGKILL
@@ -31,6 +31,7 @@ STALL_SECONDS = 5.0  # a loop turn this late means the supervisor was stopped (S
 # on a second Ctrl-C nobody waits.
 STOP_WAIT_SECONDS = 10.0
 HARD_STOP_WAIT_SECONDS = 0.5
+STOP_POLL_SECONDS = 0.1  # how often a shutdown looks at the workers' exits (and the supervisor at its inbox)
 TERMINATE_WAIT_SECONDS = 3.0  # SIGTERM unwinds a worker through its sandbox's removal
 
 
@@ -191,10 +192,16 @@ class WorkerPool:
     def get(self, wid: int) -> WorkerHandle | None:
         return self.workers.get(wid)
 
-    def note(self, msg: SandboxReplaced | SlotReady | WorkerRetiring) -> WorkerHandle | None:
+    def note(self, msg: WorkerReady | Heartbeat | SandboxReplaced | SlotReady | WorkerRetiring) -> WorkerHandle | None:
         """What a worker says of its own state; its handle, if it is still one of ours."""
         h = self.workers.get(msg.worker)
+        if h is not None and isinstance(msg, WorkerReady | Heartbeat):
+            h.last_beat = time.monotonic()
         match msg:
+            case WorkerReady() if h is not None:  # its sandbox answers and its harness is attached
+                h.ready, h.boot_seconds = True, msg.boot_seconds
+                logger.info("worker {} ready: {} sandbox {} in {:.2f}s", msg.worker, msg.sandbox_kind, msg.sandbox_id,
+                            msg.boot_seconds)
             case SandboxReplaced():
                 logger.warning("worker {}: sandbox {} died ({}); replaced by {}", msg.worker, msg.old_id, msg.reason,
                                msg.new_id)
@@ -264,11 +271,16 @@ class WorkerPool:
                 h.send(msg)
                 h.stopping = True
 
-    def shutdown(self, msg: Any, *, hard: bool) -> None:
+    def shutdown(self, msg: Any, *, hard: bool, meanwhile: Callable[[float], bool]) -> None:
+        """Tell every worker to stop and wait for them to exit, up to STOP_WAIT_SECONDS (HARD_STOP_WAIT_SECONDS
+        when `hard`). The wait is `meanwhile(seconds)`'s, the supervisor's: it records what the workers send as
+        they stop, and returns True to stop them at once (a second Ctrl-C): the wait is then cut short."""
         self.stop_all(msg)
         deadline = time.monotonic() + (HARD_STOP_WAIT_SECONDS if hard else STOP_WAIT_SECONDS)
-        for h in self.workers.values():
-            h.link.join(max(0.0, deadline - time.monotonic()))
+        while any(h.exitcode is None for h in self.workers.values()) and (left := deadline - time.monotonic()) > 0:
+            if meanwhile(min(left, STOP_POLL_SECONDS)) and not hard:
+                hard = True
+                deadline = min(deadline, time.monotonic() + HARD_STOP_WAIT_SECONDS)
 
     def terminate_rest(self) -> None:
         for h in self.workers.values():

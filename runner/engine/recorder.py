@@ -49,7 +49,11 @@ class Recorder:
         if self.cfg.maxfail is None or outcome(result) not in ("failure", "cut", "error"):
             return False
         self.not_successes += 1
-        return self.not_successes == self.cfg.maxfail
+        if self.not_successes != self.cfg.maxfail:
+            return False
+        logger.warning("{} result(s) did not succeed (--maxfail {}): starting no more records; those in flight "
+                       "finish", self.not_successes, self.cfg.maxfail)
+        return True
 
     def stop_refused_runs(self) -> None:
         """Runs whose gate a refusal shut: no more of their records start, and the console says why, once."""

@@ -1,6 +1,9 @@
 """The supervisor: one loop, one inbox; hands out work, records results, replaces dead workers.
 
-Signals are counted as they arrive (runner/engine/signals.py); the loop handles them. What to run next is the
+Signals are counted as they arrive (runner/engine/signals.py); the loop handles them. Their handlers stay
+installed until every worker is gone, as gunicorn's arbiter stops under its own: restored before the workers'
+shutdown (which waits up to 10 s), a Ctrl-C or SIGTERM there escaped the supervisor, and the results workers
+still sent, the results' last rewrite, the manifest's end and the report were lost. What to run next is the
 scheduler's call (runner/engine/scheduler.py), the processes are the pool's (runner/engine/pool.py); this
 module joins them and is the only writer of results. A worker that dies is replaced and what it
 held requeued (bounded attempts); a worker that cannot boot stops the run instead.
@@ -54,15 +57,17 @@ class Supervisor:
     def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
                  inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
                  on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None,
-                 prefer: Callable[[Mapping[str, int]], str | None] | None = None, gates: Gates | None = None) -> None:
+                 prefer: Callable[[Mapping[str, int]], str | None] | None = None, gates: Gates | None = None,
+                 signals: SignalInbox | None = None) -> None:
         self.cfg, self.scheduler, self.pool, self.progress = cfg, scheduler, pool, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
         self.dispatcher = Dispatcher(cfg, scheduler, pool, progress, throttle, prefer)
         self.recorder = Recorder(cfg, scheduler, sink, progress, throttle, gates)
         self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
-        self.signals = SignalInbox()  # Ctrl-C and SIGTERM, each one counted (two quick Ctrl-C's are two)
-        self.stopping = self.hard_stop = False
+        # Ctrl-C and SIGTERM, each one counted (two quick Ctrl-C's are two): the command's, or its own
+        self.signals = signals or SignalInbox()
+        self.stopping = self.hard_stop = self.signalled = False
         self.grace_deadline: float | None = None
         self.error: str | None = None
         self.stopped_early = False  # --maxfail reached: no more records started
@@ -70,15 +75,16 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
-        try:
-            with self.signals:
+        with self.signals:  # until every worker is gone (module doc)
+            self.signals.hold()
+            try:
                 self.pool.unspawned = self.target_workers
                 self.loop()
-        finally:
-            self.pool.shutdown(Stop(), hard=self.hard_stop)
-            self.drain()
-            self.pool.terminate_rest()
-            self.inbox.close()
+            finally:
+                self.pool.shutdown(Stop(), hard=self.hard_stop, meanwhile=self.while_stopping)
+                self.drain()
+                self.pool.terminate_rest()
+                self.inbox.close()
 
     def loop(self) -> None:
         while True:
@@ -109,50 +115,51 @@ class Supervisor:
 
     def dispatch(self, msg: Any) -> None:
         match msg:
-            case WorkerReady():
-                self.on_ready(msg)
-            case Heartbeat():
-                self.on_heartbeat(msg)
             case ItemDone():
                 self.on_item_done(msg)
             case ResultDiscarded():
                 self.on_discarded(msg)
-            case SandboxReplaced() | SlotReady() | WorkerRetiring():  # the worker's own state: the pool's
-                if (h := self.pool.note(msg)) is not None and isinstance(msg, SlotReady):
-                    self.assign(h)
-                if isinstance(msg, SandboxReplaced):  # each chunk's retry starts now, with its full time limit
-                    self.scheduler.restart_clocks(msg.worker, time.monotonic())
+            case WorkerReady() | Heartbeat() | SandboxReplaced() | SlotReady() | WorkerRetiring():
+                self.on_state(msg)
             case WorkerFailed():
                 self.fail(f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: {msg.error}")
             case _:
                 raise TypeError(f"unexpected message {msg!r}")
 
-    def drain(self) -> None:
-        """Everything already in the inbox (a result sent just before a worker died counts: it is in its pipe)."""
-        while (msg := self.inbox.get(0)) is not None:
+    def drain(self, wait: float = 0.0) -> None:
+        """Everything in the inbox, the first message waited for up to `wait` s (a result sent just before a
+        worker died, or as it stops, counts: it is in its pipe)."""
+        msg = self.inbox.get(wait)
+        while msg is not None:
             self.dispatch(msg)
+            msg = self.inbox.get(0)
+
+    def while_stopping(self, seconds: float) -> bool:
+        """The pool's wait for its workers to exit: what they send meanwhile is recorded, and a signal now (a
+        second Ctrl-C, a SIGTERM) ends the wait: True, stop them at once."""
+        self.drain(seconds)
+        self.hard_stop = self.hard_stop or bool(self.signals.take())
+        return self.hard_stop
 
     # ------------------------------------------------------------------ messages
-    def on_ready(self, m: WorkerReady) -> None:
-        """Emitted once a worker's sandbox answers and its harness is attached."""
-        h = self.pool.get(m.worker)
-        if h is None:
-            return
-        h.ready, h.last_beat, h.boot_seconds = True, time.monotonic(), m.boot_seconds
-        self.progress.worker(m.worker).sandbox = f"{m.sandbox_kind} {m.boot_seconds:.2f}s"
-        logger.info("worker {} ready: {} sandbox {} in {:.2f}s", m.worker, m.sandbox_kind, m.sandbox_id,
-                    m.boot_seconds)
-        self.assign(h)
-        if (booted := self.on_booted) is not None and self.pool.all_ready():
-            self.on_booted = None
-            booted()
-
-    def on_heartbeat(self, m: Heartbeat) -> None:
-        h = self.pool.get(m.worker)
-        if h is not None:
-            h.last_beat = time.monotonic()
-            v = self.progress.worker(m.worker)
-            v.rss_mb, v.cpu = m.rss_mb, m.cpu_percent
+    def on_state(self, msg: WorkerReady | Heartbeat | SandboxReplaced | SlotReady | WorkerRetiring) -> None:
+        """What a worker says of itself (ready, alive, a slot ready, its sandbox replaced, retiring): the pool
+        keeps it; what follows from it here."""
+        h = self.pool.note(msg)
+        match msg:
+            case WorkerReady() if h is not None:
+                self.progress.worker(h.id).sandbox = f"{msg.sandbox_kind} {msg.boot_seconds:.2f}s"
+                self.assign(h)
+                if (booted := self.on_booted) is not None and self.pool.all_ready():
+                    self.on_booted = None
+                    booted()
+            case Heartbeat() if h is not None:
+                v = self.progress.worker(h.id)
+                v.rss_mb, v.cpu = msg.rss_mb, msg.cpu_percent
+            case SlotReady() if h is not None:
+                self.assign(h)
+            case SandboxReplaced():  # each chunk's retry starts now, with its full time limit
+                self.scheduler.restart_clocks(msg.worker, time.monotonic())
 
     def on_item_done(self, m: ItemDone) -> None:
         self.record(m.worker, Result.model_validate(m.result))
@@ -164,8 +171,7 @@ class Supervisor:
             self.assign(h)
 
     def on_discarded(self, m: ResultDiscarded) -> None:
-        """Emitted when a worker threw a result away (its sandbox did not serve the whole record) and runs
-        the record again: that is the record's next attempt."""
+        """A worker threw a result away (its sandbox did not serve the whole record): the record's next attempt."""
         self.scheduler.again(m.worker, m.item_id, time.monotonic())
         self.discarded["sandbox_lost"] += 1  # the one reason a worker discards a result today
         self.progress.discarded += 1
@@ -182,8 +188,6 @@ class Supervisor:
             self.fail(f"{e}; the results written so far are kept: make room and run the same command again")
             return
         if reached_maxfail and not self.stopping:
-            logger.warning("{} result(s) did not succeed (--maxfail {}): starting no more records; those in "
-                           "flight finish", self.recorder.not_successes, self.cfg.maxfail)
             self.stopped_early = True
             self.begin_stop(grace=True)
 
@@ -196,7 +200,7 @@ class Supervisor:
             if h.exitcode == EXIT_RETIRED and not self.error:
                 self._requeue(h, f"retired ({how})")
                 if not self.stopping and self.scheduler.has_pending():
-                    self.spawn()  # not a death: its stuck record already has its result
+                    self.progress.worker(self.pool.spawn().id)  # not a death: its stuck record has its result
                 continue
             if (h.stopping and h.exitcode == 0) or h.exitcode == EXIT_BOOT_FAILED or self.error:
                 self.scheduler.lose(h.id)
@@ -217,10 +221,7 @@ class Supervisor:
         if (refused := self.pool.restart()) is not None:
             self.fail(refused)
         elif self.scheduler.has_pending():
-            self.spawn()
-
-    def spawn(self) -> None:
-        self.progress.worker(self.pool.spawn().id)
+            self.progress.worker(self.pool.spawn().id)
 
     def fail(self, error: str) -> None:
         if self.error is None:
@@ -231,9 +232,10 @@ class Supervisor:
     # ------------------------------------------------------------------ signals
     def handle_signals(self) -> None:
         for signum in self.signals.take():
-            name = signal.Signals(signum).name
+            name, self.signalled = signal.Signals(signum).name, True
             if self.stopping:
-                logger.warning("second {}: stopping now", name)
+                if not self.hard_stop:  # a third is as good as the second
+                    logger.warning("second {}: stopping now", name)
                 self.hard_stop = True
             else:
                 logger.warning("{}: finishing running records (up to {:.0f}s), then stopping; Ctrl-C again to "
@@ -249,4 +251,5 @@ class Supervisor:
 
     @property
     def interrupted(self) -> bool:
-        return self.stopping and self.error is None and (self.scheduler.has_pending() or self.scheduler.in_flight() > 0)
+        """Stopped by a signal with records left (--maxfail's stop is `stopped_early`, an error's `error`)."""
+        return self.signalled and not self.error and bool(self.scheduler.has_pending() or self.scheduler.in_flight())

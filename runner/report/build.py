@@ -12,11 +12,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from runner.analysis.metrics import CACHE_MARKED, best_run, run_metrics
-from runner.analysis.paired import Paired, against
+from runner.analysis.metrics import CACHE_MARKED, run_metrics
+from runner.analysis.paired import Paired, against, best
 from runner.report.paired import columns_that_fit, print_paired
 from runner.report.trials import print_trials
 from runner.results import manifest as manifests
+from runner.results.atomic import write_atomically
 from runner.results.manifest import INTERACTIVE_PREFIX, Manifest
 from runner.results.result import Result, share_metrics
 from runner.results.sink import read_results
@@ -28,12 +29,15 @@ def banners(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str,
     out = {"simulated": SIMULATED} if manifest.simulated else {}
     if manifest.complete is False:
         missing = manifest.missing
+        stop = manifest.stopped_early
         why = "interrupted" if manifest.interrupted else "stopped by an error" if manifest.error else \
-            "records not run (interrupted, stopped early or not selected)"
+            f"stopped at --maxfail {stop}" if stop else "records not run (interrupted, stopped early or not selected)"
         n = sum(missing.values())
+        # one instruction, the same as the command's last line (after --maxfail it said two that disagreed)
         out["incomplete"] = (f"INCOMPLETE ({why}): {n} result(s) missing"
                              + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
-                             + "; run the same command again to finish")
+                             + ("; the same command without -x/--maxfail runs the rest" if stop and not
+                                manifest.interrupted else "; run the same command again to finish"))
     if (skipped := manifest.rejected) and skipped.count:
         out["rejected"] = (f"{skipped.count} bad dataset line(s) skipped (--skip-invalid): in no result and no "
                            f"rate; their reasons are in {skipped.file}")
@@ -104,10 +108,13 @@ def _cell(v: Any, kind: str) -> str:
     return f"{v:.1%}" if kind == "pct" else f"{v:.4f}" if kind == "usd" else f"{v:.3g}" if kind == "num" else str(v)
 
 
-def _summary_columns(names: list[str], usage: bool, shares: set[str]) -> list[tuple[str, str, str]]:
-    """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first."""
-    cols = [("records", "records", "int"), ("success (95% CI)", "success_rate", "pct"), ("errors", "errors", "int"),
-            ("cut", "cut", "int"), ("success, all records", "success_rate_all", "pct"),
+def _summary_columns(names: list[str], usage: bool, shares: set[str], trials: bool) -> list[tuple[str, str, str]]:
+    """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first. Each says what
+    it counts: with repeated trials, records and trials apart, and errors and cut turns as trials."""
+    cols = [("records", "records", "int"), *([("trials", "results", "int")] if trials else []),
+            ("success (95% CI)", "success_rate", "pct"), ("errored trials" if trials else "errors", "errors", "int"),
+            ("cut trials" if trials else "cut", "cut", "int"),
+            ("flaky", "flaky", "int"), ("success, all records", "success_rate_all", "pct"),
             ("cost $", "cost_usd", "usd"), *[(k.replace("_", " "), k, "pct" if k in shares else "num") for k in names],
             ("p50 s", "latency_p50_s", "int"), ("tok in", "prompt_tokens", "int"),
             ("tok out", "output_tokens", "int"), ("p95 s", "latency_p95_s", "int"), ("retries", "retries", "int"),
@@ -124,6 +131,7 @@ class Analysis:
     runs: dict[str, list[Result]]
     metrics: dict[str, dict[str, Any]]
     pairs: list[dict[str, Any]]  # every run against the reference (Paired.to_json())
+    best: str | None = None  # the run better than every other one (analysis/paired.best), if one is
 
 
 def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
@@ -131,7 +139,16 @@ def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
     manifest = manifests.read(out)
     runs = load_runs(out) if runs is None else runs
     metrics = {name: run_metrics(rows, manifest.reducer) for name, rows in runs.items()}
-    return Analysis(manifest, runs, metrics, [c.to_json() for c in comparisons(manifest, runs)])
+    return Analysis(manifest, runs, metrics, [c.to_json() for c in comparisons(manifest, runs)],
+                    best(runs, {n: m["success_rate"] for n, m in metrics.items()}))
+
+
+def success_cell(m: dict[str, Any]) -> str:
+    """A run's success with its 95 % interval; where no record finished, no rate at all (it was "0.0% (0%-100%)")."""
+    if m["success_rate"] is None:  # nothing measured, which is not 0 %
+        return "not scored" if m["unscored"] else "none finished"
+    lo, hi = m["success_ci95"]  # how far the rate could be from chance (Wilson's, or clustered with trials)
+    return f"{m['success_rate']:.1%} ({lo:.0%}-{hi:.0%})"
 
 
 def print_summary(out: Path, console: Console | None = None, runs: dict[str, list[Result]] | None = None,
@@ -146,30 +163,7 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
         console.width = max(console.width, 150)
     a = analysis or analyse(out, runs)
     manifest, metrics = a.manifest, a.metrics
-    best = best_run(metrics)
-    names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
-    cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()),
-                            share_metrics(r for rows in a.runs.values() for r in rows))
-    # a cut column where a run has cut turns; the rate over all records where errors or cuts make it differ
-    shown_apart = {"cut": any(m["cut"] for m in metrics.values()),
-                   "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values())}
-    cols = [c for c in cols if shown_apart.get(c[1], True)]
-    cells = {}
-    for name, m in metrics.items():
-        row = [_cell(m["metrics"].get(key) if key in names else m[key], kind)
-               + ("*" if m["cache_hit_rate"] and key in CACHE_MARKED else "") for _, key, kind in cols]
-        lo, hi = m["success_ci95"]
-        row[1] += f" ({lo:.0%}-{hi:.0%})"  # 95 % Wilson interval: how far the rate could be from chance
-        cells[name] = row
-    shown = columns_that_fit([c[0] for c in cols], list(cells.values()),
-                             max([3, *(len(n) + 7 * (n == best) for n in metrics)]), console.width)
-    t = Table(title=f"results in {out}")
-    t.add_column("run", justify="left", no_wrap=True)
-    for label, _, _ in cols[:shown]:
-        t.add_column(label, justify="right", no_wrap=True)
-    for name, row in cells.items():
-        t.add_row(f"[bold]{name} (best)[/bold]" if name == best else name, *row[:shown])
-    console.print(t)
+    hidden = _print_table(out, a, console)
     for kind, text in banners(manifest, metrics).items():
         console.print(text, style="bold red" if kind == "incomplete" else "yellow", markup=False)
     print_trials(metrics, console)
@@ -177,13 +171,45 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
     if lost := sum(m["discarded"] for m in metrics.values()):
         console.print(f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
                       "whole record (it died, froze or was replaced); only the complete attempts count")
+    if reruns := sum(m["reruns"] for m in metrics.values()):
+        console.print(f"{reruns} result(s) replaced by a rerun (--lf, --rerun-errors) are kept beside the new ones; "
+                      "flaky: failed, then succeeded when asked again; cost counts every attempt")
     for name, m in metrics.items():
         for field, n in m["unreadable"].items():
-            console.print(f"[yellow]{name}: {field} is not a number in {n} of {m['records']} results: those are "
+            console.print(f"[yellow]{name}: {field} is not a number in {n} of {m['results']} results: those are "
                           "left out of its column[/yellow]")
-    if shown < len(cols):
-        console.print(f"[dim]not shown at this width ({', '.join(c[0] for c in cols[shown:])}): see report.html[/dim]")
+    if hidden:
+        console.print(f"[dim]not shown at this width ({', '.join(hidden)}): see report.html[/dim]")
     return metrics
+
+
+def _print_table(out: Path, a: Analysis, console: Console) -> list[str]:
+    """The per-run table, as many columns as fit; the labels of those left out."""
+    metrics = a.metrics
+    names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
+    cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()),
+                            share_metrics(r for rows in a.runs.values() for r in rows),
+                            any("trials" in m for m in metrics.values()))
+    # a cut column where a run has cut turns (flaky: flaky records); the rate over all records where errors or
+    # cuts make it differ
+    shown_apart = {"cut": any(m["cut"] for m in metrics.values()), "flaky": any(m["flaky"] for m in metrics.values()),
+                   "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values())}
+    cols = [c for c in cols if shown_apart.get(c[1], True)]
+    cells = {}
+    for name, m in metrics.items():
+        cells[name] = [success_cell(m) if key == "success_rate" else
+                       _cell(m["metrics"].get(key) if key in names else m[key], kind)
+                       + ("*" if m["cache_hit_rate"] and key in CACHE_MARKED else "") for _, key, kind in cols]
+    shown = columns_that_fit([c[0] for c in cols], list(cells.values()),
+                             max([3, *(len(n) + 7 * (n == a.best) for n in metrics)]), console.width)
+    t = Table(title=f"results in {out}")
+    t.add_column("run", justify="left", no_wrap=True)
+    for label, _, _ in cols[:shown]:
+        t.add_column(label, justify="right", no_wrap=True)
+    for name, row in cells.items():
+        t.add_row(f"[bold]{name} (best)[/bold]" if name == a.best else name, *row[:shown])
+    console.print(t)
+    return [c[0] for c in cols[shown:]]
 
 
 def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
@@ -235,7 +261,20 @@ def read_comparison(out: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get("version") == COMPARE_VERSION else None
 
 
-COMPARE_VERSION = 2  # 1: success on shared records, every other metric on each output's own (issue 32)
+# 1: success on shared records, every other metric on each output's own (issue 32); 2: a verdict that agrees
+# with its interval and p, and none where too few records (issue 48)
+COMPARE_VERSION = 3
+
+
+def shown_path(out: Path) -> str:
+    """An output's directory as the report names it: relative to where the command ran when it is below it
+    (out/default), else its last two parts. Never the absolute path: a report is shared, and the path said
+    whose home it was made in."""
+    full = out.resolve()
+    try:
+        return str(full.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(Path(*full.parts[-2:]))
 
 
 def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
@@ -247,20 +286,26 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
     rows, manifest, metrics, pairs = a.runs, a.manifest, a.metrics, a.pairs
     sent, through = manifest.requests, manifest.gateway
     groups = group_names(rows)
-    doc = {"simulated": manifest.simulated, "results_digest": results_digest(rows),
+    digest = results_digest(rows)
+    doc = {"simulated": manifest.simulated, "results_digest": digest,
            "reference": reference_run(manifest, rows), "comparisons": pairs,
            "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
                         "gateway": through.get(n)} for n, m in metrics.items()}}
-    (out / "report.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
-    sections = [(pairs, f"Against {doc['reference']}")] if pairs else []
+
+    sections = [(pairs, f"Against {doc['reference']}", str(doc["reference"]))] if pairs else []
     if (other := read_comparison(out)) is not None:  # `runner report A B` wrote B's: A's runs as references
-        sections.append((list(other["runs"].values()), f"Against the earlier output {other['a']}"))
+        sections.append((list(other["runs"].values()), f"Against the earlier output {other['a']}",
+                         f"the same run in {other['a']}"))
     lost = sum(m["discarded"] for m in metrics.values())
     flight = manifest.in_flight.model_dump() if manifest.in_flight else None
     notes = banners(manifest, metrics)
     if lost:
         notes["discarded"] = (f"{lost} result(s) discarded and their records run again: the sandbox did not serve "
                               "the whole record")
-    (out / "report.html").write_text(render(f"pgsandbox-runner report: {out}", metrics, rows, sent,
-                                            notes=notes, flight=flight, pairs=sections), encoding="utf-8")
+    # each replaced whole (a Ctrl-C or a full disk leaves the last one, never half of one): report.json last,
+    # its digest saying which results both were drawn from
+    page = render(f"pgsandbox-runner report: {shown_path(out)}", metrics, rows, sent, notes=notes, flight=flight,
+                  pairs=sections, digest=digest, top=a.best)
+    write_atomically(out / "report.html", page)
+    write_atomically(out / "report.json", json.dumps(doc, indent=2, sort_keys=True))
     return out / "report.json", out / "report.html"

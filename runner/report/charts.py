@@ -53,25 +53,29 @@ def run_colors(names: list[str]) -> dict[str, str]:
     return taken
 
 
-def _runs_color(names: list[str]) -> alt.Color:
+def _runs_color(names: list[str], *, legend: bool = True) -> alt.Color:
     colors = run_colors(names)
     return alt.Color("run:N", scale=alt.Scale(domain=names, range=[colors[n] for n in names]),
-                     legend=alt.Legend(title="run", orient="top"))
+                     legend=alt.Legend(title="run", orient="top") if legend else None)
 
 
-def forest(pairs: list[dict[str, Any]]) -> str:
-    """Each run's difference in success from the reference, with its 95 % interval; the line at 0 is no
-    difference, so an interval that crosses it shows no clear difference."""
+FOREST_WIDTH = 250  # with its labels ~370 px: drawn at its own size on a 390 px phone, not shrunk to 6 px type
+
+
+def forest(pairs: list[dict[str, Any]], against: str) -> str:
+    """Each run's difference in success from its reference (`against` names it: one run, or "itself in A"),
+    with its 95 % interval; the line at 0 is no difference, so an interval that crosses it shows none clear.
+    A comparison without an interval (too few records) is left out of the plot, not drawn as a point."""
     data = [{"run": c["run"], "d": c["difference"], "lo": c["ci95"][0], "hi": c["ci95"][1],
-             "p": c["p_value"]} for c in pairs if c["paired"]]
+             "p": c["p_value"]} for c in pairs if c["paired"] and c["ci95"] is not None]
     if not data:
         return ""
     names = [d["run"] for d in data]
     base = alt.Chart(alt.Data(values=data))
-    y = alt.Y("run:N", title=None, sort=names)
-    x = alt.X("lo:Q", title=f"difference in success against {pairs[0]['reference']}", axis=alt.Axis(format="+%"),
+    y = alt.Y("run:N", title=None, sort=names, axis=alt.Axis(labelLimit=110))
+    x = alt.X("lo:Q", title=f"difference in success against {against}", axis=alt.Axis(format="+%", tickCount=5),
               scale=alt.Scale(domain=[min(-0.1, *(d["lo"] for d in data)), max(0.1, *(d["hi"] for d in data))]))
-    color = _runs_color(names)
+    color = _runs_color(names, legend=False)  # the axis names each run already
     bars = base.mark_rule(strokeWidth=2).encode(y=y, x=x, x2=alt.X2("hi:Q"), color=color)
     dots = base.mark_point(filled=True, size=90).encode(
         y=y, x=alt.X("d:Q"), color=color,
@@ -79,9 +83,10 @@ def forest(pairs: list[dict[str, Any]]) -> str:
                  alt.Tooltip("lo:Q", format="+.1%"), alt.Tooltip("hi:Q", format="+.1%"),
                  alt.Tooltip("p:Q", format=".2g", title="McNemar p")])
     zero = alt.Chart(alt.Data(values=[{"z": 0}])).mark_rule(strokeDash=[4, 3], color="#333").encode(x=alt.X("z:Q"))
-    chart = (zero + bars + dots).properties(width=WIDTH, height=32 * len(data),
-                                            title="difference in success with its 95 % interval")
-    return _svg(chart, "difference in success against the reference")
+    chart = (zero + bars + dots).properties(width=FOREST_WIDTH, height=32 * len(data),
+                                            title="difference in success, 95 % interval")
+    return _svg(chart, "difference in success against the reference").replace(
+        '<figure class="chart"', '<figure class="chart forest"', 1)
 
 
 def success_by(group: str, runs: dict[str, dict[str, tuple[int, int]]]) -> str:
@@ -161,5 +166,7 @@ def in_flight(flight: dict[str, Any]) -> str:
 
 
 def chart_data(metrics: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float, tuple[float, float]]]:
+    """Cost and success per run, for the runs with both (a run that finished no record has no rate to plot)."""
     return {n: (float(m["cost_usd"]), float(m["success_rate"]), (m["success_ci95"][0], m["success_ci95"][1]))
-            for n, m in metrics.items() if m["cost_usd"] is not None and m["llm_calls"]}
+            for n, m in metrics.items()
+            if m["cost_usd"] is not None and m["llm_calls"] and m["success_rate"] is not None}

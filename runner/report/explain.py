@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from runner.results.result import Result, metric_cell, outcome, share_metrics
+from runner.results.result import Earlier, Result, flaky, metric_cell, outcome, share_metrics
 
 WORDS = {"success": "[green]solved[/]", "failure": "[yellow]failed[/]", "unscored": "finished, not scored",
          "cut": "[red]cut[/] (a turn the model did not finish)", "error": "[red]error[/]"}
@@ -117,12 +117,17 @@ def explain_result(console: Console, label: str, r: Result, shares: set[str], *,
             console.print(line, soft_wrap=True)
     if (said := cache_line(output.get("model_calls") or [])) is not None:
         console.print(f"  [dim]{escape(said)}[/]", soft_wrap=True)
+    for x in r.earlier:  # what a rerun (--lf, --rerun-errors) replaced: still there to read
+        console.print(f"  attempt {x.attempt}, replaced by a rerun: {outcome_words(x)}"
+                      + (f"  [red]{escape(x.error)}[/]" if x.error else ""), soft_wrap=True)
 
 
-def outcome_words(r: Result) -> str:
+def outcome_words(r: Result | Earlier) -> str:
     kind = outcome(r)
     if kind == "error":
         return f"{WORDS['error']} ({escape(str(r.error_kind))})"
+    if isinstance(r, Result) and flaky(r):
+        return f"{WORDS[kind]} [yellow](flaky: it failed before, and succeeded asked again)[/]"
     return WORDS[kind]
 
 

@@ -7,9 +7,10 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from runner.analysis.metrics import CACHE_MARKED, best_run
+from runner.analysis.metrics import CACHE_MARKED
+from runner.analysis.paired import best
 from runner.report.charts import chart_data, cost_vs_success, forest, in_flight, latency, success_by
-from runner.report.paired import paired_html
+from runner.report.paired import headline_html, paired_html
 from runner.report.records import records
 from runner.report.trials import trials_html
 from runner.results.result import Result, metric_cell, share_metrics
@@ -73,10 +74,17 @@ def _groups(names: list[str], rows: dict[str, list[Result]]) -> str:
     return "".join(parts)
 
 
-LABELS = {"records": "records", "success_rate": "success (95 % CI)", "success_rate_all": "success, all records",
+LABELS = {"records": "records", "results": "trials", "flaky": "flaky (failed, then passed)",
+          "success_rate": "success (95 % CI)", "success_rate_all": "success, all records",
           "cut": "cut turns", "prompt_tokens": "tokens in",
           "output_tokens": "tokens out", "cost_usd": "cost", "latency_p50_s": "p50 s", "latency_p95_s": "p95 s",
           "errors": "errors", "retries": "retries", "cache_hit_rate": "cache hits"}
+
+
+def label(column: str, trials: bool) -> str:
+    """A summary column's header, saying what it counts: with repeated trials, errors and cut turns are trials."""
+    text = LABELS.get(column, column.replace("_", " "))
+    return {"errors": "errored trials", "cut": "cut trials"}.get(column, text) if trials else text
 
 
 def _count(v: float) -> str:
@@ -101,18 +109,23 @@ def _tokens_in(m: dict[str, Any]) -> str:
     return f'<td title="{title}">{_count(total)}{shown}</td>'
 
 
-def _summary(metrics: dict[str, dict[str, Any]], shares: set[str]) -> str:
+def _summary(metrics: dict[str, dict[str, Any]], shares: set[str], top: str | None) -> str:
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
     usage = ["prompt_tokens", "output_tokens", "cost_usd"] if any(m["llm_calls"] for m in metrics.values()) else []
     # a cut-turns column where a run has some; success over all records beside the rate where they differ
     apart = [c for c, shown in (("cut", any(m["cut"] for m in metrics.values())),
+                                ("flaky", any(m["flaky"] for m in metrics.values())),
                                 ("success_rate_all", any(m["errors"] or m["cut"] for m in metrics.values())))
              if shown]
-    cols = ["records", "success_rate", "errors", *apart, *names, *usage, "latency_p50_s", "latency_p95_s",
-            *(["retries", "cache_hit_rate"] if usage else [])]
+    trials = any("trials" in m for m in metrics.values())
+    cols = ["records", *(["results"] if trials else []), "success_rate", "errors", *apart, *names, *usage,
+            "latency_p50_s", "latency_p95_s", *(["retries", "cache_hit_rate"] if usage else [])]
 
     def cell(m: dict[str, Any], c: str) -> str:
         v = m["metrics"].get(c) if c in names else m[c]
+        if v is None and c == "success_rate":  # nothing measured, not 0 %
+            return ('<td title="no result has a success field">not scored</td>' if m["unscored"] else
+                    '<td title="every result ended in an error or a cut turn: none finished">none finished</td>')
         if v is None:
             return "<td>unknown</td>" if c == "cost_usd" else "<td>-</td>"
         if c == "success_rate":
@@ -130,14 +143,14 @@ def _summary(metrics: dict[str, dict[str, Any]], shares: set[str]) -> str:
             f"<td>{metric_cell(v, c in shares)}</td>" if c in names else \
             f"<td>{v:.3g}</td>" if c.startswith("latency") else f"<td>{v}</td>"
 
-    head = "".join(f"<th>{e(LABELS.get(c, c.replace('_', ' ')))}</th>" for c in cols)
-    best = best_run(metrics)
-    rows = "".join(f'<tr><th class="run{" best" if n == best else ""}">{e(n)}</th>'
+    head = "".join(f"<th>{e(label(c, trials))}</th>" for c in cols)
+    rows = "".join(f'<tr><th class="run{" best" if n == top else ""}">{e(n)}</th>'
                    + "".join(cell(m, c) for c in cols) + "</tr>" for n, m in metrics.items())
     return f'<h2>Summary</h2><table id="summary"><tr><th>run</th>{head}</tr>{rows}</table>'
 
 
-# The page's style: it reflows below 760 px (runs one under another), tables scroll inside themselves,
+# The page's style: it reflows below 760 px (runs one under another, those that failed first: a failed record
+# opens on the run that failed), tables scroll inside themselves,
 # Atlas's steps stack inside their run's column (a 4-column table in a quarter of the page broke per letter).
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0;display:block;max-width:100%;overflow-x:auto}
@@ -156,7 +169,8 @@ details.fail{border-color:#f58518} details.error{border-color:#e45756}
 details.raw{border-left:0;padding:0} details.raw summary{color:#666;cursor:pointer}
 a.link{color:#999;text-decoration:none} #q{width:14em}
 @media (max-width:760px){body{margin:.6em} .side{grid-template-columns:1fr} #filters label{display:block;
-margin:4px 0} h1{font-size:1.3em;overflow-wrap:anywhere}}
+margin:4px 0} h1{font-size:1.3em;overflow-wrap:anywhere} .note{font-size:12px;padding:4px 8px}
+.side>.col.fail,.side>.col.error{order:-1}}
 .b{display:inline-block;padding:0 6px;margin:0 2px;border-radius:3px;font-size:12px;color:#fff;background:#999}
 .b.ok{background:#54a24b} .b.fail{background:#f58518} .b.error{background:#e45756} .g,.m{color:#666}
 #filters label{margin-right:14px} #shown{color:#666} .u{margin-top:8px} .c{color:#555}
@@ -168,8 +182,11 @@ margin:4px 0} h1{font-size:1.3em;overflow-wrap:anywhere}}
 #summary th.run{white-space:nowrap} #summary tr:first-child th:first-child{text-align:left}
 .note{background:#fff4d6;border:1px solid #e8c45c;padding:6px 10px;margin:4px 0}
 .ci.split{white-space:nowrap} #incomplete{background:#fde2e1;border-color:#e45756;font-weight:600}
-#paired td.better{color:#2a6;font-weight:600} #paired td.worse{color:#c33;font-weight:600}
-#paired td{white-space:nowrap} #paired td.m{white-space:normal}
+.v{font-weight:600} .v.better{color:#2a6} .v.worse{color:#c33} .v.borderline{color:#a67c00} .v.too,.v.no{color:#555}
+#headline ul{list-style:none;padding:0;margin:.2em 0 1em} #headline li{margin:.35em 0;font-size:15px}
+#headline .d{white-space:nowrap} #headline .p{white-space:nowrap} .against{margin:.6em 0 0;color:#555}
+.b.flaky::after{content:" flaky"} details.earlier{margin-top:8px} p.more{margin:8px 0}
+#paired td,#paired th.run{white-space:nowrap} #paired td.m{white-space:normal}
 #paired ul{margin:0;padding-left:1.2em;text-align:left} button.pick{min-width:3em;cursor:pointer}
 #picked{background:#eef4ff;border:1px solid #9ab;padding:4px 8px} th.run.best::after{content:" best";
 color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin-left:6px}
@@ -178,21 +195,30 @@ color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin
 
 def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[Result]],
            sent: dict[str, Any] | None = None, notes: dict[str, str] | None = None,
-           flight: dict[str, Any] | None = None,
-           pairs: list[tuple[list[dict[str, Any]], str]] | None = None) -> str:
-    """The page. `notes`: banners above everything, by kind (simulated, incomplete, cached, discarded);
-    `pairs`: comparison sections, each a list of `Paired.to_json()` and its heading."""
+           flight: dict[str, Any] | None = None, pairs: list[tuple[list[dict[str, Any]], str, str]] | None = None,
+           digest: str = "", top: str | None = None) -> str:
+    """The page. `notes`: banners, by kind (simulated, incomplete, cached, discarded); `pairs`: comparison
+    sections, each a list of `Paired.to_json()`, its heading and what its runs are compared against; `digest`:
+    the results it shows (build.results_digest), so a page can be checked against results/; `top`: the run
+    better than every other (analysis.paired.best), else computed here.
+
+    Its first screen, at any width, answers the job's question: what is missing (INCOMPLETE), then each run
+    against its reference, in sentences that wrap (how it compares, by how much, how sure), then the rest."""
     names = list(rows)
     times = {n: [r.wall_seconds for r in rows[n] if r.ok] for n in names}
     scatter = chart_data(metrics)
     shares = share_metrics(r for rs in rows.values() for r in rs)  # the summary's and the records' alike
+    notes = dict(notes or {})
+    first = {k: notes.pop(k) for k in ("incomplete",) if k in notes}
+    top = top if top is not None else best(rows, {n: m["success_rate"] for n, m in metrics.items()})
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1"><title>{e(title)}</title><style>
+<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="results-digest" content="{e(digest)}">
+<title>{e(title)}</title><style>
 {STYLE}</style></head><body><h1>{e(title)}</h1>
-{"".join(f'<p class="note" id="{e(kind)}">{e(text)}</p>' for kind, text in (notes or {}).items())}
-{_summary(metrics, shares)}
+{_notes(first)}{headline_html(pairs or [])}{_notes(notes)}
+{_summary(metrics, shares, top)}
 {trials_html(metrics)}
-{"".join(paired_html(p, forest(p), heading) for p, heading in pairs or [])}
+{"".join(paired_html(p, forest(p, against), heading) for p, heading, against in pairs or [])}
 {_caching(metrics, sent or {}) if any(m["llm_calls"] for m in metrics.values()) else ""}
 <h2>Charts</h2>
 {_groups(names, rows)}
@@ -200,6 +226,10 @@ def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[
 {cost_vs_success(scatter) if scatter else ""}
 {in_flight(flight) if flight and len(flight.get("samples") or []) > 1 else ""}
 {records(rows, shares)}</body></html>"""
+
+
+def _notes(notes: dict[str, str]) -> str:
+    return "".join(f'<p class="note" id="{e(kind)}">{e(text)}</p>' for kind, text in notes.items())
 
 
 def _heat_cell(v: tuple[int, int] | None) -> str:

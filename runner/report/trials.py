@@ -23,9 +23,9 @@ def rows(metrics: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
         if not t:
             continue
         n = t["trials_per_record"]
-        lo, hi = m["success_ci95"]
-        cells = {"trials": f"{n} x {t['records']}", f"success ({t['reducer']})": f"{m['success_rate']:.1%}",
-                 "95% CI": f"{lo:.1%}-{hi:.1%}",
+        ci = m["success_ci95"]
+        cells = {"trials": f"{n} x {t['records']} records", f"success ({t['reducer']})": _pct(m["success_rate"]),
+                 "95% CI": f"{ci[0]:.1%}-{ci[1]:.1%}" if ci else "-",
                  "SE clustered": f"{t['se_clustered']:.3f}", "SE if independent": f"{t['se_if_independent']:.3f}",
                  "flips": f"{t['flip_share']:.0%}"}
         for k in sorted({1, 2, n} & set(range(1, n + 1))):

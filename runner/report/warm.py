@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,9 @@ class WarmRenderer:
 
 
 def main() -> None:
+    # A Ctrl-C at the terminal reaches the whole process group: the runner decides for its helper (it asks for
+    # a report, or kills it), and a KeyboardInterrupt's traceback here would only land on the user's terminal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.nice(NICE)
     gc.disable()  # while the imports make their objects: collections meanwhile would only walk them
     from runner.report import html  # noqa: F401 - what drawing the report imports, imported now

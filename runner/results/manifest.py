@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runner import __version__
 from runner.errors import ResumeMismatch
+from runner.results.atomic import write_atomically
 from runner.results.sink import writing
 
 NAME = "manifest.json"
@@ -78,6 +78,7 @@ class Manifest(BaseModel):
     resumed: bool = False
     # how it ended
     interrupted: bool = False
+    stopped_early: int | None = None  # the --maxfail (-x: 1) that stopped the run before its end
     error: str | None = None
     stopped_runs: dict[str, str] = Field(default_factory=dict)  # runs stopped by a refusal all their requests repeat
     counts: dict[str, int] = Field(default_factory=dict)
@@ -108,16 +109,10 @@ def read(out: Path) -> Manifest:
 
 
 def write(out: Path, m: Manifest) -> None:
-    tmp = out / f"{NAME}.tmp"
     with writing(out / NAME):
         out.mkdir(parents=True, exist_ok=True)
-        try:
-            tmp.write_text(json.dumps(m.model_dump(mode="json", exclude_unset=True), indent=2, sort_keys=True,
-                                      default=str))
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, out / NAME)
+    write_atomically(out / NAME, json.dumps(m.model_dump(mode="json", exclude_unset=True), indent=2, sort_keys=True,
+                                            default=str))
 
 
 def check(out: Path, m: Manifest, *, force: bool) -> Manifest:

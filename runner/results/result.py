@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runner.errors import CUT_KINDS, ErrorKind
 
-RESULT_VERSION = 2
+RESULT_VERSION = 3  # 3: `earlier`, the attempts a rerun replaced
 
 
 class Usage(BaseModel):
@@ -40,6 +40,29 @@ class Usage(BaseModel):
     batched_calls: int = 0  # answered through a batch API, billed at its price
     batch_saved_usd: float = 0.0  # what those cost less than interactive calls would have
     not_sent: int = 0  # calls refused at their run's gate without being sent (runner/budget/gates.py)
+
+
+class Earlier(BaseModel):
+    """A result of the same record trial that a later one replaced (--lf, --rerun-errors): kept, with its
+    output, so a record that failed and then passed reads as flaky, the failure stays there to read, and
+    what it cost stays in the run's bill."""
+
+    model_config = ConfigDict(extra="forbid")
+    attempt: int = 1
+    status: Literal["ok", "error"]
+    success: bool | None = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    started_at: str
+    finished_at: str
+    wall_seconds: float = 0.0
+    usage: Usage = Field(default_factory=Usage)
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    output: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 class Result(BaseModel):
@@ -68,6 +91,8 @@ class Result(BaseModel):
                                        "plain numbers: how each was read, or why it could not be")
     discarded: list[str] = Field(default_factory=list, description="earlier attempts' results thrown away, "
                                  "and why (a sandbox that did not serve the whole record)")
+    earlier: list[Earlier] = Field(default_factory=list, description="results of this record trial that a rerun "
+                                   "(--lf, --rerun-errors) replaced, oldest first")
 
     @property
     def ok(self) -> bool:
@@ -81,11 +106,21 @@ class Result(BaseModel):
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
+    def replacing(self, before: Result) -> Result:
+        """This result as the newest of its record trial, `before` (and what it had replaced) kept under
+        `earlier`."""
+        kept = Earlier.model_validate(before.model_dump(include=set(Earlier.model_fields)))
+        return self.model_copy(update={"earlier": [*before.earlier, kept, *self.earlier]})
+
+    def attempts_usage(self) -> list[Usage]:
+        """What every attempt of this record trial cost, this one and those a rerun replaced: the bill."""
+        return [*(e.usage for e in self.earlier), self.usage]
+
 
 Outcome = Literal["success", "failure", "unscored", "cut", "error"]
 
 
-def outcome(r: Result) -> Outcome:
+def outcome(r: Result | Earlier) -> Outcome:
     """Exactly one of: success, failure (the agent's: a finished record that did not succeed), unscored (no
     success field), cut (the model did not finish a turn: output limit, refusal...) or error (a cause that is
     not the agent's: provider, sandbox, harness, time limit). Success rates count successes among successes
@@ -93,6 +128,12 @@ def outcome(r: Result) -> Outcome:
     if r.ok:
         return "unscored" if r.success is None else "success" if r.success else "failure"
     return "cut" if r.error_kind in CUT_KINDS else "error"
+
+
+def flaky(r: Result) -> bool:
+    """It succeeded on a rerun after failing (an outcome of the agent's, not an error): the same record,
+    asked again, went the other way."""
+    return outcome(r) == "success" and any(e.ok and e.success is False for e in r.earlier)
 
 
 def now_iso() -> str:

@@ -2,7 +2,8 @@
 
 Only the supervisor writes here. Each line is flushed as it arrives; a torn last line (a crash
 mid-write) is cut off on resume. finalize() rewrites each file in record order, one line per
-record (the newest attempt wins). Lines are Result records (runner/results/result.py).
+record: the newest attempt, carrying those a rerun replaced (`earlier`). Lines are Result records
+(runner/results/result.py).
 """
 
 from __future__ import annotations
@@ -102,8 +103,12 @@ class ResultSink:
         self.present: dict[str, set[tuple[str, int]]] = {}  # finalize: the trials each run's file holds
 
     def latest(self, run: str) -> dict[tuple[str, int], Result]:
-        """A run's newest result per record trial (a rerun's line comes after the one it replaces)."""
-        return {r.trial: r for r in read_results(results_path(self.out, run), repair=True)}
+        """A run's newest result per record trial (a rerun's line comes after the one it replaces), with the
+        results it replaced under `earlier`."""
+        out: dict[tuple[str, int], Result] = {}
+        for r in read_results(results_path(self.out, run), repair=True):
+            out[r.trial] = r.replacing(out[r.trial]) if r.trial in out else r
+        return out
 
     def standing(self, *, rerun_errors: bool) -> tuple[set[tuple[str, str, int]], set[tuple[str, str, int]]]:
         """One read of every run's results (4,800 take ~1.4 s): the (run, record, epoch) to skip, recorded
@@ -140,8 +145,9 @@ class ResultSink:
                 raise
 
     def finalize(self, order: dict[str, int]) -> dict[str, int]:
-        """Rewrite each run's file in dataset order, newest attempt per conversation; return counts.
-        `errors` then holds the failed results by error kind (counted here, while the rows are read)."""
+        """Rewrite each run's file in dataset order, newest attempt per conversation (those it replaced kept in
+        it); return counts. `errors` then holds the failed results by error kind (counted here, while the rows
+        are read)."""
         self.close()
         counts = {}
         for run in self.runs:

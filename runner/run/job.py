@@ -32,8 +32,9 @@ from runner.engine.prestart import Prestart
 from runner.engine.progress import Progress, RunProgress
 from runner.engine.scheduler import Scheduler
 from runner.engine.services import Service
+from runner.engine.signals import SignalInbox
 from runner.engine.supervisor import Supervisor
-from runner.errors import CUT_KINDS, ConfigError, DatasetError, RunStopped
+from runner.errors import ConfigError, DatasetError, NothingSelected, RunStopped
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.harness.python import warm_interpreter
@@ -44,7 +45,9 @@ from runner.plan import WorkItem, in_scope, make_plan
 from runner.records import file_hash, iter_records, rejects_path
 from runner.results import manifest as manifests
 from runner.results.manifest import InFlight, Manifest, Rejected
+from runner.results.result import Result
 from runner.results.sink import OutputLock, ResultSink, writing
+from runner.run.model_ids import check_model_ids
 from runner.sandbox.schema import DatabaseSpec
 from runner.select import chosen
 from runner.worker.main import WorkerSpec
@@ -65,16 +68,27 @@ class Summary:
     errors: dict[str, int] = field(default_factory=dict)  # failed results by error kind
     stopped_early: bool = False  # --maxfail reached
     stopped_runs: dict[str, str] = field(default_factory=dict)  # run -> the refusal every request of it met
+    runs: list[str] = field(default_factory=list)  # this command's runs (--runs)
+    scope: set[tuple[str, int]] = field(default_factory=set)  # its record trials (shard, --limit, -k, --ids)
 
-    def errors_left(self) -> dict[str, int]:
-        """Results that ended in an error, by kind: not the agent's outcome (cut turns are), so fail_on_error
-        fails the run on them."""
-        return {k: n for k, n in self.errors.items() if k not in CUT_KINDS and n}
+    def about(self, results: dict[str, list[Result]]) -> dict[str, list[Result]]:
+        """Of an output's results, those this command was about: its runs, its records."""
+        return {run: [r for r in rows if r.trial in self.scope] for run, rows in results.items() if run in self.runs}
+
+    def raise_error(self) -> None:
+        """The error that stopped the run, raised once its results, manifest and report are written (the
+        supervisor logged it when it happened)."""
+        if self.error:
+            e = RunStopped(self.error)
+            e.reported = True
+            raise e
 
 
-def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[[], None] | None = None) -> Summary:
+def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[[], None] | None = None,
+            signals: SignalInbox | None = None) -> Summary:
     """`on_booted`: called once the first workers are all ready (the CLI warms the report's renderer then,
-    off the start-up's critical path and while the workers run records)."""
+    off the start-up's critical path and while the workers run records). `signals`: the command's, held
+    from the supervisor's start (runner/engine/signals.py); without, the supervisor installs its own."""
     from runner.sandbox import resolve_kind
 
     kind = resolve_kind(cfg.sandbox)  # (`runner run` started the forkserver already for a new output)
@@ -90,7 +104,8 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped, cat)
+            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped, cat,
+                        signals)
         finally:
             logger.remove(log_id)
 
@@ -109,11 +124,13 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
     picked = chosen(((r.id, r.data) for r in records), cfg.select, cfg.ids)
     if cfg.ids is not None and (unknown := sorted(set(cfg.ids) - set(order))):
         raise ConfigError(f"--ids: {', '.join(unknown[:10])} not in {cfg.dataset}", where="command line")
+    _check_selected(cfg, order, picked)
     check_templates(cfg)
     check_harness_python(cfg)
     check_keys(cfg)
+    warnings = check_model_ids(cfg, _mode(cfg))  # a typo named with the id it meant, before a provider is asked
     cat = catalogue(cfg)
-    warnings = list(cat.notes) + check_retirements(cfg, cat=cat)
+    warnings += list(cat.notes) + check_retirements(cfg, cat=cat)
     warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
                  for model in unpriced(cfg, cat)]
     skipped = None
@@ -126,30 +143,36 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
     return order, warnings, picked, skipped, cat
 
 
+def _check_selected(cfg: Config, order: dict[str, int], picked: set[str] | None) -> None:
+    """NothingSelected (exit 5, pytest's "no tests collected") when the shard and --limit leave no record, or
+    -k / --ids choose none of those left: before, the command went on, printed "(240 already done)" and the
+    whole table, and exited 0."""
+    scope = {cid for _, cid in in_scope(cfg, order)}
+    if not scope:
+        raise NothingSelected(f"no record to run: {cfg.dataset} has {len(order)}, and shard {cfg.shard} holds none")
+    if picked is not None and not picked & scope:
+        what = " and ".join(([f"-k {cfg.select!r}"] if cfg.select else []) + (["--ids"] if cfg.ids is not None else []))
+        raise NothingSelected(f"{what}: no record matches, of the {len(scope)} in scope (-k matches words of a "
+                              "record's id, tags and text fields)")
+
+
 def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
          on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
-         skipped: Rejected | None = None, cat: Catalogue | None = None) -> Summary:
+         skipped: Rejected | None = None, cat: Catalogue | None = None,
+         signals: SignalInbox | None = None) -> Summary:
     cat = cat or Catalogue()
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
     if kind == "external" and ((cfg.workers or 1) > 1 or (cfg.slots or 1) > 1 or cfg.concurrency):
         logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
     sink = _sink(cfg, out)
-    manifest = manifests.check(out, Manifest.new(
-        config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
-        dataset_sha256=file_hash(cfg.dataset),
-        shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
-        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg, cat),
-        rejected=skipped, compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
-        batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
+    manifest = _manifest(cfg, out, mode, kind, run_id, skipped, cat)
     plan, done = _what_to_do(cfg, sink, order, picked)
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
     if plan:
         forkserver.warm(cfg)  # at the latest: before the image check and the servers, not at the first spawn
     image = _image(spec, kind, manifest) if plan else None
-    interrupted = stopped_early = False
-    error = None
-    stopped_runs: dict[str, str] = {}
+    sup: Supervisor | None = None
     with contextlib.ExitStack() as stack:
         if plan:
             chunk = cfg.harness.chunk
@@ -165,7 +188,8 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, out,
                               lambda w: specs(w, sim_url, gateway_url, token),
-                              [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable)
+                              [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable,
+                              signals)
             sup.on_booted = on_booted
             if gateway is not None and cfg.batch_runs():
                 _watch_batches(gateway, sup.progress, stack)
@@ -174,15 +198,22 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                     sup.run()
                 finally:
                     _remove_containers(kind, run_id)
-            error, interrupted, stopped_early = sup.error, sup.interrupted, sup.stopped_early
-            stopped_runs = dict(sup.recorder.stopped_runs)
-            manifest.stopped_runs = stopped_runs
+            manifest.stopped_runs = dict(sup.recorder.stopped_runs)
             _note_invocation(manifest, sup, sim, gateway)
+    return _ended(cfg, sink, order, out, manifest, picked, kind, mode, sup)
+
+
+def _ended(cfg: Config, sink: ResultSink, order: dict[str, int], out: Path, manifest: Manifest,
+           picked: set[str] | None, kind: str, mode: str, sup: Supervisor | None) -> Summary:
+    """How this invocation ended (`sup`: its supervisor, if one ran): the results in dataset order, the
+    manifest's last word, and the Summary of both, scoped to the records it was about."""
+    error, interrupted, stopped_early = (sup.error, sup.interrupted, sup.stopped_early) if sup else (None, False, False)
+    stopped_runs = dict(sup.recorder.stopped_runs) if sup else {}
     expected = {(cid, epoch) for _, cid in in_scope(cfg, order) if picked is None or cid in picked
                 for epoch in range(1, cfg.epochs + 1)}
-    counts = _finish(sink, order, out, manifest, interrupted, error, expected)
+    counts = _finish(sink, order, out, manifest, interrupted, error, expected, cfg.maxfail if stopped_early else None)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early,
-                   stopped_runs)
+                   stopped_runs, [r.name for r in cfg.runs], expected)
 
 
 def _sink(cfg: Config, out: Path) -> ResultSink:
@@ -194,6 +225,18 @@ def _sink(cfg: Config, out: Path) -> ResultSink:
 
     return TracedSink(out, runs, {r.name: r.model_dump(mode="json") for r in cfg.runs}, cfg.otel.endpoint,
                       capture_content=cfg.otel.capture_content)
+
+
+def _manifest(cfg: Config, out: Path, mode: str, kind: str, run_id: str, skipped: Rejected | None,
+              cat: Catalogue) -> Manifest:
+    """This invocation's manifest over the output's own (a resume of another configuration refused)."""
+    return manifests.check(out, Manifest.new(
+        config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
+        dataset_sha256=file_hash(cfg.dataset),
+        shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
+        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg, cat),
+        rejected=skipped, compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
+        batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
 
 
 def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int],
@@ -215,6 +258,10 @@ def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, 
                 cfg.harness.kind, _providers(cfg, mode), kind)
     for line in describe_requests(manifest.requests):  # what each run's models are sent, and left out
         logger.info("  {}", line)
+    if cfg.last_failed:
+        logger.info("--lf: {}", f"{len(plan)} result(s) that did not succeed last time, the models asked again (the "
+                    "response cache is not used); the results they replace are kept beside them" if plan else
+                    "no result in scope failed last time: nothing to run again")
     if cfg.batch_runs() and cfg.conversation_timeout_seconds is None:
         logger.info("batch mode: a conversation may take {:g} h in all (each step waits on a batch); "
                     "conversation_timeout_seconds sets another limit", cfg.conversation_limit() / 3600)
@@ -243,29 +290,25 @@ def _note_invocation(manifest: Manifest, sup: Supervisor, sim: Any, gateway: Any
 
 
 def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: Manifest, interrupted: bool,
-            error: str | None, expected: set[tuple[str, int]]) -> dict[str, int]:
-    """Results in dataset order, the manifest's last word; the run's own error raised after both."""
+            error: str | None, expected: set[tuple[str, int]], stopped_early: int | None = None) -> dict[str, int]:
+    """Results in dataset order and the manifest's last word (the run's own error is the Summary's, raised
+    once the report is written too). `stopped_early`: the --maxfail that stopped the run."""
     try:
         counts = sink.finalize(order)
         # what a reader must know before reading a rate: some records have no result in some runs
         missing = {run: n for run in counts if (n := len(expected - sink.present.get(run, set())))}
         manifest.finished_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         manifest.interrupted, manifest.error, manifest.counts = interrupted, error, counts
+        manifest.stopped_early = stopped_early  # set each time: a resume without --maxfail clears it
         manifest.missing, manifest.complete = missing, not (missing or interrupted or error)
         manifests.write(out, manifest)
     except RunStopped:
         if error:  # the disk that filled mid-run is still full: the first error is the one to read
-            raise _reported(error) from None
+            e = RunStopped(error)
+            e.reported = True
+            raise e from None
         raise
-    if error:
-        raise _reported(error)
     return counts
-
-
-def _reported(error: str) -> RunStopped:
-    e = RunStopped(error)
-    e.reported = True  # the supervisor logged it when it happened
-    return e
 
 
 def _providers(cfg: Config, mode: str) -> str:
@@ -416,7 +459,8 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
 
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
                 out: Path, make_spec: Callable[[int], WorkerSpec], services: list[Service], transport: Transport,
-                limiter: Any, lay: Layout, spawnable: Callable[[int], bool] | None) -> Supervisor:
+                limiter: Any, lay: Layout, spawnable: Callable[[int], bool] | None,
+                signals: SignalInbox | None = None) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
@@ -439,7 +483,7 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
         progress.target, progress.target_why = throttle.target, "start"
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
                       transport.inbox, workers=workers, services=services, throttle=throttle,
-                      prefer=budget_preference(cfg, limiter), gates=getattr(limiter, "gates", None),
+                      prefer=budget_preference(cfg, limiter), gates=getattr(limiter, "gates", None), signals=signals,
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
 
 

@@ -67,4 +67,10 @@ def test_a_paired_comparison_with_trials_compares_each_record_s_share() -> None:
     c = pair("ref", ref, "run", run)
     assert c.method == "paired-means" and c.paired == 3 and c.won == ["a", "b"] and c.lost == []
     assert c.difference == pytest.approx((0.5 + 0.5 + 0) / 3)
-    assert c.ci95[0] < c.difference < c.ci95[1] and c.only_in_reference == ["x"] and c.only_in_run == ["y"]
+    assert c.only_in_reference == ["x"] and c.only_in_run == ["y"]
+    # three records are too few for an interval from their spread: none, and no verdict
+    assert c.ci95 is None and c.p_value is None and c.verdict == "too few records to tell"
+    many_ref = _rows("ref", {f"r{i}": [i % 2 == 0, False] for i in range(12)})
+    many_run = _rows("run", {f"r{i}": [True, i % 3 == 0] for i in range(12)})
+    c = pair("ref", many_ref, "run", many_run)
+    assert c.ci95 is not None and c.ci95[0] < c.difference < c.ci95[1] and c.p_value is not None

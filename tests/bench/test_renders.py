@@ -13,7 +13,20 @@ from typing import Any
 
 import pytest
 
-from bench import cached, floor, gateway, harness, headline, inflight, memory, ratelimit, ray_budget, scaling, startup
+from bench import (
+    cached,
+    floor,
+    gateway,
+    harness,
+    headline,
+    inflight,
+    memory,
+    ratelimit,
+    ray_budget,
+    report_load,
+    scaling,
+    startup,
+)
 from bench.targets import summary
 
 RAW: dict[str, Any] = json.loads((Path(__file__).parents[1] / "fixtures" / "bench_tiny.json").read_text())
@@ -32,6 +45,7 @@ SECTIONS = {
     "gateway": (gateway.render, ["Model gateway"]),
     "headline": (headline.render, ["The headline"]),
     "floor": (floor.render, ["bound by rate limits"]),
+    "report": (report_load.render, ["The report in a browser"]),
 }
 
 

@@ -5,6 +5,7 @@ requeue of a dead worker's slots) runs here in milliseconds, as pytest-xdist tes
 from __future__ import annotations
 
 import io
+import os
 import signal
 from collections import deque
 from collections.abc import Callable
@@ -292,6 +293,54 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path: Path, monkeypatch: pytest.Monke
     assert sup.hard_stop and sup.interrupted
     assert supervisor_module.time.monotonic() - start < 5  # not the 30 s grace: the second Ctrl-C ends it
     assert _results(tmp_path) == [] and transport.links[0].code is not None  # terminated, not left running
+
+
+class SlowToStop(Behaviour):
+    """Holds its first record; told to stop, it sends that record's result 1.5 s later and would take 20 s more to
+    exit (a harness finishing its turn). The user presses Ctrl-C (a real SIGINT) twice meanwhile."""
+
+    def __init__(self, handlers: list[Any]) -> None:
+        super().__init__()
+        self.handlers = handlers
+
+    def on_message(self, link: FakeLink, msg: Any) -> None:
+        assert self.inbox is not None
+        inbox = self.inbox
+        if isinstance(msg, Assign) and not any(isinstance(m, Assign) for m in link.sent[:-1]):
+            os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C: finish what runs, within the grace period
+        elif isinstance(msg, Stop) and not any(isinstance(m, Stop) for m in link.sent[:-1]):
+            job = next(m for m in link.sent if isinstance(m, Assign)).jobs[0]
+            stop_at, pressed = inbox.clock.now, []
+
+            def later() -> None:
+                if inbox.clock.now >= stop_at + 1.5 and not pressed:
+                    pressed.append(inbox.clock.now)
+                    inbox.put(done(link.wid, job.item_id, job.run, job.record_id, job.index, job.attempt))
+                    self.handlers.append(signal.getsignal(signal.SIGINT))  # still the supervisor's own
+                    for _ in range(2):  # a Ctrl-C twice while the pool waits for the worker to exit
+                        os.kill(os.getpid(), signal.SIGINT)
+                if inbox.clock.now >= stop_at + 20 and link.code is None:
+                    link.code = 0
+
+            inbox.idle.append(later)
+
+
+def test_ctrl_c_twice_during_the_workers_shutdown_keeps_their_results_and_stops_them_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, the handlers were restored before the pool's shutdown (up to 10 s): a Ctrl-C there raised
+    KeyboardInterrupt out of the supervisor, and the result sent meanwhile was lost with everything after it."""
+    handlers: list[Any] = []
+    sup, transport = _supervisor(tmp_path, monkeypatch, lambda wid: SlowToStop(handlers), records=3, workers=1,
+                                 shutdown_grace_seconds=1)
+    before = signal.getsignal(signal.SIGINT)
+    start = supervisor_module.time.monotonic()
+    sup.run()  # no KeyboardInterrupt
+    assert handlers and handlers[0] not in (before, signal.default_int_handler)
+    assert signal.getsignal(signal.SIGINT) is before  # restored once every worker is gone
+    held = next(m for m in transport.links[0].sent if isinstance(m, Assign)).jobs[0].record_id
+    assert [r.record_id for r in _results(tmp_path)] == [held]  # sent during the shutdown, recorded
+    assert sup.hard_stop and sup.interrupted and transport.links[0].code is not None
+    assert supervisor_module.time.monotonic() - start < 5  # the second Ctrl-C cut the 10 s wait short
 
 
 class SlowToDie(Silent):

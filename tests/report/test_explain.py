@@ -73,3 +73,14 @@ def test_show_names_what_it_cannot_find(tmp_path: Path) -> None:
     run = refusal("crm-7-00001", str(out), "--run", "weak")
     assert "--run weak: no such run" in run and "flaky, mini, strong" in run
     assert "no results here" in refusal("crm-7-00001", str(tmp_path / "nowhere"))
+
+
+def test_show_names_a_flaky_record_and_the_attempt_a_rerun_replaced(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    before = _ok("mini", "crm-7-00001", False, anatomy=ANATOMY)
+    after = _ok("mini", "crm-7-00001", True).model_copy(update={"attempt": 2}).replacing(before)
+    (tmp_path / "results" / "mini.jsonl").write_text(after.model_dump_json() + "\n")
+    res = CliRunner().invoke(cli, ["show", "crm-7-00001", str(tmp_path)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "solved (flaky: it failed before, and succeeded asked again)" in res.output
+    assert "attempt 1, replaced by a rerun: failed" in res.output

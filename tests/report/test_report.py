@@ -7,6 +7,7 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -14,7 +15,9 @@ from rich.console import Console
 from runner.analysis.metrics import run_metrics
 from runner.report.build import load_runs, print_summary, write_reports
 from runner.report.compare import compare
-from runner.results.result import Result, Usage
+from runner.report.lazy import unpack
+from runner.results.result import Result, Usage, flaky
+from runner.results.sink import ResultSink
 
 
 def _row(cid: str, success: bool, *, status: str = "ok", wall: float = 1.0, cost: float = 0.01,
@@ -76,10 +79,11 @@ def test_html_and_json_reports(out: Path) -> None:
     page = h.read_text()
     p = _Tags()
     p.feed(page)
-    assert p.tags.count("svg") >= 3 and p.tags.count("details") == 4
-    # self-contained: nothing fetched (the inline script only filters the records)
+    assert p.tags.count("svg") >= 3 and len(_index(page)) == 4  # every record in the list the page draws
+    # self-contained: nothing fetched (the inline script draws and filters the records)
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', page) and "<script src" not in page
-    assert "&lt;b&gt;Ava&lt;/b&gt;" in page and "search_accounts" in page  # escaped drill-down
+    bodies = "".join(unpack(page))  # each record's body, packed: drawn when it opens
+    assert len(unpack(page)) == 4 and "&lt;b&gt;Ava&lt;/b&gt;" in bodies and "search_accounts" in bodies  # escaped
 
 
 def test_results_read_once_serve_the_table_and_the_reports(out: Path) -> None:
@@ -131,8 +135,7 @@ def test_a_failed_records_drill_down_names_the_wrong_argument_and_the_differing_
         "state": {"opportunities": {"missing": [], "extra": [], "changed": [
             {"id": 1001, "columns": {"account_id": {"expected": 2, "got": 1}}}]}}}
     failed = _row("c", False).model_copy(update={"output": {**(_row("c", False).output or {}), "anatomy": anatomy}})
-    html = render("t", {"r": run_metrics([failed])}, {"r": [failed]})
-    drill = html.split('<div id="drilldown">')[1]
+    drill = "".join(unpack(render("t", {"r": run_metrics([failed])}, {"r": [failed]})))
     assert "why it failed" in drill and "not made: <code>search_accounts" in drill
     assert "<b>account_id</b> expected 2, got 1" in drill  # in the call, and in the row of opportunities
     assert drill.count("<b>account_id</b> expected 2, got 1") == 2 and "<th colspan=\"3\">opportunities</th>" in drill
@@ -179,23 +182,34 @@ def test_atlas_steps_show_the_proposal_the_verdict_and_what_ran() -> None:
              {"turn": 0, "step": 1, "verdict": "approve", "guidance": None,
               "proposed": {"text": "Done.", "calls": []}, "executed": {"text": "Done.", "calls": []}}]
     r = _row("a", True).model_copy(update={"output": {"steps": steps}})
-    html = render("t", {"r": run_metrics([r])}, {"r": [r]})
+    html = "".join(unpack(render("t", {"r": run_metrics([r])}, {"r": [r]})))
     table = html.split('<table class="steps">')[1].split("</table>")[0]
     assert "update_account(" in table and "search_accounts(" in table and "says: Done." in table
     assert '<td class="revise" data-label="teacher">revise - look the account up first</td>' in table
     assert ">approve<" in table
 
 
-def test_a_large_job_keeps_failures_whole_and_successes_brief(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runner.report import records as report_records
+def test_a_large_job_keeps_every_record_whole_and_the_page_draws_them_as_they_open() -> None:
+    """Before: past 2,000 results a success showed its metrics only, and still 10.1 MB for 1,800 results were
+    parsed into the page at load. Now every body is kept, compressed, outside the DOM until its record opens."""
     from runner.report.html import render
+    from runner.report.lazy import CHUNK
 
-    rows = [_row(f"s{i}", True) for i in range(3)] + [_row("f", False)]
-    monkeypatch.setattr(report_records, "FULL_DETAIL_LIMIT", 2)
-    html = render("t", {"r": run_metrics(rows)}, {"r": rows})
-    drill = html.split('<div id="drilldown">')[1]
-    assert drill.count("&lt;b&gt;Ava&lt;/b&gt;") == 1  # only the failure's transcript
-    assert "successful records show their metrics only" in html
+    rows = [_row(f"s{i:03d}", i % 4 != 0) for i in range(CHUNK * 2 + 7)]
+    page = render("t", {"r": run_metrics(rows)}, {"r": rows})
+    bodies = unpack(page)
+    assert len(bodies) == len(rows) and all("&lt;b&gt;Ava&lt;/b&gt;" in b for b in bodies)  # successes too
+    assert [row[0] for row in _index(page)] == [r.record_id for r in rows]
+    assert page.count('class="bodies"') == 3  # packed CHUNK records at a time
+    assert "&lt;b&gt;Ava&lt;/b&gt;" not in page  # not in the page itself: it is parsed only when opened
+    packed = sum(len(part.split("</script>")[0]) for part in page.split('class="bodies">')[1:])
+    assert packed < sum(map(len, bodies)) / 4  # gzip, then base64
+
+
+def _index(page: str) -> list[list[Any]]:
+    """The record list the page's script draws (runner/report/records.py)."""
+    data = page.split('<script type="application/json" id="record-index">')[1].split("</script>")[0]
+    return json.loads(data)  # type: ignore[no-any-return]
 
 
 def test_reports_are_rewritten_only_when_the_results_changed(out: Path) -> None:
@@ -317,3 +331,121 @@ def test_report_wide_shows_every_column_and_json_is_report_json(tmp_path: Path) 
     assert doc.exit_code == 0
     assert json.loads(doc.output) == json.loads((out / "report.json").read_text())
     assert json.loads(doc.output)["runs"]["b"]["success_rate"] == 1.0
+
+
+def test_a_run_with_no_finished_record_has_no_rate_and_none_is_best_on_one_record(tmp_path: Path) -> None:
+    """Before: "0.0% (0%-100%)" for a run whose every result errored, and "best" on a single record."""
+    out = _job(tmp_path, {"solo": [True], "other": [False]})
+    errored = [_row("c00", False, status="error").model_copy(update={"run": "broken"})]
+    (out / "results" / "broken.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in errored))
+    console = Console(record=True, width=250)
+    metrics = print_summary(out, console)
+    text = console.export_text()
+    assert metrics["broken"]["success_rate"] is None and metrics["broken"]["success_ci95"] is None
+    assert "none finished" in text and "0.0% (0%-100%)" not in text
+    assert "(best)" not in text  # 1 of 1 against 0 of 1 is no evidence
+    page = write_reports(out)[1].read_text()
+    assert "none finished" in page and 'class="run best"' not in page
+
+
+def test_with_trials_the_columns_count_records_and_trials_apart(tmp_path: Path) -> None:
+    """--epochs 3 on 12 records: the "records" column said 36."""
+    (tmp_path / "results").mkdir()
+    rows = [Result(run="r", record_id=f"c{i:02d}", index=i, epoch=e, status="ok", success=(i + e) % 3 != 0,
+                   started_at="t", finished_at="t") for i in range(12) for e in (1, 2, 3)]
+    (tmp_path / "results" / "r.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    console = Console(record=True, width=250)
+    m = print_summary(tmp_path, console)["r"]
+    assert (m["records"], m["results"]) == (12, 36)
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "records" in line and "trials" in line)
+    row = next(line for line in text.splitlines() if line.startswith("│ r "))
+    cells = [c.strip() for c in row.split("│")[2:4]]
+    assert cells == ["12", "36"] and "errored trials" in header
+    page = write_reports(tmp_path)[1].read_text()
+    assert "<th>trials</th>" in page.split('<table id="summary">')[1].split("</table>")[0]
+
+
+def test_rerun_results_keep_what_they_replaced_and_a_failure_then_success_is_flaky(tmp_path: Path) -> None:
+    """--lf's reruns replaced the originals: the run's cost fell, and a flaky record could not be told apart."""
+    first = [_row("a", False, cost=0.01), _row("b", False, cost=0.01), _row("c", True, cost=0.01)]
+    again = [_row("a", True, cost=0.02).model_copy(update={"attempt": 2}),
+             _row("b", False, cost=0.02).model_copy(update={"attempt": 2})]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "r.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in first + again))
+    sink = ResultSink(tmp_path, ["r"])
+    sink.finalize({"a": 0, "b": 1, "c": 2})
+    rows = {r.record_id: r for r in load_runs(tmp_path)["r"]}
+    assert [e.success for e in rows["a"].earlier] == [False] and rows["a"].success and flaky(rows["a"])
+    assert not flaky(rows["b"]) and not rows["c"].earlier
+    console = Console(record=True, width=250)
+    m = print_summary(tmp_path, console)["r"]
+    assert (m["flaky"], m["reruns"]) == (1, 2) and m["cost_usd"] == pytest.approx(0.07)  # every attempt paid
+    assert m["success_rate"] == pytest.approx(2 / 3)  # the latest attempt counts
+    assert "flaky" in console.export_text()
+
+
+def test_at_80_columns_the_comparison_keeps_its_verdict_difference_and_p(tmp_path: Path) -> None:
+    """Before, p and the verdict were the first columns dropped at 80 columns."""
+    out = _job(tmp_path, {"atlas-teacher-student": [True] * 40, "gpt-large-baseline": [i % 2 == 0 for i in range(40)]})
+    console = Console(record=True, width=80, force_terminal=True, color_system=None)
+    print_summary(out, console)
+    text = console.export_text()
+    table = text[text.index("against atlas-teacher-student"):]
+    header = next(line for line in table.splitlines() if "verdict" in line)
+    assert "difference" in header and " p " in header
+    assert "better" in table or "worse" in table
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_the_forest_plot_of_a_comparison_with_an_earlier_output_says_each_run_is_against_itself(
+        tmp_path: Path) -> None:
+    """It said "against claude-sonnet in A" for every run."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = _job(tmp_path / "a", {"claude-sonnet": [True] * 20, "gpt-mini": [i % 2 == 0 for i in range(20)]})
+    b = _job(tmp_path / "b", {"claude-sonnet": [i % 3 != 0 for i in range(20)], "gpt-mini": [True] * 20})
+    (b / "compare.json").write_text(json.dumps(compare(a, b, console=Console(file=io.StringIO()))))
+    page = write_reports(b)[1].read_text()
+    assert "against the same run in" in page and "against claude-sonnet in A" not in page
+
+
+def test_batch_mode_claims_no_saving_before_a_batch_answered(out: Path) -> None:
+    """It said "$2.3122 saved" after 0 batches: the saving is what the calls batches answered were spared."""
+    (out / "manifest.json").write_text(json.dumps({"batch_runs": ["r"], "batches": {"batches_submitted": 0}}))
+    console = Console(record=True, width=250)
+    print_summary(out, console)
+    text = console.export_text()
+    assert "nothing saved" in text and "$0.0400 saved" not in text  # not the runs' whole cost
+    path = out / "results" / "r.jsonl"
+    rows = [r.model_copy(update={"usage": r.usage.model_copy(update={"batched_calls": 3, "batch_saved_usd": 0.005})})
+            for r in load_runs(out)["r"]]
+    path.write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    (out / "manifest.json").write_text(json.dumps({"batch_runs": ["r"], "batches": {"batches_submitted": 1,
+                                                                                     "requests_answered": 12}}))
+    console = Console(record=True, width=250)
+    print_summary(out, console)
+    assert "12 call(s) billed at batch prices, $0.0200 saved" in console.export_text()
+
+
+def test_the_report_names_its_output_as_given_not_by_its_absolute_path(out: Path, monkeypatch: pytest.MonkeyPatch
+                                                                       ) -> None:
+    monkeypatch.chdir(out.parent)
+    page = write_reports(out)[1].read_text()
+    assert f"<title>pgsandbox-runner report: {out.name}</title>" in page and str(out.parent) not in page
+
+
+def test_detectable_says_why_it_has_no_value_beside_a_verdict() -> None:
+    """"detectable -" was never explained; on 20 records with 6 lost, a clear "worse" beside it."""
+    from runner.analysis.paired import pair
+    from runner.report.paired import FOOTNOTE, cells
+
+    def rows(run: str, outcomes: list[bool]) -> list[Result]:
+        return [Result(run=run, record_id=f"c{i:02d}", index=i, status="ok", success=s, started_at="t",
+                       finished_at="t") for i, s in enumerate(outcomes)]
+
+    c = pair("ref", rows("ref", [True] * 20), "run", rows("run", [True] * 14 + [False] * 6)).to_json()
+    shown = cells(c)
+    assert shown["verdict"] == "worse" and shown["detectable"] == "> 30%" and "'> X%'" in FOOTNOTE
+    c = pair("ref", rows("ref", [True] * 20), "run", rows("run", [True] * 20)).to_json()
+    assert cells(c)["detectable"] == "nothing varies" and "'nothing varies'" in FOOTNOTE

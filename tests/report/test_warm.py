@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.report.build import write_reports
+from runner.report.build import shown_path, write_reports
 from runner.report.warm import WarmRenderer
 from tests.report.test_report import ROWS
 
@@ -27,7 +27,7 @@ def test_the_warmed_renderer_draws_the_same_report_as_this_process(tmp_path: Pat
     assert renderer.proc is None and proc.poll() is not None  # asked once, then gone
     assert (there / "report.json").read_text() == (here / "report.json").read_text()
     html = (there / "report.html").read_text()
-    assert html.replace(str(there), "OUT") == (here / "report.html").read_text().replace(str(here), "OUT")
+    assert html.replace(shown_path(there), "OUT") == (here / "report.html").read_text().replace(shown_path(here), "OUT")
     assert renderer.render(there).startswith("error")  # a second ask: the caller draws it itself
 
 

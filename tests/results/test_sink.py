@@ -87,3 +87,21 @@ def test_every_result_is_written_and_read_back_whole_even_what_orjson_refuses(tm
     assert back["big"].output is not None and back["big"].output["args"]["n"] == 10**30
     lines = results_path(tmp_path, "r").read_text().splitlines()
     assert all(json.loads(line)["record_id"] in back for line in lines)
+
+
+def test_a_rerun_s_result_keeps_those_it_replaced_across_rewrites(tmp_path: Path) -> None:
+    """--lf twice: the first attempt failed, the second failed again, the third passed. Each rewrite keeps one
+    line per record, the newest, with every attempt it replaced (oldest first) and their outputs."""
+    def attempt(n: int, success: bool) -> Result:
+        return _r("a", "ok").model_copy(update={"attempt": n, "success": success, "output": {"try": n}})
+
+    sink = ResultSink(tmp_path, ["r"])
+    sink.write(attempt(1, False))
+    sink.finalize({"a": 0})
+    for n, success in ((2, False), (3, True)):
+        sink = ResultSink(tmp_path, ["r"])
+        sink.write(attempt(n, success))
+        sink.finalize({"a": 0})
+    (row,) = read_results(results_path(tmp_path, "r"))
+    assert row.attempt == 3 and row.success
+    assert [(e.attempt, e.success, e.output) for e in row.earlier] == [(1, False, {"try": 1}), (2, False, {"try": 2})]

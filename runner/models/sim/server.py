@@ -533,7 +533,8 @@ def serve(settings: SimSettings, *, announce: bool = True, listen_fd: int | None
         # The SDKs' types, once resolved, are most of this process's ~220,000 objects: frozen, a full
         # collection takes ~10 ms, not the ~140 ms (every ~1.4 s at 280 requests/s) that froze every
         # call in flight, 10 % of the time (runner/heap.py)
-        await asyncio.to_thread(strict.wait_warm)
+        while not strict.wait_warm(0):  # not in a thread: asyncio.run's end waited for it (~5 s at a Ctrl-C)
+            await asyncio.sleep(0.05)
         heap.settle()
         await asyncio.Event().wait()
 

@@ -125,12 +125,13 @@ def _id(*parts: str) -> str:
 def _results(rows: list[Result], m: dict[str, Any], reducer: str | None) -> Any:
     from inspect_ai.log import EvalMetric, EvalResults, EvalScore
 
-    lo, hi = m["success_ci95"]
+    lo, hi = m["success_ci95"] or (None, None)  # none where no record finished: no rate, not 0 %
     decided = m["successes"] + m["failures"]
     scores = [EvalScore(name="success", scorer=SCORER, reducer=reducer, scored_samples=decided,
                         unscored_samples=len(rows) - decided,
                         metrics={name: EvalMetric(name=name, value=v) for name, v in
-                                 (("accuracy", m["success_rate"]), ("ci95_low", lo), ("ci95_high", hi))})]
+                                 (("accuracy", m["success_rate"]), ("ci95_low", lo), ("ci95_high", hi))
+                                 if v is not None})]
     scores += [EvalScore(name=k, scorer=SCORER, reducer=reducer, metrics={"mean": EvalMetric(name="mean", value=v)})
                for k, v in m["metrics"].items() if v is not None]
     return EvalResults(total_samples=len(rows), completed_samples=m["ok"], scores=scores)

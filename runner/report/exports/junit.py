@@ -148,8 +148,12 @@ def _run_properties(m: dict[str, Any]) -> dict[str, str]:
     """The run's headline numbers (report.json's), where a CI keeps a suite's properties."""
     if not m:
         return {}
-    lo, hi = m["success_ci95"]
-    return {"success_rate": f"{m['success_rate']:.4f}", "success_ci95": f"{lo:.4f}-{hi:.4f}",
+    if m["success_rate"] is None:  # no record finished: no rate, not 0 %
+        rate = {"success_rate": "none finished"}
+    else:
+        lo, hi = m["success_ci95"]
+        rate = {"success_rate": f"{m['success_rate']:.4f}", "success_ci95": f"{lo:.4f}-{hi:.4f}"}
+    return {**rate,
             "errors": str(m["errors"]), "cut": str(m["cut"]), "llm_calls": str(m["llm_calls"]),
             "cost_usd": "unknown" if m["cost_usd"] is None else f"{m['cost_usd']:.6f}",
             "cache_hit_rate": f"{m['cache_hit_rate']:.4f}"}

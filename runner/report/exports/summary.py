@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runner.report.build import Analysis, banners, reference_run
-from runner.report.paired import cells, notes
+from runner.report.build import Analysis, banners, reference_run, success_cell
+from runner.report.paired import FOOTNOTE, cells, notes
 from runner.report.trials import rows as trial_rows
 from runner.results.result import share_metrics
 
@@ -47,10 +47,9 @@ def runs_table(a: Analysis) -> list[str]:
     body = []
     for run, m in a.metrics.items():
         star = "*" if m["cache_hit_rate"] else ""  # cost and latency partly the cache's (CACHE_MARKED)
-        lo, hi = m["success_ci95"]
         cost = "unknown" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}"
         values = [(m["metrics"].get(n)) for n in names]
-        body.append([run, str(m["records"]), f"{m['success_rate']:.1%} ({lo:.0%}-{hi:.0%})", str(m["errors"]),
+        body.append([run, str(m["records"]), success_cell(m), str(m["errors"]),
                      *([str(m["cut"])] if cut else []),
                      *("-" if v is None else _pct(v) if n in shares else f"{v:.3g}" for n, v in zip(names, values,
                                                                                                    strict=True)),
@@ -73,9 +72,8 @@ def paired_section(pairs: list[dict[str, Any]], heading: str) -> list[str]:
     else:
         explained = ("On the records both runs finished: the difference with Newcombe's paired 95 % interval, the "
                      "exact McNemar p-value; won/lost are the records the run solved and the reference did not, and "
-                     "the other way round; detectable is the smallest difference these records would show at 80 % "
-                     "power.")
-    return [*out, "", *extra, *([""] if extra else []), f"_{explained}_", ""]
+                     "the other way round.")
+    return [*out, "", *extra, *([""] if extra else []), f"_{explained} {FOOTNOTE}._", ""]
 
 
 def trials_section(a: Analysis) -> list[str]:

@@ -41,7 +41,8 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
         time.sleep(600)
     if what == "not-a-dict":
         return "done"  # type: ignore[return-value]
-    return {"id": record["id"], "ok": True, "visits": n[0] if n else None, "greeting": ctx.params.get("greeting"),
+    ok = ctx.run not in record.get("fail_in", [])  # an outcome of the "agent": a failure, not an error
+    return {"id": record["id"], "ok": ok, "visits": n[0] if n else None, "greeting": ctx.params.get("greeting"),
             "env": os.environ.get("TOY_SETTING"), "scratch": str(ctx.scratch), "worker": ctx.worker,
             "db": os.environ["DB_NAME"], "ctx_db": ctx.db.name, "journal": journal}
 

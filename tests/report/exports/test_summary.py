@@ -42,7 +42,7 @@ def test_repeated_trials_get_their_table(tmp_path: Path) -> None:
     out = write_output(tmp_path / "out", {"r": ["success", "success", "failure", "failure", "success", "success"]},
                        epochs=2, mode="real")
     text = summary_markdown(analyse(out), "t")
-    assert "### Repeated trials" in text and "| 2 x 3 |" in text and "simulated" not in text
+    assert "### Repeated trials" in text and "| 2 x 3 records |" in text and "simulated" not in text
 
 
 def test_runner_report_a_b_writes_b_s_summary_with_the_comparison(tmp_path: Path) -> None:
@@ -55,7 +55,8 @@ def test_runner_report_a_b_writes_b_s_summary_with_the_comparison(tmp_path: Path
     text = (tmp_path / "s.md").read_text()
     assert text.startswith(f"## pgsandbox-runner: {now}\n")
     assert f"### Against the earlier output {before}, each run against itself" in text
-    assert "| mini | 4 | 100.0% -> 50.0% |" in text
+    # how it compares, by how much and how sure first; then the pairs and the rates
+    assert "| mini | too few records to tell | -50.0% (" in text and "| 0/2 | 4 | 100.0% -> 50.0% |" in text
 
 
 def test_summary_dash_is_standard_output(tmp_path: Path) -> None:
