@@ -1,10 +1,12 @@
-"""The source's shape, read from its AST: no class over 200 lines and no function over 50 in `runner/`;
-no import cycle among its modules, whether the import sits at the top of a module or inside a function
-(a function-level import is no way out of a cycle, only a way to hide one)."""
+"""The source's shape, read from its AST: sizes as guidance (a class past 200 lines or a function past 50 is
+named in a warning; past 300 and 80 the test fails: split where a file holds two concepts, never to fit a
+number); no import cycle among its modules, whether the import sits at the top of a module or inside a
+function (a function-level import is no way out of a cycle, only a way to hide one)."""
 
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parents[1] / "runner"
@@ -83,18 +85,32 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-CLASS_LINES, FUNCTION_LINES = 200, 50
+CLASS_LINES, FUNCTION_LINES = 200, 50  # past these: a warning that names it
+CLASS_LIMIT, FUNCTION_LIMIT = 300, 80  # past these: the test fails
 
 
-def test_no_class_over_200_lines_and_no_function_over_50() -> None:
-    too_long = []
+def _sizes() -> list[tuple[str, int, int, int]]:
+    """(where, lines, guidance, limit) of every class and function in runner/."""
+    out = []
     for path in sorted(RUNNER.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            limit = CLASS_LINES if isinstance(node, ast.ClassDef) else \
-                FUNCTION_LINES if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
-            if limit is not None and (n := (node.end_lineno or node.lineno) - node.lineno + 1) > limit:
-                too_long.append(f"{path.relative_to(RUNNER.parent)}:{node.lineno} {node.name}: {n} lines")
-    assert too_long == []
+            if isinstance(node, ast.ClassDef):
+                guide, limit = CLASS_LINES, CLASS_LIMIT
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                guide, limit = FUNCTION_LINES, FUNCTION_LIMIT
+            else:
+                continue
+            n = (node.end_lineno or node.lineno) - node.lineno + 1
+            out.append((f"{path.relative_to(RUNNER.parent)}:{node.lineno} {node.name}", n, guide, limit))
+    return out
+
+
+def test_classes_and_functions_stay_within_their_limits_and_those_past_the_guidance_are_named() -> None:
+    sizes = _sizes()
+    for where, n, guide, limit in sizes:
+        if guide < n <= limit:
+            warnings.warn(f"{where}: {n} lines (guidance {guide}): split it if it holds two things", stacklevel=1)
+    assert [f"{where}: {n} lines (limit {limit})" for where, n, _, limit in sizes if n > limit] == []
 
 
 def test_no_import_cycle_even_through_function_level_imports() -> None:
@@ -107,7 +123,7 @@ def test_no_import_cycle_even_through_function_level_imports() -> None:
 # those below it, never from one above. The sandbox, model, harness and gateway packages are one layer: the
 # simulator plays the CRM's language, and a harness holds a model client.
 LAYERS = [
-    ["runner", "runner.errors", "runner.resources", "runner.serving", "runner.interrupts", "runner.heap",
+    ["runner", "runner.errors", "runner.durable", "runner.resources", "runner.serving", "runner.interrupts", "runner.heap",
      "runner.logfiles", "runner.config", "runner.records", "runner.select", "runner.plan", "runner.cache"],
     ["runner.results", "runner.wire"],
     ["runner.budget"],

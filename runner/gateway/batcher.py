@@ -43,18 +43,9 @@ import aiohttp
 from loguru import logger
 
 from runner.config import BatchSettings
-from runner.gateway.batch_api import (
-    INTENT_KEY,
-    BatchFailed,
-    BatchGone,
-    BatchRefused,
-    Endpoint,
-    Outcome,
-    collect,
-    listed,
-    state,
-    submit,
-)
+from runner.gateway.batch_api import BatchFailed, BatchRefused, Endpoint, Outcome
+from runner.gateway.courier import Courier, Unmade
+from runner.gateway.inherited import Inherited
 from runner.gateway.journal import Intent, Journal
 from runner.gateway.request import canonical, unstreamed
 from runner.results.manifest import INTERACTIVE_PREFIX
@@ -65,9 +56,6 @@ INTERACTIVE: tuple[int, dict[str, Any]] = (0, {})
 # A batch's size on the wire at most: OpenAI takes an input file of 200 MB, Anthropic a batch of 256 MB.
 MAX_BATCH_BYTES = 150 * 2**20
 
-# How long a batch API's 429 or overload is waited out, in all, before the calls leave batch mode.
-CREATE_PATIENCE_SECONDS = 600.0
-COLLECT_TRIES = 5  # a results file unreachable this many times in a row: the batch is given up
 # What of a caller's headers a batch carries upstream: its key and API version, the simulator's markers.
 CARRIED = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization",
            "openai-project", "x-sim-plays", "x-sim-trial")
@@ -198,6 +186,7 @@ class Batcher:
         self.queue = ProviderQueue(settings)  # the same, against the providers' batch queue limits
         self.tasks: set[asyncio.Task[None]] = set()
         self.said: set[str] = set()  # reasons for leaving batch mode already logged
+        self.courier = Courier(session, settings, journal, self.stats)  # each batch's life at its provider
 
     async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = "",
                    gone: Callable[[], bool] = lambda: False) -> tuple[int, dict[str, Any]]:
@@ -300,8 +289,12 @@ class Batcher:
         intent = Intent(uuid.uuid4().hex, ep.provider, ep.path, time.time(), keys)
         if self.journal is not None:
             self.journal.intend(intent)
-        batch_id = await self._create(ep, gkey, intent, by_id)
-        if batch_id is None:
+        try:
+            batch_id = await self.courier.create(ep, intent, [(cid, h.body) for cid, h in by_id.items()])
+        except Unmade as e:
+            if self.journal is not None:
+                self.journal.settled(intent.id)
+            self._again(ep, gkey, list(by_id.values()), why=str(e))
             return
         if self.journal is not None:
             self.journal.submitted(intent.id, ep.provider, batch_id, keys)
@@ -309,7 +302,7 @@ class Batcher:
         logger.info("batch {} out: {} request(s) to {}", batch_id, len(batch), ep.provider)
         self.out += len(batch)
         try:
-            outcomes = await self._watch(ep, batch_id)
+            outcomes = await self.courier.watch(ep, batch_id)
         except BatchFailed as e:
             self._failed_whole(ep, gkey, batch_id, list(by_id.values()), str(e))
             return
@@ -325,36 +318,6 @@ class Batcher:
                 self.stats["requests_answered"] += 1
         self._again(ep, gkey, retry, why="errored, expired or cancelled in a batch")
 
-    async def _create(self, ep: Endpoint, gkey: tuple[str, ...], intent: Intent, by_id: dict[str, Held]) -> str | None:
-        """Create the batch, waiting out the API's 429s and overloads as it says (the try is not spent); None
-        when it cannot be made (its requests are requeued or leave batch mode, the reason said)."""
-        items = [(cid, h.body) for cid, h in by_id.items()]
-        waited, backoff = 0.0, 1.0
-        while True:
-            try:
-                batch_id, _ = await submit(self.session, ep, items, intent.id)
-                return batch_id
-            except BatchRefused as e:
-                if (e.status == 429 or e.status >= 500) and waited < CREATE_PATIENCE_SECONDS:
-                    wait = e.retry_after if e.retry_after is not None else backoff
-                    backoff = min(60.0, backoff * 2)
-                    self.stats["batch_create_waits"] += 1
-                    logger.info("the batch API answered {} to a batch of {}: asking again in {:.0f}s, as it said",
-                                e.status, len(items), wait)
-                    await asyncio.sleep(wait)
-                    waited += wait
-                    continue
-                why = f"the batch API refused the batch (HTTP {e.status}: {e.words[:160]})"
-            except (aiohttp.ClientError, TimeoutError) as e:
-                # it may have been made all the same: look before sending its requests again
-                if (found := await self._find(ep, intent)) is not None:
-                    return found
-                why = f"the batch API could not be reached ({type(e).__name__})"
-            if self.journal is not None:
-                self.journal.settled(intent.id)
-            self._again(ep, gkey, list(by_id.values()), why=why)
-            return None
-
     def _failed_whole(self, ep: Endpoint, gkey: tuple[str, ...], batch_id: str, held: list[Held], words: str) -> None:
         """A batch that failed as a whole: over the model's enqueued-token limit, its requests wait for the
         batches ahead of them (the limit learned, the tries not spent); else they go again, the reason kept."""
@@ -366,61 +329,6 @@ class Batcher:
             self._requeue(ep, gkey, held)
             return
         self._again(ep, gkey, held, why=f"a batch failed whole ({words[:160]})")
-
-    async def _watch(self, ep: Endpoint, batch_id: str) -> dict[str, Outcome]:
-        """Poll until the batch ends, then collect it (BatchFailed for one that failed whole). A 429 is waited
-        out as it says; a results file unreachable COLLECT_TRIES times in a row gives the batch up."""
-        wait, failures = self.settings.poll_min_seconds, 0
-        while True:
-            await asyncio.sleep(wait)
-            try:
-                ended, obj = await state(self.session, ep, batch_id)
-                if ended:
-                    outcomes = await collect(self.session, ep, obj)
-                    if self.journal is not None:
-                        self.journal.collected(batch_id)
-                    self.stats["batches_ended"] += 1
-                    return outcomes
-                failures = 0
-            except BatchFailed:
-                if self.journal is not None:
-                    self.journal.collected(batch_id)
-                self.stats["batches_ended"] += 1
-                raise
-            except BatchGone:
-                logger.warning("batch {} is unknown to {}, or its results are gone: its requests go out again",
-                               batch_id, ep.provider)
-                if self.journal is not None:
-                    self.journal.collected(batch_id)
-                self.stats["batches_ended"] += 1
-                return {}
-            except BatchRefused as e:
-                failures += e.status != 429
-                if e.retry_after is not None:
-                    wait = max(wait, e.retry_after)
-                logger.warning("batch {}: {} (polling on)", batch_id, e)
-            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
-                failures += 1
-                logger.warning("batch {}: {} (polling on)", batch_id, e)
-            if failures >= COLLECT_TRIES:
-                logger.warning("batch {}: no answer {} times in a row: given up, its requests go out again",
-                               batch_id, failures)
-                if self.journal is not None:
-                    self.journal.collected(batch_id)
-                self.stats["batches_ended"] += 1
-                return {}
-            wait = min(self.settings.poll_max_seconds, wait * 2)
-
-    async def _find(self, ep: Endpoint, intent: Intent) -> str | None:
-        """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its metadata
-        (an Anthropic batch cannot say; _recover watches those)."""
-        if ep.provider != "openai":
-            return None
-        with contextlib.suppress(BatchRefused, aiohttp.ClientError, TimeoutError, ValueError):
-            for b in await listed(self.session, ep, intent.at - 120):
-                if (b.get("metadata") or {}).get(INTENT_KEY) == intent.id:
-                    return str(b["id"])
-        return None
 
     def _again(self, ep: Endpoint, gkey: tuple[str, ...], held: list[Held], *, why: str) -> None:
         """Requests worth another try: into the next batch, or past `retries` out of batch mode (interactive,
@@ -469,7 +377,7 @@ class Batcher:
 
     async def _collect_resumed(self, ep: Endpoint, batch_id: str, keys: dict[str, str]) -> None:
         try:
-            outcomes = await self._watch(ep, batch_id)
+            outcomes = await self.courier.watch(ep, batch_id)
         except BatchFailed:
             outcomes = {}
         for cid, key in keys.items():
@@ -482,14 +390,14 @@ class Batcher:
         else its requests go out again, once."""
         claimed: dict[str, Outcome] = {}
         try:
-            found = await self._find(ep, intent)
+            found = await self.courier.find(ep, intent)
             if found is not None:
                 if self.journal is not None:
                     self.journal.submitted(intent.id, ep.provider, found, intent.keys)
                 self.stats["batches_resumed"] += 1
-                claimed = await self._watch(ep, found)
+                claimed = await self.courier.watch(ep, found)
             elif ep.provider == "anthropic":
-                claimed = await self._claim_anthropic(ep, intent)
+                claimed = await self.courier.claim(ep, intent)
         except (BatchFailed, BatchRefused, aiohttp.ClientError, TimeoutError, ValueError) as e:
             logger.warning("looking for the batch of an interrupted create ({}): {}", intent.id[:8], e)
         if self.journal is not None:
@@ -497,21 +405,6 @@ class Batcher:
         for cid, key in intent.keys.items():
             self.inherited.collected(key, claimed.get(cid))
         self.stats["intents_recovered" if claimed else "intents_not_found"] += 1
-
-    async def _claim_anthropic(self, ep: Endpoint, intent: Intent) -> dict[str, Outcome]:
-        known = self.journal.journaled_batches() if self.journal is not None else set()
-        out: dict[str, Outcome] = {}
-        for b in await listed(self.session, ep, intent.at - 120):
-            if str(b.get("id")) in known:
-                continue
-            outcomes = await self._watch(ep, str(b["id"]))
-            mine = {cid: o for cid, o in outcomes.items() if cid in intent.keys}
-            if mine:
-                if self.journal is not None:
-                    self.journal.submitted(intent.id, ep.provider, str(b["id"]), intent.keys)
-                    self.journal.collected(str(b["id"]))
-                out.update(mine)
-        return out
 
     def now(self) -> dict[str, int]:
         """What is waiting right now: calls held for the next batch, calls in batches out, and those batches
@@ -525,56 +418,6 @@ class Batcher:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-
-
-class _Again(Exception):
-    """A predecessor's batch came back without this request's answer: ask again."""
-
-
-class Inherited:
-    """Answers paid for and not yet taken, by request key: what a gateway before this one left out (a run
-    resumed after kill -9), answers of its batches nobody has asked for again yet and its batches still
-    out, whose callers wait for them; and answers of ours whose callers hung up before they came."""
-
-    def __init__(self) -> None:
-        self.ready: dict[str, tuple[int, dict[str, Any]]] = {}
-        self.out: set[str] = set()
-        self.awaited: dict[str, list[asyncio.Future[tuple[int, dict[str, Any]]]]] = {}  # callers of those
-
-    def holds(self, key: str) -> bool:
-        return key in self.ready or key in self.out
-
-    def taken(self, key: str) -> bool:
-        """A caller waits on its batch already."""
-        return bool(self.awaited.get(key))
-
-    def claimable(self, key: str) -> bool:
-        return key in self.ready or (key in self.out and not self.taken(key))
-
-    async def answer(self, key: str) -> tuple[int, dict[str, Any]] | None:
-        """Its answer, now or once the predecessor's batch is collected; None where there is none (the
-        request goes into a batch of ours)."""
-        if (found := self.ready.pop(key, None)) is not None:
-            return found
-        if key not in self.out:
-            return None
-        fut: asyncio.Future[tuple[int, dict[str, Any]]] = asyncio.get_running_loop().create_future()
-        self.awaited.setdefault(key, []).append(fut)
-        try:
-            return await fut
-        except _Again:  # its batch came back without it
-            return None
-
-    def collected(self, key: str, outcome: Outcome) -> None:
-        self.out.discard(key)
-        waiting = self.awaited.pop(key, [])
-        for fut in waiting:
-            if outcome is None:  # worth another try: asked again, it goes into a new batch
-                fut.set_exception(_Again())
-            else:
-                fut.set_result(outcome)
-        if outcome is not None and not waiting:
-            self.ready[key] = outcome
 
 
 def _error(provider: str, message: str) -> dict[str, Any]:
