@@ -31,7 +31,7 @@ SET_UP = {"make run-all-parallel": "the walkthrough's first line runs its job (o
                                     "bootstrap is what `make test` itself runs in CI",
           "make test": "CI itself (.ci/run)"}
 SERVERS = {"runner sim serve --port 8765": "http://127.0.0.1:8765/health",
-           "runner gateway configs/default.yaml --port 8790": "http://127.0.0.1:8790/stats"}
+           "runner gateway configs/default.yaml --port 8790": "http://127.0.0.1:8790/health"}
 EXIT_CODES = {"runner run configs/default.yaml --limit 10 --lf -x": 1}  # said on the line itself: stopped early
 
 

@@ -101,6 +101,7 @@ class Gateway:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._admit])
+        app.router.add_get("/health", self.health)
         app.router.add_get("/stats", self.get_stats)
         app.router.add_get("/batches", self.get_batches)
         app.router.add_post("/workers/{worker}/take", self.take)
@@ -116,7 +117,7 @@ class Gateway:
         """Only the run's own callers: a request without the run's token is refused before it is read, spends
         nothing and is counted nowhere (the gateway holds the run's keys and budget; any local process can
         reach its port)."""
-        if self.token is None or presented(request.headers, self.token):
+        if self.token is None or request.path == "/health" or presented(request.headers, self.token):
             response: web.StreamResponse = await handler(request)
             return response
         path = request.path
@@ -155,6 +156,10 @@ class Gateway:
             await self.batcher.close()
         if self.upstream is not None:
             await self.upstream.session.close()
+
+    async def health(self, request: web.Request) -> web.Response:
+        """Whether it serves: the one answer without the token, which says nothing else."""
+        return web.json_response({"ok": True})
 
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response({run: t.as_dict() for run, t in self.runs.items()})

@@ -206,6 +206,8 @@ def test_a_call_without_the_runs_token_is_refused_and_spends_nothing(gateway: st
             urllib.request.urlopen(urllib.request.Request(gateway + path, method=method,
                                                           data=b"" if method == "POST" else None), timeout=10)
         assert refused.value.code == 401
+    with urllib.request.urlopen(gateway + "/health", timeout=10) as r:  # whether it serves, and nothing more
+        assert json.loads(r.read()) == {"ok": True}
     assert served() == before and _stats(gateway) == counted and "thief" not in counted
 
 

@@ -41,11 +41,24 @@ class Session:
         self.file.flush()
 
 
+def least_thinking(client: anthropic.Anthropic, model: str) -> dict[str, Any]:
+    """The least thinking the model takes, as its Models API says (`capabilities.thinking.types`): "disabled"
+    where supported, else "between_tools", which Claude Sonnet 5.5 takes instead (it refuses "disabled" with a
+    400: Anthropic's "What's new in Claude Sonnet 5.5", read 2026-11-26); nothing where it names neither."""
+    info = client.models.retrieve(model).model_dump()
+    types = ((info.get("capabilities") or {}).get("thinking") or {}).get("types") or {}
+    for kind in ("disabled", "between_tools"):
+        if (types.get(kind) or {}).get("supported"):
+            return {"type": kind}
+    return {}
+
+
 def _ask(client: anthropic.Anthropic, model: str, system: str, messages: list[dict[str, Any]],
-         session: Session) -> anthropic.types.Message:
+         session: Session, thinking: dict[str, Any]) -> anthropic.types.Message:
     began = time.time()
-    answer = client.messages.create(model=model, max_tokens=1024, system=system, tools=TOOLS,
-                                    thinking={"type": "disabled"}, messages=messages)
+    extra: dict[str, Any] = {"thinking": thinking} if thinking else {}
+    answer = client.messages.create(model=model, max_tokens=1024, system=system, tools=TOOLS, messages=messages,
+                                    **extra)
     u = answer.usage
     calls = [{"id": b.id, "name": b.name, "args": b.input} for b in answer.content if b.type == "tool_use"]
     session.log({"type": "assistant", "started_at": _at(began), "seconds": round(time.time() - began, 6),
@@ -65,15 +78,14 @@ def run(prompt: str, model: str, max_turns: int, workdir: Path) -> dict[str, Any
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     session.log({"type": "user", "text": prompt})
     usage = {"input_tokens": 0, "output_tokens": 0}
+    thinking = least_thinking(client, model)
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
         for turn in range(1, max_turns + 1):
-            answer = _ask(client, model, system, messages, session)
+            answer = _ask(client, model, system, messages, session, thinking)
             usage["input_tokens"] += answer.usage.input_tokens
             usage["output_tokens"] += answer.usage.output_tokens
-            blocks = [{"type": "text", "text": b.text} if b.type == "text" else
-                      {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
-                      for b in answer.content if b.type in ("text", "tool_use")]
-            messages.append({"role": "assistant", "content": blocks})
+            # the turn as it came, thinking blocks and all: the API wants them back unchanged
+            messages.append({"role": "assistant", "content": [b.to_dict() for b in answer.content]})
             calls = [b for b in answer.content if b.type == "tool_use"]
             if not calls:
                 text = "".join(b.text for b in answer.content if b.type == "text")
