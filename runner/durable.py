@@ -1,6 +1,6 @@
 """Files that survive a crash at any instant, as databases and journals write them: one way to replace a file
-and one way to append to a log, used by every file the runner keeps (results, the manifest, batch mode's
-journal, the progress status).
+and one way to append to a log, used by every file the runner keeps (results and their final rewrite, the manifest
+and reports through results/atomic.py, batch mode's journal, the progress status).
 
 - `replace(path, data)`: the new bytes into a temporary file beside it, flushed to disk (fsync), renamed over
   the old one, and the directory flushed too: a power cut or a kill leaves the old file or the new one,
@@ -18,8 +18,10 @@ import os
 from pathlib import Path
 
 
-def replace(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically and durably (OSError as the system raised it; nothing half-written)."""
+def replace(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write `data` to `path` atomically and (with `sync`) durably; OSError as the system raised it, nothing
+    half-written. Without `sync` (a status file rewritten every second) a crash may leave the old file, never a
+    torn one."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -27,7 +29,8 @@ def replace(path: Path, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -35,7 +38,8 @@ def replace(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    sync_dir(path.parent)
+    if sync:
+        sync_dir(path.parent)
 
 
 def sync_dir(directory: Path) -> None:

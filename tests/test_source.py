@@ -123,8 +123,9 @@ def test_no_import_cycle_even_through_function_level_imports() -> None:
 # those below it, never from one above. The sandbox, model, harness and gateway packages are one layer: the
 # simulator plays the CRM's language, and a harness holds a model client.
 LAYERS = [
-    ["runner", "runner.errors", "runner.durable", "runner.resources", "runner.serving", "runner.interrupts", "runner.heap",
-     "runner.logfiles", "runner.config", "runner.records", "runner.select", "runner.plan", "runner.cache"],
+    ["runner", "runner.errors", "runner.durable", "runner.resources", "runner.serving", "runner.interrupts",
+     "runner.heap", "runner.logfiles", "runner.config", "runner.records", "runner.select", "runner.plan",
+     "runner.cache"],
     ["runner.results", "runner.wire"],
     ["runner.budget"],
     ["runner.sandbox", "runner.models", "runner.harness", "runner.gateway"],

@@ -16,7 +16,6 @@ are also kept per lane (one per live worker): the supervisor reclaims a dead wor
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import multiprocess as mp
-from loguru import logger
 
 from runner.budget import timings
 from runner.budget.gates import Gates
+from runner.budget.xlock import ProcessLock
 from runner.config import Config, Limits
 from runner.interrupts import shielded
 
@@ -74,7 +73,6 @@ class Held:
             self.settled = True
 
 
-LOCK_STALE_SECONDS = 5.0
 
 
 class Budget:
@@ -170,10 +168,10 @@ class SharedLimiter(Budget):
         self.keys = sorted(limits)
         self.out_estimate = out_estimate
         ctx = mp.get_context("spawn")
-        # A plain lock, not the default RLock: a process killed while holding it (SIGKILL of a worker,
-        # a worker exiting while one of its slot threads was inside) can then be released by another.
-        self._lock: Any = ctx.Lock()
-        self._holder: Any = ctx.RawValue("q", 0)  # the pid inside _locked (0: none), guarded by _lock
+        # The kernel releases it when its holder dies (kill -9 of a worker mid-update): nobody guesses from a
+        # recorded pid whether the holder still lives (a guess that let two processes in at once, and waited
+        # for ever on a reused pid).
+        self._lock = ProcessLock()
         self._arr: Any = ctx.RawArray("d", max(1, len(self.keys)) * _F)  # guarded by _lock
         self.lanes = lanes
         self._lanes: Any = ctx.RawArray("d", max(1, lanes * len(self.keys)))  # guarded by _lock
@@ -201,37 +199,10 @@ class SharedLimiter(Budget):
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """The budget's lock, held for microseconds. Not had for LOCK_STALE_SECONDS: broken if its holder
-        died holding it (rather than hang every worker and the supervisor), waited for if it lives. Inside a
-        shield: a time-limit cut landing between acquire and `try` would leave it held by a live process,
-        one landing mid-update would leave the counts torn."""
-        with shielded():
-            if not self._lock.acquire(timeout=LOCK_STALE_SECONDS):
-                self._take_from_the_dead()
-            self._holder.value = os.getpid()
-            try:
-                yield
-            finally:
-                self._holder.value = 0
-                self._lock.release()
-
-    def _take_from_the_dead(self) -> None:
-        """Acquire a lock held past LOCK_STALE_SECONDS: break it only once its holder's process is gone
-        (breaking a live holder's lock let a second process in, and the holder then failed releasing it)."""
-        while True:
-            holder = self._holder.value
-            if holder and _alive(holder):
-                logger.warning("the shared budget's lock has been held for {}s by process {}, which lives: "
-                               "waiting for it", LOCK_STALE_SECONDS, holder)
-                if self._lock.acquire(timeout=LOCK_STALE_SECONDS):
-                    return
-                continue
-            logger.warning("the shared budget's lock was held for {}s by a process that is gone{}: breaking it",
-                           LOCK_STALE_SECONDS, f" ({holder})" if holder else "")
-            with contextlib.suppress(ValueError):  # released meanwhile
-                self._lock.release()
-            self._lock.acquire()
-            return
+        """The budget's lock, held for microseconds. Inside a shield: a time-limit cut landing mid-update would
+        leave the counts torn."""
+        with shielded(), self._lock.held():
+            yield
 
     def _refill(self, base: int, now: float) -> None:
         a = self._arr
@@ -362,16 +333,6 @@ class SharedLimiter(Budget):
             return {"requests": a[base + _RPM], "input_tokens": a[base + _ITPM], "output_tokens": a[base + _OTPM],
                     "concurrency": a[base + _CONC], "in_flight": a[base + _INFLIGHT], "round_trip": a[base + _RTT],
                     "paused_for": max(0.0, a[base + _PAUSED] - time.monotonic())}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's: it exists
-        return True
-    return True
 
 
 def limiter_key(cfg: Config, provider: str, model: str) -> str:

@@ -14,6 +14,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from runner.durable import replace
 from runner.errors import CUT_KINDS
 from runner.results.result import Result
 
@@ -115,9 +116,7 @@ class Progress:
                  "done": sum(p.done for p in self.runs.values()), "total": sum(p.total for p in self.runs.values())}
         try:
             assert self.status_path is not None
-            tmp = self.status_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(state))
-            tmp.replace(self.status_path)
+            replace(self.status_path, json.dumps(state).encode(), sync=False)  # rewritten every second
         except OSError:
             pass  # a nicety: the run does not depend on it
 

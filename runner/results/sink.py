@@ -22,6 +22,7 @@ import orjson
 from loguru import logger
 from pydantic import ValidationError
 
+from runner.durable import repair_tail, replace
 from runner.errors import OutputInUse, OutputUnwritable
 from runner.results.result import Result, outcome
 
@@ -56,8 +57,7 @@ def read_results(path: Path, *, repair: bool = False) -> list[Result]:
     if good_end < len(data):
         logger.warning("{}: ignoring a torn last line ({} bytes)", path, len(data) - good_end)
         if repair:
-            with path.open("r+b") as f:
-                f.truncate(good_end)
+            repair_tail(path)
     return rows
 
 
@@ -156,15 +156,10 @@ class ResultSink:
             rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id, r.epoch))
             self.errors.update(Counter(str(r.error_kind) for r in rows if not r.ok))
             self.present[run] = set(latest)
-            tmp = path.with_suffix(".jsonl.tmp")
-            try:
-                with writing(tmp), tmp.open("w", encoding="utf-8") as f:
-                    for r in rows:
-                        f.write(_line(r))
-            except OutputUnwritable:
-                tmp.unlink(missing_ok=True)  # the file as appended stays: complete, in arrival order
-                raise
-            os.replace(tmp, path)
+            # whole or not at all (durable.replace): if it cannot be written, the file as appended stays,
+            # complete, in arrival order
+            with writing(path):
+                replace(path, "".join(_line(r) for r in rows).encode())
             counts[run] = len(rows)
         return counts
 

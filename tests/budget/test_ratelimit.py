@@ -177,21 +177,20 @@ def test_a_dead_workers_reservations_are_reclaimed_by_its_lane() -> None:
 def _die_holding_the_lock(limiter: SharedLimiter) -> None:
     import os
 
-    limiter._lock.acquire()
-    os._exit(9)  # as a worker killed (or exiting) while one of its slot threads was inside the budget
+    with limiter._locked():
+        os._exit(9)  # as a worker killed (or exiting) while one of its slot threads was inside the budget
 
 
-def test_a_process_that_died_holding_the_budgets_lock_does_not_hang_everyone(monkeypatch: Any) -> None:
-    import runner.budget.ratelimit as rl
-
-    monkeypatch.setattr(rl, "LOCK_STALE_SECONDS", 0.5)
+def test_a_process_that_died_holding_the_budgets_lock_does_not_hang_everyone() -> None:
+    """The kernel releases the lock with its dead holder's last descriptor: nobody waits, nobody guesses."""
     limiter = SharedLimiter({"p": Limits(rpm=10_000)}, {}, lanes=1)
     p = mp.get_context("spawn").Process(target=_die_holding_the_lock, args=(limiter,))
     p.start()
     p.join(30)
     assert p.exitcode == 9
-    # broken after the stale wait, not waited on forever (the holder is gone); pytest's timeout would say
+    t0 = time.monotonic()
     assert isinstance(limiter.try_acquire(limiter.slot("p"), 10), Reservation)
+    assert time.monotonic() - t0 < 5  # no stale wait (a lower bound of load, not of a timer)
     assert limiter.snapshot(limiter.slot("p"))["in_flight"] == 1  # the counts whole: only this call
 
 
@@ -206,12 +205,9 @@ def _hold_the_lock_alive(limiter: SharedLimiter, ready: Any, seconds: float) -> 
         os._exit(3)
 
 
-def test_a_live_holder_keeps_the_budgets_lock_past_the_stale_time(monkeypatch: Any) -> None:
-    """Before, the lock was broken after LOCK_STALE_SECONDS whoever held it: a second process got in while
-    the holder lived, and the holder then failed releasing it."""
-    import runner.budget.ratelimit as rl
-
-    monkeypatch.setattr(rl, "LOCK_STALE_SECONDS", 0.3)
+def test_a_live_holder_keeps_the_budgets_lock_however_long_it_holds_it() -> None:
+    """Before, the lock was broken after a stale time whoever held it: a second process got in while the holder
+    lived, and the holder then failed releasing it."""
     limiter = SharedLimiter({"p": Limits(rpm=10_000)}, {}, lanes=1)
     ctx = mp.get_context("spawn")
     ready = ctx.Event()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 import random
 import re
 import time
@@ -37,6 +36,7 @@ import orjson
 from aiohttp import web
 
 from runner.config import BatchTurnaround
+from runner.durable import replace
 from runner.models.sim import responses, wire
 from runner.models.sim.promptcache import tokens
 
@@ -99,9 +99,7 @@ class Batches:
     def save(self, b: SimBatch) -> None:
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.state_dir / f"{b.id}.json.tmp"
-            tmp.write_text(json.dumps(_saved(b)))
-            os.replace(tmp, self.state_dir / f"{b.id}.json")
+            replace(self.state_dir / f"{b.id}.json", json.dumps(_saved(b)).encode())
 
     def new(self, api: str, bid: str, entries: list[tuple[str, dict[str, Any]]], headers: Mapping[str, str],
             **extra: Any) -> SimBatch:
