@@ -1,15 +1,19 @@
 """Records: any JSONL, one JSON object per line, each with an id.
 
 The id (`id_field`, or the first of `id`, `conversation_id` a line has) keys exactly-once,
-resume and sharding, so a missing or duplicate id is an error naming file:line. A harness may
-check each record further (`check`); with skip_invalid a bad line goes, with its reason, to
-PATH.rejects.jsonl instead of stopping the run. Loading streams the file.
+resume and sharding, so a missing or duplicate id is an error naming file:line. So is what a line
+cannot mean as given: bytes that are not UTF-8, a string escape that is no character (a lone
+surrogate, which no file or API can carry), nesting deeper than MAX_DEPTH, an id with control
+characters (a terminal would obey them when the id is printed). Never a traceback, never a silent
+change. A harness may check each record further (`check`); with skip_invalid a bad line goes, with
+its reason, to PATH.rejects.jsonl instead of stopping the run. Loading streams the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +22,9 @@ from typing import Any, TextIO
 from runner.errors import DatasetError
 
 DEFAULT_ID_FIELDS = ("id", "conversation_id")
+MAX_DEPTH = 256  # nesting of objects and lists in a record (orjson writes 254 levels; real records use a few)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 Check = Callable[[dict[str, Any]], None]  # raises ValueError with the reason
 
 
@@ -33,19 +40,58 @@ def record_id(raw: dict[str, Any], id_field: str | None) -> str:
     for f in fields:
         v = raw.get(f)
         if isinstance(v, str) and v.strip():
+            if _CONTROL.search(v):
+                raise ValueError(f"its id {v!r} holds control characters (a terminal would act on them)")
             return v
         if isinstance(v, int) and not isinstance(v, bool):
             return str(v)
     raise ValueError(f"no id: the record needs a non-empty string or integer {' or '.join(map(repr, fields))}")
 
 
-def _parse(line: str, lineno: int, path: Path, id_field: str | None, check: Check | None) -> Record:
+def _depth_and_text(value: Any) -> tuple[int, str | None]:
+    """How deep the value nests, and the first string (key or value) holding a lone surrogate: iteratively,
+    so no depth is too deep to measure."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            deepest = max(deepest, depth)
+            for k, item in v.items():
+                if _SURROGATE.search(k):
+                    return deepest, k
+                stack.append((item, depth + 1))
+        elif isinstance(v, list):
+            deepest = max(deepest, depth)
+            stack.extend((item, depth + 1) for item in v)
+        elif isinstance(v, str) and _SURROGATE.search(v):
+            return deepest, v
+        if deepest > MAX_DEPTH:
+            break
+    return deepest, None
+
+
+def _parse(raw_line: bytes, lineno: int, path: Path, id_field: str | None, check: Check | None) -> Record:
+    try:
+        line = raw_line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"not UTF-8 (byte 0x{raw_line[e.start]:02x} at column {e.start + 1})", path=str(path),
+                           line=lineno) from None
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as e:
         raise DatasetError(f"not valid JSON ({e.msg} at column {e.colno})", path=str(path), line=lineno) from None
+    except RecursionError:
+        raise DatasetError(f"nested deeper than {MAX_DEPTH} levels", path=str(path), line=lineno) from None
     if not isinstance(raw, dict):
         raise DatasetError("a line must be one JSON object", path=str(path), line=lineno)
+    depth, bad = _depth_and_text(raw)
+    if depth > MAX_DEPTH:
+        raise DatasetError(f"nested deeper than {MAX_DEPTH} levels", path=str(path), line=lineno)
+    if bad is not None:
+        at = _SURROGATE.search(bad)
+        assert at is not None
+        raise DatasetError(f"a string escape that is no character (\\u{ord(at.group()):04x}, a lone surrogate) "
+                           f"in {bad[:40]!r}", path=str(path), line=lineno)
     try:
         rid = record_id(raw, id_field)
         if check is not None:
@@ -73,7 +119,7 @@ def iter_records(path: str | Path, *, id_field: str | None = None, check: Check 
     to = Path(rejects) if rejects else rejects_path(path)
     rejects_file: TextIO | None = None
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open("rb") as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
                     continue
@@ -86,8 +132,8 @@ def iter_records(path: str | Path, *, id_field: str | None = None, check: Check 
                         rejected.append((lineno, str(e)))
                     if rejects_file is None:
                         rejects_file = to.open("w", encoding="utf-8")
-                    rejects_file.write(json.dumps({"line": lineno, "reason": str(e), "text": line.rstrip("\n")})
-                                       + "\n")
+                    text = line.decode("utf-8", "backslashreplace").rstrip("\n")  # as it is, bytes escaped
+                    rejects_file.write(json.dumps({"line": lineno, "reason": str(e), "text": text}) + "\n")
                     continue
                 if rec.id in seen:
                     raise DatasetError(f"duplicate id {rec.id!r} (first on line {seen[rec.id]})", path=str(path),

@@ -76,3 +76,32 @@ def test_a_string_that_says_failure_is_a_failure() -> None:
     assert as_success("false") == (False, "read from a string")
     assert as_success("1") == (True, "read from a string")
     assert as_success(0) == (False, None)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b'{"id": "a"}\n{"id": "b", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}\n", r"r\.jsonl:2: nested deeper than"),
+    (b'{"id": "a", "x": ' + b"[" * 300 + b"]" * 300 + b"}\n", r"r\.jsonl:1: nested deeper than 256 levels"),
+    (b'{"id": "a"}\n{"id": "b", "t": "caf\xe9"}\n', r"r\.jsonl:2: not UTF-8 \(byte 0xe9 at column 22\)"),
+    (b'{"id": "a", "t": "x\\ud800y"}\n', r"r\.jsonl:1: a string escape that is no character \(\\ud800"),
+    (b'{"id": "a\\u001b[31mred"}\n', r"r\.jsonl:1: .*holds control characters"),
+    (b'{"id": "a\\u009b31m"}\n', r"r\.jsonl:1: .*holds control characters"),
+])
+def test_what_a_line_cannot_mean_as_given_is_refused_naming_file_and_line(tmp_path: Path, data: bytes,
+                                                                        message: str) -> None:
+    """Never a traceback (a RecursionError, a UnicodeDecodeError), never a silent change (bytes replaced, a lone
+    surrogate carried on to fail later), never a terminal's escape code printed as an id."""
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(data)
+    with pytest.raises(DatasetError, match=message) as e:
+        list(iter_records(p))
+    assert "\n" not in str(e.value) and "\x1b" not in str(e.value) and len(str(e.value)) < 300
+
+
+def test_skip_invalid_keeps_an_undecodable_line_as_it_was_with_its_bytes_escaped(tmp_path: Path) -> None:
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(b'{"id": "a"}\n{"id": "b", "t": "caf\xe9"}\n')
+    rejected: list[tuple[int, str]] = []
+    assert [r.id for r in iter_records(p, skip_invalid=True, rejected=rejected)] == ["a"]
+    assert rejected[0][0] == 2 and "not UTF-8" in rejected[0][1]
+    kept = json.loads((tmp_path / "r.rejects.jsonl").read_text())
+    assert kept["line"] == 2 and kept["text"] == '{"id": "b", "t": "caf\\xe9"}'
