@@ -24,7 +24,6 @@ import os
 import select
 import signal
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -151,22 +150,33 @@ class Shim:
             return {"error": tb.strip(), "kind": "load" if msg["op"] == "load" else "raised"}
 
 
-def _leash(pid: int) -> None:
+def _leash(worker: int) -> None:
     """End this shim's whole process group (the harness's children too) the moment its worker ends, kill -9
-    included, instead of when the record it runs would have: its calls would be paid for nothing."""
+    included, instead of when the record it runs would have: its calls would be paid for nothing.
+
+    The watch is a process of its own, forked before the harness's code is imported: a thread would be one
+    more thread in the harness's process (a harness that forks, or counts its threads, would meet it)."""
     try:
-        fd = os.pidfd_open(pid)
+        fds = [os.pidfd_open(worker), os.pidfd_open(os.getpid())]
     except OSError:  # gone already (or no pidfd: Linux < 5.3, where the shim ends at its next request)
-        if not os.path.exists(f"/proc/{pid}"):
+        if not os.path.exists(f"/proc/{worker}"):
             os.killpg(0, signal.SIGKILL)
         return
-    select.select([fd], [], [])  # readable once the process has ended
-    os.killpg(0, signal.SIGKILL)
+    if os.fork():
+        for fd in fds:
+            os.close(fd)
+        return
+    try:  # the watch: readable once the worker, or this shim, has ended
+        ready, _, _ = select.select(fds, [], [])
+        if fds[0] in ready:
+            os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
 
 
 def main() -> None:
     if (worker := os.environ.get(LEASH_ENV, "")).isdigit():
-        threading.Thread(target=_leash, args=(int(worker),), daemon=True, name="leash").start()
+        _leash(int(worker))
     # The protocol keeps the original stdin and stdout to itself; the harness's prints go to stderr.
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb")

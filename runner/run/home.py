@@ -9,8 +9,8 @@ A run killed all at once (kill -9 of its process group, a cancelled CI job) remo
 has a janitor (runner/run/janitor.py): a process in a session of its own, outside the run's process group,
 that waits for the run's process to end and, if the home is still there, does what the run would have done:
 removes the run's containers, ends its harnesses' process groups, removes the home. A run whose janitor
-died with it (its whole cgroup killed) is swept by the next run (`sweep`), and its containers end
-themselves (docker.py: a sandbox with no session of the runner's left stops).
+died with it (its whole cgroup killed) is swept by the next run: its home here (`sweep`), its containers by
+docker.py's `remove_stale` (each is labelled with its owner run).
 """
 
 from __future__ import annotations

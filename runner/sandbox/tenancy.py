@@ -30,8 +30,11 @@ server crashed is not (runner/worker/slot.py runs it again, alone).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
+import socket
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -52,6 +55,20 @@ RESERVED_CONNECTIONS = 20  # the runner's own sessions and headroom, out of max_
 SERVER_LOG_SETTINGS = {"logging_collector": "on", "log_destination": "jsonlog", "log_directory": "log",
                        "log_rotation_age": "0", "log_rotation_size": "0", "log_min_error_statement": "panic"}
 LOG_READ_BYTES = 1 << 20
+# The longest one of the runner's own statements may wait for its answer. A frozen server (`docker pause`)
+# keeps accepting bytes and never answers, and no server-side timeout fires in a frozen server: past this,
+# the runner cuts its own socket (the statement fails as a lost connection, which costs the sandbox).
+ANSWER_SECONDS = 10.0
+
+
+def _sever(conn: psycopg.Connection[Any]) -> None:
+    """Cut a session's socket under a statement that waits on a frozen server: the wait ends in an error."""
+    try:
+        fd = os.dup(conn.pgconn.socket)
+    except (OSError, psycopg.Error):
+        return  # closed meanwhile
+    with socket.socket(fileno=fd) as s, contextlib.suppress(OSError):
+        s.shutdown(socket.SHUT_RDWR)
 
 
 def slot_role(base: str, slot: int) -> str:
@@ -200,9 +217,16 @@ class Steward(Resource):
             conn.close()
 
     def _q(self, query: Any, params: Any = None) -> list[tuple[Any, ...]]:
-        assert self._conn is not None, "the steward is not started"
-        cur = self._conn.execute(query, params)
-        return cur.fetchall() if cur.description else []
+        conn = self._conn
+        assert conn is not None, "the steward is not started"
+        watchdog = threading.Timer(ANSWER_SECONDS, _sever, (conn,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
+        finally:
+            watchdog.cancel()
 
     def _in(self, database: str) -> psycopg.Connection[Any]:
         """A session of the runner's own in one database (REASSIGN OWNED works on the current one only)."""

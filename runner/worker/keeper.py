@@ -274,8 +274,9 @@ class SandboxKeeper:
         except TenantStuck as e:
             self.replace_sandbox(str(e), seen)
             return
-        except (psycopg.OperationalError, psycopg.InterfaceError) as e:  # the sandbox's: the next check says
-            logger.debug("slot {}: tidying failed: {}", slot, e)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+            # dead, frozen or too slow to answer: either way the slot's next record cannot be trusted to it
+            self.replace_sandbox(f"slot {slot} could not be tidied: {str(e).strip()[:120]}", seen)
             return
         if undone:
             logger.warning("slot {}: its last records left changes beyond their databases: {}", slot,

@@ -110,6 +110,13 @@ class Slot:
             logger.warning("slot {} could not reconnect ({}); it attaches again before its next record", self.n, e)
             self.generation = 0
 
+    def detach(self) -> None:
+        """Drop the harness's connections now, attach again before the next record: after a cut, whose cause
+        (a frozen server?) the witness judges first, and a connect to a frozen server only waits."""
+        with contextlib.suppress(Exception):
+            self.harness.detach()
+        self.generation = 0
+
     # ------------------------------------------------------------------ a chunk
     def serve(self, msg: Assign, clock: Clock) -> None:
         """Run a chunk and send each result to the supervisor as it comes."""
@@ -183,7 +190,8 @@ class Slot:
                     yield job, res.model_copy(update={"discarded": discarded[job.item_id]}) \
                         if discarded[job.item_id] else res
         finally:
-            self.host.keeper.tidy(self.n, seen)
+            if not broken:  # a sandbox that did not serve its records is replaced, not tidied
+                self.host.keeper.tidy(self.n, seen)
         if broken:
             why = "the sandbox did not serve the whole record (it died, froze or was replaced meanwhile)"
             self.host.keeper.replace_sandbox(f"{len(lost)} record(s) ran while the database stopped answering", seen)
@@ -230,9 +238,9 @@ class Slot:
                     outcome.usage = usage[n] if n < len(usage) else outcome.usage
                 yield job, build_result(task, outcome, job.index, started, self.host.reading, share=len(jobs))
         except Alarm:
+            self.detach()  # the cut may have left a query half-done on a connection
             yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_limit():g}s",
                                       "timeout", started, self._spent(len(jobs), usage))
-            self.reconnect()  # the cut may have left a query half-done on a connection
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             yield from self._fail_all(left, str(e), "database", started, self._spent(len(jobs), usage))
             if not self.host.keeper.sandbox_dead():

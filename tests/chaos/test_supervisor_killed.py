@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,3 +56,27 @@ def test_nothing_outlives_a_killed_supervisor(tmp_path: Path, sandbox_image: str
     code, log = finish(start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "10"))
     assert code == 0, log[-3000:]
     assert_exactly_once(out, ["strong", "atlas"], 10)
+
+
+def test_nothing_outlives_a_run_killed_all_at_once(tmp_path: Path, sandbox_image: str) -> None:
+    """kill -9 of the run's whole process group (a cancelled CI job, a closed terminal's SIGKILL): no process
+    is left to clean up but the janitor, in a session of its own: the run's containers, its harnesses'
+    processes and its temporary home are gone within a minute."""
+    homes = Path(tempfile.gettempdir())
+    before = set(homes.glob("pgsr-run-*"))
+    cfg, out = run_config(tmp_path, p50_ms=100), tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "CI"}
+    p = subprocess.Popen([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), "--sandbox", "docker",
+                          "-w", "2", "--limit", "10"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=env, start_new_session=True)
+    wait_for_results(out, 2, p)  # type: ignore[arg-type]
+    home = set(homes.glob("pgsr-run-*")) - before
+    assert home and containers(owner_pid=p.pid)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 60
+    while (containers(owner_pid=p.pid) or any(h.exists() for h in home)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not containers(owner_pid=p.pid)
+    assert not [h for h in home if h.exists()]
+    assert "cleaning for it" in (out / "logs" / "janitor.log").read_text()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -20,6 +21,8 @@ def main() -> int:
             if r.get("do") == "garbage":
                 out.write("this is not json\n")
                 continue
+            if r.get("spawn"):  # a child of its own, as a CLI agent's tools are: it must end with the CLI
+                subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(300)  # toy-spawn-{r['id']}"])
             time.sleep(r.get("nap", 0))
             out.write(json.dumps({"id": r["id"], "ok": True, "db": os.environ.get("DB_NAME")}) + "\n")
     print(f"{len(records)} records done")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -16,6 +18,8 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
                          password=os.environ["DB_PASSWORD"], dbname=os.environ["DB_NAME"]) as conn:
         conn.execute("INSERT INTO visits (record_id, run) VALUES (%s, %s)", [record["id"], ctx.run])
         conn.commit()
+        if record.get("spawn"):  # a child of its own: it must end with the harness's process
+            subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(300)  # toy-spawn-{record['id']}"])
         time.sleep(record.get("nap", 0))  # long enough for records in other slots to write meanwhile
         n = conn.execute("SELECT count(*) FROM visits").fetchone()
     journal = None
