@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
@@ -169,11 +170,19 @@ def test_batch_mode_for_some_runs_of_the_default_job_ends_as_the_interactive_run
     """`--runs claude-sonnet,gpt-mini --batch` (the config's compare_to, atlas, left out: the gateway once
     validated the whole config again and crashed on it): the outcomes of the interactive run, every call
     through a batch, and the report's saving no more than what was billed less."""
+    # the default job with batches that turn around in a fraction of a second (each turn of a conversation
+    # waits for its batch: at the defaults' 2 s window and 2 s median the test took ~5 minutes)
+    cfg = yaml.safe_load(DEFAULT.read_text())
+    cfg["dataset"] = str((DEFAULT.parent / cfg["dataset"]).resolve())
+    cfg["batch"] = {"window_seconds": 0.2, "poll_min_seconds": 0.1, "poll_max_seconds": 0.5}
+    cfg.setdefault("simulator", {})["batches"] = {"median_seconds": 0.2}
+    quick = tmp_path / "default-quick-batches.yaml"
+    quick.write_text(yaml.safe_dump(cfg))
     outcomes = {}
     for mode in ("interactive", "batch"):
         out = tmp_path / mode
         extra = ["--batch"] if mode == "batch" else []
-        p = _run(out, "--runs", "claude-sonnet,gpt-mini", "--limit", "6", *extra)
+        p = _run(out, "--runs", "claude-sonnet,gpt-mini", "--limit", "6", *extra, config=quick)
         assert p.returncode == 0, p.stderr[-3000:]
         rows = _rows(out, "claude-sonnet") + _rows(out, "gpt-mini")
         outcomes[mode] = {(r["run"], r["record_id"]): (r["status"], r["success"]) for r in rows}

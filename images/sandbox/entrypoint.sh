@@ -59,4 +59,35 @@ fi
 printf "ALTER ROLE \"%s\" PASSWORD '%s';\n\n%s" "$role" "$escaped" "$admin" \
     | postgres --single -D "$PGDATA" -c log_min_messages=fatal -j postgres >/dev/null
 unset POSTGRES_PASSWORD SANDBOX_ADMIN_PASSWORD escaped admin_escaped admin
+
+# SANDBOX_LEASE_SECONDS: the runner holds a session (as pgsr_admin) on its sandbox while it uses it. Once
+# none has been there for this long, its run is gone (killed all at once, janitor and all): the server
+# stops, and the container with it, instead of running on with nobody to remove it (a container never
+# taken by its worker is the janitor's and the next run's sweep's). This watch ends only with exit 0: the
+# server, whose child it becomes, would take any other end of an unknown child for a crash.
+lease() {
+    set +e
+    seen=0 absent=0
+    while sleep 5; do
+        n=$(psql -h /var/run/postgresql -U postgres -d postgres -XAtqc \
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = 'pgsr_admin'" 2>/dev/null)
+        case "$n" in
+            ''|*[!0-9]*) continue ;;  # no answer (starting, recovering): not a sign either way
+        esac
+        if [ "$n" -gt 0 ]; then
+            seen=1 absent=0
+        elif [ "$seen" = 1 ]; then
+            absent=$((absent + 5))
+        fi
+        if [ "$absent" -ge "$SANDBOX_LEASE_SECONDS" ]; then
+            echo "sandbox: no session of the runner's for ${SANDBOX_LEASE_SECONDS}s: its run is gone; stopping" >&2
+            kill -INT 1
+            exit 0
+        fi
+    done
+    exit 0
+}
+if [ -n "${SANDBOX_LEASE_SECONDS:-}" ] && [ "$$" = 1 ]; then
+    lease &
+fi
 exec postgres -D "$PGDATA" "$@"

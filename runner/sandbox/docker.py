@@ -59,6 +59,10 @@ CONFINED = {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "re
 WRITABLE_TMPFS = {"/var/run/postgresql": "size=1m", "/tmp": "size=16m"}
 DISK_PATH = "/var/lib/sandbox-disk"  # an empty volume of the container's own: the data directory on disk
 PIDS_BESIDE_SESSIONS = 64
+# A run's container stops itself once no session of the runner's (the steward's, held while a worker uses
+# the sandbox) has been open for this long (the entrypoint's lease): nothing of a run killed all at once,
+# its janitor included (its cgroup killed), runs on. The next run's sweep removes what is left.
+LEASE_SECONDS = 30
 
 SOCKET_MOUNT = "/run/sandbox-socket"  # where a container's extra Unix socket directory is mounted
 SOCKET_PREFIX = "pgsr-socket-"  # the host directories holding them, under the temporary directory
@@ -176,6 +180,8 @@ class DockerSandbox(Sandbox):
                   f"{LABEL}.owner": owner, f"{LABEL}.keep": "1" if self.keep else "0"}
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
         c.with_env("SANDBOX_ADMIN_PASSWORD", admin)  # the runner's superuser: made at start, with this password
+        if not self.keep:  # a run's own: it stops once no session of the runner's has held it for a while
+            c.with_env("SANDBOX_LEASE_SECONDS", str(LEASE_SECONDS))
         # the entrypoint hands these to postgres; a kept sandbox (runner debug) logs to its standard error
         logs = [] if self.keep else server_args(SERVER_LOG_SETTINGS)
         c.with_command(" ".join([f"-c max_connections={self.connections}", *logs]))

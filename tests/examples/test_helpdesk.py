@@ -12,10 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from runner.sandbox.docker import SOCKET_MOUNT
 from tests.runs import finish, line_count, ready_container, rows_of, start_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
@@ -69,24 +67,22 @@ def clean(tmp_path_factory: pytest.TempPathFactory, venv: Path, sandbox_image: s
     return outcomes
 
 
-def _kill_backend(container: str, dsn: str) -> None:
-    """PostgreSQL killed inside the container: one backend -9, and the server resets every session."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_backend_pid()").fetchone()
-        assert row is not None
-        subprocess.run(["docker", "exec", container, "sh", "-c", f"kill -9 {row[0]}"], check=True,
-                       capture_output=True)
-
-
-def _dsn_of(container: str) -> str:
-    info = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
-                                     check=True).stdout)[0]
-    env = dict(e.split("=", 1) for e in info["Config"]["Env"])
-    login = f"user=helpdesk password={env['POSTGRES_PASSWORD']} dbname=postgres"
-    if info["HostConfig"]["NetworkMode"] == "none":  # container_network: none: its socket, mounted from here
-        sockets = [m["Source"] for m in info["Mounts"] if m["Destination"] == SOCKET_MOUNT]
-        return f"host={sockets[0]} port=5432 {login}"
-    return f"host=127.0.0.1 port={info['NetworkSettings']['Ports']['5432/tcp'][0]['HostPort']} {login}"
+def _kill_backend(container: str) -> None:
+    """PostgreSQL killed inside the container: one backend -9, and the server resets every session. The
+    backend is one of a record at work (a harness session not idle), so the crash lands mid-record: one
+    that landed between records would change nothing, and the test would test nothing."""
+    busy = ("SELECT pid FROM pg_stat_activity WHERE usename LIKE 'helpdesk%' AND state <> 'idle' "
+            "AND pid <> pg_backend_pid() LIMIT 1")
+    deadline = time.monotonic() + 60
+    while True:
+        found = subprocess.run(["docker", "exec", container, "psql", "-XAtq", "-d", "postgres", "-c", busy],
+                               capture_output=True, text=True).stdout.strip()
+        # a session may end between the look and the kill: then look again
+        if found and subprocess.run(["docker", "exec", container, "sh", "-c", f"kill -9 {found}"],
+                                    capture_output=True).returncode == 0:
+            return
+        assert time.monotonic() < deadline, "no record at work in the sandbox for a minute"
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize(("config", "slots", "fault"), [
@@ -112,7 +108,7 @@ def test_a_fault_mid_run_changes_no_outcome(tmp_path: Path, clean: dict[str, dic
     elif fault == "pause":  # never unpaused: the runner must give up on it and remove it
         subprocess.run(["docker", "pause", victim], check=True, capture_output=True)
     else:
-        _kill_backend(victim, _dsn_of(victim))
+        _kill_backend(victim)
     rc, log = finish(p, timeout=400)
     assert rc == 0, log[-3000:]
     assert _outcomes(out) == clean

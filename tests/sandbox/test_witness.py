@@ -116,7 +116,9 @@ def test_a_crash_is_seen_through_the_postmaster_before_it_reaches_every_session(
             signal("STOP", held.pgconn.backend_pid)  # the postmaster waits for it (5 s, then SIGKILL)
             try:
                 signal("KILL", victim.pgconn.backend_pid)
-                with pytest.raises(SandboxGone, match=r"takes no new session.*recovery mode"):
+                # the server's own words depend on where in its crash handling the knock lands ("in recovery
+                # mode", or the connection closed as the postmaster resets): either is a server taking none
+                with pytest.raises(SandboxGone, match=r"takes no new session"):
                     for _ in range(50):  # the postmaster's own wake-up after the death
                         w.knock()  # needs no session of the witness's own
                         time.sleep(0.02)

@@ -7,7 +7,7 @@ slot the records after an attack run in the same sandbox, and with several slots
 while it does and after it. The order goes from attacks whose effect should end with the record (its
 own database, which `reset: recreate` drops) to the ones that reach the whole server (the role both
 the harness and the runner log in as), so that in one interleaved run the later, wider attacks do
-not hide the earlier ones. tests/sandbox/test_hostile_sql.py also runs each attack alone.
+not hide the earlier ones. tests/sandbox/test_hostile_{python,command}.py also run each attack alone (HOSTILE_EACH=1).
 """
 
 from __future__ import annotations

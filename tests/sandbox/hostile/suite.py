@@ -1,4 +1,6 @@
-"""Hostile SQL against the promise that no record can change another record's outcome.
+"""The hostile-SQL suite's machinery: running the hostile harness over a dataset and judging its results
+against a clean run's (tests/sandbox/test_hostile_python.py and test_hostile_command.py; one file per kind, so
+the two run side by side under xdist). What the suite checks:
 
 The harness in tests/sandbox/hostile/ runs each record's SQL as a model with a raw SQL tool would
 (kind python: its function in the worker; kind command: its CLI, one record per process), with
@@ -14,9 +16,9 @@ Every benign record passes on a fresh sandbox. For each kind and slot count:
 The attacks' own outcomes (refused, accepted, timed out...) are printed, not asserted: an attack
 may fail; its neighbours and the records after it must not notice.
 
-    .venv/bin/pytest tests/sandbox/test_hostile_sql.py -q -s          # the four runs and the chunk test
-    HOSTILE_EACH=1 .venv/bin/pytest tests/sandbox/test_hostile_sql.py -q -s -k each   # each attack alone
-    HOSTILE_EACH=1 ... -k "each and python-3slot and role-read-only"                    # one of them
+    .venv/bin/pytest tests/sandbox/test_hostile_python.py tests/sandbox/test_hostile_command.py -q -s
+    HOSTILE_EACH=1 .venv/bin/pytest tests/sandbox/test_hostile_python.py -q -s -k alone   # each attack alone
+    HOSTILE_EACH=1 ... test_hostile_python.py -k "alone and 3slot and role-read-only"  # one of them
     HOSTILE_SUMMARY=/tmp/hostile.jsonl ...     # also one JSON line per run: attacks, changed records, secrets
 
 The per-attack runs (opt-in, ~10 s each, 50 attacks x 4) say which attack changed which record when
@@ -36,7 +38,7 @@ from typing import Any
 
 import pytest
 
-HERE = Path(__file__).resolve().parent / "hostile"
+HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from make_records import ATTACKS, benign, hostile, records  # noqa: E402
 
@@ -48,14 +50,13 @@ KINDS = ("python", "command")
 SLOTS = (1, 3)
 EACH_FOLLOWERS = 8  # benign records after an attack when it runs alone
 REQUIRED = bool(os.environ.get("RUNNER_REQUIRE_DOCKER") or os.environ.get("CI"))
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 Outcome = tuple[Any, Any, Any]
 
 
 # ------------------------------------------------------------------------------------------- helpers
 
-def _runner() -> list[str]:
+def runner_command() -> list[str]:
     exe = Path(sys.executable).parent / "runner"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "runner"]
 
@@ -70,14 +71,14 @@ def engine() -> None:
         pytest.skip("no Docker engine answers (run `make engine`)")
 
 
-def _write(path: Path, recs: list[dict[str, Any]]) -> Path:
+def write(path: Path, recs: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     return path
 
 
-def _run(kind: str, slots: int, dataset: Path, out: Path, *extra: str) -> str:
+def run(kind: str, slots: int, dataset: Path, out: Path, *extra: str) -> str:
     """`runner run CONFIG --out DIR --workers 1 --slots K` over the dataset; the console log."""
-    cmd = [*_runner(), "run", str(CONFIGS[kind]), "--dataset", str(dataset), "--out", str(out), "--workers", "1",
+    cmd = [*runner_command(), "run", str(CONFIGS[kind]), "--dataset", str(dataset), "--out", str(out), "--workers", "1",
            "--slots", str(slots), "--sandbox", "docker", "--no-fail-on-error", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=out.parent)
     log = p.stdout + p.stderr
@@ -87,7 +88,7 @@ def _run(kind: str, slots: int, dataset: Path, out: Path, *extra: str) -> str:
     return log
 
 
-def _rows(out: Path) -> dict[str, dict[str, Any]]:
+def rows(out: Path) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for f in sorted((out / "results").glob("*.jsonl")) if (out / "results").exists() else []:
         for line in f.read_text().splitlines():
@@ -183,23 +184,23 @@ def clean_runs(engine: None, tmp_path_factory: pytest.TempPathFactory) -> Callab
         slots = max(SLOTS)  # a benign record alone passes whatever its slot: one reference per kind, the quicker
         if (kind, slots) not in memo:
             tmp = tmp_path_factory.mktemp(f"clean-{kind}-{slots}")
-            ds = _write(tmp / "benign.jsonl", [r for r in records() if r["kind"] == "benign"])
-            log = _run(kind, slots, ds, tmp / "out")
+            ds = write(tmp / "benign.jsonl", [r for r in records() if r["kind"] == "benign"])
+            log = run(kind, slots, ds, tmp / "out")
             for _ in range(2):  # a record over its time limit on a busy machine is not the reference's business
-                if all(_outcome(r) == ("ok", True, None) for r in _rows(tmp / "out").values()):
+                if all(_outcome(r) == ("ok", True, None) for r in rows(tmp / "out").values()):
                     break
-                log = _run(kind, slots, ds, tmp / "out", "--rerun-errors")
-            rows = _rows(tmp / "out")
-            bad = {rid: (_outcome(r), _why(r)) for rid, r in rows.items() if _outcome(r) != ("ok", True, None)}
+                log = run(kind, slots, ds, tmp / "out", "--rerun-errors")
+            got = rows(tmp / "out")
+            bad = {rid: (_outcome(r), _why(r)) for rid, r in got.items() if _outcome(r) != ("ok", True, None)}
             n = sum(r["kind"] == "benign" for r in records())
-            assert len(rows) == n and not bad, f"the clean run is not clean: {bad}\n{log[-3000:]}"
-            memo[(kind, slots)] = rows
+            assert len(got) == n and not bad, f"the clean run is not clean: {bad}\n{log[-3000:]}"
+            memo[(kind, slots)] = got
         return memo[(kind, slots)]
 
     return get
 
 
-def _judge(title: str, recs: list[dict[str, Any]], clean: dict[str, dict[str, Any]],
+def judge(title: str, recs: list[dict[str, Any]], clean: dict[str, dict[str, Any]],
            rows: dict[str, dict[str, Any]], log: str) -> None:
     order = [r["id"] for r in recs]
     changed = []
@@ -245,60 +246,29 @@ def _judge(title: str, recs: list[dict[str, Any]], clean: dict[str, dict[str, An
 
 # --------------------------------------------------------------------------------------------- tests
 
-@pytest.mark.parametrize("slots", SLOTS, ids=[f"{s}slot" for s in SLOTS])
-@pytest.mark.parametrize("kind", KINDS)
-def test_attacks_change_no_other_record(kind: str, slots: int, clean_runs: Callable[[str, int], dict[str, Any]],
-                                        tmp_path: Path) -> None:
+
+
+# ----------------------------------------------------------------------------------- the suite's runs
+
+EACH = [name for name, _, _, _ in ATTACKS]
+EACH_ASKED = bool(os.environ.get("HOSTILE_EACH"))  # opt-in (~10 s per attack and run): collected only when asked
+
+
+def interleaved(kind: str, slots: int, clean_runs: Callable[[str, int], dict[str, Any]], tmp_path: Path) -> None:
     """(b)+(c): every attack of records.jsonl between the benign records, one run."""
     clean = clean_runs(kind, slots)
     recs = records()
-    ds = _write(tmp_path / "records.jsonl", recs)
-    log = _run(kind, slots, ds, tmp_path / "out")
-    _judge(f"{kind}, {slots} slot(s), all attacks interleaved", recs, clean, _rows(tmp_path / "out"), log)
+    ds = write(tmp_path / "records.jsonl", recs)
+    log = run(kind, slots, ds, tmp_path / "out")
+    judge(f"{kind}, {slots} slot(s), all attacks interleaved", recs, clean, rows(tmp_path / "out"), log)
 
 
-EACH = [name for name, _, _, _ in ATTACKS]
-
-
-if os.environ.get("HOSTILE_EACH"):  # opt-in (~10 s per attack and run): collected only when asked for
-    @pytest.mark.parametrize("attack", EACH, ids=[n.removeprefix("h-") for n in EACH])
-    @pytest.mark.parametrize("slots", SLOTS, ids=[f"{s}slot" for s in SLOTS])
-    @pytest.mark.parametrize("kind", KINDS)
-    def test_each_attack_alone(kind: str, slots: int, attack: str, clean_runs: Callable[[str, int], dict[str, Any]],
-                               tmp_path: Path) -> None:
-        """One attack, then benign records (the clean run's b-001...): which attack changes which record."""
-        clean = clean_runs(kind, slots)
-        name, what, steps, _ = next(a for a in ATTACKS if a[0] == attack)
-        recs = [hostile(name, what, steps), *(benign(n) for n in range(1, EACH_FOLLOWERS + 1))]
-        ds = _write(tmp_path / "records.jsonl", recs)
-        log = _run(kind, slots, ds, tmp_path / "out")
-        _judge(f"{kind}, {slots} slot(s), {attack} alone", recs, clean, _rows(tmp_path / "out"), log)
-
-
-OWN_DB = ("h-own-db-settings", "h-own-other-schema", "h-own-function-trigger", "h-own-default-privileges",
-          "h-own-sequence")
-
-
-def test_command_records_each_get_fresh_databases(clean_runs: Callable[[str, int], dict[str, Any]],
-                                                  tmp_path: Path) -> None:
-    """The command kind with `reset: recreate` and the default chunk: each attack on its own database is
-    followed by a benign record, which must start on a fresh copy, as it does alone. A chunk of 2 records per
-    process would share one database between them: that config is refused, in one line naming it."""
-    clean = clean_runs("command", 1)
-    recs: list[dict[str, Any]] = []
-    for n, attack in enumerate(OWN_DB, start=1):
-        name, what, steps, _ = next(a for a in ATTACKS if a[0] == attack)
-        recs += [hostile(name, what, steps), benign(n)]
-    ds = _write(tmp_path / "records.jsonl", recs)
-    log = _run("command-chunked", 1, ds, tmp_path / "out")
-    _judge("command, reset: recreate, 1 slot, attacks on the own database", recs, clean, _rows(tmp_path / "out"),
-           log)
-    chunked = tmp_path / "chunked.yaml"
-    chunked.write_text(CONFIGS["command-chunked"].read_text().replace("  reset: recreate", "  chunk_size: 2\n"
-                                                                       "  reset: recreate"))
-    p = subprocess.run([*_runner(), "run", str(chunked), "--dataset", str(ds), "--out", str(tmp_path / "out2"),
-                        "--sandbox", "docker"], capture_output=True, text=True, timeout=120, cwd=HERE)
-    said = [line for line in (p.stdout + p.stderr).splitlines() if line.strip()]
-    assert p.returncode == 2 and len(said) == 1, p.stdout + p.stderr
-    assert f"{chunked}:" in said[0] and "chunk_size: 2 with reset: recreate" in said[0], said
-    assert not (tmp_path / "out2" / "results").exists()
+def alone(kind: str, slots: int, attack: str, clean_runs: Callable[[str, int], dict[str, Any]],
+          tmp_path: Path) -> None:
+    """One attack, then benign records (the clean run's b-001...): which attack changes which record."""
+    clean = clean_runs(kind, slots)
+    name, what, steps, _ = next(a for a in ATTACKS if a[0] == attack)
+    recs = [hostile(name, what, steps), *(benign(n) for n in range(1, EACH_FOLLOWERS + 1))]
+    ds = write(tmp_path / "records.jsonl", recs)
+    log = run(kind, slots, ds, tmp_path / "out")
+    judge(f"{kind}, {slots} slot(s), {attack} alone", recs, clean, rows(tmp_path / "out"), log)
