@@ -22,9 +22,12 @@ def ray_cluster() -> Iterator[Any]:
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     try:
-        for _ in range(NODES):
-            cluster.add_node(num_cpus=CPUS_PER_NODE)
-        cluster.wait_for_nodes()
+        # the nodes join as fast as the machine lets them: a loaded CI machine may take longer than the 30 s
+        # ray's helpers wait for each (add_node's and wait_for_nodes' defaults), so wait here, as long as it takes
+        nodes = [cluster.add_node(wait=False, num_cpus=CPUS_PER_NODE) for _ in range(NODES)]
+        for node in nodes:
+            cluster._wait_for_node(node, timeout=300)
+        cluster.wait_for_nodes(timeout=300)
         yield cluster
     finally:
         cluster.shutdown()
