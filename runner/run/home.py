@@ -25,8 +25,8 @@ from pathlib import Path
 from loguru import logger
 
 from runner.resources import Resource
-from runner.run.janitor import DONE
-from runner.sandbox.owner import OWNER_FILE, dir_owner, is_stale, owned_dir, owner_identity
+from runner.run.janitor import DONE, JANITOR
+from runner.sandbox.owner import OWNER_FILE, dir_owner, is_stale, owned_dir, owner_identity, owner_state
 
 PREFIX = "pgsr-run-"
 _janitors: list[subprocess.Popen[bytes] | None] = []
@@ -54,6 +54,8 @@ class RunHome(Resource):
             self._janitor = subprocess.Popen(
                 [sys.executable, "-m", "runner.run.janitor", self.path, me, log], stdin=null,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        # whose the home is once the run is gone: another run's sweep leaves it to a janitor still at work
+        (Path(self.path) / JANITOR).write_text(owner_identity(self._janitor.pid))
 
     def stop(self) -> None:
         """Everything in the home removed but multiprocess's own directory (its exit removes that, and would
@@ -67,7 +69,7 @@ class RunHome(Resource):
             os.environ["TMPDIR"] = tmpdir
         tempfile.tempdir = tempdir
         for entry in Path(self.path).iterdir():
-            if entry.name.startswith("pymp-") or entry.name == OWNER_FILE:
+            if entry.name.startswith("pymp-") or entry.name in (OWNER_FILE, JANITOR):
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
@@ -80,11 +82,18 @@ class RunHome(Resource):
 
 
 def sweep() -> int:
-    """Remove the homes of runs that are gone (killed with their janitor)."""
+    """Remove the homes of runs that are gone (killed with their janitor): not one whose janitor is still
+    cleaning for its run (its containers too, which it finds by their owner, not by the home)."""
     removed = 0
     for entry in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
         owned = dir_owner(str(entry))
         if owned is None or owned[0] is None or not is_stale(owned[0], owned[1]):
+            continue
+        try:
+            janitor = (entry / JANITOR).read_text()
+        except OSError:
+            janitor = None
+        if owner_state(janitor) == "alive":
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed += 1

@@ -20,6 +20,7 @@ from runner.sandbox.owner import owner_state
 POLL_SECONDS = 0.25
 SWEEPS, SWEEP_SECONDS = 5, 2.0
 DONE = "done"  # in the home: the run cleaned up (home.py); the rest is the process's own, removed at its exit
+JANITOR = "janitor"  # in the home: this process's identity (sandbox/owner.py), while it may still clean
 
 
 def main(home: str, owner: str, log: str) -> None:

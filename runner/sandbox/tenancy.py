@@ -128,9 +128,11 @@ SELECT
 """
 # The slot's sessions still at work, idle in a transaction or holding advisory locks, ended. Functions only, no
 # table or view: a query that names a relation needs a slot in the server's lock table, which the session to
-# end may have filled (a flood of advisory locks), and the runner must still be able to end it.
+# end may have filled (a flood of advisory locks), and the runner must still be able to end it. Each end is
+# waited for (up to 2 s): the queries after this one name relations, and a session told to end still holds
+# its locks until it has.
 _END_SESSIONS = """
-SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_get_activity(NULL) a
+SELECT count(pg_terminate_backend(a.pid, 2000)) FROM pg_stat_get_activity(NULL) a
  WHERE a.usesysid = to_regrole(%s)::oid
    AND (a.state IS DISTINCT FROM 'idle' OR a.pid IN (SELECT l.pid FROM pg_lock_status() l
                                                      WHERE l.locktype = 'advisory'))

@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
+from runner.sandbox.docker import SOCKET_MOUNT
 from tests.runs import finish, line_count, ready_container, rows_of, start_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
@@ -69,20 +71,26 @@ def clean(tmp_path_factory: pytest.TempPathFactory, venv: Path, sandbox_image: s
 
 def _kill_backend(container: str) -> None:
     """PostgreSQL killed inside the container: one backend -9, and the server resets every session. The
-    backend is one of a record at work (a harness session not idle), so the crash lands mid-record: one
-    that landed between records would change nothing, and the test would test nothing."""
-    busy = ("SELECT pid FROM pg_stat_activity WHERE usename LIKE 'helpdesk%' AND state <> 'idle' "
-            "AND pid <> pg_backend_pid() LIMIT 1")
-    deadline = time.monotonic() + 60
-    while True:
-        found = subprocess.run(["docker", "exec", container, "psql", "-XAtq", "-d", "postgres", "-c", busy],
-                               capture_output=True, text=True).stdout.strip()
-        # a session may end between the look and the kill: then look again
-        if found and subprocess.run(["docker", "exec", container, "sh", "-c", f"kill -9 {found}"],
-                                    capture_output=True).returncode == 0:
-            return
-        assert time.monotonic() < deadline, "no record at work in the sandbox for a minute"
-        time.sleep(0.02)
+    backend is one of a record at work (a harness session in a statement or a transaction), so the crash
+    lands mid-record: one between records would change nothing, and the test would test nothing. Watched
+    through a session of the runner's own role (a docker exec per look is too slow to catch a statement)."""
+    info = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
+                                     check=True).stdout)[0]
+    env = dict(e.split("=", 1) for e in info["Config"]["Env"])
+    socket = next(m["Source"] for m in info["Mounts"] if m["Destination"] == SOCKET_MOUNT)
+    busy = ("SELECT pid FROM pg_stat_activity WHERE usename LIKE 'helpdesk%%' "
+            "AND state IN ('active', 'idle in transaction') LIMIT 1")
+    with psycopg.connect(host=socket, port=5432, user="pgsr_admin", password=env["SANDBOX_ADMIN_PASSWORD"],
+                         dbname="postgres", autocommit=True, connect_timeout=10) as conn:
+        deadline = time.monotonic() + 60
+        while True:
+            row = conn.execute(busy).fetchone()
+            # a session may end between the look and the kill: then look again
+            if row and subprocess.run(["docker", "exec", container, "sh", "-c", f"kill -9 {row[0]}"],
+                                      capture_output=True).returncode == 0:
+                return
+            assert time.monotonic() < deadline, "no record at work in the sandbox for a minute"
+            time.sleep(0.005)
 
 
 @pytest.mark.parametrize(("config", "slots", "fault"), [
