@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runner.resources import dies_with_parent
+
 NICE = 10  # below the workers: it uses only the time they leave
 
 
@@ -31,8 +33,10 @@ class WarmRenderer:
 
     def start(self) -> None:
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "runner.report.warm"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, text=True)
+            # it leaves at the end of its stdin, but not while it warms (seconds under load): the kernel ends it
+            # with the runner, kill -9 included
+            self.proc = subprocess.Popen(dies_with_parent([sys.executable, "-m", "runner.report.warm"], "KILL"),
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         except OSError:
             self.proc = None  # the report is drawn in the runner's process at the end, as without it
 

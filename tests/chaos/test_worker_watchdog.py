@@ -76,7 +76,7 @@ def test_a_second_ctrl_c_stops_at_once_and_the_rerun_completes(tmp_path: Path, l
     kids = [(pid, _args(pid)) for pid in descendants(p.pid) if pid != p.pid]  # workers sit under the forkserver
     p.send_signal(signal.SIGINT)
     code, log = finish(p, timeout=60)
-    assert code == 130 and time.monotonic() - t0 < 15, log[-3000:]
+    assert code == 130 and time.monotonic() - t0 < 60, log[-3000:]  # at once: not after the 120 s grace
     assert "run the same command again" in log.lower() or "resume" in log.lower(), log[-1500:]
     deadline = time.monotonic() + 5
     while (left := [args for pid, args in kids if _running(pid)]) and time.monotonic() < deadline:

@@ -60,15 +60,14 @@ def test_command_records_each_get_fresh_databases(clean_runs: Callable[[str, int
     """The command kind with `reset: recreate` and the default chunk: each attack on its own database is
     followed by a benign record, which must start on a fresh copy, as it does alone. A chunk of 2 records per
     process would share one database between them: that config is refused, in one line naming it."""
-    clean = clean_runs("command", 1)
     recs: list[dict[str, Any]] = []
     for n, attack in enumerate(OWN_DB, start=1):
         name, what, steps, _ = next(a for a in ATTACKS if a[0] == attack)
         recs += [hostile(name, what, steps), benign(n)]
     ds = write(tmp_path / "records.jsonl", recs)
     log = run("command-chunked", 1, ds, tmp_path / "out")
-    judge("command, reset: recreate, 1 slot, attacks on the own database", recs, clean, rows(tmp_path / "out"),
-           log)
+    judge("command, reset: recreate, 1 slot, attacks on the own database", recs, lambda: clean_runs("command", 1),
+          rows(tmp_path / "out"), log)
     chunked = tmp_path / "chunked.yaml"
     chunked.write_text(CONFIGS["command-chunked"].read_text().replace("  reset: recreate", "  chunk_size: 2\n"
                                                                        "  reset: recreate"))

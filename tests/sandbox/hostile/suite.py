@@ -7,7 +7,8 @@ The harness in tests/sandbox/hostile/ runs each record's SQL as a model with a r
 `reset: recreate`, a time limit of 3 s (python) or 5 s (command), one worker, and 1 or 3 slots.
 Every benign record passes on a fresh sandbox. For each kind and slot count:
 
-  (a) the benign records alone                        -> their outcomes: the reference;
+  (a) the benign records alone                        -> their outcomes: the reference (each passes;
+      the clean run that shows it is made only when a record ends otherwise, to tell the two apart);
   (b) the same benign records, each attack between them (records.jsonl: the records after an attack
       run in the same sandbox and, with 3 slots, in the neighbour slots while it runs and after);
   (c) every benign record must end exactly as in (a) (status, success, error kind), and no attack
@@ -52,6 +53,7 @@ EACH_FOLLOWERS = 8  # benign records after an attack when it runs alone
 REQUIRED = bool(os.environ.get("RUNNER_REQUIRE_DOCKER") or os.environ.get("CI"))
 
 Outcome = tuple[Any, Any, Any]
+PASSED: Outcome = ("ok", True, None)  # every benign record's outcome on a fresh sandbox
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -187,11 +189,11 @@ def clean_runs(engine: None, tmp_path_factory: pytest.TempPathFactory) -> Callab
             ds = write(tmp / "benign.jsonl", [r for r in records() if r["kind"] == "benign"])
             log = run(kind, slots, ds, tmp / "out")
             for _ in range(2):  # a record over its time limit on a busy machine is not the reference's business
-                if all(_outcome(r) == ("ok", True, None) for r in rows(tmp / "out").values()):
+                if all(_outcome(r) == PASSED for r in rows(tmp / "out").values()):
                     break
                 log = run(kind, slots, ds, tmp / "out", "--rerun-errors")
             got = rows(tmp / "out")
-            bad = {rid: (_outcome(r), _why(r)) for rid, r in got.items() if _outcome(r) != ("ok", True, None)}
+            bad = {rid: (_outcome(r), _why(r)) for rid, r in got.items() if _outcome(r) != PASSED}
             n = sum(r["kind"] == "benign" for r in records())
             assert len(got) == n and not bad, f"the clean run is not clean: {bad}\n{log[-3000:]}"
             memo[(kind, slots)] = got
@@ -200,17 +202,22 @@ def clean_runs(engine: None, tmp_path_factory: pytest.TempPathFactory) -> Callab
     return get
 
 
-def judge(title: str, recs: list[dict[str, Any]], clean: dict[str, dict[str, Any]],
+def judge(title: str, recs: list[dict[str, Any]], reference: Callable[[], dict[str, dict[str, Any]]],
            rows: dict[str, dict[str, Any]], log: str) -> None:
+    """Every benign record as it ends alone. Alone, every one passes (the clean run asserts it): the clean
+    run itself is made only when a record ended otherwise, to tell its own failure from an attack's doing."""
     order = [r["id"] for r in recs]
+    benign_ids = [rid for rid in order if rid.startswith("b-")]
+    clean: dict[str, dict[str, Any]] = {}
+    if any(_outcome(rows.get(rid)) != PASSED for rid in benign_ids):
+        clean = reference()
     changed = []
-    for rid in order:
-        if rid.startswith("b-"):
-            before, after = _outcome(clean.get(rid)), _outcome(rows.get(rid))
-            if before != after:
-                changed.append(f"  {rid}: {before} -> {after}: {_why(rows.get(rid))}\n"
-                               f"      suspects (ran during it, then the last before it): "
-                               f"{', '.join(_suspects(rid, rows, order)) or '-'}")
+    for rid in benign_ids:
+        before, after = (_outcome(clean[rid]) if rid in clean else PASSED), _outcome(rows.get(rid))
+        if before != after:
+            changed.append(f"  {rid}: {before} -> {after}: {_why(rows.get(rid))}\n"
+                           f"      suspects (ran during it, then the last before it): "
+                           f"{', '.join(_suspects(rid, rows, order)) or '-'}")
     secrets = _secrets(rows)
     discarded = {rid: len(r.get("discarded") or []) for rid, r in rows.items() if r.get("discarded")}
     print(f"\n===== {title}")
@@ -224,7 +231,7 @@ def judge(title: str, recs: list[dict[str, Any]], clean: dict[str, dict[str, Any
         print(f"query text of other records seen: {secrets}")
     if discarded:
         print(f"results discarded and run again (sandbox lost mid-record): {discarded}")
-    leaks = _leaks(clean, rows)
+    leaks = _leaks(clean, rows) if clean else []
     if leaks:
         print("benign records that saw a sandbox unlike a fresh one (informational):")
         print("\n".join(leaks[:40]))
@@ -256,19 +263,19 @@ EACH_ASKED = bool(os.environ.get("HOSTILE_EACH"))  # opt-in (~10 s per attack an
 
 def interleaved(kind: str, slots: int, clean_runs: Callable[[str, int], dict[str, Any]], tmp_path: Path) -> None:
     """(b)+(c): every attack of records.jsonl between the benign records, one run."""
-    clean = clean_runs(kind, slots)
     recs = records()
     ds = write(tmp_path / "records.jsonl", recs)
     log = run(kind, slots, ds, tmp_path / "out")
-    judge(f"{kind}, {slots} slot(s), all attacks interleaved", recs, clean, rows(tmp_path / "out"), log)
+    judge(f"{kind}, {slots} slot(s), all attacks interleaved", recs, lambda: clean_runs(kind, slots),
+          rows(tmp_path / "out"), log)
 
 
 def alone(kind: str, slots: int, attack: str, clean_runs: Callable[[str, int], dict[str, Any]],
           tmp_path: Path) -> None:
     """One attack, then benign records (the clean run's b-001...): which attack changes which record."""
-    clean = clean_runs(kind, slots)
     name, what, steps, _ = next(a for a in ATTACKS if a[0] == attack)
     recs = [hostile(name, what, steps), *(benign(n) for n in range(1, EACH_FOLLOWERS + 1))]
     ds = write(tmp_path / "records.jsonl", recs)
     log = run(kind, slots, ds, tmp_path / "out")
-    judge(f"{kind}, {slots} slot(s), {attack} alone", recs, clean, rows(tmp_path / "out"), log)
+    judge(f"{kind}, {slots} slot(s), {attack} alone", recs, lambda: clean_runs(kind, slots), rows(tmp_path / "out"),
+          log)
