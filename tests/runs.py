@@ -19,6 +19,21 @@ __all__ = ["children", "descendants", "servers", "worker_pids"]  # the process t
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "crm-sample.jsonl"
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """A process's /proc/PID/stat fields after its name (state first, then ppid, pgrp...); None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (dead, its exit status not yet collected)."""
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
 def run_config(tmp_path: Path, *, p50_ms: float = 0, runs: str = "both", extra: str = "") -> Path:
     strong = ("  - {name: strong, provider: anthropic, model: claude-sonnet-5-5, sim_model: sim-strong}\n")
     atlas = ("  - {name: atlas, agent: atlas, provider: openai, model: gpt-5.4-mini, sim_model: sim-mini,\n"

@@ -20,6 +20,7 @@ import pytest
 
 from runner.errors import RunStopped
 from runner.resources import ServerProcess
+from tests.runs import alive
 
 
 class Silent(ServerProcess):
@@ -46,15 +47,6 @@ def test_a_server_that_answers_gives_its_url() -> None:
         assert s.url == "http://127.0.0.1:1"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_a_child_that_asked_to_die_with_its_parent_dies_with_a_killed_parent() -> None:
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import os, subprocess, sys, time
@@ -67,7 +59,7 @@ def test_a_child_that_asked_to_die_with_its_parent_dies_with_a_killed_parent() -
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
     time.sleep(1.0)  # the child has imported and called prctl
-    assert _alive(child)
+    assert alive(child)
     assert _gone_after_killing(parent, child)
 
 
@@ -97,11 +89,11 @@ def test_a_forkserver_child_idle_on_its_queue_dies_with_a_killed_parent() -> Non
     child = int(parent.stdout.readline())
     try:
         time.sleep(1.5)  # the child has called prctl and let go of the server
-        assert _alive(child)
+        assert alive(child)
         assert _gone_after_killing(parent, child)
     finally:
         parent.kill()
-        if _alive(child):
+        if alive(child):
             os.kill(child, signal.SIGKILL)
 
 
@@ -110,9 +102,9 @@ def _gone_after_killing(parent: subprocess.Popen[str], child: int) -> bool:
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not _alive(child)
+    return not alive(child)
 
 
 def test_fd_ready_takes_descriptors_past_1024() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs import TOY, finish, start_run, toy_config, worker_pids
+from tests.runs import TOY, alive, finish, proc_stat, start_run, toy_config, worker_pids
 
 pytestmark = pytest.mark.slow
 
@@ -25,37 +25,24 @@ HARNESSES = {
 NAP = 60  # the record's own length: without the leash, its processes would live this long
 
 
-def _live(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
 
 def _with_marker(marker: str) -> list[int]:
     found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
+    for pid in _pids():
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            pass
     return found
 
 
 def _group(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
+    return [pid for pid in _pids() if (fields := proc_stat(pid)) is not None and int(fields[2]) == pgid
+            and fields[0] != "Z"]
 
 
 @pytest.mark.parametrize("kind", sorted(HARNESSES))
@@ -75,7 +62,7 @@ def test_a_killed_workers_harness_ends_with_it(tmp_path: Path, local_bindir: str
         assert worker not in harness and len(harness) >= 2, harness  # its own group: the harness and its child
         os.kill(worker, signal.SIGKILL)
         t0 = time.monotonic()
-        while (left := [pid for pid in harness if _live(pid)]) and time.monotonic() - t0 < 10:
+        while (left := [pid for pid in harness if alive(pid)]) and time.monotonic() - t0 < 10:
             time.sleep(0.02)
         took = time.monotonic() - t0
         # milliseconds in practice (a pidfd wakes the leash); the bound is far below the record's NAP seconds

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.runs import (
+    alive,
     assert_exactly_once,
     children,
     containers,
@@ -29,14 +30,6 @@ from tests.runs import (
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_nothing_outlives_a_killed_supervisor(tmp_path: Path, sandbox_image: str) -> None:
     cfg, out = run_config(tmp_path, p50_ms=100), tmp_path / "out"
     p = start_run(cfg, out, "--sandbox", "docker", "-w", "2", "--limit", "10")
@@ -47,9 +40,9 @@ def test_nothing_outlives_a_killed_supervisor(tmp_path: Path, sandbox_image: str
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     deadline = time.monotonic() + 30
-    while (any(map(_alive, kids)) or containers(owner_pid=p.pid)) and time.monotonic() < deadline:
+    while (any(map(alive, kids)) or containers(owner_pid=p.pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not [k for k in kids if _alive(k)], subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, kids))],
+    assert not [k for k in kids if alive(k)], subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(map(str, kids))],
                                                               capture_output=True, text=True).stdout
     assert not containers(owner_pid=p.pid), (out / "logs").glob("worker-*.log") and "\n".join(
         f.read_text()[-1500:] for f in sorted((out / "logs").glob("worker-*.log")))

@@ -114,30 +114,35 @@ def _busy(request: web.Request, api: str) -> web.Response | None:
     return refused
 
 
-async def anthropic_list(request: web.Request) -> web.Response:
-    if (refused := unauthorized(request, "anthropic", _batches(request).stats)) is not None:
-        return refused
+async def _listed(request: web.Request, api: str) -> list[SimBatch] | web.Response:
+    """An API's batches, newest first (at most 100, as both APIs' first page), each advanced to now; or the
+    refusal of a caller without its key."""
     bs = _batches(request)
-    data = []
-    for b in sorted(bs.batches.values(), key=lambda b: -b.created_wall)[:100]:
-        if b.api == "anthropic":
-            await bs.advance(b)
-            data.append(anthropic_batch(b, _origin(request)))
-    return web.json_response({"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
-                              "last_id": data[-1]["id"] if data else None})
+    if (refused := unauthorized(request, api, bs.stats)) is not None:
+        return refused
+    listed = [b for b in sorted(bs.batches.values(), key=lambda b: -b.created_wall) if b.api == api][:100]
+    for b in listed:
+        await bs.advance(b)
+    return listed
+
+
+def _page(data: list[dict[str, Any]], **extra: Any) -> web.Response:
+    return web.json_response({**extra, "data": data, "has_more": False,
+                              "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None})
+
+
+async def anthropic_list(request: web.Request) -> web.Response:
+    listed = await _listed(request, "anthropic")
+    if isinstance(listed, web.Response):
+        return listed
+    return _page([anthropic_batch(b, _origin(request)) for b in listed])
 
 
 async def openai_list(request: web.Request) -> web.Response:
-    if (refused := unauthorized(request, "openai", _batches(request).stats)) is not None:
-        return refused
-    bs = _batches(request)
-    data = []
-    for b in sorted(bs.batches.values(), key=lambda b: -b.created_wall)[:100]:
-        if b.api == "openai":
-            await bs.advance(b)
-            data.append(openai_batch(b))
-    return web.json_response({"object": "list", "data": data, "has_more": False,
-                              "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None})
+    listed = await _listed(request, "openai")
+    if isinstance(listed, web.Response):
+        return listed
+    return _page([openai_batch(b) for b in listed], object="list")
 
 
 async def files_delete(request: web.Request) -> web.Response:
