@@ -1,11 +1,15 @@
 """A lock across a run's processes that the kernel releases when its holder dies.
 
-`fcntl.lockf` on a file of the run's own: a process killed while it holds the lock (kill -9, the OOM
-killer) loses it with its last descriptor, so no other process waits for a dead holder, and none has to
-guess whether a recorded pid still is the holder (a guess that let two processes in at once, and looped
-forever on a reused pid). A POSIX lock belongs to a process, not to a thread or a descriptor, so a thread
-lock orders the threads of one process, each process opens the file once and keeps it open (closing any
-descriptor of the file would drop the process's lock), and each lock has a file of its own.
+`flock` on a file of the run's own: a process killed while it holds the lock (kill -9, the OOM killer)
+loses it with its last descriptor, so no other process waits for a dead holder, and none has to guess
+whether a recorded pid still is the holder (a guess that let two processes in at once, and looped forever
+on a reused pid). Each process opens the file once and keeps it open, and a thread lock orders its threads.
+
+Not `fcntl.lockf`: a POSIX record lock belongs to the process, and the kernel's deadlock detection sees
+processes, not threads. One slot thread holding the budget's lock while another waits for the gates' lock,
+held by a process waiting for the budget's, is a cycle to the kernel, which refused the last request with
+EDEADLK (a false deadlock: the first thread lets go by itself); three records of the seeds' job ended in
+that error. A `flock` lock belongs to the open file description and is never refused so.
 """
 
 from __future__ import annotations
@@ -48,8 +52,8 @@ class ProcessLock:
     def held(self) -> Iterator[None]:
         with self._threads:
             fd = self._descriptor()
-            fcntl.lockf(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
-                fcntl.lockf(fd, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
