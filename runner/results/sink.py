@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from runner.durable import repair_tail, replace
 from runner.errors import OutputInUse, OutputUnwritable
-from runner.results.result import Result, outcome
+from runner.results.result import RESULT_VERSION, Result, outcome
 
 
 @contextmanager
@@ -101,6 +101,7 @@ class ResultSink:
         self._files: dict[str, IO[str]] = {}
         self.errors: Counter[str] = Counter()
         self.present: dict[str, set[tuple[str, int]]] = {}  # finalize: the trials each run's file holds
+        self.seen: dict[str, list[Result]] = {}  # what `standing` read: each run's latest results (the forecast's)
 
     def latest(self, run: str) -> dict[tuple[str, int], Result]:
         """A run's newest result per record trial (a rerun's line comes after the one it replaces), with the
@@ -117,7 +118,9 @@ class ResultSink:
         done: set[tuple[str, str, int]] = set()
         failed: set[tuple[str, str, int]] = set()
         for run in self.runs:
-            for (rid, epoch), r in self.latest(run).items():
+            latest = self.latest(run)
+            self.seen[run] = list(latest.values())
+            for (rid, epoch), r in latest.items():
                 if r.ok or not rerun_errors:
                     done.add((run, rid, epoch))
                 if outcome(r) in ("failure", "cut", "error"):
@@ -152,6 +155,14 @@ class ResultSink:
         counts = {}
         for run in self.runs:
             path = results_path(self.out, run)
+            if (fast := _in_order(path, order)) is not None:  # each record trial once: its lines, reordered
+                lines, trials, errors = fast
+                self.errors.update(errors)
+                self.present[run] = trials
+                with writing(path):
+                    replace(path, b"".join(lines))
+                counts[run] = len(lines)
+                continue
             latest = self.latest(run)
             rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id, r.epoch))
             self.errors.update(Counter(str(r.error_kind) for r in rows if not r.ok))
@@ -167,6 +178,38 @@ class ResultSink:
         for f in list(self._files.values()):
             f.close()
         self._files.clear()
+
+
+def _in_order(path: Path, order: dict[str, int]) -> tuple[list[bytes], set[tuple[str, int]], Counter[str]] | None:
+    """A run's result lines in dataset order, with the trials they hold and their errors by kind, where every
+    line is a whole result of this version and each record trial has one: the usual case, done on the lines
+    as written (the seeds' job: 73 MB, 4,800 results, parsed into models took ~5 s after its last record).
+    None otherwise (a rerun's result to merge with the one it replaced, a line of an older version or a torn
+    one): the caller goes through the models."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], set(), Counter()
+    if data and not data.endswith(b"\n"):
+        return None
+    keyed: list[tuple[tuple[int, str, int], bytes]] = []
+    errors: Counter[str] = Counter()
+    for line in data.splitlines(keepends=True):
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(row, dict) or row.get("version") != RESULT_VERSION:
+            return None
+        rid, epoch = str(row.get("record_id")), int(row.get("epoch", 1))
+        keyed.append(((order.get(rid, 1 << 30), rid, epoch), line))
+        if row.get("status") != "ok":
+            errors[str(row.get("error_kind"))] += 1
+    trials = {(rid, epoch) for (_, rid, epoch), _ in keyed}
+    if len(trials) < len(keyed):
+        return None
+    keyed.sort(key=lambda k: k[0])
+    return [line for _, line in keyed], trials, errors
 
 
 # orjson: the stdlib's encoder was a fifth of the supervisor's CPU at 64 conversations in flight

@@ -57,6 +57,28 @@ def test_finalize_orders_by_dataset_and_keeps_the_newest_attempt(tmp_path: Path)
     assert [(r["record_id"], r["status"]) for r in rows] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
 
 
+def test_finalize_of_one_result_per_record_reorders_the_lines_as_the_models_would(tmp_path: Path) -> None:
+    """The usual case (no rerun to merge) is done on the lines: the same bytes as through the models, and the
+    same counts; a torn last line sends it the models' way (which cuts it)."""
+    ids = [f"r{i:03d}" for i in range(50)]
+    order = {rid: i for i, rid in enumerate(ids)}
+    for torn in (False, True):
+        out = tmp_path / str(torn)
+        sink = ResultSink(out, ["r"])
+        for i in (7, 3, 49, 0, *(i for i in range(50) if i not in (7, 3, 49, 0))):  # as they finish
+            sink.write(_r(ids[i], "error" if i % 5 == 0 else "ok"))
+        sink.close()
+        if torn:
+            with results_path(out, "r").open("a") as f:
+                f.write('{"run": "r", "record_id": "zz", "sta')
+        models = sorted(read_results(results_path(out, "r")), key=lambda r: order[r.record_id])
+        expected = "".join(json.dumps(r.to_json(), sort_keys=True, separators=(",", ":")) + "\n" for r in models)
+        sink = ResultSink(out, ["r"])
+        assert sink.finalize(order) == {"r": 50}
+        assert sink.errors == {"harness_error": 10} and sink.present["r"] == {(rid, 1) for rid in ids}
+        assert results_path(out, "r").read_text() == expected
+
+
 def test_the_output_lock_refuses_a_second_holder_and_dies_with_its_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
