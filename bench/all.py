@@ -115,8 +115,10 @@ def main() -> None:
     step("headline", lambda: _one(headline.headline(size(4, 20, args.headline_n), size(2, 4, 16),
                                                     size(1 / 100, 1 / 20, 1 / 20)),
                                   headline.render))
-    step("floor", lambda: _one(floor.headline_auto(size(3, 40, args.floor_n), size(1 / 20, 1 / 10, args.floor_scale)),
-                               floor.render))
+    # tiny (bench-smoke): a quarter of the job on a quarter of the limits, ~3 minutes, judged (regressions fail)
+    step("floor", lambda: _one(floor.headline_auto(size(floor.SMOKE_N, 40, args.floor_n),
+                                                   size(floor.SMOKE_SCALE, 1 / 10, args.floor_scale),
+                                                   size(floor.SMOKE_TIER, 1.0, 1.0)), floor.render))
     step("batch", lambda: _one(batch.batch(size(2, 32, args.batch_n), size(8, 128, 1024),
                                            median=size(1.0, 2.0, 3.0), p95=size(2.0, 4.0, 6.0)), batch.render))
     step("report", lambda: _one(report_load.report_load(size([400], [2000], [2000, 10_000]), size(1, 2, 3)),
@@ -142,6 +144,18 @@ def main() -> None:
             args.out.write_text(head + "\n".join(sections))
         print(f"wrote {args.out}")
     print(f"benchmarks done in {total:.0f} s")
+    regressed = _regressed(raw, tiny=t)
+    if regressed:
+        sys.exit(f"regressed: {regressed}")
+
+
+def _regressed(raw: dict[str, object], *, tiny: bool) -> str:
+    """What `make bench-smoke` fails on: the rate-limit floor's ratio past its smoke target."""
+    h = raw.get("floor")
+    if not tiny or not isinstance(h, dict) or h.get("met", True):
+        return ""
+    return (f"the rate-limit-bound job took {h['ratio']:.2f} x its floor (target {h['target']:g}), "
+            f"{h['share_429']:.2%} of calls 429")
 
 
 def _replace_sections(doc: Path, sections: list[str], cmd: str, total: float) -> None:

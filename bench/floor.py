@@ -29,11 +29,17 @@ TIER4 = {"claude-sonnet-5-5": ("anthropic", Limits(rpm=4000, itpm=2_000_000, otp
          "gpt-5.4-mini": ("openai", Limits(rpm=10_000, itpm=10_000_000, otpm=None))}
 
 
-def headline_auto(n: int, scale: float) -> dict[str, Any]:
+TARGET = 1.05  # wall at most this times the floor (issue 52), at most 1 % of calls answered 429
+SMOKE_N, SMOKE_SCALE, SMOKE_TIER = 300, 1 / 4, 4  # bench-smoke: a quarter of the job on a quarter of the limits
+SMOKE_TARGET = 1.15  # its floor is ~3 minutes, so the start's seconds weigh more: a regression still shows
+
+
+def headline_auto(n: int, scale: float, tier: float = 1.0) -> dict[str, Any]:
+    """`tier`: the limits divided by this (a lower tier keeps fewer conversations as bound by the budget)."""
     data = dataset(n, seed=7)
     out = WORK / "floor-out"
     shutil.rmtree(out, ignore_errors=True)
-    limits = {m: _scaled(lim, scale) for m, (_, lim) in TIER4.items()}
+    limits = {m: _scaled(lim, scale * tier) for m, (_, lim) in TIER4.items()}
     budget = {f"{provider}/{m}": LimitSpec(rpm=limits[m].rpm, itpm=limits[m].itpm, otpm=limits[m].otpm)
               for m, (provider, _) in TIER4.items()}
     cfg = config(data, out, workers=1, runs=seeds_runs(), p50_ms=P50_MS, p95_ms=P95_MS, scale=scale,
@@ -41,10 +47,23 @@ def headline_auto(n: int, scale: float) -> dict[str, Any]:
     cfg = cfg.model_copy(update={"workers": None, "concurrency": "auto"})
     from runner.run.job import run_job
 
+    before = _planned(cfg)  # what `runner plan` says before the run, from the records alone
     t0 = time.monotonic()
     run_job(cfg)
     wall = time.monotonic() - t0
-    return summarize(out, n, scale, wall, limits)
+    h = summarize(out, n, scale, wall, limits, TARGET if tier == 1.0 else SMOKE_TARGET)
+    # and from a pilot as good as can be: every record of this run measured (a fresh output, --measured this one)
+    after = _planned(cfg.model_copy(update={"output_dir": WORK / "floor-plan"}), measured=out)
+    return {**h, "plan": {"records": before, "measured": after}}
+
+
+def _planned(cfg: Any, measured: Path | None = None) -> dict[str, Any]:
+    from runner.forecast.forecast import forecast, gather
+
+    f = forecast(cfg, gather(cfg, measured_from=[measured] if measured else []))
+    top = f.floor
+    return {"floor_s": top.seconds if top else 0.0, "bound_by": f"{top.key}: {top.bound_by}" if top else None,
+            "wall_s": f.wall_seconds, "cost_usd": f.cost()}
 
 
 def _scaled(lim: Limits, scale: float) -> Limits:
@@ -52,7 +71,8 @@ def _scaled(lim: Limits, scale: float) -> Limits:
                                                                   ("otpm", lim.otpm))})
 
 
-def summarize(out: Path, n: int, scale: float, wall: float, limits: dict[str, Limits]) -> dict[str, Any]:
+def summarize(out: Path, n: int, scale: float, wall: float, limits: dict[str, Limits],
+              target: float = TARGET) -> dict[str, Any]:
     rows = result_rows(out)
     manifest = manifests.read(out)
     played = manifest.simulator
@@ -81,7 +101,7 @@ def summarize(out: Path, n: int, scale: float, wall: float, limits: dict[str, Li
             "rate_limited": limited, "share_429": limited / max(calls, 1),
             "errors": sum(1 for r in rows if not r.ok), "peak_in_flight": peak, "last_target": target_end,
             "capacity": capacity, "report": str(out / "report.html"),
-            "met": floor > 0 and wall <= 1.15 * floor and limited <= 0.01 * max(calls, 1)}
+            "target": target, "met": floor > 0 and wall <= target * floor and limited <= 0.01 * max(calls, 1)}
 
 
 def render(h: dict[str, Any]) -> str:
@@ -93,6 +113,18 @@ def render(h: dict[str, Any]) -> str:
                 [[m, f["requests"], f["input_tokens"], f["output_tokens"], f["seconds"], f["bound_by"]]
                  for m, f in h["floors"].items()])
     verdict = "met" if h["met"] else "**missed**"
+    plan = ""
+    if "plan" in h:
+        rows = [[src, f"{p['floor_s']:.0f}", p["bound_by"], f"{p['floor_s'] / h['wall_s']:.2f}",
+                 f"{(p['wall_s'] or 0):.0f}"] for src, p in h["plan"].items()]
+        plan = ("\n\n`runner plan` for this job, before it ran (from its records) and from its own results as a "
+                "pilot (`--measured`), against the measured wall:\n\n"
+                + table(["plan from", "floor s", "binds", "floor / measured wall", "expected wall s"], rows))
+        r, m = h["plan"]["records"], h["plan"]["measured"]
+        if r["bound_by"] != m["bound_by"]:
+            plan += (f"\n\nFrom the records alone the plan has {r['bound_by']} binding, measured {m['bound_by']}: "
+                     "what a model thinks per call is no record's to say (runner/forecast/calls.py), and a pilot "
+                     "of a few records measures it.")
     return (f"### The headline at real latency, bound by rate limits (`--concurrency auto`)\n\n"
             f"The seeds' job ({h['n']} conversations x 3 baselines + Atlas), simulator latency lognormal p50 "
             f"{P50_MS / 1000:.0f} s / p95 {P95_MS / 1000:.0f} s per call, tier-4-like limits per model enforced "
@@ -101,4 +133,5 @@ def render(h: dict[str, Any]) -> str:
             f"`--concurrency auto` from {h['capacity']} ready slots; the report of this run draws the in-flight "
             f"count over time (`{h['report']}`).\n\n{t}\n\nPer model, what the simulator charged and the time "
             f"its budget alone forces (less the first minute's burst):\n\n{per}\n\n"
-            f"Target: wall <= 1.15 x the floor, <= 1 % of calls answered 429: {verdict}.\n")
+            f"Target: wall <= {h.get('target', TARGET):g} x the floor, <= 1 % of calls answered 429: {verdict}."
+            f"{plan}\n")

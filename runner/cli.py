@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import re
@@ -16,6 +17,7 @@ import click
 from loguru import logger
 
 from runner import __version__, heap
+from runner.budget.spend import BUDGET_WORDS
 from runner.config import environment
 from runner.errors import RunnerError
 from runner.logfiles import add_console
@@ -120,60 +122,81 @@ class ConcurrencyType(click.ParamType):
         return n
 
 
+_RUN_OPTIONS = [
+    click.argument("config", required=False, type=click.Path(dir_okay=False)),
+    click.option("--workers", "-w", type=int, help="Worker processes, each with its own sandbox."),
+    click.option("--slots", type=int, help="Records each worker runs at once, each on its own database (default 1)."),
+    click.option("--concurrency", "-c", type=ConcurrencyType(),
+                  help="Records in flight in all, split into workers x slots from cores and memory; 'auto': start "
+                       "small, grow while the slots are full and no 429s come, cut on 429s and rising latency."),
+    click.option("--runs", help="Only these runs (comma-separated names from the config)."),
+    click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
+                  help="Where each worker's database runs (auto: docker if an engine answers, else local)."),
+    click.option("--dsn", help="Database for --sandbox external."),
+    click.option("--executor", type=click.Choice(["local", "ray"]),
+                  help="Where workers run: local processes (default), or Ray actors over a cluster (extra: ray)."),
+    click.option("--ray-address", help="The Ray cluster for --executor ray (default: RAY_ADDRESS, else a local Ray)."),
+    click.option("--dataset", type=click.Path(dir_okay=False), help="Conversations JSONL."),
+    click.option("--limit", type=int, help="Only the first K conversations (after sharding)."),
+    click.option("--shard", help="i/n: this shard of the conversations (stable by id)."),
+    click.option("--out", "output_dir", type=click.Path(file_okay=False), help="Output directory."),
+    click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]),
+                  help="auto: real APIs when keys are set, else the simulator."),
+    click.option("--no-cache", is_flag=True, help="Do not read or write the response cache."),
+    click.option("--batch", is_flag=True, help="Every run's model calls through the providers' batch APIs: half the "
+                                                "price, minutes to hours per step (batch: in the config)."),
+    click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives."),
+    click.option("--rerun-errors", is_flag=True, help="Redo conversations whose recorded result is an error."),
+    click.option("-k", "select", metavar="EXPR", help="Only records whose id, tags or fields match EXPR: words joined "
+                  "by and, or, not, parentheses (pytest's -k)."),
+    click.option("--ids", metavar="FILE|LIST", help="Only these record ids: a comma-separated list, or a file of one "
+                  "id a line."),
+    click.option("-x", "exitfirst", is_flag=True, help="Stop at the first result that fails (= --maxfail 1)."),
+    click.option("--maxfail", type=click.IntRange(min=1), help="After N results that failed, were cut or ended in an "
+                  "error, start no more records (those in flight finish) and exit 1."),
+    click.option("--lf", "last_failed", is_flag=True,
+                 help="Only the records whose last result failed, was cut or ended in an error: run them again, "
+                      "asking the models again (the response cache is not used). Both results stay: one that then "
+                      "succeeds is marked flaky."),
+    click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl)."),
+    click.option("--force-resume", "force", is_flag=True,
+                  help="Resume into an output dir written with another config or dataset."),
+    click.option("--timeout", "conversation_timeout_seconds", type=float, help="Per-conversation time limit (s)."),
+    click.option("--original-models", is_flag=True,
+                  help="Run each run's original_model (the seeds' model ids) instead of its current model."),
+    click.option("--allow-retired", is_flag=True, help="Start even if a model is past its retirement date."),
+    click.option("--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input)."),
+    click.option("--fail-on-error/--no-fail-on-error", default=None,
+                  help="Exit 1 if any result ended in an error: provider, sandbox, harness, time limit (default: on "
+                       "where CI is set)."),
+    click.option("--fail-under", "fail_under", multiple=True, metavar="RUN=RATE",
+                  help="Exit 1 if RUN's success rate is below RATE (0..1); repeatable. YAML: fail_under: {RUN: RATE}."),
+    click.option("--epochs", type=click.IntRange(min=1, max=100), help="Run each record N times, as independent "
+                  "trials (own cache keys): error bars clustered by record, pass@k, pass^k. YAML: epochs."),
+    click.option("--reducer", help="With --epochs, the headline success of a record's trials: mean (default), all, "
+                                   "any, at_least_K. YAML: reducer."),
+    click.option("--budget", "budget_usd", type=click.FloatRange(min=0, min_open=True), metavar="USD",
+                 help="What the job may spend in all, at the models' prices: a call that would pass it is not sent, "
+                      "the run stops there (exit 6) and the same command with a higher --budget resumes. YAML: "
+                      "budget: {usd: ...}; per run: runs[].budget."),
+    click.option("--budget-tokens", type=click.IntRange(min=1), metavar="N",
+                 help="As --budget, in tokens (input and output). YAML: budget: {tokens: ...}."),
+]
+
+
+def _run_options(f: Any) -> Any:
+    """The options `runner run` and `runner plan` share: a plan is of the run the same flags would start."""
+    for option in reversed(_RUN_OPTIONS):
+        f = option(f)
+    return f
+
+
 @cli.command()
-@click.argument("config", required=False, type=click.Path(dir_okay=False))
-@click.option("--workers", "-w", type=int, help="Worker processes, each with its own sandbox.")
-@click.option("--slots", type=int, help="Records each worker runs at once, each on its own database (default 1).")
-@click.option("--concurrency", "-c", type=ConcurrencyType(),
-              help="Records in flight in all, split into workers x slots from cores and memory; 'auto': start "
-                   "small, grow while the slots are full and no 429s come, cut on 429s and rising latency.")
-@click.option("--runs", help="Only these runs (comma-separated names from the config).")
-@click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
-              help="Where each worker's database runs (auto: docker if an engine answers, else local).")
-@click.option("--dsn", help="Database for --sandbox external.")
-@click.option("--executor", type=click.Choice(["local", "ray"]),
-              help="Where workers run: local processes (default), or Ray actors over a cluster (extra: ray).")
-@click.option("--ray-address", help="The Ray cluster for --executor ray (default: RAY_ADDRESS, else a local Ray).")
-@click.option("--dataset", type=click.Path(dir_okay=False), help="Conversations JSONL.")
-@click.option("--limit", type=int, help="Only the first K conversations (after sharding).")
-@click.option("--shard", help="i/n: this shard of the conversations (stable by id).")
-@click.option("--out", "output_dir", type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]),
-              help="auto: real APIs when keys are set, else the simulator.")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
-@click.option("--batch", is_flag=True, help="Every run's model calls through the providers' batch APIs: half the "
-                                            "price, minutes to hours per step (batch: in the config).")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives.")
-@click.option("--rerun-errors", is_flag=True, help="Redo conversations whose recorded result is an error.")
-@click.option("-k", "select", metavar="EXPR", help="Only records whose id, tags or fields match EXPR: words joined "
-              "by and, or, not, parentheses (pytest's -k).")
-@click.option("--ids", metavar="FILE|LIST", help="Only these record ids: a comma-separated list, or a file of one "
-              "id a line.")
-@click.option("-x", "exitfirst", is_flag=True, help="Stop at the first result that fails (= --maxfail 1).")
-@click.option("--maxfail", type=click.IntRange(min=1), help="After N results that failed, were cut or ended in an "
-              "error, start no more records (those in flight finish) and exit 1.")
-@click.option("--lf", "last_failed", is_flag=True, help="Only the records whose last result failed, was cut or ended "
-              "in an error: run them again, asking the models again (the response cache is not used). Both results "
-              "stay: one that then succeeds is marked flaky.")
-@click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl).")
-@click.option("--force-resume", "force", is_flag=True,
-              help="Resume into an output dir written with another config or dataset.")
-@click.option("--timeout", "conversation_timeout_seconds", type=float, help="Per-conversation time limit (s).")
-@click.option("--original-models", is_flag=True,
-              help="Run each run's original_model (the seeds' model ids) instead of its current model.")
-@click.option("--allow-retired", is_flag=True, help="Start even if a model is past its retirement date.")
-@click.option("--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input).")
-@click.option("--fail-on-error/--no-fail-on-error", default=None,
-              help="Exit 1 if any result ended in an error: provider, sandbox, harness, time limit (default: on "
-                   "where CI is set).")
-@click.option("--fail-under", "fail_under", multiple=True, metavar="RUN=RATE",
-              help="Exit 1 if RUN's success rate is below RATE (0..1); repeatable. YAML: fail_under: {RUN: RATE}.")
-@click.option("--epochs", type=click.IntRange(min=1, max=100), help="Run each record N times, as independent "
-              "trials (own cache keys): error bars clustered by record, pass@k, pass^k. YAML: epochs.")
-@click.option("--reducer", help="With --epochs, the headline success of a record's trials: mean (default), all, any, "
-              "at_least_K. YAML: reducer.")
+@_run_options
+@click.option("--dry-run", is_flag=True, help="Say what the run would call, cost and take (as `runner plan`), and "
+              "start nothing.")
 @click.option("--wide", is_flag=True, help="The closing tables with every column, however wide the terminal.")
-def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
+def run(config: str | None, runs: str | None, wide: bool, dry_run: bool, **o: Any) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
 
     Exit codes, as pytest's: 0 done; 1 done, but results ended in errors (with --fail-on-error), a run
@@ -183,6 +206,9 @@ def run(config: str | None, runs: str | None, wide: bool, **o: Any) -> None:
     record selected (-k, --ids, --shard or --limit chose none); 130 interrupted (run the same command again to
     finish). Whatever the code, results/, manifest.json and report.html agree."""
     cfg = _select_runs(_run_config(config, o), runs)
+    if dry_run:
+        _print_plan(cfg, (), {}, as_json=False)
+        return
     from runner.engine.signals import SignalInbox
     from runner.run.home import RunHome
 
@@ -234,11 +260,17 @@ def _finish_run(cfg: Config, summary: Any, results: dict[str, list[Result]], met
     if interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
         sys.exit(INTERRUPTED)
-    for run, why in summary.stopped_runs.items():
+    refused = {run: why for run, why in summary.stopped_runs.items() if not why.startswith(BUDGET_WORDS)}
+    for run, why in refused.items():
         click.echo(f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
                    "runs the rest)", err=True)
-    if summary.stopped_runs:
+    if refused:
         sys.exit(2)
+    if summary.stopped_at_budget:
+        _closing_lines(summary.about(results), summary.out)
+        click.echo(f"{summary.stopped_at_budget}: what finished is recorded; the same command with a higher "
+                   "--budget (or runs[].budget) runs the rest", err=True)
+        sys.exit(STOPPED_AT_BUDGET)
     if summary.stopped_early:
         click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without -x/--maxfail runs the rest",
                    err=True)
@@ -269,6 +301,12 @@ def _run_config(config: str | None, o: dict[str, Any]) -> Config:
         fail_under=_thresholds(o["fail_under"]) or None, select=o["select"], ids=_id_list(o["ids"]),
         last_failed=o["last_failed"] or None, maxfail=1 if o["exitfirst"] else o["maxfail"], epochs=o["epochs"],
         reducer=o["reducer"]))
+    if o["budget_usd"] is not None or o["budget_tokens"] is not None:
+        from runner.config import SpendCap
+
+        was = cfg.budget or SpendCap()
+        cfg = cfg.model_copy(update={"budget": SpendCap(usd=o["budget_usd"] or was.usd,
+                                                        tokens=o["budget_tokens"] or was.tokens)})
     if o["batch"]:
         cfg = cfg.model_copy(update={"batch": cfg.batch.model_copy(update={"enabled": True}),
                                      "runs": [r.model_copy(update={"batch": None}) for r in cfg.runs]})
@@ -321,6 +359,49 @@ def _gates_failed(cfg: Config, results: dict[str, list[Result]], metrics: dict[s
                        f"fail_under of {least:.1%}", err=True)
             failed = True
     return failed
+
+
+@cli.command()
+@_run_options
+@click.option("--measured", multiple=True, type=click.Path(file_okay=False), metavar="OUT",
+              help="Also read what this earlier output (a pilot: runner run --limit 10 --out OUT) measured of the same "
+                   "runs; repeatable. The config's own output is always read.")
+@click.option("--tier", "tier_names", multiple=True, metavar="PROVIDER=TIER",
+              help="The time floor under a provider's published tier (anthropic=start|build|scale, "
+                   "openai=tier1..tier5) instead of the config's rate_limits; repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="The plan as JSON, for scripts.")
+def plan(config: str | None, runs: str | None, measured: tuple[str, ...], tier_names: tuple[str, ...],
+         as_json: bool, **o: Any) -> None:
+    """What a `runner run` with the same config and options would call, cost and take, before anything is
+    spent: per run the records left to do, model calls, tokens, cost (low, expected, high; interactive, with
+    prompt caching, batch) and the time the rate limits force. No model is called, no container started.
+    Figures come from an earlier output of the same runs where there is one, else from the records."""
+    cfg = _select_runs(_run_config(config, o), runs)
+    tiers = {}
+    for pair in tier_names:
+        provider, sep, name = pair.partition("=")
+        if not sep or provider not in ("anthropic", "openai") or not name:
+            raise click.BadParameter(f"{pair!r}: PROVIDER=TIER, e.g. anthropic=build", param_hint="--tier")
+        tiers[provider] = name
+    _print_plan(cfg, measured, tiers, as_json=as_json)
+
+
+def _print_plan(cfg: Config, measured: tuple[str, ...], tiers: dict[str, str], *, as_json: bool) -> None:
+    import json
+
+    from rich.console import Console
+
+    from runner.forecast.forecast import forecast, gather
+    from runner.forecast.render import table
+
+    try:
+        f = forecast(cfg, gather(cfg, measured_from=[Path(m) for m in measured], tier=tiers))
+    except KeyError as e:  # a tier the table does not have
+        raise click.BadParameter(str(e.args[0]), param_hint="--tier") from None
+    if as_json:
+        click.echo(json.dumps(f.as_dict(), indent=2))
+    else:
+        Console(width=max(100, Console().width)).print(table(f))
 
 
 @cli.command()
@@ -394,7 +475,31 @@ def show(record_id: str, out_dir: str, run_name: str | None) -> None:
         near = difflib.get_close_matches(record_id, sorted(ids), n=3)
         raise ConfigError(f"{record_id}: no result for this record in {out}"
                           + (f"; did you mean {', '.join(near)}?" if near else ""))
-    show_record(Console(), runs, record_id)
+    console = Console()
+    show_record(console, runs, record_id)
+    _show_foreseen(console, out, runs, record_id)
+
+
+def _show_foreseen(console: Any, out: Path, runs: dict[str, list[Result]], record_id: str) -> None:
+    """The record's foresight beside its results, and each run's forecast beside what it did."""
+    from runner.records import iter_records
+    from runner.report.build import analyse
+    from runner.report.foreseen import foreseen, foreseen_lines, record_lines
+    from runner.results import manifest as manifests
+
+    manifest = manifests.read(out)
+    record = None
+    if manifest.dataset and Path(manifest.dataset).is_file():
+        with contextlib.suppress(RunnerError, ValueError):
+            record = next((r.data for r in iter_records(manifest.dataset) if r.id == record_id), None)
+    mine = {run: [r for r in rows if r.record_id == record_id] for run, rows in runs.items()}
+    lines = record_lines(manifest, record, mine)
+    if (fc := foreseen(manifest, analyse(out, runs).metrics)) is not None:
+        lines += foreseen_lines(fc)
+    if lines:
+        console.rule("forecast against result")
+        for line in lines:
+            console.print(line, markup=False)
 
 
 @cli.command()
@@ -704,6 +809,7 @@ _verbose_everywhere(cli)
 
 
 INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command Ctrl-C stopped
+STOPPED_AT_BUDGET = 6  # a spending cap (--budget, runs[].budget) stopped the run: a higher one resumes
 
 
 def main() -> None:

@@ -89,6 +89,15 @@ class LimitSpec(Limits):
         return Limits(rpm=self.rpm or base.rpm, itpm=self.itpm or base.itpm, otpm=self.otpm or base.otpm)
 
 
+class SpendCap(_Frozen):
+    """What a job, or one run, may spend: USD at the models' prices and tokens (input and output); None: no
+    cap. A call that would take spending past a cap is not sent, and the run stops there (runner/budget/
+    spend.py); the same command with a higher cap resumes."""
+
+    usd: float | None = Field(None, gt=0)
+    tokens: int | None = Field(None, gt=0)
+
+
 class RetrySettings(_Frozen):
     max_attempts: int = Field(6, ge=1, le=50)
     base_seconds: float = Field(0.5, gt=0)
@@ -251,6 +260,8 @@ class RunSpec(Thinking):
     teacher: ModelRef | None = None
     batch: bool | None = Field(None, description="this run's model calls through the providers' batch APIs (None: "
                                                  "as `batch.enabled`); not part of what makes runs comparable")
+    budget: SpendCap | None = Field(None, description="what this run may spend (usd, tokens): at the cap it stops; "
+                                                      "not part of what makes runs comparable")
     temperature: float = Field(0.0, ge=0, le=2)
     max_output_tokens: int = Field(800, ge=1)
     step_limit: int = Field(8, ge=1, le=100)
@@ -467,6 +478,9 @@ class Config(_Frozen):
                                                                            "it must reach, else exit 1 (CI gates)")
     rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
                                               description="key: provider or provider/model")
+    budget: SpendCap | None = Field(None, description="what the job may spend in all (usd, tokens; --budget, "
+                                                      "--budget-tokens): at the cap it stops, and the same command "
+                                                      "with a higher cap resumes")
     concurrency_window_seconds: float | None = Field(
         None, gt=0, description="concurrency auto: how long the throttle watches before each decision (default: "
                                 "3 round trips of a model call, as the shared budget times them; 10 s until one is)")
@@ -542,7 +556,7 @@ class Config(_Frozen):
         """What makes two runs comparable (resume refuses a different one): not workers or timing."""
         keep = self.model_dump(mode="json", include={"runs", "providers_mode", "models", "harness", "database",
                                                      "id_field"},
-                               exclude={"runs": {"__all__": {"batch"}}, **SPEED_ONLY})
+                               exclude={"runs": {"__all__": {"batch", "budget"}}, **SPEED_ONLY})
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
     def fingerprint_parts(self) -> dict[str, str]:
@@ -554,7 +568,7 @@ class Config(_Frozen):
         whole = self.model_dump(mode="json", include={"providers_mode", "models", "harness", "database", "id_field"},
                                 exclude=SPEED_ONLY)
         return {**{k: digest(v) for k, v in whole.items()},
-                **{f"run:{r.name}": digest(r.model_dump(mode="json", exclude={"batch"})) for r in self.runs}}
+                **{f"run:{r.name}": digest(r.model_dump(mode="json", exclude={"batch", "budget"})) for r in self.runs}}
 
     def conversation_limit(self) -> float:
         """The per-conversation time limit in force: as set, else the default for how the runs call."""

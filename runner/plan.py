@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 
 from runner.config import Config
@@ -33,16 +33,21 @@ def in_scope(cfg: Config, record_ids: Iterable[str]) -> list[tuple[int, str]]:
 
 
 def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str, int]] = frozenset(),
-              chosen: Set[tuple[str, str]] | Set[str] | None = None) -> list[WorkItem]:
+              chosen: Set[tuple[str, str]] | Set[str] | None = None,
+              work: Mapping[str, float] | None = None) -> list[WorkItem]:
     """Interleaved run x record items, so every run progresses together; with epochs, every record's first
     trial before any second one (an output stopped halfway holds whole passes over the records).
 
     `index` is the position in the whole dataset, so shards merge back into dataset order. `done`: (run,
     record, epoch) already there. `chosen`: only these records (ids), or only these (run, record) pairs;
-    None: all.
+    None: all. `work`: how long each record is foreseen to take (its model calls): the longest start first,
+    so that the job's last records are short ones (a job's end waits for its slowest record; the longest
+    first is the classic rule that keeps that tail short); records the same length keep dataset order.
     """
     items: list[WorkItem] = []
-    scope = in_scope(cfg, record_ids)
+    scope = in_scope(cfg, record_ids)  # its --limit chose the first K of the dataset, whatever the order
+    if work:
+        scope = sorted(scope, key=lambda pair: -work.get(pair[1], 0.0))
     for epoch in range(1, cfg.epochs + 1):
         for index, cid in scope:
             for run in cfg.runs:

@@ -129,6 +129,7 @@ LAYERS = [
     ["runner.results", "runner.wire"],
     ["runner.budget"],
     ["runner.sandbox", "runner.models", "runner.harness", "runner.gateway"],
+    ["runner.forecast"],
     ["runner.worker"],
     ["runner.engine"],
     ["runner.analysis"],

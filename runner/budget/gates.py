@@ -170,6 +170,19 @@ class Gates:
             m[at + _SLOT:at + _SLOT + len(raw)] = raw
             return True
 
+    def close(self, words: str, run: str | None = None) -> None:
+        """Shut the gates of `run` (None: every run's) with `words`, whatever their state: its budget is spent
+        (runner/budget/spend.py), and no call of it may go."""
+        raw = words.encode()[:MESSAGE_BYTES - 1] + b"\0"
+        keys = [k for k in self.keys if run is None or k == run or k.startswith(run + "/")]
+        with self._locked() as m:
+            for key in keys:
+                at = self._at(key)
+                state, _, count, digest = self._read(m, at)
+                if state != SHUT:
+                    self._write(m, at, [SHUT, 0, count, digest])
+                    m[at + _SLOT:at + _SLOT + len(raw)] = raw
+
     def shut(self) -> dict[str, str]:
         """Every shut gate and why."""
         with self._locked() as m:

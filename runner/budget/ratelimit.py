@@ -26,6 +26,7 @@ import multiprocess as mp
 
 from runner.budget import timings
 from runner.budget.gates import Gates
+from runner.budget.spend import Spend
 from runner.budget.xlock import ProcessLock
 from runner.config import Config, Limits
 from runner.interrupts import shielded
@@ -58,6 +59,7 @@ class Reservation:
     output_tokens: float
     lane: int = -1
     at: float = 0.0  # when admitted (monotonic): did the window fill while this call was out?
+    run: int = -1  # the run whose call it is (Budget.run_index), whose usage it settles into; -1: none
 
 
 class Held:
@@ -80,12 +82,21 @@ class Budget:
     runner/engine/ray_executor.py)."""
 
     keys: list[str]
+    runs: list[str]
     lanes: int
     lane: int
     out_estimate: float
 
     def slot(self, key: str) -> int:
         return self.keys.index(key)
+
+    def run_index(self, run: str | None) -> int:
+        """The index a run's calls carry into their reservations (-1: a run the budget does not count)."""
+        return self.runs.index(run) if run in self.runs else -1
+
+    def per_run(self) -> dict[str, dict[str, tuple[float, float, float]]]:
+        """Per run, per key: the calls settled and their input (as limited) and output tokens."""
+        return {}
 
     def pause(self, slot: int, seconds: float) -> None:
         raise NotImplementedError
@@ -103,9 +114,10 @@ class Budget:
         return max(times, default=None)
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None, waited: float = 0.0) -> Reservation | float:
+                    lane: int | None = None, waited: float = 0.0, run: int = -1) -> Reservation | float:
         """A reservation, or the seconds to wait before trying again. `waited`: how long this caller has
-        waited for it so far (counted once admitted: the budget's queueing, a signal for the throttle)."""
+        waited for it so far (counted once admitted: the budget's queueing, a signal for the throttle);
+        `run`: whose call it is (run_index)."""
         raise NotImplementedError
 
     def tally(self) -> dict[str, Tally]:
@@ -116,15 +128,15 @@ class Budget:
         raise NotImplementedError
 
     def acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                deadline: float | None = None, *, taken: Callable[[Reservation], None] | None = None
-                ) -> Reservation | None:
+                deadline: float | None = None, *, taken: Callable[[Reservation], None] | None = None,
+                run: int = -1) -> Reservation | None:
         """Block until admitted (None if the deadline passes first). `taken` is called with the reservation
         inside the shield that admitted it (runner/interrupts.py): a caller the time limit may cut records it
         there, with no instruction between admission and its record."""
         first = time.monotonic()
         while True:
             with shielded():
-                r = self.try_acquire(slot, input_tokens, output_tokens, waited=time.monotonic() - first)
+                r = self.try_acquire(slot, input_tokens, output_tokens, waited=time.monotonic() - first, run=run)
                 if isinstance(r, Reservation):
                     if taken is not None:
                         taken(r)
@@ -135,13 +147,14 @@ class Budget:
 
     @contextmanager
     def reserving(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                  deadline: float | None = None) -> Iterator[Held | None]:
+                  deadline: float | None = None, run: int = -1) -> Iterator[Held | None]:
         """`acquire` and `held` in one, for a caller the time limit may cut anywhere: the reservation is this
         block's from the instant it is admitted, so no cut can fall between admission and the `finally` that
         settles it. None if the deadline passes first."""
         box: list[Held] = []
         try:
-            self.acquire(slot, input_tokens, output_tokens, deadline, taken=lambda r: box.append(Held(self, r)))
+            self.acquire(slot, input_tokens, output_tokens, deadline, taken=lambda r: box.append(Held(self, r)),
+                         run=run)
             yield box[0] if box else None
         finally:
             if box and not box[0].settled:
@@ -164,8 +177,10 @@ class SharedLimiter(Budget):
     """Created once by the supervisor, handed to workers at spawn (shared memory + one lock)."""
 
     def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], *, start_concurrency: float = 8,
-                 max_concurrency: float = 256, out_estimate: float = 200, lanes: int = 0) -> None:
+                 max_concurrency: float = 256, out_estimate: float = 200, lanes: int = 0,
+                 runs: list[str] | None = None) -> None:
         self.keys = sorted(limits)
+        self.runs = list(runs or [])
         self.out_estimate = out_estimate
         ctx = mp.get_context("spawn")
         # The kernel releases it when its holder dies (kill -9 of a worker mid-update): nobody guesses from a
@@ -175,8 +190,11 @@ class SharedLimiter(Budget):
         self._arr: Any = ctx.RawArray("d", max(1, len(self.keys)) * _F)  # guarded by _lock
         self.lanes = lanes
         self._lanes: Any = ctx.RawArray("d", max(1, lanes * len(self.keys)))  # guarded by _lock
+        # per run and key: calls settled, their input (as limited) and output tokens; guarded by _lock
+        self._usage: Any = ctx.RawArray("d", max(1, len(self.runs) * len(self.keys) * 3))
         self.lane = -1  # a worker sets its own after spawn
         self.gates: Gates | None = None  # each run's first-call gate, carried with the budget to every worker
+        self.spend: Spend | None = None  # the job's and its runs' spending caps, carried likewise
         now = time.monotonic()
         for i, k in enumerate(self.keys):
             lim = limits[k]
@@ -214,7 +232,7 @@ class SharedLimiter(Budget):
                 a[base + lvl_i] = min(cap, a[base + lvl_i] + dt * cap / 60.0)
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None, waited: float = 0.0) -> Reservation | float:
+                    lane: int | None = None, waited: float = 0.0, run: int = -1) -> Reservation | float:
         """A reservation, or the seconds to wait before trying again; in-flight counted on `lane` (the
         caller's, default this process's)."""
         out = self.out_estimate if output_tokens is None else output_tokens
@@ -248,7 +266,7 @@ class SharedLimiter(Budget):
                 a[base + _FULL_AT] = now
             if 0 <= lane < self.lanes:
                 self._lanes[lane * len(self.keys) + slot] += 1
-            return Reservation(slot, input_tokens, out, lane, now)
+            return Reservation(slot, input_tokens, out, lane, now, run)
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
         """Charge real usage instead of the estimate; on success time the call and grow the window if it
@@ -271,6 +289,11 @@ class SharedLimiter(Budget):
             a[base + _USED_REQ] += 1
             a[base + _USED_IN] += input_tokens
             a[base + _USED_OUT] += output_tokens
+            if ok and 0 <= res.run < len(self.runs):
+                u = (res.run * len(self.keys) + res.slot) * 3
+                self._usage[u] += 1
+                self._usage[u + 1] += input_tokens
+                self._usage[u + 2] += output_tokens
 
     def _grow(self, base: int) -> None:
         """TCP's congestion control on calls in flight, for a call during which the window was full
@@ -327,6 +350,13 @@ class SharedLimiter(Budget):
                                (a[b + _RPM_CAP], a[b + _ITPM_CAP], a[b + _OTPM_CAP]))
                     for key, b in ((key, i * _F) for i, key in enumerate(self.keys))}
 
+    def per_run(self) -> dict[str, dict[str, tuple[float, float, float]]]:
+        n = len(self.keys)
+        with self._locked():
+            u = list(self._usage)
+        return {run: {key: (u[(r * n + k) * 3], u[(r * n + k) * 3 + 1], u[(r * n + k) * 3 + 2])
+                      for k, key in enumerate(self.keys)} for r, run in enumerate(self.runs)}
+
     def snapshot(self, slot: int) -> dict[str, float]:
         a, base = self._arr, slot * _F
         with self._locked():
@@ -356,4 +386,4 @@ def budget_spec(cfg: Config) -> tuple[dict[str, Limits], dict[str, bool]]:
 
 
 def build_limiter(cfg: Config, *, lanes: int = 0) -> SharedLimiter:
-    return SharedLimiter(*budget_spec(cfg), lanes=lanes)
+    return SharedLimiter(*budget_spec(cfg), lanes=lanes, runs=[r.name for r in cfg.runs])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,10 @@ class Progress:
     discarded: int = 0  # results thrown away (their sandbox did not serve the whole record) and run again
     status_path: Path | None = None  # where the state is written every second, for whoever watches the run
     batches: str = ""  # batch mode: what is waiting on the batch APIs now (set from the gateway's counts)
+    spent: Callable[[], float] | None = None  # what the job has spent so far, every call counted (budget/spend.py)
+    spent_before: float = 0.0  # of it, what earlier invocations of this output spent
+    budget_usd: float | None = None  # the job's cap (--budget)
+    forecast_usd: float | None = None  # what the forecast expected this invocation's items to cost
     _live: Live | None = None
     _last_line: float = 0.0
     _last_state: tuple[Any, ...] = ()
@@ -125,6 +130,19 @@ class Progress:
         step = max(1, -(-len(self.flight) // points))
         return self.flight[::step]
 
+    def spending(self) -> str:
+        """Spend against the cap and where it is heading: the forecast's cost of what is left, per item as
+        measured once a twentieth of the items are done."""
+        if self.spent is None or (self.budget_usd is None and self.forecast_usd is None):
+            return ""
+        spent = self.spent()
+        done, total = sum(p.done for p in self.runs.values()), sum(p.total for p in self.runs.values())
+        now = spent - self.spent_before  # this invocation's, for its own items
+        per = now / done if done and done >= total / 20 else (self.forecast_usd or 0.0) / max(total, 1)
+        projected = spent + per * (total - done)
+        cap = f" of the ${self.budget_usd:,.2f} budget" if self.budget_usd is not None else ""
+        return f"spent ${spent:,.4f}{cap}, projected ${projected:,.2f}"
+
     def tick(self) -> None:
         if self._live is not None:
             self._live.update(self._render())
@@ -150,6 +168,8 @@ class Progress:
             logger.info("{} result(s) discarded (sandbox lost mid-record) and run again", self.discarded)
         if self.batches:
             logger.info("batch mode: {}", self.batches)
+        if spending := self.spending():
+            logger.info("{}", spending)
         if self.capacity > 1:
             logger.info("in flight: {} of {}{}", self.in_flight, self.capacity,
                         f" (target {self.target}: {self.target_why})" if self.target is not None else "")
@@ -163,6 +183,8 @@ class Progress:
             flying += f", {self.discarded} discarded (sandbox lost) and rerun"
         if self.batches:
             flying += f", batches: {self.batches}"
+        if spending := self.spending():
+            flying += f", {spending}"
         t = Table(title=f"runs ({elapsed:.0f}s{flying})", expand=False)
         for col in ("run", "done", "solved", "failed", "errors", "rate/s", "ETA", "retries", "429s", "cache hits",
                     "cost"):

@@ -126,15 +126,16 @@ class WorkerActor:
 class BudgetActor:
     """The built-in agents' one budget for the whole cluster: a SharedLimiter in one process."""
 
-    def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], lanes: int) -> None:
-        self.limiter = SharedLimiter(limits, adaptive, lanes=lanes)
+    def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], lanes: int,
+                 runs: list[str] | None = None) -> None:
+        self.limiter = SharedLimiter(limits, adaptive, lanes=lanes, runs=runs)
 
-    def describe(self) -> tuple[list[str], int, float]:
-        return self.limiter.keys, self.limiter.lanes, self.limiter.out_estimate
+    def describe(self) -> tuple[list[str], int, float, list[str]]:
+        return self.limiter.keys, self.limiter.lanes, self.limiter.out_estimate, self.limiter.runs
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None, lane: int,
-                    waited: float = 0.0) -> Reservation | float:
-        return self.limiter.try_acquire(slot, input_tokens, output_tokens, lane, waited)
+                    waited: float = 0.0, run: int = -1) -> Reservation | float:
+        return self.limiter.try_acquire(slot, input_tokens, output_tokens, lane, waited, run)
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, ok: bool) -> None:
         self.limiter.settle(res, input_tokens, output_tokens, ok=ok)
@@ -151,6 +152,9 @@ class BudgetActor:
     def tally(self) -> dict[str, Tally]:
         return self.limiter.tally()
 
+    def per_run(self) -> dict[str, dict[str, tuple[float, float, float]]]:
+        return self.limiter.per_run()
+
 
 class RemoteBudget(Budget):
     """The SharedLimiter's interface over a BudgetActor: what a worker on any node holds. One actor
@@ -158,13 +162,13 @@ class RemoteBudget(Budget):
 
     def __init__(self, actor: Any) -> None:
         self.actor = actor
-        self.keys, self.lanes, self.out_estimate = ray.get(actor.describe.remote())
+        self.keys, self.lanes, self.out_estimate, self.runs = ray.get(actor.describe.remote())
         self.lane = -1
 
     def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None, waited: float = 0.0) -> Reservation | float:
+                    lane: int | None = None, waited: float = 0.0, run: int = -1) -> Reservation | float:
         r: Reservation | float = ray.get(self.actor.try_acquire.remote(
-            slot, input_tokens, output_tokens, self.lane if lane is None else lane, waited))
+            slot, input_tokens, output_tokens, self.lane if lane is None else lane, waited, run))
         return r
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
@@ -183,6 +187,10 @@ class RemoteBudget(Budget):
 
     def tally(self) -> dict[str, Tally]:
         got: dict[str, Tally] = ray.get(self.actor.tally.remote())
+        return got
+
+    def per_run(self) -> dict[str, dict[str, tuple[float, float, float]]]:
+        got: dict[str, dict[str, tuple[float, float, float]]] = ray.get(self.actor.per_run.remote())
         return got
 
 
@@ -293,8 +301,8 @@ class RayTransport:
             if self.cfg.model_runs():
                 here = ray.get_runtime_context().get_node_id()
                 actor = ray.remote(num_cpus=0, max_restarts=0)(BudgetActor).options(
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(*budget_spec(self.cfg),
-                                                                                  self.lanes)
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
+                        *budget_spec(self.cfg), self.lanes, [r.name for r in self.cfg.runs])
                 self.budget = RemoteBudget(actor)
         except BaseException:
             self.close()

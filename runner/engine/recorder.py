@@ -7,6 +7,7 @@ from __future__ import annotations
 from loguru import logger
 
 from runner.budget.gates import Gates
+from runner.budget.spend import BUDGET_WORDS
 from runner.budget.throttle import Throttle
 from runner.config import Config
 from runner.engine.progress import Progress
@@ -65,6 +66,10 @@ class Recorder:
                 continue
             self.stopped_runs[run] = why
             dropped = self.scheduler.stop_run(run)
+            if why.startswith(BUDGET_WORDS):
+                logger.warning("run {} {}; {} record(s) not started, and those a refused call cut are not recorded "
+                               "(the same command with a higher cap runs them)", run, why, dropped)
+                continue
             logger.error("run {} stopped: every request of it is refused ({}); {} record(s) not sent. Fix the "
                          "config and run the same command: it resumes", run, why, dropped)
 

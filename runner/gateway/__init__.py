@@ -16,6 +16,7 @@ def build_gateway(settings: GatewaySettings, *, token: str | None) -> Gateway:
     callers presenting `token` are served (None: every caller, for a gateway no other process can reach)."""
     from runner.budget.gates import Gates
     from runner.budget.ratelimit import SharedLimiter
+    from runner.budget.spend import Spend
     from runner.gateway.server import Gateway
 
     limiter = None
@@ -28,7 +29,8 @@ def build_gateway(settings: GatewaySettings, *, token: str | None) -> Gateway:
 
         response_cache = ResponseCache(settings.cache_dir)
     gates = Gates(settings.gate_keys, settings.gates) if settings.gates else None
-    return Gateway(settings, limiter=limiter, cache=response_cache, token=token, gates=gates)
+    spend = Spend(settings.spend_runs, path=settings.spend) if settings.spend else None
+    return Gateway(settings, limiter=limiter, cache=response_cache, token=token, gates=gates, spend=spend)
 
 
 __all__ = ["GatewaySettings", "Limits", "build_gateway", "gateway_settings"]

@@ -27,6 +27,7 @@ from loguru import logger
 
 from runner.budget.gates import Gates, Refused
 from runner.budget.ratelimit import Budget
+from runner.budget.spend import JOB, Spend, Spent
 from runner.cache import ResponseCache
 from runner.config import api_key
 from runner.gateway.batch_api import BATCH_PATHS, Endpoint
@@ -35,6 +36,7 @@ from runner.gateway.journal import Journal
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.request import canonical, upstream_url
 from runner.gateway.settings import GatewaySettings
+from runner.gateway.spending import Spending
 from runner.gateway.upstream import Answer, Call, Upstream
 from runner.gateway.usage import from_body
 from runner.models.base import TRIAL_HEADER
@@ -88,10 +90,13 @@ class Incoming:
 
 class Gateway:
     def __init__(self, settings: GatewaySettings, *, limiter: Budget | None = None,
-                 cache: ResponseCache | None = None, token: str | None = None, gates: Gates | None = None) -> None:
+                 cache: ResponseCache | None = None, token: str | None = None, gates: Gates | None = None,
+                 spend: Spend | None = None) -> None:
         self.settings, self.limiter, self.cache = settings, limiter, cache
         self.token = token  # what a caller must present (as its API key, or x-runner-token): None admits all
         self.gates = gates
+        batched = settings.batch_runs
+        self.spending = Spending(spend, self._price, lambda run: bool(batched) and ("*" in batched or run in batched))
         self.runs: dict[str, Counts] = {}
         self.workers: dict[str, Counts] = {}
         self.trials: dict[str, int] = {}  # the trial each worker (slot) runs now, where a job has epochs
@@ -221,12 +226,18 @@ class Gateway:
         try:
             probing = await self._enter_gate(gate) if gate is not None else False
         except Refused as e:  # the run's requests are refused: not sent, counted so, the caller told why
-            for t in tallies:
-                t.llm_calls += 1
-                t.errors += 1
-                t.not_sent += 1
-            return refused_unsent(provider, str(e))
-        answer = await self._forward(request, call)
+            return self._unsent(tallies, provider, str(e))
+        try:
+            ticket = self.spending.reserve(run, provider, call.priced_as, call.raw, call.body)
+        except Spent as e:  # the job's or the run's cap: not sent, and no call of it goes from now
+            if self.gates is not None:
+                self.gates.close(str(e), None if e.scope == JOB else e.scope)
+                self.gates.no_verdict(gate or "", probing)
+            return self._unsent(tallies, provider, str(e))
+        with self.spending.held(ticket, provider, call.priced_as) as paid:
+            answer = await self._forward(request, call)
+            if answer.status == 200:
+                paid(answer.usage, answer.batched)
         if gate is not None:
             self._judge(gate, probing, answer, call)
         prices = self._price(provider, call.priced_as)
@@ -242,6 +253,13 @@ class Gateway:
         if key is not None and answer.status == 200:
             self._to_cache(key, call, answer)
         return answer.response()
+
+    def _unsent(self, tallies: list[Counts], provider: str, words: str) -> web.Response:
+        for t in tallies:
+            t.llm_calls += 1
+            t.errors += 1
+            t.not_sent += 1
+        return refused_unsent(provider, words)
 
     async def _enter_gate(self, key: str) -> bool:
         """The run's first-call gate (runner/budget/gates.py), waited at without holding the event loop."""
@@ -279,7 +297,8 @@ class Gateway:
         return await self.upstream.send(request, Call(
             call.provider, upstream_url(s.upstreams[call.provider], call.provider, call.path), raw,
             self._upstream_headers(request, call), call.streaming,
-            self._slot(call.provider, call.priced_as)))
+            self._slot(call.provider, call.priced_as),
+            self.limiter.run_index(call.run) if self.limiter is not None else -1))
 
     async def _batched(self, request: web.Request, call: Incoming) -> Answer | None:
         """Through a batch: held with others, answered when its result arrives; a streaming caller gets its
@@ -399,7 +418,8 @@ def error_words(body: bytes) -> str:
 
 def refused_unsent(provider: str, words: str) -> web.Response:
     """The answer to a call its run's gate refused: the provider's own refusal, marked not sent."""
-    message = f"not sent: this run's requests are refused ({words})"
+    message = f"not sent: {words}" if words.startswith("stopped at budget") else \
+        f"not sent: this run's requests are refused ({words})"
     body: dict[str, Any] = {"type": "error", "error": {"type": "invalid_request_error", "message": message}} \
         if provider == "anthropic" else {"error": {"message": message, "type": "invalid_request_error",
                                                    "param": None, "code": "run_refused"}}

@@ -41,6 +41,8 @@ class GatewaySettings(BaseModel):
     cache_dir: str | None = None  # the response cache (None: none)
     gates: str | None = None  # the run's first-call gates file (runner/budget/gates.py) ...
     gate_keys: list[str] = Field(default_factory=list)  # ... and its keys
+    spend: str | None = None  # the run's spending caps file (runner/budget/spend.py) ...
+    spend_runs: list[str] = Field(default_factory=list)  # ... and its runs
 
 
 def upstreams(cfg: Config | None, sim_url: str | None) -> dict[str, str]:
@@ -53,7 +55,8 @@ def upstreams(cfg: Config | None, sim_url: str | None) -> dict[str, str]:
 
 
 def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None,
-                     gates: tuple[str, list[str]] | None = None) -> GatewaySettings:
+                     gates: tuple[str, list[str]] | None = None, spend: tuple[str, list[str]] | None = None
+                     ) -> GatewaySettings:
     """The settings of the gateway a config describes: its rate_limits as one shared budget, where each
     provider's calls go (or the simulator), its retry policy, response cache and batch mode."""
     keys = sorted(cfg.rate_limits)
@@ -71,4 +74,5 @@ def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | N
         batch=cfg.batch if batch_runs else None, batch_runs=batch_runs,
         journal=str(cfg.output_dir / "batches.jsonl") if batch_runs else None,
         cache_dir=str(Path(cfg.cache_dir or DEFAULT_DIR)) if use_cache else None,
-        gates=gates[0] if gates else None, gate_keys=list(gates[1]) if gates else [])
+        gates=gates[0] if gates else None, gate_keys=list(gates[1]) if gates else [],
+        spend=spend[0] if spend else None, spend_runs=list(spend[1]) if spend else [])

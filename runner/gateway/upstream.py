@@ -63,6 +63,7 @@ class Call:
     headers: dict[str, str]
     streaming: bool
     slot: int | None
+    run: int = -1  # whose call it is, for the budget's per-run counts (Budget.run_index)
 
 
 class Upstream:
@@ -73,7 +74,7 @@ class Upstream:
         shared = self.limiter is not None and call.slot is not None
         policy = RetryPolicy(self.retry, budget=shared)
         while True:
-            with self._held(await self._reserve(call.slot, len(call.raw) / 4)) as held:
+            with self._held(await self._reserve(call.slot, len(call.raw) / 4, call.run)) as held:
                 # held: settled on any way out, a cancelled task (the caller hung up) included
                 answer, kind, retry_after = await self._attempt(request, call, held)
             retry = policy.after(kind, retry_after) if kind is not None else None
@@ -111,12 +112,12 @@ class Upstream:
                 answer.usage = from_body(parsed, call.provider)
             return answer
 
-    async def _reserve(self, slot: int | None, estimate: float) -> Reservation | None:
+    async def _reserve(self, slot: int | None, estimate: float, run: int = -1) -> Reservation | None:
         if self.limiter is None or slot is None:
             return None
         first = time.monotonic()
         while True:
-            r = self.limiter.try_acquire(slot, estimate, waited=time.monotonic() - first)
+            r = self.limiter.try_acquire(slot, estimate, waited=time.monotonic() - first, run=run)
             if not isinstance(r, float):
                 return r
             await asyncio.sleep(min(max(r, 0.005), 0.5))

@@ -122,6 +122,25 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class CallShape:
+    """One model call a record is expected to make, as its harness foresees it from the record alone (no
+    model, no database): who makes it, how long its prompt is, how much of it a prompt cache may hold, and
+    the visible answer's length. Tokens are the client-side estimate (compact JSON, ~4 characters a token);
+    thinking is the forecast's to add, from the run's settings.
+
+    Two prefixes, as the providers' caches differ: `prefix_tokens` is what this prompt shares with the same
+    role's previous prompt (a cache of any prefix reads it: OpenAI's); `marked_prefix_tokens` is the longest
+    of it that ends where an earlier prompt ended or at the fixed part (tools and system prompt), the only
+    places a cache entry is written where the runner marks the end of each prompt (Anthropic's)."""
+
+    role: str  # "agent"; Atlas: "student" or "teacher"
+    prompt_tokens: int
+    prefix_tokens: int
+    answer_tokens: int
+    marked_prefix_tokens: int
+
+
+@dataclass(frozen=True)
 class Defaults:
     """What a harness knows about its own output, used where the config says nothing."""
 
@@ -174,6 +193,12 @@ class Harness(ABC):
     @staticmethod
     def record_check() -> Check | None:
         """A check run on every record when the file is loaded (before any worker starts)."""
+        return None
+
+    @staticmethod
+    def expected_calls(record: dict[str, Any], run: RunSpec) -> list[CallShape] | None:
+        """The model calls `record` should take on `run`, from the record alone (`runner plan`); None: this
+        harness cannot know (a user's code: only what an earlier output measured can say)."""
         return None
 
     def gateway_env(self, run: str) -> dict[str, str]:

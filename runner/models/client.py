@@ -14,6 +14,8 @@ does not accept are left out, and costs use its prices, cache reads and writes i
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +23,7 @@ from loguru import logger
 
 from runner.budget.gates import Gates, Refused
 from runner.budget.ratelimit import Budget, limiter_key
+from runner.budget.spend import JOB, Spend, Spent
 from runner.cache import ResponseCache
 from runner.config import API_KEY_ENV, Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected, RunRefused
@@ -30,7 +33,7 @@ from runner.models.live import Catalogue
 from runner.models.retry import RetryPolicy
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
-from runner.models.usage import Counts, Tokens, budget_input_tokens
+from runner.models.usage import Counts, Tokens, budget_input_tokens, cost
 from runner.models.wire import retries_taken, sim_trial
 
 # Refusals that every request of a run repeats (its settings, not one conversation's content): a 413 is one
@@ -43,7 +46,7 @@ class ModelClient:
                  limiter_slot: int | None, cache: ResponseCache | None, retry: RetrySettings,
                  caps: Capabilities | None = None, prompt_cache: bool = True,
                  thinking: ThinkingChoice | None = None, simulated: bool = False,
-                 gate: tuple[Gates, str] | None = None) -> None:
+                 gate: tuple[Gates, str] | None = None, run: str | None = None) -> None:
         self.provider, self.wire_model, self.logical_model = provider, wire_model, logical_model
         self.simulated = simulated  # the simulator answers: it is told each call's trial
         self.limiter, self.slot, self.cache, self.retry = limiter, limiter_slot, cache, retry
@@ -53,6 +56,9 @@ class ModelClient:
         self._plans: dict[int, ThinkingPlan] = {}  # by the answer's limit: one per run, in practice
         self.stats = Counts()
         self.gate = gate  # the run's first-call gate (runner/budget/gates.py) and this client's key in it
+        self.run = limiter.run_index(run) if limiter is not None else -1  # whose calls the budget counts
+        self.run_name = run
+        self.spend: Spend | None = getattr(limiter, "spend", None)  # the caps on what the job and its runs spend
 
     def thinking_plan(self, answer_tokens: int) -> ThinkingPlan:
         p = self._plans.get(answer_tokens)
@@ -169,13 +175,34 @@ class ModelClient:
     def _budgeted(self, req: Request, est_in: float, deadline: float) -> Completion | None:
         if self.limiter is None or self.slot is None:
             return self.provider.generate(req)
-        with self.limiter.reserving(self.slot, est_in, min(req.max_output_tokens, self.limiter.out_estimate),
-                                    deadline=deadline) as held:
+        out_est = min(req.max_output_tokens, self.limiter.out_estimate)
+        with self._spending(est_in, out_est) as spent, \
+                self.limiter.reserving(self.slot, est_in, out_est, deadline=deadline, run=self.run) as held:
             if held is None:
                 return None
             c = self.provider.generate(req)
             held.used(budget_input_tokens(self.provider.name, self._tokens(c)), c.output_tokens)
+            spent.append((cost(self.caps.prices, self._tokens(c))[0] or 0.0,
+                          float(c.input_tokens + c.cache_read_tokens + c.cache_write_tokens + c.output_tokens)))
         return c
+
+    @contextmanager
+    def _spending(self, est_in: float, out_est: float) -> Iterator[list[tuple[float, float]]]:
+        """The call's expected cost held against the job's and its run's caps (runner/budget/spend.py) until
+        it is answered; a call that would pass a cap is not sent: its run (or the job) stops there."""
+        if self.spend is None or not self.spend.capped:
+            yield []
+            return
+        p = self.caps.prices
+        usd = (est_in * p.input + out_est * p.output) / 1e6 if p is not None else 0.0
+        try:
+            ticket = self.spend.reserve(self.run_name, usd, est_in + out_est)
+        except Spent as e:
+            if self.gate is not None:
+                self.gate[0].close(str(e), None if e.scope == JOB else e.scope)
+            raise RunRefused(f"not sent: {e}", run=self.run_name or "", sent=False) from None
+        with self.spend.held(ticket) as spent:
+            yield spent
 
     def close(self) -> None:
         self.provider.close()
@@ -223,7 +250,7 @@ def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Bud
 
 def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config, *, limiter: Budget | None,
                 cache: ResponseCache | None, batch: bool = False, catalogue: Catalogue | None = None,
-                gate: tuple[Gates, str] | None = None) -> ModelClient:
+                gate: tuple[Gates, str] | None = None, run: str | None = None) -> ModelClient:
     """A client with its own counts over a provider (SDK client) that others may share; `batch`: its calls go
     through the run's gateway, which says of each answer whether a batch API gave it (billed at that price)
     or it went interactive. `catalogue`: what each model takes, its provider asked at the run's start
@@ -236,4 +263,4 @@ def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config,
     return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
                        cache=cache, retry=cfg.retry, caps=caps,
                        prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref),
-                       simulated=resolve_mode(cfg) == "sim", gate=gate)
+                       simulated=resolve_mode(cfg) == "sim", gate=gate, run=run)

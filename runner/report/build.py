@@ -14,6 +14,7 @@ from rich.table import Table
 
 from runner.analysis.metrics import CACHE_MARKED, run_metrics
 from runner.analysis.paired import Paired, against, best
+from runner.report.foreseen import foreseen, foreseen_lines
 from runner.report.paired import columns_that_fit, print_paired
 from runner.report.trials import print_trials
 from runner.results import manifest as manifests
@@ -31,13 +32,15 @@ def banners(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str,
         missing = manifest.missing
         stop = manifest.stopped_early
         why = "interrupted" if manifest.interrupted else "stopped by an error" if manifest.error else \
-            f"stopped at --maxfail {stop}" if stop else "records not run (interrupted, stopped early or not selected)"
+            f"stopped at --maxfail {stop}" if stop else manifest.stopped_at_budget if manifest.stopped_at_budget \
+            else "records not run (interrupted, stopped early or not selected)"
         n = sum(missing.values())
         # one instruction, the same as the command's last line (after --maxfail it said two that disagreed)
         out["incomplete"] = (f"INCOMPLETE ({why}): {n} result(s) missing"
                              + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
                              + ("; the same command without -x/--maxfail runs the rest" if stop and not
-                                manifest.interrupted else "; run the same command again to finish"))
+                                manifest.interrupted else "; the same command with a higher --budget runs the rest"
+                                if manifest.stopped_at_budget else "; run the same command again to finish"))
     if (skipped := manifest.rejected) and skipped.count:
         out["rejected"] = (f"{skipped.count} bad dataset line(s) skipped (--skip-invalid): in no result and no "
                            f"rate; their reasons are in {skipped.file}")
@@ -168,6 +171,9 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
         console.print(text, style="bold red" if kind == "incomplete" else "yellow", markup=False)
     print_trials(metrics, console)
     print_paired(a.pairs, console)
+    if (fc := foreseen(manifest, metrics)) is not None:
+        for line in foreseen_lines(fc):
+            console.print(f"[dim]{line}[/dim]")
     if lost := sum(m["discarded"] for m in metrics.values()):
         console.print(f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
                       "whole record (it died, froze or was replaced); only the complete attempts count")
@@ -290,7 +296,8 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
     doc = {"simulated": manifest.simulated, "results_digest": digest,
            "reference": reference_run(manifest, rows), "comparisons": pairs,
            "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
-                        "gateway": through.get(n)} for n, m in metrics.items()}}
+                        "gateway": through.get(n)} for n, m in metrics.items()},
+           "forecast": foreseen(manifest, metrics)}
 
     sections = [(pairs, f"Against {doc['reference']}", str(doc["reference"]))] if pairs else []
     if (other := read_comparison(out)) is not None:  # `runner report A B` wrote B's: A's runs as references
@@ -299,6 +306,8 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
     lost = sum(m["discarded"] for m in metrics.values())
     flight = manifest.in_flight.model_dump() if manifest.in_flight else None
     notes = banners(manifest, metrics)
+    if (fc := foreseen(manifest, metrics)) is not None:
+        notes["forecast"] = "forecast against result: " + "; ".join(foreseen_lines(fc))
     if lost:
         notes["discarded"] = (f"{lost} result(s) discarded and their records run again: the sandbox did not serve "
                               "the whole record")

@@ -76,11 +76,18 @@ class Manifest(BaseModel):
     batch_runs: list[str] = Field(default_factory=list)  # the runs in batch mode
     simulator: dict[str, dict[str, Any]] = Field(default_factory=dict)  # what the simulator played, per model
     resumed: bool = False
+    # each invocation's forecast of what it had left to do (runner/forecast/), in order: their sum is the
+    # forecast of every result the output holds (the report puts it beside what happened)
+    forecasts: list[dict[str, Any]] = Field(default_factory=list)
+    # what every invocation spent, summed (USD, tokens), for the job and per run (runner/budget/spend.py): a
+    # resume's caps count it
+    spent: dict[str, list[float]] = Field(default_factory=dict)
     # how it ended
     interrupted: bool = False
     stopped_early: int | None = None  # the --maxfail (-x: 1) that stopped the run before its end
     error: str | None = None
     stopped_runs: dict[str, str] = Field(default_factory=dict)  # runs stopped by a refusal all their requests repeat
+    stopped_at_budget: str | None = None  # "stopped at budget: $X of $Y ...": a cap stopped the job or a run
     counts: dict[str, int] = Field(default_factory=dict)
     missing: dict[str, int] = Field(default_factory=dict)  # records with no result, per run
     complete: bool | None = None

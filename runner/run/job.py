@@ -22,8 +22,9 @@ from rich.console import Console
 
 from runner.budget.concurrency import Layout, layout
 from runner.budget.gates import Gates, gate_keys
-from runner.budget.priority import budget_preference
-from runner.budget.ratelimit import build_limiter
+from runner.budget.priority import PerItem, budget_preference
+from runner.budget.ratelimit import build_limiter, limiter_key
+from runner.budget.spend import JOB, Cap, Spend
 from runner.budget.throttle import Throttle
 from runner.config import Config, check_harness_python, gateway_use, model_endpoints, resolve_mode
 from runner.engine import forkserver
@@ -35,6 +36,8 @@ from runner.engine.services import Service
 from runner.engine.signals import SignalInbox
 from runner.engine.supervisor import Supervisor
 from runner.errors import ConfigError, DatasetError, NothingSelected, RunStopped
+from runner.forecast.forecast import Forecast, Foresight, forecast, gather
+from runner.forecast.render import seconds, usd
 from runner.harness import database_spec, id_field, record_check
 from runner.harness.env import check_templates
 from runner.harness.python import warm_interpreter
@@ -70,6 +73,7 @@ class Summary:
     stopped_runs: dict[str, str] = field(default_factory=dict)  # run -> the refusal every request of it met
     runs: list[str] = field(default_factory=list)  # this command's runs (--runs)
     scope: set[tuple[str, int]] = field(default_factory=set)  # its record trials (shard, --limit, -k, --ids)
+    stopped_at_budget: str | None = None  # the cap a refused call reached (runner/budget/spend.py)
 
     def about(self, results: dict[str, list[Result]]) -> dict[str, list[Result]]:
         """Of an output's results, those this command was about: its runs, its records."""
@@ -93,7 +97,7 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
 
     kind = resolve_kind(cfg.sandbox)  # (`runner run` started the forkserver already for a new output)
     # bad input fails here, before the output directory is touched (and every model's provider is asked)
-    order, warnings, picked, skipped, cat = _preflight(cfg)
+    records, warnings, picked, skipped, cat = _preflight(cfg)
     out = cfg.output_dir.resolve()
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
@@ -104,14 +108,15 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, order, kind, console or Console(stderr=True), on_booted, picked, skipped, cat,
+            return _run(cfg, out, records, kind, console or Console(stderr=True), on_booted, picked, skipped, cat,
                         signals)
         finally:
             logger.remove(log_id)
 
 
-def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None, Rejected | None, Catalogue]:
-    """Record id -> position, warnings, the records -k / --ids choose (None: all), the dataset lines
+def _preflight(cfg: Config) -> tuple[dict[str, dict[str, Any]], list[str], set[str] | None, Rejected | None,
+                                    Catalogue]:
+    """The records by id in dataset order, warnings, the records -k / --ids choose (None: all), the dataset lines
     skip_invalid skipped (None: none) and what each model takes (its provider asked); raises on the first bad
     record (unless skip_invalid), on an empty dataset, a bad template, a model its provider does not have or
     a retired one."""
@@ -140,7 +145,7 @@ def _preflight(cfg: Config) -> tuple[dict[str, int], list[str], set[str] | None,
         warnings += [f"skipped (--skip-invalid): {why}" for _, why in rejected[:5]]  # why names file:line
         warnings.append(f"{len(rejected)} bad line(s) of {cfg.dataset} skipped (--skip-invalid): in no result "
                         f"and no rate; written with their reasons to {skipped.file}")
-    return order, warnings, picked, skipped, cat
+    return {r.id: r.data for r in records}, warnings, picked, skipped, cat
 
 
 def _check_selected(cfg: Config, order: dict[str, int], picked: set[str] | None) -> None:
@@ -156,7 +161,7 @@ def _check_selected(cfg: Config, order: dict[str, int], picked: set[str] | None)
                               "record's id, tags and text fields)")
 
 
-def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Console,
+def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, console: Console,
          on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
          skipped: Rejected | None = None, cat: Catalogue | None = None,
          signals: SignalInbox | None = None) -> Summary:
@@ -167,8 +172,14 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
         logger.warning("the external sandbox is one database: using 1 worker with 1 slot")
     sink = _sink(cfg, out)
     manifest = _manifest(cfg, out, mode, kind, run_id, skipped, cat)
-    plan, done = _what_to_do(cfg, sink, order, picked)
+    order = {rid: i for i, rid in enumerate(records)}
+    foresight = Foresight(cfg, records)
+    plan, done = _what_to_do(cfg, sink, order, picked, foresight.work())
+    ahead = forecast(cfg, gather(cfg, records=records, results=sink.seen, foresight=foresight), items=plan)
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
+    _say_forecast(ahead)
+    if plan:
+        manifest.forecasts = [*manifest.forecasts, {"run_id": run_id, **ahead.as_dict()}]
     if plan:
         forkserver.warm(cfg)  # at the latest: before the image check and the servers, not at the first spawn
     image = _image(spec, kind, manifest) if plan else None
@@ -178,7 +189,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             chunk = cfg.harness.chunk
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
             specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack, cat)
-            transport, limiter, host = _transport(cfg, lay.workers, stack)
+            transport, limiter, host = _transport(cfg, lay.workers, stack, manifest.spent)
             # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot timeout)
             sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport,
                                          gates_of=limiter)
@@ -189,8 +200,12 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, out,
                               lambda w: specs(w, sim_url, gateway_url, token),
                               [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable,
-                              signals)
+                              signals, ahead)
             sup.on_booted = on_booted
+            if (spend := getattr(limiter, "spend", None)) is not None:
+                sup.progress.spent = lambda: spend.spent()[JOB][0]
+                sup.progress.spent_before = spend.spent()[JOB][0]
+                sup.progress.budget_usd, sup.progress.forecast_usd = spend.cap()[0], ahead.cost()
             if gateway is not None and cfg.batch_runs():
                 _watch_batches(gateway, sup.progress, stack)
             with sup.progress:
@@ -199,6 +214,7 @@ def _run(cfg: Config, out: Path, order: dict[str, int], kind: str, console: Cons
                 finally:
                     _remove_containers(kind, run_id)
             manifest.stopped_runs = dict(sup.recorder.stopped_runs)
+            _note_spend(manifest, getattr(limiter, "spend", None))
             _note_invocation(manifest, sup, sim, gateway)
     return _ended(cfg, sink, order, out, manifest, picked, kind, mode, sup)
 
@@ -213,7 +229,7 @@ def _ended(cfg: Config, sink: ResultSink, order: dict[str, int], out: Path, mani
                 for epoch in range(1, cfg.epochs + 1)}
     counts = _finish(sink, order, out, manifest, interrupted, error, expected, cfg.maxfail if stopped_early else None)
     return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early,
-                   stopped_runs, [r.name for r in cfg.runs], expected)
+                   stopped_runs, [r.name for r in cfg.runs], expected, manifest.stopped_at_budget if sup else None)
 
 
 def _sink(cfg: Config, out: Path) -> ResultSink:
@@ -239,15 +255,16 @@ def _manifest(cfg: Config, out: Path, mode: str, kind: str, run_id: str, skipped
         batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
 
 
-def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int],
-                picked: set[str] | None) -> tuple[list[Any], set[Any]]:
-    """The plan (what is left to run, with --lf only what did not succeed last) and what is done."""
+def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int], picked: set[str] | None,
+                work: dict[str, float] | None = None) -> tuple[list[Any], set[Any]]:
+    """The plan (what is left to run, with --lf only what did not succeed last; `work`: each record's
+    foreseen length, the longest first) and what is done."""
     done, failed = sink.standing(rerun_errors=cfg.rerun_errors)
     chosen_items: set[str] | set[tuple[str, str]] | None = picked
     if cfg.last_failed:  # the records whose last result was not a success, run again (and nothing else)
         done -= failed
         chosen_items = {(run, rid) for run, rid, _ in failed if picked is None or rid in picked}
-    return make_plan(cfg, order, done, chosen_items), done
+    return make_plan(cfg, order, done, chosen_items, work), done
 
 
 def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, kind: str, manifest: Manifest,
@@ -379,8 +396,10 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
     from runner.gateway.process import new_token
 
     gates = getattr(gates_of, "gates", None) if gates_of is not None else None
+    spend = getattr(gates_of, "spend", None) if gates_of is not None else None
     settings = gateway_settings(cfg, sim_url=sim.url if sim else None,
-                                gates=(gates.path, gates.keys) if gates is not None else None)
+                                gates=(gates.path, gates.keys) if gates is not None else None,
+                                spend=(spend.path, spend.scopes[1:]) if spend is not None else None)
     gw = stack.enter_context(GatewayServer(settings, new_token(), log_path=log("gateway"), host=host, wait=wait))
     logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE) "
                 "and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token for it (it calls the providers with "
@@ -460,7 +479,7 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
 def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
                 out: Path, make_spec: Callable[[int], WorkerSpec], services: list[Service], transport: Transport,
                 limiter: Any, lay: Layout, spawnable: Callable[[int], bool] | None,
-                signals: SignalInbox | None = None) -> Supervisor:
+                signals: SignalInbox | None = None, ahead: Forecast | None = None) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
@@ -477,21 +496,56 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
                         status_path=out / "logs" / "status.json")
     throttle = None
     if cfg.concurrency == "auto":
-        throttle = Throttle(capacity=lay.in_flight * chunk, floor=lay.workers * chunk, step=lay.workers * chunk,
-                            window=cfg.concurrency_window_seconds,
-                            round_trip=limiter.round_trip, tally=limiter.tally)
+        capacity = lay.in_flight * chunk
+        throttle = Throttle(capacity=capacity, floor=lay.workers * chunk, step=lay.workers * chunk,
+                            window=cfg.concurrency_window_seconds, round_trip=limiter.round_trip,
+                            tally=limiter.tally, target=_first_target(cfg, limiter, capacity))
         progress.target, progress.target_why = throttle.target, "start"
     return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
                       transport.inbox, workers=workers, services=services, throttle=throttle,
-                      prefer=budget_preference(cfg, limiter), gates=getattr(limiter, "gates", None), signals=signals,
+                      prefer=budget_preference(cfg, limiter, _per_item(cfg, ahead)),
+                      gates=getattr(limiter, "gates", None), signals=signals,
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
 
 
-def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[Transport, Any, str]:
+def _first_target(cfg: Config, limiter: Any, capacity: int) -> int:
+    """--concurrency auto's first target: where every budget the runs draw on has its limits set, the budget
+    paces the calls (more records only wait in it), so the ramp starts at a quarter of the slots rather than 8:
+    the seeds' job ramped 8 -> 128 over ~10 s while its tightest budget's refill went unused. 0: the
+    throttle's own start (a budget of unknown limits is found by the ramp)."""
+    keys = getattr(limiter, "keys", [])
+    return capacity // 4 if keys and all(k in cfg.rate_limits for k in keys) else 0
+
+
+def _per_item(cfg: Config, ahead: Forecast | None) -> PerItem | None:
+    """What the forecast expects an item of each run to ask of each budget (None: it cannot know)."""
+    if ahead is None or any(r.source == "unknown" for r in ahead.runs):
+        return None
+    return ahead.per_item(lambda provider, model: limiter_key(cfg, provider, model))
+
+
+def _say_forecast(f: Forecast) -> None:
+    """The forecast in one line at the start (`runner plan` says it all)."""
+    if not any(r.items for r in f.runs):
+        return
+    cost = f.cost()
+    top = f.floor
+    logger.info("forecast: {} expected ({} to {}), from {}; {}; expected wall {} ({} in flight)",
+                usd(cost), usd(f.cost("low")), usd(f.cost("high")),
+                ", ".join(sorted({r.source for r in f.runs if r.items})),
+                f"rate-limit floor {seconds(top.seconds)} ({top.key}: {top.bound_by})" if top and top.bound_by
+                else "no rate limit binds", seconds(f.wall_seconds), f.concurrency)
+
+
+def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack,
+               spent: dict[str, list[float]] | None = None) -> tuple[Transport, Any, str]:
     """Where workers run, the budget they draw from (shared memory locally, an actor on Ray), and the
     address the simulator and gateway listen on (this machine's loopback, or this node's address on
     a cluster, so that workers on other nodes reach them)."""
     if cfg.executor == "ray":
+        if cfg.budget is not None or any(r.budget for r in cfg.runs):
+            raise ConfigError("budget: the spending caps are kept on this machine, for local workers only (executor: "
+                              "local); on Ray, cap the spend at the providers' consoles")
         try:
             from runner.engine.ray_executor import RayTransport
         except ImportError as e:
@@ -501,7 +555,28 @@ def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack) -> tuple[
     # Workers are forked from a forkserver (engine/forkserver.py), not from the supervisor.
     limiter = build_limiter(cfg, lanes=workers)
     limiter.gates = Gates(gate_keys(cfg))  # each run's first call alone (runner/budget/gates.py)
+    limiter.spend = _spend(cfg, spent or {})  # the caps on what the job and each run spend (runner/budget/spend.py)
     return ProcessTransport(forkserver.context(cfg)), limiter, "127.0.0.1"
+
+
+def _note_spend(manifest: Manifest, spend: Spend | None) -> None:
+    """What the job and each run have spent so far (this invocation's and earlier ones'), and the cap a
+    refused call reached, if one did."""
+    if spend is None:
+        return
+    manifest.spent = {scope: [round(usd, 6), tokens] for scope, (usd, tokens) in spend.spent().items()}
+    reached = spend.reached()
+    manifest.stopped_at_budget = reached.get(JOB) or next(iter(reached.values()), None)
+    if manifest.stopped_at_budget:
+        logger.warning("{}: the same command with a higher cap resumes (what is recorded stays)",
+                       manifest.stopped_at_budget)
+
+
+def _spend(cfg: Config, spent: dict[str, list[float]]) -> Spend:
+    """The spending caps of the job and its runs, with what earlier invocations of this output spent."""
+    caps = {JOB: Cap(cfg.budget.usd, cfg.budget.tokens)} if cfg.budget is not None else {}
+    caps.update({r.name: Cap(r.budget.usd, r.budget.tokens) for r in cfg.runs if r.budget is not None})
+    return Spend([r.name for r in cfg.runs], caps, {k: (v[0], v[1]) for k, v in spent.items()})
 
 
 def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> None:

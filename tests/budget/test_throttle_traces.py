@@ -54,10 +54,13 @@ class Loop:
     rtt: float | None = None
     targets: list[tuple[float, int, int]] = field(default_factory=list)  # (time, target, calls out)
 
+    start: int = 0  # the throttle's first target (0: its own)
+
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.throttle = Throttle(capacity=self.capacity, floor=4, step=4, round_trip=lambda: self.rtt,
-                                 tally=lambda: {"m": Tally(self.waited, self.admitted, tuple(self.times))})
+                                 tally=lambda: {"m": Tally(self.waited, self.admitted, tuple(self.times))},
+                                 target=self.start)
 
     def run(self, seconds: float) -> None:
         now, started, tokens = 0.0, 0, self.rps or 0.0
@@ -120,6 +123,17 @@ def test_calls_that_lengthen_turn_by_turn_do_not_hold_a_rate_limited_run_below_i
     assert served >= 0.9 * 40, f"{served:.1f} calls/s of 40 allowed"
     assert loop.mean_calls_out(300) >= 0.9 * 80  # out at the level the budget allows, and held there
     assert not any(why for _, _, why in loop.throttle.changes if "the cut stays" in why)
+
+
+def test_a_known_budget_started_at_a_quarter_of_the_slots_reaches_its_level_sooner_and_holds_it() -> None:
+    """Where every budget's limits are set, a run starts at a quarter of its slots (runner/run/job.py): the
+    budget paces the calls, and the ramp from 8 left it idle for its first seconds."""
+    late, early = Loop(Trace(lengthening(1.0, 3.0)), rps=40), Loop(Trace(lengthening(1.0, 3.0)), rps=40, start=64)
+    late.run(600)
+    early.run(600)
+    assert early.mean_calls_out(0, 5) > 1.5 * late.mean_calls_out(0, 5)  # the budget's level from the start
+    assert early.done_calls > late.done_calls
+    assert early.mean_calls_out(300) >= 0.9 * 80  # and the budget's level held, as from the small start
 
 
 def test_heavy_tails_without_a_limit_grow_to_every_ready_slot() -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 import psycopg
 
-from runner.config import Config, ModelRef
+from runner.config import Config, ModelRef, RunSpec
 from runner.errors import ConversationFailed, SandboxBootError
-from runner.harness.base import Defaults, Harness, Outcome, SandboxInfo, Task, WorkerInfo
+from runner.harness.base import CallShape, Defaults, Harness, Outcome, SandboxInfo, Task, WorkerInfo
 from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import Conversation, check
@@ -70,6 +70,12 @@ class CrmHarness(Harness):
     @staticmethod
     def record_check() -> Check | None:
         return check
+
+    @staticmethod
+    def expected_calls(record: dict[str, Any], run: RunSpec) -> list[CallShape] | None:
+        from runner.harness.crm.estimate import expected_calls
+
+        return expected_calls(record, run)
 
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
@@ -158,7 +164,8 @@ class _Shared:
         gates = getattr(self.info.limiter, "gates", None)
         return client_over(provider, wire_model, ref, self.cfg, limiter=None if batch_run else self.info.limiter,
                            cache=self.cache, batch=batch_run is not None, catalogue=self.info.catalogue,
-                           gate=(gates, gate) if gates is not None and gate is not None else None)
+                           gate=(gates, gate) if gates is not None and gate is not None else None,
+                           run=gate.split("/", 1)[0] if gate is not None else None)
 
     def telemetry_writer(self, dsn: str) -> telemetry.Writer:
         """A slot's way to the telemetry databases: one connection to its sandbox's, shared by every slot

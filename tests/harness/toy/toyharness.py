@@ -60,3 +60,15 @@ def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     reply = client.messages.create(model=ctx.params["model"], max_tokens=50,
                                    messages=[{"role": "user", "content": f"Say hello to {record['id']}"}])
     return {"id": record["id"], "ok": True, "stop": reply.stop_reason, "tokens": reply.usage.output_tokens}
+
+
+def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """A harness that calls a model as a user's does: the Anthropic SDK, through the run's gateway (its base URL
+    and token from the environment), `record["asks"]` times with `record["text"]`."""
+    import anthropic
+
+    client = anthropic.Anthropic(max_retries=0)
+    for _ in range(int(record.get("asks", 1))):
+        client.messages.create(model="claude-sonnet-5-5", max_tokens=64,
+                               messages=[{"role": "user", "content": record["text"]}])
+    return {"ok": True}

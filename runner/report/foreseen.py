@@ -1,0 +1,79 @@
+"""The forecast beside what happened, per run: cost, calls, tokens (`runner plan` foresaw them at each
+invocation's start: manifest.forecasts). A run's forecast is the widest one made for it (the first
+invocation's, which planned every record, unless a later one planned more), per item times the results the
+output holds: an output stopped early and resumed is held to what it foresaw of the whole job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.results.manifest import Manifest
+
+BANDS = ("low", "expected", "high")
+
+
+def foreseen(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """{runs: {run: {forecast, actual, within}}}; None without a forecast."""
+    widest: dict[str, dict[str, Any]] = {}
+    for f in manifest.forecasts:
+        for r in f.get("runs", []):
+            if r.get("items") and r.get("source") not in ("unknown", "done") and \
+                    r["items"] > widest.get(r["run"], {}).get("items", 0):
+                widest[r["run"]] = r
+    out: dict[str, Any] = {}
+    for run, r in widest.items():
+        m = metrics.get(run)
+        if m is None or not m["results"]:
+            continue
+        k = m["results"] / r["items"]
+        cost, need = r["cost_usd"][r["mode"]], r["need"]["expected"]
+        forecast = {"items": m["results"], "source": r["source"],
+                    "cost_usd": {b: None if cost[b] is None else cost[b] * k for b in BANDS},
+                    "calls": need["calls"] * k,
+                    "tokens": k * (need["input_tokens"] + need["cache_read_tokens"] + need["cache_write_tokens"]
+                                   + need["output_tokens"])}
+        actual = {"cost_usd": m["cost_usd"], "calls": m["llm_calls"], "tokens": m["prompt_tokens"] + m["output_tokens"]}
+        low, high, spent = forecast["cost_usd"]["low"], forecast["cost_usd"]["high"], actual["cost_usd"]
+        within = None if low is None or high is None or spent is None else low <= spent <= high
+        out[run] = {"forecast": forecast, "actual": actual, "within": within}
+    return {"runs": out} if out else None
+
+
+def foreseen_lines(doc: dict[str, Any]) -> list[str]:
+    """The comparison in words, a line per run (the terminal and the HTML page)."""
+    said = []
+    for run, r in doc["runs"].items():
+        f, a = r["forecast"], r["actual"]
+        c = f["cost_usd"]
+        cost = "unknown" if c["expected"] is None else f"${c['expected']:.4f} (${c['low']:.4f}-${c['high']:.4f})"
+        spent = "unknown" if a["cost_usd"] is None else f"${a['cost_usd']:.4f}"
+        verdict = "" if r["within"] is None else ", within the forecast's band" if r["within"] else \
+            ", OUTSIDE the forecast's band"
+        said.append(f"{run}: forecast {cost}, {f['calls']:,.0f} calls, {f['tokens']:,.0f} tokens for its "
+                    f"{f['items']} result(s) (from {f['source']}); spent {spent}{verdict}, {a['calls']:,} calls, "
+                    f"{a['tokens']:,} tokens")
+    return said
+
+
+def record_lines(manifest: Manifest, record: dict[str, Any] | None, results: dict[str, list[Any]]) -> list[str]:
+    """One record's foresight beside each run's result for it (`runner show`): the calls and tokens its
+    harness foresaw from the record, and what the run took."""
+    from runner.config import RunSpec
+    from runner.harness import harness_class
+
+    if record is None or manifest.harness is None:
+        return []
+    foresee = harness_class(manifest.harness).expected_calls
+    said = []
+    for spec in manifest.runs:
+        rows = results.get(str(spec.get("name")), [])
+        if not rows:
+            continue
+        shapes = foresee(record, RunSpec.model_validate(spec))
+        if shapes is None:
+            return []  # a harness that cannot foresee its calls
+        u = rows[-1].usage
+        said.append(f"{spec['name']}: foreseen {len(shapes)} calls, {sum(s.prompt_tokens for s in shapes):,} "
+                    f"prompt tokens; took {u.llm_calls} calls, "
+                    f"{u.input_tokens + u.cache_read_tokens + u.cache_write_tokens:,} prompt tokens")
+    return said
