@@ -46,10 +46,13 @@ inspect-venv: $(INSPECT)
 
 # The helpdesk example's own virtualenv (examples/helpdesk): its pins (openai<2, psycopg2) conflict with
 # the runner's, so it runs through `harness.python`, as a team's harness would.
-HELPDESK := .venv-helpdesk/.installed-$(shell cat examples/helpdesk/requirements.txt | sha256sum | cut -c1-12)
-$(HELPDESK): examples/helpdesk/requirements.txt
+# It also holds examples/heavy-imports' stand-in library (heavystack: seconds of CPU and threads at import),
+# installed as a team's dependencies are, for the bench of a harness in its own virtualenv.
+HELPDESK := .venv-helpdesk/.installed-$(shell cat examples/helpdesk/requirements.txt examples/heavy-imports/stack/pyproject.toml examples/heavy-imports/stack/heavystack/__init__.py | sha256sum | cut -c1-12)
+$(HELPDESK): examples/helpdesk/requirements.txt examples/heavy-imports/stack/pyproject.toml examples/heavy-imports/stack/heavystack/__init__.py
 	@$(PY) -m venv .venv-helpdesk
 	.venv-helpdesk/bin/pip install -q -r examples/helpdesk/requirements.txt
+	.venv-helpdesk/bin/pip install -q ./examples/heavy-imports/stack
 	@rm -f .venv-helpdesk/.installed-*
 	@touch $@
 

@@ -312,7 +312,8 @@ class CpuMeter(Sampler):
 
 # Who a process is, for CPU per conversation by part: first match of its command line wins.
 PARTS = (("simulator", ("runner sim serve", SERVER_COMM_PREFIX + "simulator")), ("postgres", ("postgres",)),
-         ("engine", ("docker-proxy", "dockerd", "containerd")), ("runner", ("python",)))
+         ("engine", ("docker-proxy", "dockerd", "containerd")),
+         ("harness", ("shim.py", "zygote.py", "heavyharness", ".venv-helpdesk")), ("runner", ("python",)))
 
 
 SELF = (-1, 0)  # ProcessCpu's key for its own reading time
@@ -328,10 +329,13 @@ class ProcessCpu(Sampler):
     walks every process in /proc: ~1-4 ms, a quarter of the supervisor's CPU at 64 in flight): the
     sampler's thread times itself and that is taken off the runner's part, counted nowhere."""
 
-    def __init__(self, every_s: float = 0.5) -> None:
+    def __init__(self, every_s: float = 0.5, *, watcher: bool = False) -> None:
+        """`watcher`: this process only watches others (a bench that launches the runner as a user does):
+        its CPU, polling for results, is no part's."""
         super().__init__(every_s)
         self._part: dict[tuple[int, int], str] = {}
         self._own = 0.0  # this thread's CPU seconds spent reading
+        self._skip = os.getpid() if watcher else -1
 
     def read(self) -> dict[tuple[int, int], float]:
         started = time.thread_time()
@@ -372,9 +376,10 @@ class ProcessCpu(Sampler):
             latest.update(snap)
         parts = dict.fromkeys([p for p, _ in PARTS] + ["other"], 0.0)
         for key, used in latest.items():
-            if key != SELF:
+            if key != SELF and key[0] != self._skip:
                 parts[self._part.get(key, "other")] += used - first.get(key, 0.0)
-        parts["runner"] -= latest.get(SELF, 0.0) - first.get(SELF, 0.0)
+        if self._skip < 0:
+            parts["runner"] -= latest.get(SELF, 0.0) - first.get(SELF, 0.0)
         return parts
 
 

@@ -9,8 +9,10 @@ with its traceback; a function that kills its process is a worker death (requeue
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from loguru import logger
 from runner.config import Config, harness_python, resolve_path
 from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task
 from runner.harness.env import harness_env, marked_env, per_slot_keys
+from runner.harness.hosted import Hosted, Hosts
 from runner.harness.interpreter import Interpreter, InterpreterExited
 from runner.harness.shim import calling, load_entrypoint
 from runner.harness.slot_env import install, set_slot_env
@@ -48,6 +51,22 @@ def _load(cfg: Config) -> dict[str, Any]:
             "pythonpath": [str(resolve_path(cfg, p)) for p in cfg.harness.pythonpath]}
 
 
+_labels: dict[int, str] = {}  # per slot of this worker, the record its hosted thread runs (for its lines)
+
+
+def _slot_log(n: int, line: str) -> None:
+    logger.info("harness {} | {}", _labels.get(n, "-") if n >= 0 else "-", line)
+
+
+def _stay() -> None:
+    """Hold this slot's thread where it is, for good: its thread in the harness's interpreter still runs the
+    record it was cut from, on this slot's databases, so nothing more may run here. The worker's watch finds
+    the slot stuck past its limit and retires the worker, which ends the interpreter with it."""
+    while True:
+        with contextlib.suppress(BaseException):
+            time.sleep(60)
+
+
 @dataclass(frozen=True)
 class Context:
     """What the function gets beside the record."""
@@ -70,10 +89,14 @@ class Context:
 
 class PythonHarness(Harness):
     interpreter: Interpreter | None = None  # harness.python: the slot's process in the user's interpreter
+    host: Hosted | None = None  # harness.python with slots: the worker's one process for all of them
     current = "-"  # the record running, for the lines its interpreter prints
 
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
+        if self.info.cfg.harness.python is not None and self.info.slots > 1:
+            self._hosted(sandbox)
+            return
         if self.info.cfg.harness.python is not None:
             self._stop_interpreter()  # a new sandbox: a fresh import sees its variables
             self._interpreter()
@@ -112,6 +135,9 @@ class PythonHarness(Harness):
         for task in tasks:
             env = harness_env(self.info.cfg, self.sandbox, task.run, gateway=self.gateway_env(task.run.name),
                               epoch=task.epoch)
+            if self.host is not None:
+                yield task, self._call_hosted(task, env)
+                continue
             if self.info.cfg.harness.python is not None:
                 yield task, self._call_there(task, env)
                 continue
@@ -151,14 +177,9 @@ class PythonHarness(Harness):
 
     def _call_there(self, task: Task, env: dict[str, str]) -> Outcome:
         assert self.sandbox is not None
-        sb = self.sandbox
-        ctx = {"run": task.run.name, "params": task.run.params, "worker": self.info.worker, "attempt": task.attempt,
-               "record_id": task.record_id, "epoch": task.epoch, "main": sb.main, "scratch": str(self.info.scratch),
-               "databases": {n: {"host": d.host, "port": d.port, "user": d.user, "password": d.password,
-                                 "name": d.name} for n, d in sb.databases.items()}}
         self.current = f"{task.run.name}:{task.record_id}"
         try:
-            reply = self._interpreter().ask({"op": "call", "record": task.record, "ctx": ctx, "env": env})
+            reply = self._interpreter().ask({"op": "call", "record": task.record, "ctx": self._ctx(task), "env": env})
         except InterpreterExited as e:
             self._stop_interpreter()
             return Outcome.failed(str(e))
@@ -172,6 +193,62 @@ class PythonHarness(Harness):
             return Outcome.failed(reply["error"])
         return Outcome(reply["output"])
 
+    # ------------------------------------------------------------------ harness.python with slots: hosted
+    def _hosted(self, sandbox: SandboxInfo) -> None:
+        """The worker's hosted interpreter (harness/hosted.py), joined once and loaded: its environment holds
+        every variable that differs between slots parked (harness/slot_env.py), as the in-process kind's."""
+        cfg = self.info.cfg
+        base = harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
+        if self.host is None:
+            python = harness_python(cfg)
+            assert python is not None
+            self.host = Hosts.join(lambda: Hosted(str(python), base, _cwd(cfg), _slot_log, warm=self.info.warm))
+        self.host.serve(sandbox.id, base)
+        self._load_hosted()
+
+    def _load_hosted(self) -> Hosted:
+        assert self.host is not None and self.sandbox is not None
+        cfg = self.info.cfg
+        keys = set(per_slot_keys(cfg, self.sandbox))
+        for run in cfg.runs:
+            keys |= harness_env(cfg, self.sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
+        env = harness_env(cfg, self.sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
+        reply = self.host.load({"env": env, "per_slot": sorted(keys), **_load(cfg)})
+        if "error" in reply:
+            raise RuntimeError(f"cannot load harness entrypoint {cfg.harness.entrypoint} in {self.host.python}:\n"
+                               f"{reply['error']}")
+        return self.host
+
+    def _call_hosted(self, task: Task, env: dict[str, str]) -> Outcome:
+        assert self.sandbox is not None
+        n = self.info.slot
+        _labels[n] = f"{task.run.name}:{task.record_id}"
+        try:
+            host = self._load_hosted()
+            reply = host.ask_slot(n, {"op": "call", "record": task.record, "ctx": self._ctx(task), "env": env})
+        except InterpreterExited as e:
+            return Outcome.failed(str(e))
+        except BaseException:  # the time limit, or the worker stopping: the slot's thread there is cut
+            if self.host is not None and not self.host.cut(n):
+                logger.error("slot {}: its thread in the harness's interpreter did not let go of {} when cut: "
+                             "nothing more runs on this slot, and the worker retires", n, _labels[n])
+                _stay()
+            raise
+        finally:
+            _labels[n] = "-"
+        if "error" in reply:
+            logger.warning("harness raised on {}:{}\n{}", task.run.name, task.record_id, reply["error"])
+            return Outcome.failed(reply["error"])
+        return Outcome(reply["output"])
+
+    def _ctx(self, task: Task) -> dict[str, Any]:
+        sb = self.sandbox
+        assert sb is not None
+        return {"run": task.run.name, "params": task.run.params, "worker": self.info.worker, "attempt": task.attempt,
+                "record_id": task.record_id, "epoch": task.epoch, "main": sb.main, "scratch": str(self.info.scratch),
+                "databases": {n: {"host": d.host, "port": d.port, "user": d.user, "password": d.password,
+                                  "name": d.name} for n, d in sb.databases.items()}}
+
     def _stop_interpreter(self) -> None:
         interp, self.interpreter = self.interpreter, None
         if interp is not None:
@@ -183,6 +260,9 @@ class PythonHarness(Harness):
 
     def close(self) -> None:
         self._stop_interpreter()
+        if self.host is not None:
+            self.host = None
+            Hosts.leave()
 
     def _export(self, env: dict[str, str]) -> None:
         if self.info.slots > 1:

@@ -1,29 +1,42 @@
 """Runs a user's `fn(record, ctx)` inside the user's own interpreter (harness.python): stdlib only.
 
-The worker starts `THAT_PYTHON shim.py` once per slot and talks to it over the shim's stdin and a
-copy of its original stdout, one JSON document per line each way; the harness's own prints and
-logging go to stderr, which the worker copies into its log, marked with the record. Nothing of the
-runner is imported here (this file is run by path), so the harness's virtualenv needs nothing of
-ours and may pin whatever SDK versions it likes.
+The worker starts `THAT_PYTHON shim.py` and talks to it over the shim's stdin and a copy of its original
+stdout, one JSON document per line each way; the harness's own prints and logging go to stderr, which the
+worker copies into its log, marked with the record. Nothing of the runner is imported here (this file is
+run by path), so the harness's virtualenv needs nothing of ours and may pin whatever SDK versions it likes.
+
+One slot (a worker of one slot):
 
     worker -> shim   {"op": "load", "entrypoint": "pkg.mod:fn", "pythonpath": [...], "cwd": ..., "env": {...}}
                      {"op": "call", "record": {...}, "ctx": {...}, "env": {...}}
     shim -> worker   {"ok": true} | {"output": {...}} | {"error": "traceback", "kind": "raised" | "load"}
                      and on stderr, after each request's own lines, END_OF_OUTPUT
 
+A worker's K slots (HOST_ENV set): one shim hosts them all, each slot a thread of it, so the harness's
+libraries are imported once per worker, not once per slot. Every request and reply carries its "slot";
+"load" comes once, with "per_slot" (the variables that differ between slots: each slot thread reads its
+own through a slot-aware os.environ, runner/harness/slot_env.py); a "call" runs on its slot's thread;
+{"op": "cut", "slot": k} raises SlotCut in slot k's thread (the worker's time limit) and answers
+{"slot": k, "cut": true} once the thread let go of the record, or false if it did not within CUT_SECONDS
+(blocked in C: the worker then retires, as with a thread of its own). What a slot's thread prints is marked
+with SLOT_MARK and its slot, and its END_OF_OUTPUT carries its slot too.
+
 `calling` is shared with the in-process kind, so both call a function the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
 import logging
 import os
+import queue
 import select
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -32,6 +45,9 @@ from urllib.parse import quote
 
 END_OF_OUTPUT = b"\x00pgsr: end of output\n"  # on stderr after each request's own lines
 LEASH_ENV = "RUNNER_LEASH_PID"  # the worker this shim serves: the shim's process group ends with it
+HOST_ENV = "RUNNER_SHIM_HOST"  # set: this shim hosts all its worker's slots, one thread each
+SLOT_MARK = b"\x01pgsr-slot "  # a hosted slot's printed line starts with this, its slot and a space
+CUT_SECONDS = 2.0  # how long a cut slot's thread has to let go of its record
 
 
 def calling(fn: Callable[..., Any]) -> Callable[[dict[str, Any], Any], Any]:
@@ -121,7 +137,8 @@ class Shim:
         self.fn: Callable[[dict[str, Any], Any], Any] | None = None
 
     def load(self, msg: Mapping[str, Any]) -> dict[str, Any]:
-        _environ(msg["env"])
+        if not msg.get("keep_env"):
+            _environ(msg["env"])
         for p in reversed(msg["pythonpath"]):
             if p not in sys.path:
                 sys.path.insert(0, p)
@@ -131,7 +148,8 @@ class Shim:
 
     def call(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         assert self.fn is not None, "call before load"
-        _environ(msg["env"])
+        if not msg.get("hosted"):  # a hosted slot's environment is its thread's overlay (Host.set_env)
+            _environ(msg["env"])
         out = self.fn(msg["record"], Context(msg["ctx"], msg["env"]))
         if not isinstance(out, dict):
             return {"error": f"the harness returned {type(out).__name__}, not a dict", "kind": "raised"}
@@ -148,6 +166,152 @@ class Shim:
             tb = traceback.format_exc(limit=-12)
             sys.stderr.write(tb)
             return {"error": tb.strip(), "kind": "load" if msg["op"] == "load" else "raised"}
+
+
+class SlotCut(BaseException):
+    """Raised into a hosted slot's thread: its record is past the worker's time limit."""
+
+
+class _Marked:
+    """sys.stdout / sys.stderr for a hosted shim: a slot thread's lines are marked with its slot (the worker
+    logs them under that slot's record); the shim's own threads write unmarked."""
+
+    def __init__(self, slots: threading.local, lock: threading.Lock) -> None:
+        self.slots, self.lock = slots, lock
+        self.pending: dict[int, str] = {}
+
+    def write(self, text: str) -> int:
+        slot = getattr(self.slots, "n", -1)
+        buf = self.pending.get(slot, "") + text
+        *lines, rest = buf.split("\n")
+        self.pending[slot] = rest
+        if lines:
+            self._emit(slot, lines)
+        return len(text)
+
+    def _emit(self, slot: int, lines: list[str]) -> None:
+        mark = SLOT_MARK + str(slot).encode() + b" " if slot >= 0 else b""
+        data = b"".join(mark + line.encode(errors="replace") + b"\n" for line in lines)
+        with self.lock:
+            os.write(2, data)
+
+    def flush(self) -> None:
+        slot = getattr(self.slots, "n", -1)
+        if self.pending.get(slot):
+            self._emit(slot, [self.pending.pop(slot)])
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return 2
+
+
+class _Slot(threading.Thread):
+    """One hosted slot: runs its calls one after another; `cut` raises SlotCut into the call it runs."""
+
+    def __init__(self, n: int, host: Host) -> None:
+        super().__init__(name=f"pgsr-slot-{n}", daemon=True)
+        self.n, self.host = n, host
+        self.calls: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.lock = threading.Lock()
+        self.busy = False
+        self.idle = threading.Event()
+        self.idle.set()
+
+    def run(self) -> None:
+        self.host.slots_local.n = self.n
+        while True:
+            msg = self.calls.get()
+            reply: dict[str, Any] | None = None
+            try:
+                self.host.set_env(msg["env"])
+                with self.lock:
+                    self.busy = True
+                    self.idle.clear()
+                try:
+                    reply = self.host.shim.answer(msg)
+                finally:
+                    with self.lock:
+                        self.busy = False
+            except SlotCut:
+                reply = None  # the worker gave up on this record: nothing to answer
+            except BaseException:  # whatever the harness raised (SystemExit too), this slot serves on
+                reply = {"error": traceback.format_exc(limit=-12), "kind": "raised"}
+            try:
+                with contextlib.suppress(SlotCut):
+                    sys.stdout.flush()
+                    self.host.done(self.n, reply)
+            finally:
+                self.idle.set()
+
+    def cut(self) -> bool:
+        with self.lock:
+            if self.busy:
+                _raise_in(self.ident or 0, SlotCut)
+        return self.idle.wait(CUT_SECONDS)
+
+
+def _raise_in(thread: int, exc: type[BaseException]) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc))
+
+
+class Host:
+    """A worker's slots in this one process: a thread each; replies written one at a time."""
+
+    def __init__(self, replies: Any) -> None:
+        self.replies = replies
+        self.shim = Shim()
+        self.write = threading.Lock()
+        self.slots_local = threading.local()
+        self.slots: dict[int, _Slot] = {}
+        self.slot_env: Any = None
+
+    def serve(self, requests: Any) -> None:
+        for line in requests:
+            msg = json.loads(line)
+            n = int(msg.get("slot", 0))
+            if msg["op"] == "load":
+                self.slot_env = _slot_env()
+                self.slot_env.install(msg.get("per_slot", []))
+                self.done(n, self.shim.answer({**msg, "keep_env": True}))
+            elif msg["op"] == "cut":
+                slot = self.slots.get(n)
+                self.answer({"slot": n, "cut": slot.cut() if slot is not None else True})
+            else:
+                if n not in self.slots:
+                    self.slots[n] = _Slot(n, self)
+                    self.slots[n].start()
+                self.slots[n].calls.put({**msg, "hosted": True})
+
+    def set_env(self, env: dict[str, str]) -> None:
+        self.slot_env.set_slot_env(env)
+
+    def done(self, n: int, reply: dict[str, Any] | None) -> None:
+        sys.stderr.flush()
+        with self.write:
+            os.write(2, END_OF_OUTPUT[:-1] + f" {n}".encode() + b"\n")
+        if reply is not None:
+            self.answer({**reply, "slot": n})
+
+    def answer(self, reply: dict[str, Any]) -> None:
+        data = json.dumps(reply).encode() + b"\n"
+        with self.write:
+            self.replies.write(data)
+            self.replies.flush()
+
+
+def _slot_env() -> Any:
+    """runner/harness/slot_env.py beside this file, as a module (stdlib only, run by path as this one is)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_runner_slot_env", Path(__file__).with_name("slot_env.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _leash(worker: int) -> None:
@@ -183,6 +347,11 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
+    if os.environ.get(HOST_ENV):
+        host = Host(replies)
+        sys.stdout = sys.stderr = _Marked(host.slots_local, host.write)
+        host.serve(requests)
+        return
     sys.stdout = sys.stderr
     shim = Shim()
     for line in requests:

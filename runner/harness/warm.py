@@ -86,8 +86,9 @@ class WarmInterpreter(Resource):
         with contextlib.suppress(ValueError):
             self.report = json.loads(line)
         if self.report.get("refused"):
-            logger.info("harness interpreter: each slot imports its own libraries ({}, so none is forked from a "
-                        "warm one)", self.report["refused"])
+            logger.info("harness interpreter: none is forked from the warm one ({}): each worker's interpreter "
+                        "imports its libraries itself, {} s of CPU each, once for all its slots (they share it: "
+                        "runner/harness/hosted.py)", self.report["refused"], self.report.get("cpu_seconds", "?"))
         elif self.report:
             logger.debug("harness interpreter warm in {} s: {}", self.report.get("seconds"),
                          ", ".join(self.report.get("preloaded", [])) or "nothing to preload")

@@ -134,15 +134,20 @@ def libraries(entrypoint: str, roots: list[str]) -> list[str]:
     return [m for m in out if not any(m.startswith(f"{o}.") for o in out)]
 
 
-def preload(names: list[str]) -> list[str]:
-    """Import each (one that fails is left to the slot, which reports it as the harness's own error)."""
+def preload(names: list[str], started: dict[str, int] | None = None) -> list[str]:
+    """Import each (one that fails is left to the slot, which reports it as the harness's own error);
+    `started`: filled with the libraries whose import started threads, and how many (the kernel's count, so
+    a native pool is seen too)."""
     done = []
     for name in names:
+        before = _threads()
         try:
             importlib.import_module(name)
         except BaseException:  # SystemExit included: a library's import is not ours to stop on
             continue
         done.append(name)
+        if started is not None and (more := _threads() - before) > 0:
+            started[name] = more
     return done
 
 
@@ -193,6 +198,7 @@ class Zygote:
     def __init__(self, listener: int, marker: str, shim: Any) -> None:
         self.marker, self.shim = marker, shim
         self.refused: str | None = None
+        self.started: dict[str, int] = {}  # the libraries whose import started threads, and how many
         self.listener = socket.socket(fileno=listener)  # bound and listening already: slots wait in its backlog
         self.children: dict[int, socket.socket] = {}
         self.wake_r, wake_w = os.pipe()
@@ -208,15 +214,17 @@ class Zygote:
                 sys.path.insert(0, p)
         os.chdir(spec["cwd"])
         before = set(sys.modules)
+        cpu = time.process_time()
         gc.disable()  # imports make objects by the hundred thousand: collections meanwhile only walk them
         try:
             with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report: a library's print is not
-                done = preload(libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]))
+                done = preload(libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]), self.started)
         finally:
             gc.freeze()  # a slot's collections then skip them, and leave the pages it shares with the others
             gc.enable()
         self.refused = self.why_not([m for m in sys.modules if m not in before])
-        return {"preloaded": done, "refused": self.refused, "seconds": round(time.monotonic() - t0, 3)}
+        return {"preloaded": done, "refused": self.refused, "seconds": round(time.monotonic() - t0, 3),
+                "cpu_seconds": round(time.process_time() - cpu, 3), "threads_by": self.started}
 
     def why_not(self, loaded: list[str]) -> str | None:
         """Why no slot may be forked from here, now that `loaded` are imported; None if they may."""
@@ -227,7 +235,8 @@ class Zygote:
         if kept is not None:
             return f"module {kept} keeps a slot's variable (DB_HOST, DATABASE_URL, ...) from its import"
         if (threads := _threads()) > 1:
-            return f"its libraries' imports started {threads - 1} thread(s)"
+            who = ", ".join(f"{name} ({n})" for name, n in self.started.items()) or "which import is not known"
+            return f"its libraries' imports started {threads - 1} thread(s): {who}"
         return None
 
     def serve(self) -> None:

@@ -19,6 +19,7 @@ from bench import (
     gateway,
     harness,
     headline,
+    heavy,
     inflight,
     memory,
     ratelimit,
@@ -45,6 +46,7 @@ SECTIONS = {
     "gateway": (gateway.render, ["Model gateway"]),
     "headline": (headline.render, ["The headline"]),
     "floor": (floor.render, ["bound by rate limits"]),
+    "heavy": (heavy.render, ["heavy imports that start threads"]),
     "report": (report_load.render, ["The report in a browser"]),
 }
 

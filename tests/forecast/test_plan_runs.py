@@ -103,7 +103,7 @@ def test_a_users_harness_is_forecast_from_a_pilot_of_a_few_of_its_records(tmp_pa
     rng = random.Random(3)
     records = [{"id": f"r{i:02d}", "asks": rng.choice([1, 2, 3]), "text": "word " * rng.randint(200, 600)}
                for i in range(30)]
-    cfg = toy_config(tmp_path, "  kind: python\n  entrypoint: toy.toyharness:ask\n  pythonpath: ["
+    cfg = toy_config(tmp_path, "  kind: python\n  entrypoint: toy.toyharness:ask_times\n  pythonpath: ["
                      f"{ROOT / 'tests' / 'harness'}]\n", records,
                      extra="providers: sim\ngateway: true\ncache: false\nconversation_timeout_seconds: 60")
     out = tmp_path / "out"

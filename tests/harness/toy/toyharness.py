@@ -43,12 +43,17 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     if what == "deaf":  # stuck where the time limit cannot reach (a C call that ignores signals)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         time.sleep(600)
+    if what == "spin":  # busy past the time limit, in Python: a cut reaches it between two of its sleeps
+        while True:
+            time.sleep(0.05)
+    if what == "kill":  # the whole interpreter, as kill -9 would
+        os.kill(os.getpid(), signal.SIGKILL)
     if what == "not-a-dict":
         return "done"  # type: ignore[return-value]
     ok = ctx.run not in record.get("fail_in", [])  # an outcome of the "agent": a failure, not an error
     return {"id": record["id"], "ok": ok, "visits": n[0] if n else None, "greeting": ctx.params.get("greeting"),
             "env": os.environ.get("TOY_SETTING"), "scratch": str(ctx.scratch), "worker": ctx.worker,
-            "db": os.environ["DB_NAME"], "ctx_db": ctx.db.name, "journal": journal}
+            "db": os.environ["DB_NAME"], "ctx_db": ctx.db.name, "journal": journal, "pid": os.getpid()}
 
 
 def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -62,7 +67,7 @@ def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"id": record["id"], "ok": True, "stop": reply.stop_reason, "tokens": reply.usage.output_tokens}
 
 
-def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
+def ask_times(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     """A harness that calls a model as a user's does: the Anthropic SDK, through the run's gateway (its base URL
     and token from the environment), `record["asks"]` times with `record["text"]`."""
     import anthropic
