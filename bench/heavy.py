@@ -108,7 +108,7 @@ def render(h: dict[str, Any]) -> str:
             f"{h['n']} conversations, {h['latency_ms']} ms per turn)\n\n"
             "heavystack, installed in the harness's venv, takes ~1.5 s of CPU at import and starts two threads "
             "there, as LiteLLM does: no interpreter can be forked from a warm one after it, so each worker's "
-            "interpreter imports it once and hosts all the worker's slots as threads (runner/harness/hosted.py); "
+            "interpreter imports it once and hosts all the worker's slots as threads (runner/proc/hosted.py); "
             "the in-process row runs the same code in the runner's own interpreter. CPU is by process: the runner's "
             "(supervisor, workers), the harness's interpreters, PostgreSQL, the engine.\n\n"
             f"{t}\n\n"

@@ -229,7 +229,7 @@ def run(config: str | None, runs: str | None, wide: bool, dry_run: bool, **o: An
 def _run_and_report(cfg: Config, wide: bool, signals: Any) -> tuple[Any, dict[str, list[Result]], dict[str, Any]]:
     """The job, then its tables and reports (also after an error: report.html shows what results/ holds)."""
     from runner.report.build import analyse, load_runs, print_gateway, print_summary, reports_current, write_reports
-    from runner.report.warm import WarmRenderer
+    from runner.report.renderer import WarmRenderer
     from runner.run.job import run_job
 
     renderer = WarmRenderer()  # the charts' engine warmed in its own process while the workers run

@@ -33,7 +33,7 @@ SET_UP = {"make run-all-parallel": "the walkthrough's first line runs its job (o
 SERVERS = {"runner sim serve --port 8765": "http://127.0.0.1:8765/health",
            "runner gateway configs/default.yaml --port 8790": "http://127.0.0.1:8790/health"}
 EXIT_CODES = {"runner run configs/default.yaml --limit 10 --lf -x": 1,  # said on the line itself: stopped early
-              "runner run configs/default.yaml --limit 20 --no-cache --budget 0.2 --out out/capped": 6}  # at budget
+              "runner run configs/default.yaml --limit 8 --no-cache --budget 0.08 --out out/capped": 6}  # at budget
 
 
 def _blocks() -> list[list[str]]:

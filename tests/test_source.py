@@ -128,7 +128,7 @@ LAYERS = [
      "runner.cache"],
     ["runner.results", "runner.wire"],
     ["runner.budget"],
-    ["runner.sandbox", "runner.models", "runner.harness", "runner.gateway"],
+    ["runner.sandbox", "runner.models", "runner.proc", "runner.harness", "runner.gateway"],
     ["runner.forecast"],
     ["runner.worker"],
     ["runner.engine"],

@@ -34,7 +34,7 @@ class Assignment:
 
 
 @dataclass
-class Held:
+class Holding:
     """What one slot of a worker holds: the items not yet done, since when, and for how long at most."""
 
     items: dict[int, Assignment]
@@ -50,7 +50,7 @@ class Scheduler:
         self.pending: deque[Assignment] = deque(Assignment(i, 1) for i in items)
         self.max_attempts = max_attempts
         self.chunk_size = chunk_size
-        self.holding: dict[int, dict[int, Held]] = {}  # worker -> slot -> what it holds
+        self.holding: dict[int, dict[int, Holding]] = {}  # worker -> slot -> what it holds
         self.completed: set[int] = set()
         self._run_of = {i.id: i.run for i in items}
         self.left = Counter(i.run for i in items)  # per run, items not yet completed (pending or held)
@@ -90,7 +90,7 @@ class Scheduler:
             chunk.append(a)
         self.pending.extendleft(reversed(skipped))
         if chunk:
-            self.holding.setdefault(worker, {})[slot] = Held({a.item.id: a for a in chunk}, now,
+            self.holding.setdefault(worker, {})[slot] = Holding({a.item.id: a for a in chunk}, now,
                                                              limit_per_item * len(chunk) + margin)
         return chunk
 

@@ -42,7 +42,7 @@ ANSWER_LOW, ANSWER_HIGH = 0.6, 2.0
 
 
 @dataclass(frozen=True)
-class Thinking:
+class ThinkingBand:
     """What one role's calls think: tokens per call at the forecast's low, expected and high."""
 
     low: float = 0.0
@@ -51,14 +51,14 @@ class Thinking:
     echoed: bool = False  # the thinking goes back in the record's later prompts (Claude)
 
     @classmethod
-    def of(cls, plan: ThinkingPlan, effort: str | None, allowance: int, provider: str) -> Thinking:
+    def of(cls, plan: ThinkingPlan, effort: str | None, allowance: int, provider: str) -> ThinkingBand:
         if not plan.thinks:
             return cls()
         low, expected = THINKING.get(effort or DEFAULT_EFFORT, THINKING[DEFAULT_EFFORT])
         return cls(low, expected, float(max(allowance, expected)), echoed=provider == "anthropic")
 
 
-def need(shapes: Sequence[CallShape], caps: Capabilities, *, prompt_cache: bool, thinking: Thinking,
+def need(shapes: Sequence[CallShape], caps: Capabilities, *, prompt_cache: bool, thinking: ThinkingBand,
          band: str = "expected", first: bool = False) -> Need:
     """The tokens of one role's calls of one record (`band`: low, expected or high). `first`: the run's first
     record, whose first call finds no fixed part in the cache (it writes it for the others)."""

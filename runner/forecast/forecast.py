@@ -288,10 +288,10 @@ def _caps(cfg: Config, ref: ModelRef) -> Capabilities:
     return lookup(ref.model, ref.provider, cfg.model_overrides())
 
 
-def _thinking(cfg: Config, run: RunSpec, ref: ModelRef, caps: Capabilities) -> calls.Thinking:
+def _thinking(cfg: Config, run: RunSpec, ref: ModelRef, caps: Capabilities) -> calls.ThinkingBand:
     choice = thinking_choice(ref)
     p = plan_thinking(caps, ref.model, choice, run.max_output_tokens)
-    return calls.Thinking.of(p, choice.effort or caps.default_effort, choice.tokens, ref.provider)
+    return calls.ThinkingBand.of(p, choice.effort or caps.default_effort, choice.tokens, ref.provider)
 
 
 def _role_shapes(shapes: list[CallShape] | None, role: str) -> list[CallShape]:
@@ -303,7 +303,7 @@ def _foreseen(cfg: Config, role: str, ref: ModelRef, rids: Iterable[str],
               starts: bool = False) -> dict[str, Need]:
     """`starts`: the first of `rids` is the run's first record (its first call writes the fixed part)."""
     caps = _caps(cfg, ref)
-    think = _thinking(cfg, run, ref, caps) if run is not None else calls.Thinking()
+    think = _thinking(cfg, run, ref, caps) if run is not None else calls.ThinkingBand()
     total = {b: Need() for b in BANDS}
     for n, rid in enumerate(rids):
         mine = _role_shapes(shapes.get(rid), role)

@@ -163,7 +163,7 @@ class WorkerInfo:
     gateway_token: str | None = None  # ...presenting this as their API key
     slot: int = 0  # one of the worker's K slots (runner/worker/slot.py); slots > 0 run in threads
     slots: int = 1
-    warm: str | None = None  # harness.python: the run's warm interpreter's socket (harness/warm.py)
+    warm: str | None = None  # harness.python: the run's warm interpreter's socket (proc/warm.py)
     catalogue: Any = None  # runner.models.live.Catalogue: what each model takes, its provider asked at start
 
     @property

@@ -40,7 +40,7 @@ def connection_env(sb: SandboxInfo) -> dict[str, str]:
 
 def per_slot_keys(cfg: Config, sb: SandboxInfo) -> set[str]:
     """Variables whose value depends on the slot (its databases) or the run (its env:): with slots in
-    threads, the process-wide value of these would be some other slot's (runner/harness/slot_env.py)."""
+    threads, the process-wide value of these would be some other slot's (runner/proc/slot_env.py)."""
     keys = {"DB_NAME", "POSTGRES_DB", "PGDATABASE"} | {k for k in connection_env(sb) if k.endswith("DATABASE_URL")}
     for run in cfg.runs:
         keys |= run.env.keys()
@@ -48,7 +48,7 @@ def per_slot_keys(cfg: Config, sb: SandboxInfo) -> set[str]:
 
 
 def marked_env(cfg: Config, mark: str) -> dict[str, str]:
-    """The environment of the run's warm interpreter (harness/zygote.py): a record's, with `mark` for every
+    """The environment of the run's warm interpreter (proc/zygote.py): a record's, with `mark` for every
     value that differs between slots (its databases, the gateway's URLs and keys, the run): a library
     that keeps one at import is then found out, instead of handing every slot a value that is none's."""
     dbs = {n: Database(mark, 1, mark, mark, mark) for n in ("main", *(cfg.database.extra_databases

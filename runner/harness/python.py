@@ -24,15 +24,15 @@ from loguru import logger
 from runner.config import Config, harness_python, resolve_path
 from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task
 from runner.harness.env import harness_env, marked_env, per_slot_keys
-from runner.harness.hosted import Hosted, Hosts
-from runner.harness.interpreter import Interpreter, InterpreterExited
-from runner.harness.shim import calling, load_entrypoint
-from runner.harness.slot_env import install, set_slot_env
-from runner.harness.warm import WarmInterpreter, marker
+from runner.proc.hosted import Hosted, Hosts
+from runner.proc.interpreter import Interpreter, InterpreterExited
+from runner.proc.shim import calling, load_entrypoint
+from runner.proc.slot_env import install, set_slot_env
+from runner.proc.warm import WarmInterpreter, marker
 
 
 def warm_interpreter(cfg: Config) -> WarmInterpreter | None:
-    """The run's warm interpreter (harness/zygote.py), for a python harness in its own interpreter: every
+    """The run's warm interpreter (proc/zygote.py), for a python harness in its own interpreter: every
     slot's shim is forked from it with the harness's libraries imported once."""
     python = harness_python(cfg)
     if cfg.harness.kind != "python" or python is None or not cfg.harness.warm:
@@ -195,8 +195,8 @@ class PythonHarness(Harness):
 
     # ------------------------------------------------------------------ harness.python with slots: hosted
     def _hosted(self, sandbox: SandboxInfo) -> None:
-        """The worker's hosted interpreter (harness/hosted.py), joined once and loaded: its environment holds
-        every variable that differs between slots parked (harness/slot_env.py), as the in-process kind's."""
+        """The worker's hosted interpreter (proc/hosted.py), joined once and loaded: its environment holds
+        every variable that differs between slots parked (proc/slot_env.py), as the in-process kind's."""
         cfg = self.info.cfg
         base = harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
         if self.host is None:

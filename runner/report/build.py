@@ -15,8 +15,8 @@ from rich.table import Table
 from runner.analysis.metrics import CACHE_MARKED, run_metrics
 from runner.analysis.paired import Paired, against, best
 from runner.report.foreseen import foreseen, foreseen_lines
-from runner.report.paired import columns_that_fit, print_paired
-from runner.report.trials import print_trials
+from runner.report.paired_table import columns_that_fit, print_paired
+from runner.report.trials_table import print_trials
 from runner.results import manifest as manifests
 from runner.results.atomic import write_atomically
 from runner.results.manifest import INTERACTIVE_PREFIX, Manifest

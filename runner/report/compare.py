@@ -19,7 +19,7 @@ from runner.analysis.metrics import percentile
 from runner.analysis.paired import pair
 from runner.errors import ConfigError
 from runner.report.build import COMPARE_VERSION, load_runs
-from runner.report.paired import print_paired
+from runner.report.paired_table import print_paired
 from runner.results import manifest as manifests
 from runner.results.manifest import Manifest
 from runner.results.result import Result

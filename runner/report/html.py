@@ -10,9 +10,9 @@ from typing import Any
 from runner.analysis.metrics import CACHE_MARKED
 from runner.analysis.paired import best
 from runner.report.charts import chart_data, cost_vs_success, forest, in_flight, latency, success_by
-from runner.report.paired import headline_html, paired_html
+from runner.report.paired_table import headline_html, paired_html
 from runner.report.records import records
-from runner.report.trials import trials_html
+from runner.report.trials_table import trials_html
 from runner.results.result import Result, metric_cell, share_metrics
 
 e = html.escape

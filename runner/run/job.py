@@ -454,7 +454,7 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
     """Worker w's spec, given the model servers' addresses (known once they are up). Locally, each first
     worker's sandbox is launched now (engine/prestart.py): it boots while the servers start and the
     worker's process is made, and the worker takes it over. A python harness in its own interpreter gets
-    the run's warm interpreter now too (harness/warm.py): its libraries import meanwhile."""
+    the run's warm interpreter now too (proc/warm.py): its libraries import meanwhile."""
     if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
     pid = os.getpid()

@@ -76,7 +76,7 @@ class WorkerSpec:
     lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
     slots: int = 1
     launched: Launched | None = None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
-    warm: str | None = None  # harness.python: where its slots' shims are forked (harness/warm.py)
+    warm: str | None = None  # harness.python: where its slots' shims are forked (proc/warm.py)
     catalogue: Catalogue | None = None  # what each model takes, its provider asked at the run's start
 
 

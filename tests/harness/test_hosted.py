@@ -51,7 +51,7 @@ def test_slots_share_one_interpreter_each_with_its_own_database_and_environment(
 def test_a_slot_past_its_limit_is_cut_and_the_others_go_on_in_the_same_interpreter(tmp_path: Path,
                                                                                    local_bindir: str) -> None:
     records = [{"id": "spin", "do": "spin"}, *({"id": f"r{i}", "nap": 0.5} for i in range(8))]
-    code, log, out = _run(tmp_path, records, "--slots", "3", extra="conversation_timeout_seconds: 3")
+    _code, log, out = _run(tmp_path, records, "--slots", "3", extra="conversation_timeout_seconds: 3")
     res = _results(out)
     assert res["spin"]["error_kind"] == "timeout", log[-3000:]
     others = [res[f"r{i}"] for i in range(8)]
@@ -66,7 +66,7 @@ def test_kill_9_of_the_interpreter_ends_each_record_in_it_once_and_the_next_ones
     after it runs in the next interpreter (one for all three slots)."""
     records = [{"id": "a0", "nap": 1.5}, {"id": "a1", "nap": 1.5}, {"id": "kill", "do": "kill", "nap": 0.5},
                *({"id": f"r{i}", "nap": 0.3} for i in range(6))]
-    code, log, out = _run(tmp_path, records, "--slots", "3")
+    _code, log, out = _run(tmp_path, records, "--slots", "3")
     res = _results(out)
     assert len(res) == 9
     assert res["kill"]["status"] == "error" and "ended (signal SIGKILL)" in res["kill"]["error"]
@@ -82,7 +82,7 @@ def test_a_slot_that_cannot_be_cut_retires_its_worker_and_every_record_ends_once
     """A thread blocked in C (a sleep) takes no exception: the record times out, the worker retires after its
     other slots, and another worker (another interpreter) runs the rest."""
     records = [{"id": "hang", "do": "hang"}, *({"id": f"r{i}", "nap": 0.3} for i in range(8))]
-    code, log, out = _run(tmp_path, records, "--slots", "2", extra="conversation_timeout_seconds: 3")
+    _code, log, out = _run(tmp_path, records, "--slots", "2", extra="conversation_timeout_seconds: 3")
     res = _results(out)
     assert res["hang"]["error_kind"] == "timeout", log[-3000:]
     assert all(res[f"r{i}"]["status"] == "ok" for i in range(8)), log[-3000:]

@@ -9,14 +9,14 @@ import threading
 
 import pytest
 
-from runner.harness.slot_env import install, set_slot_env
+from runner.proc.slot_env import install, set_slot_env
 
 
 def test_each_thread_reads_its_own_values_and_the_c_level_ones_name_the_problem() -> None:
     code = f"""
 import os, sys, threading
 sys.path.insert(0, {str(os.getcwd())!r})
-from runner.harness.slot_env import UNSET, install, set_slot_env
+from runner.proc.slot_env import UNSET, install, set_slot_env
 install({{"DB_NAME"}})
 seen = {{}}
 def slot(n):

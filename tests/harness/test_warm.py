@@ -1,4 +1,4 @@
-"""The run's warm interpreter (runner/harness/warm.py): slots' shims forked from it with their own
+"""The run's warm interpreter (runner/proc/warm.py): slots' shims forked from it with their own
 environment, and each slot on its own interpreter when a library would make a fork wrong."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.harness.interpreter import Interpreter, InterpreterExited
-from runner.harness.warm import WarmInterpreter, marker
+from runner.proc.interpreter import Interpreter, InterpreterExited
+from runner.proc.warm import WarmInterpreter, marker
 
 HARNESS = '''
 import os, sys, threading, time
@@ -169,7 +169,7 @@ def test_the_socket_directory_of_a_run_killed_outright_is_swept(tmp_path: Path,
     import subprocess
     import tempfile
 
-    from runner.harness.warm import HOME_PREFIX, remove_stale_homes
+    from runner.proc.warm import HOME_PREFIX, remove_stale_homes
     from runner.sandbox.owner import OWNER_FILE, owner_identity
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

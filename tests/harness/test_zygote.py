@@ -1,4 +1,4 @@
-"""The warm interpreter's own logic (runner/harness/zygote.py), in this process: which imports it
+"""The warm interpreter's own logic (runner/proc/zygote.py), in this process: which imports it
 preloads, and how it finds a library that kept a slot's variable."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.harness.zygote import TooMuchToSearch, imported_names, kept_marker, libraries
+from runner.proc.zygote import TooMuchToSearch, imported_names, kept_marker, libraries
 
 MARK = "pgsr-unset-test"
 

@@ -438,7 +438,7 @@ def test_the_report_names_its_output_as_given_not_by_its_absolute_path(out: Path
 def test_detectable_says_why_it_has_no_value_beside_a_verdict() -> None:
     """"detectable -" was never explained; on 20 records with 6 lost, a clear "worse" beside it."""
     from runner.analysis.paired import pair
-    from runner.report.paired import FOOTNOTE, cells
+    from runner.report.paired_table import FOOTNOTE, cells
 
     def rows(run: str, outcomes: list[bool]) -> list[Result]:
         return [Result(run=run, record_id=f"c{i:02d}", index=i, status="ok", success=s, started_at="t",

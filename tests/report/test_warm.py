@@ -1,4 +1,4 @@
-"""The report's renderer in its own process (runner/report/warm.py): the run's report drawn there is the
+"""The report's renderer in its own process (runner/report/renderer.py): the run's report drawn there is the
 one drawn here, and it leaves when asked, when told to stop, and when its runner is gone."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.report.build import shown_path, write_reports
-from runner.report.warm import WarmRenderer
+from runner.report.renderer import WarmRenderer
 from tests.report.test_report import ROWS
 
 

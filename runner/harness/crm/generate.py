@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.harness.crm.dataset import Conversation, GoldCall, Turn
-from runner.harness.crm.language import INTENTS, STAGE_WORDS, render
 from runner.harness.crm.tool_args import STAGE_PROBABILITY
+from runner.models.sim.language import INTENTS, STAGE_WORDS, render
 
 FIRST = ["Ava", "Liam", "Noah", "Mia", "Elena", "Kofi", "Sara", "Jonas", "Yuki", "Omar", "Lena", "Raj",
          "Chloe", "Mateo", "Ines", "Hugo", "Nadia", "Felix", "Zoe", "Tariq", "Ingrid", "Pablo", "Mei", "Oscar"]

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.harness.crm.language import STAGE_WORDS, parse, parse_amount, split_account_ref
+from runner.models.sim.language import STAGE_WORDS, parse, parse_amount, split_account_ref
 
 PROPOSAL_MARKER = "STUDENT PROPOSAL:"
 

@@ -21,33 +21,33 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class LoggedCall:
     id: str
     name: str
     args: dict[str, Any]
 
 
 @dataclass(frozen=True)
-class Turn:
+class LoggedTurn:
     """One message: `role` user, assistant, system or tool (then `call_id` and `name` say which call it
     answers, `error` whether it failed)."""
 
     role: str
     text: str = ""
-    calls: tuple[ToolCall, ...] = ()
+    calls: tuple[LoggedCall, ...] = ()
     call_id: str = ""
     name: str = ""
     error: bool = False
 
 
 @dataclass
-class Conversation:
-    turns: list[Turn] = field(default_factory=list)
+class LoggedConversation:
+    turns: list[LoggedTurn] = field(default_factory=list)
 
     def first_user_text(self) -> str | None:
         return next((t.text for t in self.turns if t.role == "user"), None)
 
-    def last_assistant(self) -> Turn | None:
+    def last_assistant(self) -> LoggedTurn | None:
         return next((t for t in reversed(self.turns) if t.role == "assistant"), None)
 
 
@@ -72,50 +72,50 @@ def _text(v: Any) -> str:
     return json.dumps(v)
 
 
-def _from_transcript(items: list[Any]) -> list[Turn]:
+def _from_transcript(items: list[Any]) -> list[LoggedTurn]:
     names: dict[str, str] = {}
-    turns: list[Turn] = []
+    turns: list[LoggedTurn] = []
     for m in items:
         if not isinstance(m, dict):
             continue
         if m.get("role") == "tool":
             for r in m.get("results") or []:
                 call = str(r.get("id", ""))
-                turns.append(Turn("tool", _text(r.get("content")), call_id=call, name=names.get(call, ""),
+                turns.append(LoggedTurn("tool", _text(r.get("content")), call_id=call, name=names.get(call, ""),
                                   error=bool(r.get("is_error"))))
             continue
-        calls = tuple(ToolCall(str(c.get("id", "")), str(c.get("name", "")), _args(c.get("args")))
+        calls = tuple(LoggedCall(str(c.get("id", "")), str(c.get("name", "")), _args(c.get("args")))
                       for c in m.get("tool_calls") or [] if isinstance(c, dict))
         names.update({c.id: c.name for c in calls})
-        turns.append(Turn(str(m.get("role", "user")), _text(m.get("text")), calls))
+        turns.append(LoggedTurn(str(m.get("role", "user")), _text(m.get("text")), calls))
     return turns
 
 
-def _from_openai(items: list[Any]) -> list[Turn]:
+def _from_openai(items: list[Any]) -> list[LoggedTurn]:
     names: dict[str, str] = {}
-    turns: list[Turn] = []
+    turns: list[LoggedTurn] = []
     for m in items:
         if not isinstance(m, dict):
             continue
         role = str(m.get("role", "user"))
         if role == "tool":
             call = str(m.get("tool_call_id", ""))
-            turns.append(Turn("tool", _text(m.get("content")), call_id=call, name=str(m.get("name") or
+            turns.append(LoggedTurn("tool", _text(m.get("content")), call_id=call, name=str(m.get("name") or
                                                                                       names.get(call, ""))))
             continue
-        calls = tuple(ToolCall(str(c.get("id", "")), str((c.get("function") or {}).get("name", "")),
+        calls = tuple(LoggedCall(str(c.get("id", "")), str((c.get("function") or {}).get("name", "")),
                                _args((c.get("function") or {}).get("arguments")))
                       for c in m.get("tool_calls") or [] if isinstance(c, dict))
         names.update({c.id: c.name for c in calls})
-        turns.append(Turn("system" if role == "developer" else role, _text(m.get("content")), calls))
+        turns.append(LoggedTurn("system" if role == "developer" else role, _text(m.get("content")), calls))
     return turns
 
 
-def conversation(output: dict[str, Any] | None) -> Conversation:
+def conversation(output: dict[str, Any] | None) -> LoggedConversation:
     if not output:
-        return Conversation()
+        return LoggedConversation()
     if isinstance(output.get("transcript"), list):
-        return Conversation(_from_transcript(output["transcript"]))
+        return LoggedConversation(_from_transcript(output["transcript"]))
     if isinstance(output.get("messages"), list):
-        return Conversation(_from_openai(output["messages"]))
-    return Conversation()
+        return LoggedConversation(_from_openai(output["messages"]))
+    return LoggedConversation()

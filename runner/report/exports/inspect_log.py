@@ -29,7 +29,7 @@ from typing import Any
 from runner import __version__
 from runner.errors import ConfigError
 from runner.report.build import Analysis, analyse
-from runner.report.exports.conversation import Conversation, Turn, conversation
+from runner.report.exports.conversation import LoggedConversation, LoggedTurn, conversation
 from runner.report.exports.junit import error_message, why_failed
 from runner.results.result import Result, outcome, share_metrics
 
@@ -54,7 +54,7 @@ def model_name(spec: dict[str, Any] | None, run: str) -> str:
     return f"{provider}/{model}" if provider and model else f"{SCORER}/{run}"
 
 
-def _message(t: Turn, model: str) -> Any:
+def _message(t: LoggedTurn, model: str) -> Any:
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
     from inspect_ai.tool import ToolCall, ToolCallError
 
@@ -99,7 +99,7 @@ def sample(r: Result, model: str, shares: set[str]) -> Any:
     from inspect_ai.log import EvalError, EvalSample
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput
 
-    talk: Conversation = conversation(r.output)
+    talk: LoggedConversation = conversation(r.output)
     messages = [_message(t, model) for t in talk.turns]
     last = talk.last_assistant()
     stop = _STOP.get(str(r.error_kind), "stop")

@@ -5,7 +5,7 @@ The terminal's numbers in the terminal's words: the marks that keep a number fro
 (simulated, INCOMPLETE, answers from the cache), one row per run (success with its 95 % interval, errors,
 cut turns, each metric, cost, latency), the paired comparison of every run with the reference run, and, given
 `runner report A B`'s comparison, each run of B against the same run of the earlier output A. The columns of
-the comparisons are report/paired.py's `cells`, the same as the terminal's and report.html's.
+the comparisons are report/paired_table.py's `cells`, the same as the terminal's and report.html's.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.report.build import Analysis, banners, reference_run, success_cell
-from runner.report.paired import FOOTNOTE, cells, notes
-from runner.report.trials import rows as trial_rows
+from runner.report.paired_table import FOOTNOTE, cells, notes
+from runner.report.trials_table import rows as trial_rows
 from runner.results.result import share_metrics
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"

@@ -15,7 +15,7 @@ One slot (a worker of one slot):
 A worker's K slots (HOST_ENV set): one shim hosts them all, each slot a thread of it, so the harness's
 libraries are imported once per worker, not once per slot. Every request and reply carries its "slot";
 "load" comes once, with "per_slot" (the variables that differ between slots: each slot thread reads its
-own through a slot-aware os.environ, runner/harness/slot_env.py); a "call" runs on its slot's thread;
+own through a slot-aware os.environ, runner/proc/slot_env.py); a "call" runs on its slot's thread;
 {"op": "cut", "slot": k} raises SlotCut in slot k's thread (the worker's time limit) and answers
 {"slot": k, "cut": true} once the thread let go of the record, or false if it did not within CUT_SECONDS
 (blocked in C: the worker then retires, as with a thread of its own). What a slot's thread prints is marked
@@ -148,7 +148,7 @@ class Shim:
 
     def call(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         assert self.fn is not None, "call before load"
-        if not msg.get("hosted"):  # a hosted slot's environment is its thread's overlay (Host.set_env)
+        if not msg.get("hosted"):  # a hosted slot's environment is its thread's overlay (SlotHost.set_env)
             _environ(msg["env"])
         out = self.fn(msg["record"], Context(msg["ctx"], msg["env"]))
         if not isinstance(out, dict):
@@ -210,7 +210,7 @@ class _Marked:
 class _Slot(threading.Thread):
     """One hosted slot: runs its calls one after another; `cut` raises SlotCut into the call it runs."""
 
-    def __init__(self, n: int, host: Host) -> None:
+    def __init__(self, n: int, host: SlotHost) -> None:
         super().__init__(name=f"pgsr-slot-{n}", daemon=True)
         self.n, self.host = n, host
         self.calls: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -258,7 +258,7 @@ def _raise_in(thread: int, exc: type[BaseException]) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc))
 
 
-class Host:
+class SlotHost:
     """A worker's slots in this one process: a thread each; replies written one at a time."""
 
     def __init__(self, replies: Any) -> None:
@@ -304,7 +304,7 @@ class Host:
 
 
 def _slot_env() -> Any:
-    """runner/harness/slot_env.py beside this file, as a module (stdlib only, run by path as this one is)."""
+    """runner/proc/slot_env.py beside this file, as a module (stdlib only, run by path as this one is)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_runner_slot_env", Path(__file__).with_name("slot_env.py"))
@@ -348,7 +348,7 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     if os.environ.get(HOST_ENV):
-        host = Host(replies)
+        host = SlotHost(replies)
         sys.stdout = sys.stderr = _Marked(host.slots_local, host.write)
         host.serve(requests)
         return

@@ -1,5 +1,5 @@
 """One interpreter of the user's (harness.python) for all of a worker's slots: the shim in its host mode
-(runner/harness/shim.py), each slot a thread of it.
+(runner/proc/shim.py), each slot a thread of it.
 
 A worker of K slots used to start K interpreters, each importing the harness's libraries (3-5 s of CPU each
 for a stack such as LiteLLM's), and the warm interpreter rightly forks none of them once an import started
@@ -27,8 +27,8 @@ from typing import Any
 
 from loguru import logger
 
-from runner.harness.interpreter import POLL_SECONDS, Interpreter, InterpreterExited, Process
-from runner.harness.shim import END_OF_OUTPUT, HOST_ENV, SLOT_MARK
+from runner.proc.interpreter import POLL_SECONDS, Interpreter, InterpreterExited, Process
+from runner.proc.shim import END_OF_OUTPUT, HOST_ENV, SLOT_MARK
 
 
 class Hosted(Interpreter):

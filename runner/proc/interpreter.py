@@ -1,7 +1,7 @@
 """The user's own interpreter (harness.python) as a resource: one shim process per slot, forked from the
-run's warm interpreter where it will (harness/warm.py), else started afresh.
+run's warm interpreter where it will (proc/warm.py), else started afresh.
 
-The worker speaks the shim's line protocol (runner/harness/shim.py) over pipes. Replies are waited
+The worker speaks the shim's line protocol (runner/proc/shim.py) over pipes. Replies are waited
 for in short selects, so the slot's time limit (SIGALRM, or the exception the worker raises into a
 slot's thread) lands between them; the interrupted process is then killed with its whole group,
 since it is midway through a record, and the next record starts a fresh one. What the harness prints
@@ -22,8 +22,8 @@ from typing import IO, Any, Protocol
 
 from loguru import logger
 
-from runner.harness.shim import END_OF_OUTPUT, LEASH_ENV
-from runner.harness.warm import BOOT, fork_from
+from runner.proc.shim import END_OF_OUTPUT, LEASH_ENV
+from runner.proc.warm import BOOT, fork_from
 from runner.resources import Resource, fd_ready
 
 SHIM = Path(__file__).with_name("shim.py")
@@ -38,7 +38,7 @@ class InterpreterExited(Exception):
 
 
 class Process(Protocol):
-    """A slot's shim process: a Popen, or one forked by the run's warm interpreter (harness/warm.py)."""
+    """A slot's shim process: a Popen, or one forked by the run's warm interpreter (proc/warm.py)."""
 
     pid: int
     stdin: IO[bytes] | None

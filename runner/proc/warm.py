@@ -1,4 +1,4 @@
-"""The run's warm interpreter for harness.python (runner/harness/zygote.py runs in it): the process the
+"""The run's warm interpreter for harness.python (runner/proc/zygote.py runs in it): the process the
 supervisor starts once, and a slot's shim forked from it.
 
 A slot that cannot be forked from it (no warm interpreter, it refused, it is gone) starts its own
@@ -88,7 +88,7 @@ class WarmInterpreter(Resource):
         if self.report.get("refused"):
             logger.info("harness interpreter: none is forked from the warm one ({}): each worker's interpreter "
                         "imports its libraries itself, {} s of CPU each, once for all its slots (they share it: "
-                        "runner/harness/hosted.py)", self.report["refused"], self.report.get("cpu_seconds", "?"))
+                        "runner/proc/hosted.py)", self.report["refused"], self.report.get("cpu_seconds", "?"))
         elif self.report:
             logger.debug("harness interpreter warm in {} s: {}", self.report.get("seconds"),
                          ", ".join(self.report.get("preloaded", [])) or "nothing to preload")
