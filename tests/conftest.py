@@ -122,3 +122,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stats = getattr(reporter, "stats", {})
     if _required_skips(stats):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _manifests_match_their_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every manifest.json the session's tests wrote (under its temporary directories) validates against the
+    published schema, docs/manifest.schema.json: a field written that the schema does not describe fails."""
+    yield
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "manifest.schema.json").read_text())
+    checker = jsonschema.Draft202012Validator(schema)
+    wrong = []
+    for path in tmp_path_factory.getbasetemp().rglob("manifest.json"):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a test's deliberately torn or vanished file
+        if errors := [e.message for e in checker.iter_errors(doc)][:3]:
+            wrong.append(f"{path}: {errors}")
+    assert not wrong, "manifests that do not match docs/manifest.schema.json:\n" + "\n".join(wrong[:10])

@@ -290,7 +290,7 @@ def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
 
     a = analysis or analyse(out, runs)
     rows, manifest, metrics, pairs = a.runs, a.manifest, a.metrics, a.pairs
-    sent, through = manifest.requests, manifest.gateway
+    sent, through = {run: [q.model_dump() for q in qs] for run, qs in manifest.requests.items()}, manifest.gateway
     groups = group_names(rows)
     digest = results_digest(rows)
     doc = {"simulated": manifest.simulated, "results_digest": digest,

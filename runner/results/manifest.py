@@ -21,6 +21,9 @@ from runner.results.atomic import write_atomically
 from runner.results.sink import writing
 
 NAME = "manifest.json"
+# 2: format_version, requests typed, forecasts and spent (runner plan, --budget); 1: before (no format_version).
+# Each version reads the earlier ones; docs/manifest.schema.json is this version's JSON Schema.
+FORMAT_VERSION = 2
 
 
 class Rejected(BaseModel):
@@ -38,6 +41,23 @@ class InFlight(BaseModel):
     samples: list[tuple[int | float, ...]] = Field(default_factory=list)  # (seconds, in flight[, target])
 
 
+class SentRequest(BaseModel):
+    """What one of a run's models is sent (runner/models/preflight.py), as its start line says it."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: str
+    provider: str
+    model: str
+    params: dict[str, Any] = Field(default_factory=dict)  # sampling and thinking parameters sent
+    dropped: list[str] = Field(default_factory=list)  # sampling the model does not take, left out
+    thinking: str = ""  # the thinking plan, in words
+    thinks: bool = False
+    max_tokens: int | None = None
+    prompt_cache: bool | str = False  # Anthropic: on or off; OpenAI: "automatic"
+    prices_known: bool = True
+    capabilities: str | None = None  # where they came from: the provider's models endpoint, or the table
+
+
 # batch mode's counts (Manifest.batches) of calls that left batch mode for interactive ones, by why
 INTERACTIVE_PREFIX = "interactive: "
 
@@ -45,6 +65,7 @@ INTERACTIVE_PREFIX = "interactive: "
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
+    format_version: int = 1  # absent: written before versions were (1); Manifest.new writes FORMAT_VERSION
     package_version: str | None = None
     git_revision: str | None = None
     run_id: str | None = None
@@ -62,7 +83,7 @@ class Manifest(BaseModel):
     image: str | None = None
     harness: str | None = None
     runs: list[dict[str, Any]] = Field(default_factory=list)  # the runs' specs, in the report's order
-    requests: dict[str, Any] = Field(default_factory=dict)  # what each run's models are sent, and left out
+    requests: dict[str, list[SentRequest]] = Field(default_factory=dict)  # per run: what its models are sent
     compare_to: str | None = None
     epochs: int = 1
     reducer: str = "mean"
@@ -71,10 +92,10 @@ class Manifest(BaseModel):
     # what every invocation added
     in_flight: InFlight | None = None
     discarded: dict[str, int] = Field(default_factory=dict)  # results thrown away, by why
-    gateway: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a user harness's calls, per run
+    gateway: dict[str, dict[str, float]] = Field(default_factory=dict)  # a user harness's calls, per run: counts
     batches: dict[str, float] = Field(default_factory=dict)  # batch mode's counts (runner/gateway/batcher.py)
     batch_runs: list[str] = Field(default_factory=list)  # the runs in batch mode
-    simulator: dict[str, dict[str, Any]] = Field(default_factory=dict)  # what the simulator played, per model
+    simulator: dict[str, dict[str, float]] = Field(default_factory=dict)  # what the simulator played, per model
     resumed: bool = False
     # each invocation's forecast of what it had left to do (runner/forecast/), in order: their sum is the
     # forecast of every result the output holds (the report puts it beside what happened)
@@ -97,7 +118,7 @@ class Manifest(BaseModel):
 
     @classmethod
     def new(cls, **fields: Any) -> Manifest:
-        return cls(package_version=__version__, git_revision=git_revision(),
+        return cls(format_version=FORMAT_VERSION, package_version=__version__, git_revision=git_revision(),
                    started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields)
 
     def run_names(self) -> list[str]:
@@ -107,6 +128,15 @@ class Manifest(BaseModel):
     def simulated(self) -> bool:
         """Numbers from the simulator: the report says so above them."""
         return self.mode == "sim"
+
+
+def schema() -> dict[str, Any]:
+    """This version's JSON Schema (docs/manifest.schema.json is it, written by `python -m runner.results.manifest`)."""
+    doc = Manifest.model_json_schema()
+    doc["$id"] = f"https://github.com/pgsandbox-runner/manifest/v{FORMAT_VERSION}"
+    doc["description"] = ("An output's manifest.json (runner/results/manifest.py), format version "
+                          f"{FORMAT_VERSION}; earlier versions read too. Keys a newer version adds are kept.")
+    return doc
 
 
 def read(out: Path) -> Manifest:
@@ -165,3 +195,7 @@ def git_revision() -> str | None:
         return out.stdout.strip() or None
     except (OSError, subprocess.TimeoutExpired):
         return None
+
+
+if __name__ == "__main__":  # python -m runner.results.manifest > docs/manifest.schema.json
+    print(json.dumps(schema(), indent=2, sort_keys=True))

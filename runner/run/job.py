@@ -273,7 +273,8 @@ def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, 
                 "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs),
                 f" x {cfg.epochs} trials" if cfg.epochs > 1 else "", len(plan), done,
                 cfg.harness.kind, _providers(cfg, mode), kind)
-    for line in describe_requests(manifest.requests):  # what each run's models are sent, and left out
+    sent = {run: [q.model_dump() for q in qs] for run, qs in manifest.requests.items()}
+    for line in describe_requests(sent):  # what each run's models are sent, and left out
         logger.info("  {}", line)
     if cfg.last_failed:
         logger.info("--lf: {}", f"{len(plan)} result(s) that did not succeed last time, the models asked again (the "

@@ -66,3 +66,22 @@ def test_it_reads_back_what_it_wrote_and_keeps_keys_a_newer_version_added(tmp_pa
 def test_an_output_without_a_manifest_reads_as_an_empty_one(tmp_path: Path) -> None:
     m = read(tmp_path)
     assert m.run_names() == [] and not m.simulated and m.reducer == "mean" and m.complete is None
+
+
+def test_the_published_schema_is_this_versions_and_an_older_manifest_still_reads(tmp_path: Path) -> None:
+    """docs/manifest.schema.json is what `python -m runner.results.manifest` writes; a manifest of format 1 (no
+    format_version, untyped requests, no forecasts or spend) reads, resumes, and is rewritten as format 2."""
+    from runner.results import manifest as manifests
+
+    published = json.loads((Path(__file__).resolve().parents[2] / "docs" / "manifest.schema.json").read_text())
+    assert published == manifests.schema(), "regenerate: python -m runner.results.manifest > docs/manifest.schema.json"
+    old = {"package_version": "0.1.0", "run_id": "abc", "config_fingerprint": "f", "dataset_sha256": "d",
+           "requests": {"a": [{"role": "agent", "provider": "openai", "model": "gpt-5.4", "params": {},
+                               "dropped": ["temperature"], "thinking": "reasoning off", "max_tokens": 800,
+                               "prompt_cache": "automatic", "prices_known": True}]},
+           "gateway": {"a": {"llm_calls": 3, "cost_usd": 0.01}}, "counts": {"a": 2}}
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    m = manifests.read(tmp_path)
+    assert m.format_version == 1 and m.requests["a"][0].dropped == ["temperature"]
+    merged = manifests.check(tmp_path, manifests.Manifest.new(config_fingerprint="f", dataset_sha256="d"), force=False)
+    assert merged.format_version == manifests.FORMAT_VERSION and merged.resumed and merged.counts == {"a": 2}
