@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator, Mapping
@@ -22,23 +23,37 @@ from typing import Any
 from loguru import logger
 
 from runner.config import Config, harness_python, resolve_path
-from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task
+from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task, WorkerInfo
 from runner.harness.env import harness_env, marked_env, per_slot_keys
 from runner.proc.hosted import Hosted, Hosts
 from runner.proc.interpreter import Interpreter, InterpreterExited
 from runner.proc.shim import calling, load_entrypoint
 from runner.proc.slot_env import install, set_slot_env
-from runner.proc.warm import WarmInterpreter, marker
+from runner.proc.warm import WarmInterpreter, known_refusal, marker, verdict_key
 
 
 def warm_interpreter(cfg: Config) -> WarmInterpreter | None:
     """The run's warm interpreter (proc/zygote.py), for a python harness in its own interpreter: every
-    slot's shim is forked from it with the harness's libraries imported once."""
+    slot's shim is forked from it with the harness's libraries imported once. None where an earlier run's
+    refused for the same interpreter, load and installed packages: each worker's interpreter then starts at
+    once, instead of after a warm one has imported everything only to refuse again."""
     python = harness_python(cfg)
     if cfg.harness.kind != "python" or python is None or not cfg.harness.warm:
         return None
+    verdicts = _verdicts(cfg)
+    if (why := known_refusal(verdicts, verdict_key(str(python), _load(cfg)))) is not None:
+        logger.info("harness interpreter: no warm one ({}, an earlier run found; it is asked again once the "
+                    "virtualenv's packages change): each worker's interpreter imports its libraries itself",
+                    why)
+        return None
     mark = marker()
-    return WarmInterpreter(str(python), marked_env(cfg, mark), _cwd(cfg), _load(cfg), mark)
+    return WarmInterpreter(str(python), marked_env(cfg, mark), _cwd(cfg), _load(cfg), mark, verdicts)
+
+
+def _verdicts(cfg: Config) -> Path:
+    from runner.cache import DEFAULT_DIR
+
+    return Path(cfg.cache_dir or DEFAULT_DIR)
 
 
 def _cwd(cfg: Config) -> Path:
@@ -56,6 +71,12 @@ _labels: dict[int, str] = {}  # per slot of this worker, the record its hosted t
 
 def _slot_log(n: int, line: str) -> None:
     logger.info("harness {} | {}", _labels.get(n, "-") if n >= 0 else "-", line)
+
+
+def _quietly(load: Any, msg: dict[str, Any]) -> None:
+    """A load ahead of the sandbox: what fails here fails again, and is said, when a slot attaches."""
+    with contextlib.suppress(Exception):
+        load(msg)
 
 
 def _stay() -> None:
@@ -91,6 +112,25 @@ class PythonHarness(Harness):
     interpreter: Interpreter | None = None  # harness.python: the slot's process in the user's interpreter
     host: Hosted | None = None  # harness.python with slots: the worker's one process for all of them
     current = "-"  # the record running, for the lines its interpreter prints
+
+    def __init__(self, info: WorkerInfo) -> None:
+        super().__init__(info)
+        if info.cfg.harness.python is not None and info.slots > 1 and info.slot == 0:
+            self._host_ahead()
+
+    def _host_ahead(self) -> None:
+        """The worker's hosted interpreter started and loaded now, while its sandbox boots (its imports are
+        seconds of CPU for a heavy stack): every value that differs between slots, or is the sandbox's, is a
+        marker at load, parked for the slots' own (harness/env.marked_env, proc/slot_env.py)."""
+        cfg = self.info.cfg
+        python = harness_python(cfg)
+        assert python is not None
+        env = marked_env(cfg, marker())
+        keys = {k for k in env if k not in os.environ} | {"DB_NAME", "POSTGRES_DB", "PGDATABASE", "RUNNER_RUN",
+                                                          "RUNNER_EPOCH"}
+        host = self.host = Hosts.join(lambda: Hosted(str(python), env, _cwd(cfg), _slot_log, warm=self.info.warm))
+        msg = {"env": env, "per_slot": sorted(keys), **_load(cfg)}
+        threading.Thread(target=_quietly, args=(host.load, msg), daemon=True, name="harness-ahead").start()
 
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)

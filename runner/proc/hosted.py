@@ -61,7 +61,9 @@ class Hosted(Interpreter):
         """The worker's sandbox, and the environment a process of it starts with: a new sandbox (a replaced
         one: its records are lost already) means a new process, whose process-wide values are its."""
         with self.start_lock:
-            if sandbox != self.sandbox:
+            if self.sandbox is None:  # started ahead of any sandbox (every slot's value parked): it serves on
+                self.sandbox = sandbox
+            elif sandbox != self.sandbox:
                 self.sandbox, self.env = sandbox, {**self.env, **env}
                 self.stop()
                 self.loaded = None

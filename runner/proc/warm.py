@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -37,6 +38,41 @@ BOOT = "import runpy, sys; path = sys.argv[1]; sys.argv = sys.argv[1:]; runpy.ru
 FORK_WAIT_SECONDS = 60.0
 
 
+VERDICTS = "warm-refusals.json"  # in the response cache's directory: what an earlier run's warm interpreter found
+
+
+def verdict_key(python: str, load: Mapping[str, Any]) -> str:
+    """What decides whether a warm interpreter would refuse: the interpreter, what it loads, and the state of
+    its virtualenv's installed packages (a package installed or removed changes its directory)."""
+    exe = Path(python)
+    venv = exe.parent.parent
+    packages = sorted(str(p.stat().st_mtime_ns) for p in venv.glob("lib/python*/site-packages") if p.is_dir())
+    text = json.dumps([str(exe.resolve()) if exe.exists() else python, dict(load), packages], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def known_refusal(cache_dir: Path, key: str) -> str | None:
+    """Why an earlier run's warm interpreter refused for this key (None: none did, or not known)."""
+    try:
+        found = json.loads((cache_dir / VERDICTS).read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
+def remember_refusal(cache_dir: Path, key: str, why: str) -> None:
+    """Kept so that the next run starts each worker's interpreter at once instead of waiting on a warm one
+    that will refuse again (its imports are seconds of CPU on the way to the first result)."""
+    with contextlib.suppress(OSError, ValueError):
+        path = cache_dir / VERDICTS
+        known = json.loads(path.read_text()) if path.exists() else {}
+        known[key] = why
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+
 def marker() -> str:
     """What the warm interpreter's environment holds in place of each slot's values."""
     return f"pgsr-unset-{secrets.token_hex(6)}"
@@ -47,8 +83,11 @@ class WarmInterpreter(Resource):
     when its stdin closes (the supervisor gone) or is killed. `socket` is where slots ask for their shim
     ("" if it could not start)."""
 
-    def __init__(self, python: str, env: Mapping[str, str], cwd: Path, load: Mapping[str, Any], mark: str) -> None:
+    def __init__(self, python: str, env: Mapping[str, str], cwd: Path, load: Mapping[str, Any], mark: str,
+                 verdicts: Path | None = None) -> None:
+        """`verdicts`: where a refusal is remembered for the next run (proc/warm.py, VERDICTS)."""
         self.python, self.env, self.cwd, self.load, self.mark = python, dict(env), cwd, dict(load), mark
+        self.verdicts = verdicts
         self.proc: subprocess.Popen[bytes] | None = None
         self.home: str | None = None
         self.socket = ""
@@ -86,6 +125,8 @@ class WarmInterpreter(Resource):
         with contextlib.suppress(ValueError):
             self.report = json.loads(line)
         if self.report.get("refused"):
+            if self.verdicts is not None:
+                remember_refusal(self.verdicts, verdict_key(self.python, self.load), str(self.report["refused"]))
             logger.info("harness interpreter: none is forked from the warm one ({}): each worker's interpreter "
                         "imports its libraries itself, {} s of CPU each, once for all its slots (they share it: "
                         "runner/proc/hosted.py)", self.report["refused"], self.report.get("cpu_seconds", "?"))

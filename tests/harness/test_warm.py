@@ -182,3 +182,25 @@ def test_the_socket_directory_of_a_run_killed_outright_is_swept(tmp_path: Path,
         (tmp_path / f"{HOME_PREFIX}{name}" / OWNER_FILE).write_text(owner)
     assert remove_stale_homes() == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{HOME_PREFIX}alive"]
+
+
+def test_a_refusal_is_remembered_until_the_virtualenvs_packages_change(tmp_path: Path) -> None:
+    """The next run does not wait on a warm interpreter that would import everything only to refuse again."""
+    import os
+
+    from runner.proc.warm import known_refusal, remember_refusal, verdict_key
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    packages = venv / "lib" / "python3.11" / "site-packages"
+    packages.mkdir(parents=True)
+    load = {"entrypoint": "pkg:fn", "pythonpath": [], "cwd": "/x"}
+    key = verdict_key(str(venv / "bin" / "python"), load)
+    assert known_refusal(tmp_path / "cache", key) is None
+    remember_refusal(tmp_path / "cache", key, "its libraries' imports started 2 thread(s): heavystack (2)")
+    assert known_refusal(tmp_path / "cache", key) == "its libraries' imports started 2 thread(s): heavystack (2)"
+    assert verdict_key(str(venv / "bin" / "python"), {**load, "entrypoint": "pkg:other"}) != key
+    (packages / "newlib").mkdir()  # a package installed: asked again
+    os.utime(packages, ns=(0, 123456789))
+    assert verdict_key(str(venv / "bin" / "python"), load) != key
