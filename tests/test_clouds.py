@@ -4,14 +4,17 @@ missing named in one line; each cloud a budget of its own unless a budget covers
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runner.budget.ratelimit import budget_spec, limiter_key
 from runner.clouds import AzureTarget, BedrockTarget, VertexTarget, check_credentials, cloud_endpoints, target
-from runner.config import CLOUD_ENV, Config, resolve_mode
+from runner.config import CLOUD_ENV, Config, load_config, resolve_mode
 from runner.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +30,14 @@ def _cfg(*runs: dict[str, Any], **extra: Any) -> Config:
 BEDROCK = {"name": "b", "provider": "bedrock", "model": "us.anthropic.claude-sonnet-5-5"}
 VERTEX = {"name": "v", "provider": "vertex", "model": "claude-sonnet-4-5@20250929"}
 AZURE = {"name": "a", "provider": "azure", "model": "gpt-5.4"}
+
+
+def test_the_clouds_config_loads_with_a_run_per_cloud() -> None:
+    cfg = load_config(ROOT / "configs" / "clouds.yaml")
+    assert [(r.provider, r.model) for r in cfg.runs] == [("bedrock", "us.anthropic.claude-sonnet-5-5"),
+                                                         ("vertex", "claude-sonnet-4-5@20250929"),
+                                                         ("azure", "gpt-5.4")]
+    assert cfg.clouds_used() == {"bedrock", "vertex", "azure"}
 
 
 def test_a_runs_own_block_wins_over_the_configs_field_by_field_and_the_sdk_variables_fill_the_rest(
@@ -61,6 +72,13 @@ def test_what_a_call_cannot_go_without_is_one_line_naming_the_setting_the_variab
     # on the simulator its address stands in for the resource; the API version is still the request's
     with pytest.raises(ConfigError, match=r"azure.api_version is not set, nor OPENAI_API_VERSION"):
         target(cfg, refs[2], mode="sim")
+
+
+def test_a_run_start_names_missing_settings_before_anything_starts() -> None:
+    from runner.models.preflight import check_keys
+
+    with pytest.raises(ConfigError, match=r"vertex.project is not set.*needed by run v \(agent claude-son"):
+        check_keys(_cfg(VERTEX, providers_mode="sim"))
 
 
 def test_on_the_real_clouds_missing_credentials_are_named_with_the_variables_that_would_hold_them() -> None:
