@@ -159,6 +159,17 @@ def azure_deployments(cfg: Config) -> dict[str, str]:
     return out
 
 
+def gateway_target(cfg: Config, cloud: str, mode: Literal["real", "sim"]) -> Target | None:
+    """The one place a gateway sends a cloud's calls: the first run's of that cloud, else the config's block
+    and the environment; None where they say too little (no region: the gateway then refuses those calls)."""
+    refs = [ref for r in cfg.model_runs() for ref in (r.model_ref(), r.teacher)
+            if ref is not None and ref.provider == cloud]
+    try:
+        return target(cfg, refs[0] if refs else ModelRef(provider=cloud, model=""), mode=mode)
+    except ConfigError:
+        return None
+
+
 def cloud_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
     """Where each cloud the config uses sends its calls, as its SDK's base URL (the manifest's `endpoints`):
     the simulator's address, else the cloud's. A run on a region or resource of its own is named apart."""
@@ -169,7 +180,7 @@ def cloud_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
     refs = [(r.name, ref) for r in cfg.model_runs() for ref in (r.model_ref(), r.teacher) if ref is not None]
     for cloud in sorted(cfg.clouds_used()):
         mine = [(run, ref) for run, ref in refs if ref.provider == cloud] or \
-            [("", ModelRef(provider=cloud, model="(any)"))]
+            [("", ModelRef(provider=cloud, model=""))]
         for run, ref in mine:
             try:
                 where = target(cfg, ref, mode=mode).endpoint()
@@ -183,4 +194,5 @@ def cloud_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
 
 
 __all__ = ["CLOUDS", "SIM_CREDENTIALS", "AzureTarget", "BedrockTarget", "Target", "VertexTarget",
-           "azure_deployments", "check_credentials", "cloud_endpoints", "settings_of", "target"]
+           "azure_deployments", "check_credentials", "cloud_endpoints", "gateway_target", "settings_of",
+           "target"]

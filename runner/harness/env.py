@@ -53,7 +53,7 @@ def marked_env(cfg: Config, mark: str) -> dict[str, str]:
     that keeps one at import is then found out, instead of handing every slot a value that is none's."""
     dbs = {n: Database(mark, 1, mark, mark, mark) for n in ("main", *(cfg.database.extra_databases
                                                                     if cfg.database else ()))}
-    gateway = {k: mark for k in gateway_env("http://h", "r", 0, token=mark)}
+    gateway = {k: mark for k in gateway_env("http://h", "r", 0, token=mark, clouds=cfg.clouds_used())}
     return {**harness_env(cfg, SandboxInfo("warm", dbs, "main"), cfg.runs[0], gateway=gateway),
             "RUNNER_RUN": mark, "RUNNER_EPOCH": "1"}
 

@@ -406,10 +406,13 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
                                 gates=(gates.path, gates.keys) if gates is not None else None,
                                 spend=(spend.path, spend.scopes[1:]) if spend is not None else None)
     gw = stack.enter_context(GatewayServer(settings, new_token(), log_path=log("gateway"), host=host, wait=wait))
-    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE) "
-                "and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token for it (it calls the providers with "
-                "the keys of this environment{})", gw.url, "to the simulator" if sim else "to the real APIs",
-                gateway_use(cfg), ", or stand-ins" if sim else "")
+    clouds = sorted(cfg.clouds_used())
+    also = f"; for {', '.join(clouds)}, their clients' base URLs and the token as well" if clouds else ""
+    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and "
+                "*_API_BASE) and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token{} (it calls "
+                "the providers with the keys of this environment{})", gw.url,
+                "to the simulator" if sim else "to the real APIs", gateway_use(cfg), also,
+                ", or stand-ins" if sim else "")
     return sim, gw
 
 
