@@ -296,7 +296,10 @@ class Gateway:
         stream cut from the final message. None: past its batches' retries, it goes interactive."""
         assert self.batcher is not None and call.body is not None
         body = dict(call.body)
-        if self.settings.sim_models is not None and call.model:
+        if call.provider == "azure":  # the lines name the deployment's Global-Batch deployment
+            made = self.settings.batch_deployments
+            body["model"] = made.get(call.model) or made.get("*", call.model)
+        elif self.settings.sim_models is not None and call.model:
             body["model"] = sim_model(self.settings, call.model)
         headers = await self._upstream_headers(request, call)
         ep = batch_endpoint(self.settings, call.provider, headers, call.path)
@@ -355,8 +358,10 @@ def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, 
     earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
     with a stand-in."""
     carried = {k: v for k, v in headers.items() if k.lower() in CARRIED}
+    if provider == "azure" and not any(k.lower() in ("api-key", "authorization") for k in carried):
+        carried.update(credential_headers("azure", simulated=settings.sim_models is not None))
     key = api_key(provider) or ("sim-key" if settings.sim_models is not None else None)
-    if not any(k.lower() in ("x-api-key", "authorization") for k in carried) and key:
+    if provider != "azure" and not any(k.lower() in ("x-api-key", "authorization") for k in carried) and key:
         carried.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
     if provider == "anthropic":
         carried.setdefault("anthropic-version", "2023-06-01")

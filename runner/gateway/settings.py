@@ -58,7 +58,8 @@ class GatewaySettings(BaseModel):
     bedrock_region: str | None = None  # what Bedrock calls are signed for (SigV4's credential scope)
     bedrock_profile: str | None = None  # the AWS profile whose credentials sign them (None: the SDK's chain)
     deployments: dict[str, str] = Field(default_factory=dict)  # Azure: deployment -> the model it serves
-    batch_deployments: dict[str, str] = Field(default_factory=dict)  # Azure: deployment -> its batch one
+    # Azure: deployment ("*": any) -> the Global-Batch deployment its batched calls name
+    batch_deployments: dict[str, str] = Field(default_factory=dict)
 
 
 def upstreams(cfg: Config | None, sim_url: str | None) -> dict[str, str]:
@@ -81,7 +82,8 @@ def _cloud_settings(cfg: Config, sim_url: str | None) -> dict[str, Any]:
     mode: Literal["real", "sim"] = "sim" if sim_url else "real"
     bedrock = gateway_target(cfg, "bedrock", mode)
     region = bedrock.region if isinstance(bedrock, BedrockTarget) else None
-    batch: dict[str, str] = {}
+    top = cfg.azure  # a user's harness: the config's batch deployment for its deployment (unnamed: for any)
+    batch: dict[str, str] = {top.deployment or "*": top.batch_deployment} if top.batch_deployment else {}
     for r in cfg.model_runs():
         for ref in (r.model_ref(), r.teacher):
             if ref is not None and ref.provider == "azure" and \

@@ -17,7 +17,7 @@ import openai
 import pytest
 from aiohttp import web
 
-from runner.config import Config, SimSettings
+from runner.config import BatchTurnaround, Config, SimSettings
 from runner.gateway import build_gateway, gateway_settings
 from runner.gateway.server import Gateway
 from runner.harness.base import gateway_env
@@ -145,3 +145,25 @@ def test_a_caller_signing_for_itself_is_refused_and_a_cloud_the_gateway_was_not_
                                    api_version="2024-10-21", max_retries=0)
         with pytest.raises(openai.BadRequestError, match=r"the gateway has no azure endpoint: set azure"):
             azure.chat.completions.create(model="gpt-5.4", messages=ASK)
+
+
+def test_in_batch_mode_azure_calls_go_through_its_global_batch_and_bedrock_calls_go_interactive(
+        tmp_path: Any) -> None:
+    turnaround = SimSettings(batches=BatchTurnaround(median_seconds=0.2),
+                             deployments={"gpt-batch": "gpt-5.4"})
+    cfg = _cfg(tmp_path, {}, cache=False, output_dir=str(tmp_path / "out"),
+               batch={"enabled": True, "window_seconds": 0.2, "poll_min_seconds": 0.1,
+                      "poll_max_seconds": 0.5},
+               azure={"api_version": "2024-10-21", "batch_deployment": "gpt-batch"})
+    with SimServer(turnaround) as sim, _served(sim, cfg) as gw:
+        env = gateway_env(gw.url, "r", 1, token=TOKEN, clouds={"bedrock", "azure"})
+        clients = _clients({**env, "GOOGLE_OAUTH_ACCESS_TOKEN": TOKEN, "ANTHROPIC_VERTEX_BASE_URL": gw.url})
+        raw = clients["azure"].chat.completions.with_raw_response.create(model="gpt-5.4", messages=ASK)
+        assert raw.headers.get("x-runner-batched") == "1" and raw.parse().choices[0].message.content
+        raw = clients["bedrock"].messages.with_raw_response.create(model=BEDROCK_MODEL, max_tokens=200,
+                                                                  messages=ASK)
+        assert raw.headers.get("x-runner-batched") is None and raw.parse().content
+        batches = gw.gateway.batcher.stats  # type: ignore[union-attr]
+        assert batches["batches_ended"] == 1 and batches["interactive_unbatchable"] == 1
+        counts = gw.stats()["r"]
+        assert counts["batched_calls"] == 1 and counts["llm_calls"] == 2 and counts["batch_saved_usd"] > 0

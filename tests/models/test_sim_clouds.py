@@ -16,7 +16,7 @@ import anthropic
 import openai
 import pytest
 
-from runner.config import Limits, SimSettings
+from runner.config import BatchTurnaround, Limits, SimSettings
 from runner.models.sim.process import SimServer
 
 KEYS = {"aws_access_key": "AKIATESTTESTTESTTEST", "aws_secret_key": "secret"}
@@ -27,6 +27,7 @@ ASK = [{"role": "user", "content": "Move the Cedar Pilot opportunity to negotiat
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimServer]:
     settings = SimSettings(deployments={"my-gpt": "gpt-5.4-mini"},
+                           batches=BatchTurnaround(median_seconds=0.2),
                            limits={"eu.anthropic.claude-sonnet-4-6": Limits(rpm=2)})
     with SimServer(settings) as s:
         yield s
@@ -224,3 +225,34 @@ def test_azure_holds_the_body_to_the_chat_completions_rules(sim: SimServer) -> N
         _azure(sim).chat.completions.create(model="gpt-5.4", messages=[  # type: ignore[list-item]
             {"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": "r"}])
     assert "must be a response to a preceeding message with 'tool_calls'" in str(info.value)
+
+
+def test_azure_global_batch_is_openais_batch_api_on_the_v1_paths(sim: SimServer) -> None:
+    """The v1 API's plain OpenAI client (Microsoft's docs use it for batches): the lines name a deployment,
+    the create names /chat/completions; a deployment the resource lacks fails the batch whole."""
+    import time
+
+    client = openai.OpenAI(base_url=f"{sim.url}/openai/v1/", api_key="k", max_retries=0)
+
+    def batch(deployment: str) -> Any:
+        line = {"custom_id": "task-0", "method": "POST", "url": "/v1/chat/completions",
+                "body": {"model": deployment, "messages": ASK}}
+        upload = client.files.create(file=("batch.jsonl", json.dumps(line).encode()), purpose="batch")
+        made = client.batches.create(input_file_id=upload.id, completion_window="24h",
+                                     endpoint="/chat/completions")  # type: ignore[arg-type]
+        for _ in range(100):
+            b = client.batches.retrieve(made.id)
+            if b.status in ("completed", "failed", "expired", "cancelled"):
+                return b
+            time.sleep(0.1)
+        raise AssertionError(f"batch {made.id} did not end")
+
+    done = batch("my-gpt")
+    assert done.status == "completed" and done.output_file_id
+    [answer] = [json.loads(x) for x in client.files.content(done.output_file_id).text.splitlines()]
+    assert answer["custom_id"] == "task-0" and answer["response"]["status_code"] == 200
+    assert answer["response"]["body"]["model"] == "gpt-5.4-mini"  # the model the deployment serves
+    failed = batch("nobody-made-this")
+    assert failed.status == "failed" and failed.errors is not None
+    assert failed.errors.data is not None and failed.errors.data[0].code == "model_not_found"
+    assert _post(f"{sim.url}/openai/v1/batches", {"input_file_id": "x"}, {})[0] == 401

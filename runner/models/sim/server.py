@@ -31,6 +31,7 @@ from runner.config import Limits, SimSettings
 from runner.models.base import TRIAL_HEADER
 from runner.models.sim import (
     azure,
+    azure_batches,
     batch_routes,
     bedrock,
     checks,
@@ -527,7 +528,7 @@ def make_app(settings: SimSettings, apis: Sequence[str] | None = None) -> web.Ap
     app[ANSWER] = guarded  # what the cloud routes hand their requests to, translated
     batch_routes.add_routes(app)
     models_routes.add_routes(app)
-    for cloud in (bedrock, vertex, azure):
+    for cloud in (bedrock, vertex, azure, azure_batches):
         cloud.add_routes(app)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
                     web.post("/v1/responses", _responses),
