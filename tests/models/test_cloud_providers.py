@@ -80,3 +80,24 @@ def test_errors_of_a_cloud_are_classified_as_the_first_party_apis_are(sim: SimSe
     with pytest.raises(ProviderError) as busy:
         vertex.generate(_req(RUNS["vertex"]))
     assert (busy.value.kind, busy.value.status) == ("rate_limited", 429)
+
+
+@pytest.mark.parametrize(("rate_limits", "key"), [
+    ({"bedrock": {"rpm": 600}}, "bedrock"),  # a cloud is an account of its own
+    ({"anthropic": {"rpm": 600, "covers": ["bedrock"]}}, "anthropic")])  # unless a budget covers it
+def test_a_cloud_runs_calls_are_counted_priced_and_drawn_from_its_budget(sim: SimServer,
+                                                                          rate_limits: dict[str, Any],
+                                                                          key: str) -> None:
+    from runner.budget.ratelimit import build_limiter
+    from runner.models.client import make_client
+
+    cfg = Config.model_validate({**_cfg("bedrock", RUNS["bedrock"]).model_dump(), "rate_limits": rate_limits})
+    limiter = build_limiter(cfg)
+    client = make_client(cfg.runs[0].model_ref(), cfg, sim_url=sim.url, limiter=limiter, cache=None)
+    done = client.complete(_req(RUNS["bedrock"]))
+    assert done.tool_calls and done.cost_usd is not None and done.cost_usd > 0
+    assert client.stats.llm_calls == 1 and client.stats.cost_usd == done.cost_usd
+    tally = limiter.tally()
+    assert list(tally) == [key] and tally[key].admitted == 1
+    assert tally[key].used[0] == 1 and tally[key].used[2] > 0  # the request and its output tokens settled
+    client.close()

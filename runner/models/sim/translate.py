@@ -4,6 +4,7 @@ first-party request names it."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -27,8 +28,11 @@ async def json_object(request: web.Request, d: Dialect) -> dict[str, Any] | web.
 
 
 def refused(request: web.Request, response: web.Response) -> web.Response:
-    """A refusal of the route's own (credentials, path, the cloud's body rules), counted by its status."""
+    """A refusal of the route's own (credentials, path, the cloud's body rules), counted by its status and
+    logged as the core logs the API's own refusals (a run's simulator.log: what the cloud would refuse)."""
     request.app["state"].stats[str(response.status)] += 1
+    said = response.body.decode(errors="replace")[:300] if isinstance(response.body, bytes) else ""
+    print(f"{response.status} {request.path}: {said}", file=sys.stderr, flush=True)
     return response
 
 
