@@ -116,6 +116,27 @@ def target(cfg: Config, ref: ModelRef, *, mode: Literal["real", "sim"], who: str
                        deployment, s.batch_deployment or deployment, timeout)
 
 
+# What each cloud's client needs beyond the SDK itself (the anthropic SDK's own extras): botocore signs every
+# Bedrock request and reads its event streams; google-auth finds Application Default Credentials.
+EXTRAS = {"bedrock": ("botocore", "botocore"), "vertex": ("google.auth", "google-auth")}
+
+
+def check_extras(provider: str, who: str, *, needs_google_auth: bool) -> None:
+    """ConfigError naming the install line when the cloud's client would fail on its first call."""
+    import importlib.util
+
+    if provider not in EXTRAS or (provider == "vertex" and not needs_google_auth):
+        return
+    module, package = EXTRAS[provider]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package missing (google)
+        found = False
+    if not found:
+        raise ConfigError(f"{provider} needs {package} (needed by {who}): "
+                          "pip install 'pgsandbox-runner[clouds]'")
+
+
 def check_credentials(provider: str, target: Target, who: str) -> None:
     """On the real clouds: ConfigError unless the cloud's SDK will find credentials (the environment's, else
     the AWS SDK's chain: config files, an instance role; Google's Application Default Credentials)."""
@@ -194,5 +215,5 @@ def cloud_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
 
 
 __all__ = ["CLOUDS", "SIM_CREDENTIALS", "AzureTarget", "BedrockTarget", "Target", "VertexTarget",
-           "azure_deployments", "check_credentials", "cloud_endpoints", "gateway_target", "settings_of",
-           "target"]
+           "azure_deployments", "check_credentials", "check_extras", "cloud_endpoints", "gateway_target",
+           "settings_of", "target"]

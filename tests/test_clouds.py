@@ -141,3 +141,18 @@ def test_configs_without_clouds_fingerprint_as_before() -> None:
     cfg = _cfg({"name": "x", "provider": "anthropic", "model": "claude-sonnet-5-5"})
     assert "bedrock" not in cfg.runs[0].model_dump(mode="json")
     assert "azure" in _cfg({**AZURE, "azure": {"deployment": "d"}}).runs[0].model_dump(mode="json")
+
+
+def test_a_missing_extra_is_named_with_its_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from runner.clouds import check_extras
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "botocore" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"bedrock needs botocore \(needed by run b\): pip install "
+                                          r"'pgsandbox-runner\[clouds\]'"):
+        check_extras("bedrock", "run b", needs_google_auth=False)
+    check_extras("vertex", "run v", needs_google_auth=False)  # a token in the environment: no google-auth
+    check_extras("azure", "run a", needs_google_auth=False)

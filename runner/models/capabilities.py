@@ -249,15 +249,16 @@ def sdk_retirements() -> dict[str, dt.date]:
 def table(model: str, provider: str) -> Capabilities:
     """The built-in table's entry, with the installed SDK's retirement date where it has one. A cloud's model
     id is looked up as the first-party model it names (runner/models/cloud_models.py), at the first-party
-    prices, said so in `price_source` (no cloud's own prices were published where they were read)."""
+    prices, said so in `price_source` (no cloud's own prices were published where they were read), and
+    without the SDK's retirement date: that is the first-party API's schedule, a cloud keeps its own (a
+    config's `models:` entry may give it)."""
     from runner.models.cloud_models import first_party
 
-    named = first_party(provider, model) if provider in CLOUD_PRICES else model
-    api = API_OF.get(provider, provider)
-    caps = BUILTIN.get(named or "") or Capabilities(api, known=False)
     if provider in CLOUD_PRICES:
-        caps = replace(caps, price_source=CLOUD_PRICES[provider] if caps.prices is not None else None)
-    retires = sdk_retirements().get(named or "")
+        caps = BUILTIN.get(first_party(provider, model) or "") or Capabilities(API_OF[provider], known=False)
+        return replace(caps, retires=None, price_source=CLOUD_PRICES[provider] if caps.prices else None)
+    caps = BUILTIN.get(model) or Capabilities(provider, known=False)
+    retires = sdk_retirements().get(model)
     return replace(caps, retires=retires) if retires is not None else caps
 
 

@@ -12,8 +12,8 @@ import datetime as dt
 from dataclasses import replace
 from typing import Any
 
-from runner.clouds import check_credentials, target
-from runner.config import API_KEY_ENV, API_OF, CLOUDS, Config, ModelRef, api_key, resolve_mode
+from runner.clouds import check_credentials, check_extras, target
+from runner.config import API_KEY_ENV, API_OF, CLOUDS, Config, ModelRef, api_key, environment, resolve_mode
 from runner.errors import ConfigError
 from runner.models import live
 from runner.models.capabilities import retirement_notice, split_sampling
@@ -41,6 +41,8 @@ def check_keys(cfg: Config) -> None:
         if ref.provider in CLOUDS:
             who = f"run {run} ({role} {ref.model})"
             t = target(cfg, ref, mode=mode, who=who)
+            adc = mode == "real" and not environment().cloud.get("GOOGLE_OAUTH_ACCESS_TOKEN")
+            check_extras(ref.provider, who, needs_google_auth=adc)
             if mode == "real":
                 check_credentials(ref.provider, t, who)
     if mode != "real":

@@ -43,3 +43,8 @@ def test_the_configs_models_entry_for_the_cloud_id_gives_the_clouds_own_prices()
     model = "eu.anthropic.claude-sonnet-5-5"
     caps = lookup(model, "bedrock", {model: {"prices": prices}})
     assert caps.prices is not None and caps.prices.input == 3.3
+
+
+def test_a_cloud_keeps_its_own_retirement_schedule_not_the_first_party_apis() -> None:
+    assert lookup("claude-sonnet-4-5-20250929", "anthropic").retires is not None  # the SDK's deprecation data
+    assert lookup("claude-sonnet-4-5@20250929", "vertex").retires is None
