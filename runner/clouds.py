@@ -79,6 +79,13 @@ class AzureTarget:
 Target = BedrockTarget | VertexTarget | AzureTarget
 
 
+def clouds_used(cfg: Config) -> set[str]:
+    """The clouds a config sets up: a run (or teacher) calls one, or its top-level block is given (a user's
+    harness calls it through the gateway)."""
+    called = {p for p in cfg.providers_called() if p in CLOUDS}
+    return {c for c in CLOUDS if c in cfg.model_fields_set} | called
+
+
 def settings_of(cfg: Config, ref: ModelRef) -> CloudSettings:
     """The ref's cloud settings: its own block over the config's, field by field."""
     top: CloudSettings = getattr(cfg, ref.provider)
@@ -199,7 +206,7 @@ def cloud_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
     mode: Literal["real", "sim"] = "sim" if sim_url else "real"
     out: dict[str, str] = {}
     refs = [(r.name, ref) for r in cfg.model_runs() for ref in (r.model_ref(), r.teacher) if ref is not None]
-    for cloud in sorted(cfg.clouds_used()):
+    for cloud in sorted(clouds_used(cfg)):
         mine = [(run, ref) for run, ref in refs if ref.provider == cloud] or \
             [("", ModelRef(provider=cloud, model=""))]
         for run, ref in mine:
@@ -215,5 +222,5 @@ def cloud_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
 
 
 __all__ = ["CLOUDS", "SIM_CREDENTIALS", "AzureTarget", "BedrockTarget", "Target", "VertexTarget",
-           "azure_deployments", "check_credentials", "check_extras", "cloud_endpoints", "gateway_target",
-           "settings_of", "target"]
+           "azure_deployments", "check_credentials", "check_extras", "cloud_endpoints", "clouds_used",
+           "gateway_target", "settings_of", "target"]

@@ -640,28 +640,13 @@ class Config(_Frozen):
         for provider in ("anthropic", "openai"):
             if problem := _base_url_problem(provider, getattr(self, provider).base_url):
                 raise ValueError(problem)
-        self._check_covers()
+        if problem := _covers_problem(self.rate_limits):
+            raise ValueError(problem)
         if self.harness.kind == "crm":
             bad = [r.name for r in self.runs if r.provider is None]
             if bad:
                 raise ValueError(f"runs of the crm harness need provider and model: {', '.join(bad)}")
         return self
-
-    def _check_covers(self) -> None:
-        """Each call draws on one budget: a key is covered by one budget at most, and not one of its own."""
-        owner: dict[str, str] = {}
-        for key, spec in self.rate_limits.items():
-            for covered in spec.covers:
-                if covered in self.rate_limits:
-                    raise ValueError(f"rate_limits.{key}.covers: {covered} has a budget of its own "
-                                     f"(rate_limits.{covered}): drop one of them")
-                if covered in owner:
-                    raise ValueError(f"rate_limits: {covered} is covered by both {owner[covered]} and {key}")
-                owner[covered] = key
-
-    def budget_covering(self, key: str) -> str | None:
-        """The rate_limits key whose `covers` lists `key` (provider or provider/model), if one does."""
-        return next((k for k, spec in self.rate_limits.items() if key in spec.covers), None)
 
     def sandbox_network(self) -> str:
         """What the sandbox gets (runner/sandbox/docker.py): auto is none where it can be, for the built-in
@@ -714,12 +699,6 @@ class Config(_Frozen):
         return {r.name for r in self.runs if (r.batch if r.batch is not None else self.batch.enabled)
                 and r.provider not in UNBATCHED}
 
-    def clouds_used(self) -> set[str]:
-        """The clouds this config sets up: a run (or teacher) calls one, or its top-level block is given (a
-        user's harness calls it through the gateway)."""
-        return ({c for c in CLOUDS if c in self.model_fields_set}
-                | {p for p in self.providers_called() if p in CLOUDS})
-
     def model_overrides(self) -> dict[str, dict[str, Any]]:
         return {k: v.model_dump(exclude_none=True) for k, v in self.models.items()}
 
@@ -730,6 +709,20 @@ class Config(_Frozen):
 
         runs = [swap(r).model_copy(update={"teacher": swap(r.teacher) if r.teacher else None}) for r in self.runs]
         return self.model_copy(update={"runs": runs, "original_models": True})
+
+
+def _covers_problem(rate_limits: dict[str, LimitSpec]) -> str | None:
+    """Each call draws on one budget: a key is covered by one budget at most, and not one of its own."""
+    owner: dict[str, str] = {}
+    for key, spec in rate_limits.items():
+        for covered in spec.covers:
+            if covered in rate_limits:
+                return f"rate_limits.{key}.covers: {covered} has a budget of its own " \
+                       f"(rate_limits.{covered}): drop one of them"
+            if covered in owner:
+                return f"rate_limits: {covered} is covered by both {owner[covered]} and {key}"
+            owner[covered] = key
+    return None
 
 
 def resolve_path(cfg: Config, p: Path) -> Path:

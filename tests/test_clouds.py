@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from runner.budget.ratelimit import budget_spec, limiter_key
-from runner.clouds import AzureTarget, BedrockTarget, VertexTarget, check_credentials, cloud_endpoints, target
+from runner.clouds import (
+    AzureTarget,
+    BedrockTarget,
+    VertexTarget,
+    check_credentials,
+    cloud_endpoints,
+    clouds_used,
+    target,
+)
 from runner.config import CLOUD_ENV, Config, load_config, resolve_mode
 from runner.errors import ConfigError
 
@@ -37,7 +45,7 @@ def test_the_clouds_config_loads_with_a_run_per_cloud() -> None:
     assert [(r.provider, r.model) for r in cfg.runs] == [("bedrock", "us.anthropic.claude-sonnet-5-5"),
                                                          ("vertex", "claude-sonnet-4-5@20250929"),
                                                          ("azure", "gpt-5.4")]
-    assert cfg.clouds_used() == {"bedrock", "vertex", "azure"}
+    assert clouds_used(cfg) == {"bedrock", "vertex", "azure"}
 
 
 def test_a_runs_own_block_wins_over_the_configs_field_by_field_and_the_sdk_variables_fill_the_rest(

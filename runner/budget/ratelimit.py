@@ -372,7 +372,8 @@ def limiter_key(cfg: Config, provider: str, model: str) -> str:
     for key in (f"{provider}/{model}", provider):
         if key in cfg.rate_limits:
             return key
-        if (owner := cfg.budget_covering(key)) is not None:
+        owner = next((k for k, spec in cfg.rate_limits.items() if key in spec.covers), None)
+        if owner is not None:
             return owner
     return provider
 

@@ -21,13 +21,13 @@ UNCACHED = {"/v1/messages/count_tokens"}
 
 
 class Answers:
-    def __init__(self, cache: ResponseCache) -> None:
-        self.cache = cache
+    def __init__(self, cache: ResponseCache | None) -> None:
+        self.cache = cache  # None: no cache, nothing is keyed
 
     def key(self, call: Incoming, trial: int) -> str | None:
         """The call's key; None for a call never cached. Trial 1 keys as a single-trial run's calls; each
         later trial apart (as models/base.py Request)."""
-        if call.path in UNCACHED:
+        if self.cache is None or call.path in UNCACHED:
             return None
         canon = call.raw if call.body is None else canonical(call.body)
         told = f"\0trial {trial}".encode() if trial > 1 else b""
@@ -36,6 +36,7 @@ class Answers:
 
     def get(self, key: str, call: Incoming) -> web.Response | None:
         """The cached answer in the form this caller asked for; None (a miss) if it cannot be given so."""
+        assert self.cache is not None  # keyed
         entry = self.cache.get(key)
         if entry is None or "body" not in entry:
             return None
@@ -51,6 +52,7 @@ class Answers:
         return _stream_response(stream, call.route.event_stream) if stream is not None else None
 
     def put(self, key: str, call: Incoming, answer: Answer) -> None:
+        assert self.cache is not None  # keyed
         entry = {"body": answer.body.decode(errors="replace"), "content_type": "application/json"}
         if call.streaming:
             framed = call.route.event_stream

@@ -69,7 +69,7 @@ class Gateway:
                  cache: ResponseCache | None = None, token: str | None = None, gates: Gates | None = None,
                  spend: Spend | None = None) -> None:
         self.settings, self.limiter, self.cache = settings, limiter, cache
-        self.answers = Answers(cache) if cache is not None else None
+        self.answers = Answers(cache)
         self.token = token  # what a caller must present (as its API key, or x-runner-token): None admits all
         self.gates = gates
         batched = settings.batch_runs
@@ -188,16 +188,14 @@ class Gateway:
         if route is None:
             return web.json_response({"error": {"type": "not_found_error", "message": f"no route {path}"}},
                                      status=404)
-        provider = route.provider
-        raw = await request.read()
-        body = _json(raw)
-        call = Incoming(run, worker, route, raw, body if isinstance(body, dict) else None,
-                        request.headers.get("x-sim-plays", ""), request.query_string,
-                        self.settings.deployments)
+        provider, raw = route.provider, await request.read()
+        body, plays = _json(raw), request.headers.get("x-sim-plays", "")
+        call = Incoming(run, worker, route, raw, body if isinstance(body, dict) else None, plays,
+                        request.query_string, self.settings.deployments)
         tallies = [self.runs.setdefault(run, Counts())]
         tallies += [self.workers.setdefault(worker, Counts())] if worker else []
-        key = self.answers.key(call, self.trials.get(worker or "", 1)) if self.answers is not None else None
-        if key is not None and self.answers is not None and (hit := self.answers.get(key, call)) is not None:
+        key = self.answers.key(call, self.trials.get(worker or "", 1))
+        if key is not None and (hit := self.answers.get(key, call)) is not None:
             for t in tallies:
                 t.llm_calls += 1
                 t.cache_hits += 1
@@ -231,7 +229,7 @@ class Gateway:
                 t.answered(answer.usage, prices, time.monotonic() - t0, batched=answer.batched)
             else:
                 t.errors += 1
-        if key is not None and self.answers is not None and answer.status == 200:
+        if key is not None and answer.status == 200:
             self.answers.put(key, call, answer)
         return answer.response()
 

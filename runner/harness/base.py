@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import psycopg
 
+from runner.clouds import clouds_used
 from runner.config import API_KEY_ENV, CLOUD_KEY_ENV, Config, RunSpec, sdk_base_url
 from runner.errors import ErrorKind
 from runner.records import Check
@@ -219,7 +220,7 @@ class Harness(ABC):
         if info.gateway_url is None:
             return {}
         return gateway_env(info.gateway_url, run, info.caller, token=info.gateway_token,
-                           clouds=info.cfg.clouds_used())
+                           clouds=clouds_used(info.cfg))
 
     def attach(self, sandbox: SandboxInfo) -> None:
         """The worker's sandbox is (newly) up: connect, warm caches."""

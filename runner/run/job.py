@@ -26,7 +26,7 @@ from runner.budget.priority import PerItem, budget_preference
 from runner.budget.ratelimit import build_limiter, limiter_key
 from runner.budget.spend import JOB, Cap, Spend
 from runner.budget.throttle import Throttle
-from runner.clouds import azure_deployments, cloud_endpoints
+from runner.clouds import azure_deployments, cloud_endpoints, clouds_used
 from runner.config import API_OF, Config, check_harness_python, gateway_use, model_endpoints, resolve_mode
 from runner.engine import forkserver
 from runner.engine.pool import ProcessTransport, Transport, WorkerPool, restart_cap
@@ -197,8 +197,7 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
             sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
             token = gateway.token if gateway else None
             # where model calls went (a user harness's through the gateway)
-            manifest.endpoints = {**model_endpoints(cfg, sim_url), **cloud_endpoints(cfg, sim_url),
-                                  **({"gateway": gateway_url} if gateway_url else {})}
+            manifest.endpoints = _endpoints(cfg, sim_url, gateway_url)
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, out,
                               lambda w: specs(w, sim_url, gateway_url, token),
                               [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable,
@@ -406,7 +405,7 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
                                 gates=(gates.path, gates.keys) if gates is not None else None,
                                 spend=(spend.path, spend.scopes[1:]) if spend is not None else None)
     gw = stack.enter_context(GatewayServer(settings, new_token(), log_path=log("gateway"), host=host, wait=wait))
-    clouds = sorted(cfg.clouds_used())
+    clouds = sorted(clouds_used(cfg))
     also = f"; for {', '.join(clouds)}, their clients' base URLs and the token as well" if clouds else ""
     logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and "
                 "*_API_BASE) and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token{} (it calls "
@@ -414,6 +413,13 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
                 "to the simulator" if sim else "to the real APIs", gateway_use(cfg), also,
                 ", or stand-ins" if sim else "")
     return sim, gw
+
+
+def _endpoints(cfg: Config, sim_url: str | None, gateway_url: str | None) -> dict[str, str]:
+    """Where model calls went (the manifest's `endpoints`): each provider's and each cloud's SDK base URL,
+    and a user harness's gateway."""
+    return {**model_endpoints(cfg, sim_url), **cloud_endpoints(cfg, sim_url),
+            **({"gateway": gateway_url} if gateway_url else {})}
 
 
 def _watch_batches(gateway: GatewayServer, progress: Progress, stack: contextlib.ExitStack) -> None:

@@ -253,7 +253,7 @@ async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> w
 
 
 async def answer_request(request: web.Request, d: Dialect, raw: bytes | None = None,
-                cloud: Translated | None = None) -> web.StreamResponse:
+                         cloud: Translated | None = None) -> web.StreamResponse:
     """One request: refuse it as the API would, throttle it, fail it on purpose, or answer it, in dialect
     `d`; `cloud`: a cloud route's request, translated (its credentials checked by the route)."""
     state: SimState = request.app["state"]
@@ -269,19 +269,15 @@ async def answer_request(request: web.Request, d: Dialect, raw: bytes | None = N
         return d.error(400, "body is not JSON")
     if not isinstance(body, dict):
         return d.error(400, "body must be a JSON object")
-    if cloud is None and (refused := unauthorized(request, api, state.stats)) is not None:
+    if (refused := _refuse(request, d, state, headers_in, body, checked=cloud is not None)) is not None:
         return refused
-    if (invalid := invalid_request(state, headers_in, api, body)) is not None:
-        status, message, param, code = invalid
-        return d.error(status, message, param=param, code=code)
     model = str(body.get("model", ""))
     state.per_model.setdefault(model, Counter())["requests"] += 1
     # The SDKs serialise the same request to the same bytes: hash those, no re-encoding.
     rid = hashlib.sha256(api.encode() + b"\x1f" + raw).hexdigest()
     segs = segments(api, body)
     out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
-    limited = cloud.limit_key if cloud is not None and cloud.limit_key in state.settings.limits \
-        else state.limited_as(model, None if cloud is not None else headers_in.get("x-sim-plays"))
+    limited = _limited(state, model, headers_in, cloud)
     wait, remaining = state.admit(limited, sum(s.tokens for s in segs), out_estimate)
     if wait > 0:
         return _throttled(d, state, model, limited, wait, remaining)
@@ -333,6 +329,26 @@ async def answer_inside(state: SimState, headers: Mapping[str, str], api: str, b
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()  # the stdlib's encoder was 3 % of this process at 64 in flight
+
+
+def _refuse(request: web.Request, d: Dialect, state: SimState, headers: Mapping[str, str],
+            body: dict[str, Any], *, checked: bool) -> web.Response | None:
+    """401 without a key (`checked`: a cloud's route checked its own credentials), 404 for a model nobody
+    serves, 400 for what the real API would reject."""
+    if not checked and (refused := unauthorized(request, d.api, state.stats)) is not None:
+        return refused
+    if (invalid := invalid_request(state, headers, d.api, body)) is not None:
+        status, message, param, code = invalid
+        return d.error(status, message, param=param, code=code)
+    return None
+
+
+def _limited(state: SimState, model: str, headers: Mapping[str, str], cloud: Translated | None) -> str:
+    """The limits a request draws from: a cloud's model id where `simulator.limits` names it (a cloud is an
+    account of its own), else the simulator model's, or the first-party model a caller plays."""
+    if cloud is not None:
+        return cloud.limit_key if cloud.limit_key in state.settings.limits else model
+    return state.limited_as(model, headers.get("x-sim-plays"))
 
 
 def offered_only(action: Action, body: dict[str, Any]) -> Action:
