@@ -50,7 +50,8 @@ CLOUD_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_
 # Any one of these sets of variables holds a cloud's credentials (as its SDK finds them: a Bedrock API key or
 # an AWS key pair or profile; a Google access token or a service account's key file; an Azure key or token).
 CLOUD_CREDENTIALS = {
-    "bedrock": (("AWS_BEARER_TOKEN_BEDROCK",), ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), ("AWS_PROFILE",)),
+    "bedrock": (("AWS_BEARER_TOKEN_BEDROCK",), ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+                ("AWS_PROFILE",)),
     "vertex": (("GOOGLE_OAUTH_ACCESS_TOKEN",), ("GOOGLE_APPLICATION_CREDENTIALS",)),
     "azure": (("AZURE_OPENAI_API_KEY",), ("AZURE_OPENAI_AD_TOKEN",)),
 }
@@ -121,8 +122,8 @@ ANTHROPIC_TIERS = {
 class LimitSpec(Limits):
     preset: Literal["tier1", "tier2", "tier3", "tier4"] | None = None
     covers: list[str] = Field(default_factory=list, description="more calls this budget pays for, as keys: "
-                              "provider or provider/model (e.g. bedrock under anthropic: a Bedrock Claude and a "
-                              "first-party Claude drawing on one budget; by default each has its own)")
+                              "provider or provider/model (e.g. bedrock under anthropic: a Bedrock Claude "
+                              "and a first-party Claude drawing on one budget; by default each has its own)")
 
     def resolved(self) -> Limits:
         base = ANTHROPIC_TIERS[self.preset] if self.preset else Limits()
@@ -196,7 +197,8 @@ class BedrockSettings(_Frozen):
     key in AWS_BEARER_TOKEN_BEDROCK."""
 
     region: str | None = Field(None, description="default: AWS_REGION, else AWS_DEFAULT_REGION")
-    profile: str | None = Field(None, description="an AWS profile (default: AWS_PROFILE, else the SDK's chain)")
+    profile: str | None = Field(None, description="an AWS profile (default: AWS_PROFILE, else the SDK's "
+                                                  "chain)")
     base_url: str | None = Field(None, description="default: ANTHROPIC_BEDROCK_BASE_URL, else "
                                                    "https://bedrock-runtime.{region}.amazonaws.com")
     timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
@@ -223,8 +225,8 @@ class AzureSettings(_Frozen):
                                  "https://my-resource.openai.azure.com (default: AZURE_OPENAI_ENDPOINT)")
     api_version: str | None = Field(None, description="e.g. 2024-10-21 (default: OPENAI_API_VERSION)")
     deployment: str | None = Field(None, description="the deployment calls name (default: the run's model)")
-    batch_deployment: str | None = Field(None, description="batch mode: the Global-Batch deployment its batch "
-                                                           "lines name (default: deployment)")
+    batch_deployment: str | None = Field(None, description="batch mode: the Global-Batch deployment its "
+                                                           "batch lines name (default: deployment)")
     timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
 
 
@@ -293,8 +295,8 @@ class SimSettings(_Frozen):
                                                    "provider behind TLS, for tests of trust stores and proxies")
     tls_key: str | None = None
     deployments: dict[str, str] = Field(default_factory=dict, description="Azure OpenAI: deployment -> the "
-                                        "model it serves, as a resource's deployments are made (a run adds its "
-                                        "own); a deployment named as a model serves that model")
+                                        "model it serves, as a resource's deployments are made (a run adds "
+                                        "its own); a deployment named as a model serves that model")
 
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
@@ -324,8 +326,8 @@ def _unset(value: Any) -> bool:
 
 
 class CloudOverrides(_Frozen):
-    """A run's (or a teacher's) own settings for the cloud it calls, over the config's top-level block field by
-    field (runner/clouds.py). Left out of dumps when unset, so configs without them fingerprint as before."""
+    """A run's (or a teacher's) own settings for the cloud it calls, over the config's top-level block field
+    by field (runner/clouds.py). Left out of dumps when unset: configs without them fingerprint as before."""
 
     bedrock: BedrockSettings | None = Field(None, exclude_if=_unset)
     vertex: VertexSettings | None = Field(None, exclude_if=_unset)
@@ -381,8 +383,8 @@ class RunSpec(Thinking, CloudOverrides):
             raise ValueError("provider and model go together")
         self._only_its_cloud(self.provider)
         if self.batch and self.provider in UNBATCHED:
-            raise ValueError(f"batch: the runner does not use {self.provider}'s batch service (jobs over cloud "
-                             "storage files): its calls go interactive; leave batch unset")
+            raise ValueError(f"batch: the runner does not use {self.provider}'s batch service (jobs over "
+                             "cloud storage files): its calls go interactive; leave batch unset")
         return self
 
     def model_ref(self) -> ModelRef:
@@ -873,8 +875,8 @@ def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) 
 
 
 # What `runner gateway` reads of a config; a file holding only these is a whole gateway config.
-GATEWAY_KEYS = ("rate_limits", "retry", "anthropic", "openai", "bedrock", "vertex", "azure", "models", "cache",
-                "cache_dir", "adaptive_concurrency", "batch", "out")
+GATEWAY_KEYS = ("rate_limits", "retry", "anthropic", "openai", "bedrock", "vertex", "azure", "models",
+                "cache", "cache_dir", "adaptive_concurrency", "batch", "out")
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None, *,

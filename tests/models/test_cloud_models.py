@@ -32,7 +32,7 @@ def test_a_cloud_model_has_the_first_party_capabilities_and_prices_stated_as_suc
     assert (caps.prices, caps.thinking, caps.max_output_tokens) == (first.prices, first.thinking,
                                                                    first.max_output_tokens)
     assert caps.price_source is not None and caps.price_source.startswith("Anthropic's first-party prices")
-    assert lookup("gpt-5.4", "azure").price_source.startswith("OpenAI's first-party prices")  # type: ignore[union-attr]
+    assert str(lookup("gpt-5.4", "azure").price_source).startswith("OpenAI's first-party prices")
     assert lookup("claude-sonnet-5-5", "anthropic").price_source is None
     unknown = lookup("us.anthropic.claude-nonesuch", "bedrock")
     assert not unknown.known and unknown.prices is None and unknown.price_source is None

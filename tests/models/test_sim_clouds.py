@@ -77,7 +77,8 @@ def test_vertex_through_anthropic_vertex_streamed_and_not(sim: SimServer) -> Non
 def test_azure_through_azure_openai_streamed_and_not_and_on_the_v1_path(sim: SimServer) -> None:
     client = _azure(sim)
     whole = client.chat.completions.create(model="gpt-5.4", messages=ASK)  # type: ignore[arg-type]
-    chunks = client.chat.completions.create(model="gpt-5.4", messages=ASK, stream=True)  # type: ignore[arg-type]
+    chunks = client.chat.completions.create(model="gpt-5.4", messages=ASK,  # type: ignore[arg-type]
+                                            stream=True)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert whole.choices[0].message.content == text
     made = client.chat.completions.create(model="my-gpt", messages=ASK)  # type: ignore[arg-type]
@@ -207,10 +208,12 @@ def test_vertex_names_pre_4_6_models_with_their_date(sim: SimServer) -> None:
 
 def test_azure_refuses_an_unknown_api_version_an_unknown_deployment_and_no_key(sim: SimServer) -> None:
     with pytest.raises(openai.NotFoundError) as version:
-        _azure(sim, "2031-01-01").chat.completions.create(model="gpt-5.4", messages=ASK)  # type: ignore[arg-type]
+        _azure(sim, "2031-01-01").chat.completions.create(model="gpt-5.4",
+                                                          messages=ASK)  # type: ignore[arg-type]
     assert version.value.body == {"code": "404", "message": "Resource not found"}
     with pytest.raises(openai.NotFoundError) as deployment:
-        _azure(sim).chat.completions.create(model="no-such-deployment", messages=ASK)  # type: ignore[arg-type]
+        _azure(sim).chat.completions.create(model="no-such-deployment",
+                                            messages=ASK)  # type: ignore[arg-type]
     assert deployment.value.code == "DeploymentNotFound"
     status, _, body = _post(f"{sim.url}/openai/deployments/gpt-5.4/chat/completions?api-version=2024-10-21",
                             {"model": "gpt-5.4", "messages": ASK}, {})

@@ -234,7 +234,8 @@ async def _stream(request: web.Request, d: Dialect, payload: dict[str, Any], hea
     return resp
 
 
-def _throttled(d: Dialect, state: SimState, model: str, limited: str, wait: float, remaining: Any) -> web.Response:
+def _throttled(d: Dialect, state: SimState, model: str, limited: str, wait: float, remaining: Any
+               ) -> web.Response:
     """A 429 as the provider sends it: retry-after (seconds, and ms as Anthropic's SDK reads) and the
     rate-limit headers with what is left (a cloud that documents none: the status and its body only)."""
     state.stats["429"] += 1

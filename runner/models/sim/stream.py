@@ -36,7 +36,7 @@ def anthropic_events(payload: dict[str, Any]) -> Iterator[bytes]:
 
 
 def anthropic_stream(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The Messages API's stream events, however framed (server-sent events; Bedrock's event-stream chunks)."""
+    """The Messages API's stream events, however framed (server-sent events, Bedrock's event-stream)."""
     usage = dict(payload["usage"])
     start_usage = {**usage, "output_tokens": 1}
     message = {**payload, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}
@@ -47,7 +47,8 @@ def anthropic_stream(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if i == 0:
                 yield {"type": "ping"}
             for part in _pieces(block["text"], TEXT_PIECE):
-                yield {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": part}}
+                yield {"type": "content_block_delta", "index": i,
+                       "delta": {"type": "text_delta", "text": part}}
         elif block["type"] == "thinking":  # its text in thinking_delta pieces, then its signature in one
             yield {"type": "content_block_start", "index": i,
                    "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
