@@ -26,6 +26,36 @@ from runner.errors import ConfigError
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 API_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
+# Where a run's model calls go: the two first-party APIs, or a cloud that serves the same models.
+Provider = Literal["anthropic", "openai", "bedrock", "vertex", "azure"]
+CLOUDS = ("bedrock", "vertex", "azure")
+# The wire format each provider speaks: Amazon Bedrock (InvokeModel) and Google Vertex AI (rawPredict) take
+# Anthropic's Messages body, Azure OpenAI takes OpenAI's Chat Completions body.
+API_OF = {"anthropic": "anthropic", "openai": "openai", "bedrock": "anthropic", "vertex": "anthropic",
+          "azure": "openai"}
+# Clouds whose batch service the runner does not use (Bedrock batch inference and Vertex batch prediction are
+# jobs over S3 / Cloud Storage files): their calls go interactive, counted and budgeted as any other.
+UNBATCHED = frozenset({"bedrock", "vertex"})
+# A cloud's credential when it is one token, read from the variable its SDK reads (Bedrock API key, Azure
+# OpenAI key) or, for Vertex, which has none, a Google OAuth access token (the variable Terraform's google
+# provider reads); the gateway gives a user's harness the run's token under these names.
+CLOUD_KEY_ENV = {"bedrock": "AWS_BEARER_TOKEN_BEDROCK", "vertex": "GOOGLE_OAUTH_ACCESS_TOKEN",
+                 "azure": "AZURE_OPENAI_API_KEY"}
+# What each cloud's SDK reads from the environment (settings and credentials), read once here.
+CLOUD_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+             "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "ANTHROPIC_BEDROCK_BASE_URL", "CLOUD_ML_REGION",
+             "ANTHROPIC_VERTEX_PROJECT_ID", "ANTHROPIC_VERTEX_BASE_URL", "GOOGLE_OAUTH_ACCESS_TOKEN",
+             "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY",
+             "AZURE_OPENAI_AD_TOKEN", "OPENAI_API_VERSION")
+# Any one of these sets of variables holds a cloud's credentials (as its SDK finds them: a Bedrock API key or
+# an AWS key pair or profile; a Google access token or a service account's key file; an Azure key or token).
+CLOUD_CREDENTIALS = {
+    "bedrock": (("AWS_BEARER_TOKEN_BEDROCK",), ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+                ("AWS_PROFILE",)),
+    "vertex": (("GOOGLE_OAUTH_ACCESS_TOKEN",), ("GOOGLE_APPLICATION_CREDENTIALS",)),
+    "azure": (("AZURE_OPENAI_API_KEY",), ("AZURE_OPENAI_AD_TOKEN",)),
+}
+
 
 @dataclass(frozen=True)
 class Environment:
@@ -41,9 +71,16 @@ class Environment:
     ray_address: str | None  # RAY_ADDRESS, as Ray reads it
     ci: bool  # CI: set by every CI service; errors then fail the run by default
     keys: dict[str, str] = field(repr=False)  # provider -> API key; never printed
+    cloud: dict[str, str] = field(default_factory=dict, repr=False)  # CLOUD_ENV's variables that are set
 
     def api_key(self, provider: str) -> str | None:
         return self.keys.get(provider)
+
+    def has_credentials(self, provider: str) -> bool:
+        """Whether the environment holds what the provider's SDK would authenticate with."""
+        if provider in CLOUD_CREDENTIALS:
+            return any(all(self.cloud.get(v) for v in names) for names in CLOUD_CREDENTIALS[provider])
+        return provider in self.keys
 
 
 def environment() -> Environment:
@@ -57,6 +94,7 @@ def environment() -> Environment:
         ray_address=env.get("RAY_ADDRESS") or None,
         ci=bool(env.get("CI")),
         keys={p: k for p, name in API_KEY_ENV.items() if (k := env.get(name))},
+        cloud={name: v for name in CLOUD_ENV if (v := env.get(name))},
     )
 
 
@@ -83,6 +121,9 @@ ANTHROPIC_TIERS = {
 
 class LimitSpec(Limits):
     preset: Literal["tier1", "tier2", "tier3", "tier4"] | None = None
+    covers: list[str] = Field(default_factory=list, description="more calls this budget pays for, as keys: "
+                              "provider or provider/model (e.g. bedrock under anthropic: a Bedrock Claude "
+                              "and a first-party Claude drawing on one budget; by default each has its own)")
 
     def resolved(self) -> Limits:
         base = ANTHROPIC_TIERS[self.preset] if self.preset else Limits()
@@ -150,6 +191,48 @@ class ProviderSettings(_Frozen):
                             "auto: sdk on the real APIs, lean on the simulator")
 
 
+class BedrockSettings(_Frozen):
+    """Amazon Bedrock (anthropic.AnthropicBedrock): Claude through InvokeModel. Credentials as the AWS SDK
+    finds them: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN), a profile, or a Bedrock API
+    key in AWS_BEARER_TOKEN_BEDROCK."""
+
+    region: str | None = Field(None, description="default: AWS_REGION, else AWS_DEFAULT_REGION")
+    profile: str | None = Field(None, description="an AWS profile (default: AWS_PROFILE, else the SDK's "
+                                                  "chain)")
+    base_url: str | None = Field(None, description="default: ANTHROPIC_BEDROCK_BASE_URL, else "
+                                                   "https://bedrock-runtime.{region}.amazonaws.com")
+    timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
+
+
+class VertexSettings(_Frozen):
+    """Google Vertex AI (anthropic.AnthropicVertex): Claude through rawPredict. Credentials: an OAuth access
+    token in GOOGLE_OAUTH_ACCESS_TOKEN, else Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS,
+    or `gcloud auth application-default login`)."""
+
+    project: str | None = Field(None, description="default: ANTHROPIC_VERTEX_PROJECT_ID")
+    region: str | None = Field(None, description="a location such as us-east5, or global (default: "
+                                                 "CLOUD_ML_REGION)")
+    base_url: str | None = Field(None, description="default: ANTHROPIC_VERTEX_BASE_URL, else the region's "
+                                                   "https://{region}-aiplatform.googleapis.com/v1")
+    timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
+
+
+class AzureSettings(_Frozen):
+    """Azure OpenAI (openai.AzureOpenAI): GPT models through a resource's deployments. Credentials:
+    AZURE_OPENAI_API_KEY (or a Microsoft Entra token in AZURE_OPENAI_AD_TOKEN)."""
+
+    endpoint: str | None = Field(None, pattern=r"^https?://", description="the resource, e.g. "
+                                 "https://my-resource.openai.azure.com (default: AZURE_OPENAI_ENDPOINT)")
+    api_version: str | None = Field(None, description="e.g. 2024-10-21 (default: OPENAI_API_VERSION)")
+    deployment: str | None = Field(None, description="the deployment calls name (default: the run's model)")
+    batch_deployment: str | None = Field(None, description="batch mode: the Global-Batch deployment its "
+                                                           "batch lines name (default: deployment)")
+    timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
+
+
+CloudSettings = BedrockSettings | VertexSettings | AzureSettings
+
+
 class Latency(_Frozen):
     p50_ms: float = Field(0.0, ge=0)
     p95_ms: float | None = Field(None, ge=0)
@@ -211,6 +294,9 @@ class SimSettings(_Frozen):
     tls_cert: str | None = Field(None, description="serve HTTPS with this certificate (PEM; with tls_key): a "
                                                    "provider behind TLS, for tests of trust stores and proxies")
     tls_key: str | None = None
+    deployments: dict[str, str] = Field(default_factory=dict, description="Azure OpenAI: deployment -> the "
+                                        "model it serves, as a resource's deployments are made (a run adds "
+                                        "its own); a deployment named as a model serves that model")
 
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
@@ -235,24 +321,47 @@ class Thinking(_Frozen):
         return {False: "off", True: "on"}.get(v, v) if isinstance(v, bool) else v
 
 
-class ModelRef(Thinking):
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+class CloudOverrides(_Frozen):
+    """A run's (or a teacher's) own settings for the cloud it calls, over the config's top-level block field
+    by field (runner/clouds.py). Left out of dumps when unset: configs without them fingerprint as before."""
+
+    bedrock: BedrockSettings | None = Field(None, exclude_if=_unset)
+    vertex: VertexSettings | None = Field(None, exclude_if=_unset)
+    azure: AzureSettings | None = Field(None, exclude_if=_unset)
+
+    def _only_its_cloud(self, provider: str | None) -> None:
+        for cloud in CLOUDS:
+            if getattr(self, cloud) is not None and provider != cloud:
+                raise ValueError(f"{cloud}: settings for {cloud}, but the provider is {provider}")
+
+
+class ModelRef(Thinking, CloudOverrides):
     # As an Atlas teacher (a ModelRef in the config) a model reviews another model's calls in the middle of a
     # tool-use loop, where a thinking Claude would need its own thinking blocks: it does not think unless
     # asked (and asking a thinking Claude is refused at start, runner/models/preflight.py).
     thinking: Literal["model-default", "off", "on"] = "off"
-    provider: Literal["anthropic", "openai"]
+    provider: Provider
     model: str
     sim_model: str = Field("sim-strong", description="the simulator model that plays it offline")
     original_model: str | None = Field(None, description="the seeds' model id, used with --original-models")
 
+    @model_validator(mode="after")
+    def _cloud_block(self) -> ModelRef:
+        self._only_its_cloud(self.provider)
+        return self
 
-class RunSpec(Thinking):
+
+class RunSpec(Thinking, CloudOverrides):
     """One named run: its parameters and env for any harness; provider/model for the model-calling ones."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     params: dict[str, Any] = Field(default_factory=dict, description="handed to the harness; {name} in templates")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for this run's records")
-    provider: Literal["anthropic", "openai"] | None = None
+    provider: Provider | None = None
     model: str | None = None
     sim_model: str = Field("sim-strong", description="the simulator model that plays it offline")
     original_model: str | None = Field(None, description="the seeds' model id, used with --original-models")
@@ -272,6 +381,10 @@ class RunSpec(Thinking):
             raise ValueError("an atlas run needs a teacher (provider, model)")
         if (self.provider is None) != (self.model is None):
             raise ValueError("provider and model go together")
+        self._only_its_cloud(self.provider)
+        if self.batch and self.provider in UNBATCHED:
+            raise ValueError(f"batch: the runner does not use {self.provider}'s batch service (jobs over "
+                             "cloud storage files): its calls go interactive; leave batch unset")
         return self
 
     def model_ref(self) -> ModelRef:
@@ -280,7 +393,8 @@ class RunSpec(Thinking):
             raise ValueError(f"run {self.name} has no provider/model")
         return ModelRef(provider=self.provider, model=self.model, sim_model=self.sim_model,
                         original_model=self.original_model, thinking=self.thinking, effort=self.effort,
-                        thinking_tokens=self.thinking_tokens)
+                        thinking_tokens=self.thinking_tokens, bedrock=self.bedrock, vertex=self.vertex,
+                        azure=self.azure)
 
     def template_values(self) -> dict[str, str]:
         """{run} and each parameter, for env and argv templates."""
@@ -490,6 +604,9 @@ class Config(_Frozen):
     otel: OtelSettings = OtelSettings()
     anthropic: ProviderSettings = ProviderSettings()
     openai: ProviderSettings = ProviderSettings()
+    bedrock: BedrockSettings = BedrockSettings()
+    vertex: VertexSettings = VertexSettings()
+    azure: AzureSettings = AzureSettings()
     models: dict[str, ModelSpec] = Field(default_factory=dict, description="per-model capability overrides")
     prompt_cache: bool = Field(True, description="Anthropic cache_control breakpoints on tools, system, transcript")
     allow_retired: bool = False
@@ -525,6 +642,8 @@ class Config(_Frozen):
         for provider in ("anthropic", "openai"):
             if problem := _base_url_problem(provider, getattr(self, provider).base_url):
                 raise ValueError(problem)
+        if problem := _covers_problem(self.rate_limits):
+            raise ValueError(problem)
         if self.harness.kind == "crm":
             bad = [r.name for r in self.runs if r.provider is None]
             if bad:
@@ -577,8 +696,10 @@ class Config(_Frozen):
         return BATCH_CONVERSATION_SECONDS if self.batch_runs() else CONVERSATION_SECONDS
 
     def batch_runs(self) -> set[str]:
-        """The runs whose model calls go through the batch APIs."""
-        return {r.name for r in self.runs if (r.batch if r.batch is not None else self.batch.enabled)}
+        """The runs whose model calls go through the batch APIs (not those on a cloud the runner does not
+        batch for: theirs go interactive)."""
+        return {r.name for r in self.runs if (r.batch if r.batch is not None else self.batch.enabled)
+                and r.provider not in UNBATCHED}
 
     def model_overrides(self) -> dict[str, dict[str, Any]]:
         return {k: v.model_dump(exclude_none=True) for k, v in self.models.items()}
@@ -590,6 +711,20 @@ class Config(_Frozen):
 
         runs = [swap(r).model_copy(update={"teacher": swap(r.teacher) if r.teacher else None}) for r in self.runs]
         return self.model_copy(update={"runs": runs, "original_models": True})
+
+
+def _covers_problem(rate_limits: dict[str, LimitSpec]) -> str | None:
+    """Each call draws on one budget: a key is covered by one budget at most, and not one of its own."""
+    owner: dict[str, str] = {}
+    for key, spec in rate_limits.items():
+        for covered in spec.covers:
+            if covered in rate_limits:
+                return f"rate_limits.{key}.covers: {covered} has a budget of its own " \
+                       f"(rate_limits.{covered}): drop one of them"
+            if covered in owner:
+                return f"rate_limits: {covered} is covered by both {owner[covered]} and {key}"
+            owner[covered] = key
+    return None
 
 
 def resolve_path(cfg: Config, p: Path) -> Path:
@@ -608,11 +743,12 @@ def model_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
 
 
 def sdk_base_url(root: str, provider: str) -> str:
-    """A server's root (the simulator, a gateway) as the provider's SDK takes it: OpenAI's base URL carries
-    the API version (/v1), Anthropic's does not (its SDK puts /v1 in every path). `anthropic.base_url` and
-    `openai.base_url` mean the same: what the SDK's `base_url=` takes."""
+    """A server's root (the simulator, a gateway) as the provider's SDK takes it: OpenAI's and Vertex's base
+    URLs carry the API version (/v1), Anthropic's does not (its SDK puts /v1 in every path), nor do Bedrock's
+    (paths start at /model/...) and Azure's (AzureOpenAI's azure_endpoint: it adds /openai/...).
+    `anthropic.base_url` and `openai.base_url` mean the same: what the SDK's `base_url=` takes."""
     root = root.rstrip("/")
-    return f"{root}/v1" if provider == "openai" else root
+    return f"{root}/v1" if provider in ("openai", "vertex") else root
 
 
 def _base_url_problem(provider: str, url: str | None) -> str | None:
@@ -661,14 +797,16 @@ def gateway_use(cfg: Config) -> str | None:
 
 
 def resolve_mode(cfg: Config) -> Literal["real", "sim"]:
-    """auto: the real providers when every key they need is set, else the simulator."""
+    """auto: the real providers when every credential they need is set (an API key; a cloud's credentials as
+    its SDK finds them in the environment), else the simulator."""
     if cfg.providers_mode != "auto":
         return cfg.providers_mode
     runs = cfg.model_runs()
+    env = environment()
     if not runs:  # a user's harness: which providers it calls is its own business
-        return "real" if environment().keys else "sim"
+        return "real" if env.keys else "sim"
     needed = {r.provider for r in runs if r.provider} | {r.teacher.provider for r in runs if r.teacher}
-    return "real" if needed <= environment().keys.keys() else "sim"
+    return "real" if all(env.has_credentials(p) for p in needed) else "sim"
 
 
 def api_key(provider: str) -> str | None:
@@ -737,8 +875,8 @@ def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) 
 
 
 # What `runner gateway` reads of a config; a file holding only these is a whole gateway config.
-GATEWAY_KEYS = ("rate_limits", "retry", "anthropic", "openai", "models", "cache", "cache_dir", "adaptive_concurrency",
-                "batch", "out")
+GATEWAY_KEYS = ("rate_limits", "retry", "anthropic", "openai", "bedrock", "vertex", "azure", "models",
+                "cache", "cache_dir", "adaptive_concurrency", "batch", "out")
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None, *,

@@ -21,6 +21,7 @@ ELSEWHERE = {
                                                          "out of reach here)",
     "runner run configs/default.yaml --batch": "tests/gateway/test_batch_mode.py (the default job batched, on 2 "
                                                "records; resumed after kill -9)",
+    "runner run configs/clouds.yaml --limit 2 --providers sim": "tests/run/test_clouds_job.py (no cache)",
     "runner run examples/legacy-harness/runner.yaml": "tests/examples/test_legacy_harness.py",
     "runner image build examples/legacy-harness/runner.yaml": "tests/examples/test_legacy_harness.py",
     "make bench": "tests/bench/test_bench_smoke.py (each benchmark's code; the whole takes ~15 minutes)",

@@ -366,8 +366,17 @@ class SharedLimiter(Budget):
 
 
 def limiter_key(cfg: Config, provider: str, model: str) -> str:
-    """The budget a call draws from: provider/model if configured, else provider."""
-    return f"{provider}/{model}" if f"{provider}/{model}" in cfg.rate_limits else provider
+    """The budget a call draws from: provider/model if configured (or covered by another key's budget), else
+    provider (or the budget covering it). A cloud is a provider of its own (bedrock, vertex, azure): another
+    account, with limits of its own, than the first-party API of the same models, unless a budget covers
+    it."""
+    for key in (f"{provider}/{model}", provider):
+        if key in cfg.rate_limits:
+            return key
+        owner = next((k for k, spec in cfg.rate_limits.items() if key in spec.covers), None)
+        if owner is not None:
+            return owner
+    return provider
 
 
 def budget_spec(cfg: Config) -> tuple[dict[str, Limits], dict[str, bool]]:

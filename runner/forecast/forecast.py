@@ -31,7 +31,7 @@ from typing import Any
 
 from runner.budget.concurrency import AUTO_CEILING, layout
 from runner.budget.ratelimit import limiter_key
-from runner.config import Config, Limits, ModelRef, RunSpec, resolve_mode
+from runner.config import API_OF, Config, Limits, ModelRef, RunSpec, resolve_mode
 from runner.forecast import calls, measured, tiers
 from runner.forecast.floor import Floor, floor
 from runner.forecast.measured import HARNESS, Measured
@@ -291,7 +291,7 @@ def _caps(cfg: Config, ref: ModelRef) -> Capabilities:
 def _thinking(cfg: Config, run: RunSpec, ref: ModelRef, caps: Capabilities) -> calls.ThinkingBand:
     choice = thinking_choice(ref)
     p = plan_thinking(caps, ref.model, choice, run.max_output_tokens)
-    return calls.ThinkingBand.of(p, choice.effort or caps.default_effort, choice.tokens, ref.provider)
+    return calls.ThinkingBand.of(p, choice.effort or caps.default_effort, choice.tokens, API_OF[ref.provider])
 
 
 def _role_shapes(shapes: list[CallShape] | None, role: str) -> list[CallShape]:
@@ -327,7 +327,7 @@ def _part(cfg: Config, role: str, ref: ModelRef, need: dict[str, Need]) -> Part:
             n = need[b].uncached() if mode == "interactive" else need[b]
             p = prices if mode != "batch" or prices is None else at_batch_price(prices)
             t = n.tokens()
-            if mode == "batch" and ref.provider == "anthropic":  # its entries written for an hour there
+            if mode == "batch" and API_OF[ref.provider] == "anthropic":  # entries written for an hour there
                 t = replace(t, cache_write_1h_tokens=t.cache_write_tokens)
             costs[mode][b] = cost(p, t)[0]
     return Part(role, ref.provider, ref.model, need, costs)

@@ -8,6 +8,12 @@ it for the endpoint the calls were made to (`/v1/chat/completions` or `/v1/respo
 metadata; `GET /v1/batches/{id}` until it is `completed`, `expired`, `cancelled` or `failed`; its output and
 error files; `DELETE /v1/files/{id}` for every file once read (they would stay in the account for 30 days).
 
+Azure OpenAI: OpenAI's batch API on the resource's v1 paths (`/openai/v1/files`, `/openai/v1/batches`), each
+line's url `/v1/chat/completions` and its `model` the Global-Batch deployment, the create's endpoint
+`/chat/completions` (clouds.yaml azure.batch); a status may come capitalised ("Validating": a conflict the
+fixture records), so it is compared in lower case. Bedrock's and Vertex AI's batch services (jobs over
+S3 and Cloud Storage files) are not used: their calls go interactive.
+
 What a request came to is an `Outcome`: an answer or the API's own refusal (status and body, for the
 caller as an interactive call would have had them), or `None` where it is worth another try (an error
 of the provider's side, an expired or cancelled request). A call the API refuses whole raises
@@ -73,13 +79,14 @@ async def submit(session: aiohttp.ClientSession, ep: Endpoint, items: list[tuple
     path = ep.path or "/v1/chat/completions"
     lines = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": path, "body": body}) + "\n"
                     for cid, body in items)
+    endpoint = path.removeprefix("/v1") if ep.provider == "azure" else path  # azure.batch.create
     form = aiohttp.FormData()
     form.add_field("purpose", "batch")
     form.add_field("file", lines.encode(), filename="batch.jsonl", content_type="application/jsonl")
     upload = await _json(session, "POST", ep.url("/v1/files"), ep, data=form)
     try:
         created = await _json(session, "POST", ep.url("/v1/batches"), ep, json={
-            "input_file_id": upload["id"], "endpoint": path, "completion_window": "24h",
+            "input_file_id": upload["id"], "endpoint": endpoint, "completion_window": "24h",
             "metadata": {INTENT_KEY: intent}})
     except BatchRefused:
         await delete_file(session, ep, str(upload["id"]))  # a batch that was not made leaves no file behind
@@ -96,7 +103,8 @@ async def state(session: aiohttp.ClientSession, ep: Endpoint, batch_id: str) -> 
         if e.status == 404:
             raise BatchGone(batch_id) from e
         raise
-    ended = b.get("processing_status") == "ended" if ep.provider == "anthropic" else b.get("status") in _OPENAI_ENDED
+    ended = b.get("processing_status") == "ended" if ep.provider == "anthropic" else \
+        str(b.get("status")).lower() in _OPENAI_ENDED
     return ended, b
 
 
@@ -107,7 +115,7 @@ async def collect(session: aiohttp.ClientSession, ep: Endpoint, batch: dict[str,
     if ep.provider == "anthropic":
         raw = await _results(session, str(batch["results_url"]), ep)
         return {r["custom_id"]: _anthropic_outcome(r["result"]) for r in _lines(raw)}
-    if batch.get("status") == "failed":
+    if str(batch.get("status")).lower() == "failed":
         await delete_file(session, ep, str(batch.get("input_file_id") or ""))
         errors = (batch.get("errors") or {}).get("data") or []
         raise BatchFailed("; ".join(str(e.get("message") or e.get("code")) for e in errors) or "failed")

@@ -57,8 +57,8 @@ INTERACTIVE: tuple[int, dict[str, Any]] = (0, {})
 MAX_BATCH_BYTES = 150 * 2**20
 
 # What of a caller's headers a batch carries upstream: its key and API version, the simulator's markers.
-CARRIED = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta", "openai-organization",
-           "openai-project", "x-sim-plays", "x-sim-trial")
+CARRIED = ("x-api-key", "authorization", "api-key", "anthropic-version", "anthropic-beta",
+           "openai-organization", "openai-project", "x-sim-plays", "x-sim-trial")
 
 
 def request_key(provider: str, body: dict[str, Any], salt: str = "") -> str:

@@ -112,7 +112,7 @@ class Courier:
     async def find(self, ep: Endpoint, intent: Intent) -> str | None:
         """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its metadata
         (an Anthropic batch cannot say: `claim` watches those)."""
-        if ep.provider != "openai":
+        if ep.provider not in ("openai", "azure"):
             return None
         with contextlib.suppress(BatchRefused, aiohttp.ClientError, TimeoutError, ValueError):
             for b in await listed(self.session, ep, intent.at - 120):

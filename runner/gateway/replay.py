@@ -14,7 +14,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from runner.models.sim.stream import anthropic_events, openai_chunks
+from runner.models.sim import eventstream
+from runner.models.sim.stream import anthropic_events, anthropic_stream, openai_chunks
 
 REPLAYABLE_BLOCKS = {"text", "tool_use", "thinking"}
 
@@ -34,11 +35,12 @@ def events(raw: bytes) -> Iterator[dict[str, Any]]:
                 yield ev
 
 
-def final_message(path: str, raw: bytes) -> dict[str, Any] | None:
-    """The message a streamed answer adds up to, if it can be played back as a stream; else None."""
+def final_message(path: str, raw: bytes, *, event_stream: bool = False) -> dict[str, Any] | None:
+    """The message a streamed answer adds up to, if it can be played back as a stream; else None.
+    `event_stream`: the answer is AWS event-stream framed (Bedrock), each chunk one Messages event."""
     try:
         if path == "/v1/messages":
-            return _anthropic_final(events(raw))
+            return _anthropic_final(eventstream.events(raw) if event_stream else events(raw))
         if path == "/v1/chat/completions":
             return _chat_final(events(raw))
     except (KeyError, TypeError, ValueError, IndexError):
@@ -116,11 +118,15 @@ def _chat_final(evs: Iterator[dict[str, Any]]) -> dict[str, Any] | None:
             "usage": usage}
 
 
-def as_stream(path: str, message: dict[str, Any], request: dict[str, Any]) -> bytes | None:
-    """The stream a caller asking for one would have received; None if it cannot be cut from `message`."""
+def as_stream(path: str, message: dict[str, Any], request: dict[str, Any], *, event_stream: bool = False
+              ) -> bytes | None:
+    """The stream a caller asking for one would have received; None if it cannot be cut from `message`.
+    `event_stream`: framed as Bedrock frames it."""
     if path == "/v1/messages":
         if any(b.get("type") not in REPLAYABLE_BLOCKS for b in message.get("content", [])):
             return None
+        if event_stream:
+            return b"".join(eventstream.chunk(event) for event in anthropic_stream(message))
         return b"".join(anthropic_events(message))
     if path == "/v1/chat/completions":
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))

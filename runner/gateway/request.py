@@ -9,9 +9,12 @@ from typing import Any
 
 
 def upstream_url(base: str, provider: str, path: str) -> str:
-    """Where a caller's /v1/... path goes on a provider whose SDK base URL is `base`."""
+    """Where a caller's /v1/... path goes on a provider whose SDK base URL is `base` (Azure OpenAI: the
+    resource, whose v1 API is under /openai/v1)."""
     if provider == "openai" and path.startswith("/v1/"):
         path = path[3:]  # the base URL carries the version
+    if provider == "azure":
+        path = f"/openai{path}"
     return base.rstrip("/") + path
 
 

@@ -1,23 +1,22 @@
 """The model gateway: one local HTTP endpoint every worker's SDK calls go through.
 
 Speaks Anthropic `POST /v1/messages` (+ `/v1/messages/count_tokens`) and OpenAI
-`POST /v1/chat/completions` and `POST /v1/responses`, optionally under `/run/<run>/worker/<n>` so a
-call is counted to its run and worker. Each call: the response cache (the canonical request, whether
-streamed or not; see replay.py), then the upstream through the shared budget with retries
-(upstream.py). Counts per run at `GET /stats`; a worker takes its own since its last record with
+`POST /v1/chat/completions` and `POST /v1/responses`, and the clouds' paths to the same APIs (Bedrock's
+InvokeModel, Vertex AI's rawPredict, Azure OpenAI's deployments: routes.py), optionally under
+`/run/<run>/worker/<n>` so a call is counted to its run and worker. Each call: the response cache (the
+canonical request, whether streamed or not; see replay.py), then the upstream through the shared budget
+with retries (upstream.py). Counts per run at `GET /stats`; a worker takes its own since its last record with
 `POST /workers/<n>/take`, which is how each result gets its calls, tokens and cost.
 API keys come from the caller's headers or the gateway's environment and are never logged or
-keyed on.
+keyed on; a cloud is called with the gateway's own credentials (cloud_auth.py: Bedrock calls signed anew).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,16 @@ from runner.budget.gates import Gates, Refused
 from runner.budget.ratelimit import Budget
 from runner.budget.spend import JOB, Spend, Spent
 from runner.cache import ResponseCache
-from runner.config import api_key
+from runner.config import API_OF, CLOUDS, UNBATCHED, api_key
+from runner.gateway.answers import Answers
 from runner.gateway.batch_api import BATCH_PATHS, Endpoint
 from runner.gateway.batcher import CARRIED, INTERACTIVE, Batcher
+from runner.gateway.cloud_auth import bedrock_signer, credential_headers
+from runner.gateway.incoming import Incoming
 from runner.gateway.journal import Journal
-from runner.gateway.replay import as_stream, final_message
-from runner.gateway.request import canonical, upstream_url
+from runner.gateway.replay import as_stream
+from runner.gateway.request import upstream_url
+from runner.gateway.routes import Route, route_of
 from runner.gateway.settings import GatewaySettings
 from runner.gateway.spending import Spending
 from runner.gateway.upstream import Answer, Call, Upstream
@@ -46,7 +49,10 @@ from runner.serving import site_for
 
 # Headers that describe the caller or the hop, not the request: never forwarded.
 _HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", "keep-alive"}
-_KEYS = {"x-api-key", "authorization", "x-runner-token"}  # a caller's credentials: swapped for the provider's
+# a caller's credentials: swapped for the provider's (Azure's api-key; a caller's SigV4 signature, made for
+# the gateway's address, is replaced by the gateway's own)
+_KEYS = {"x-api-key", "authorization", "x-runner-token", "api-key", "x-amz-date", "x-amz-security-token",
+         "x-amz-content-sha256"}
 GATE_POLL_SECONDS = 0.05
 NOT_SENT_HEADER = "x-runner-not-sent"  # on a refusal the run's gate gave without sending the call
 
@@ -55,44 +61,15 @@ def presented(headers: Any, token: str) -> bool:
     """The caller shows the token: as its API key (x-api-key, or a bearer token), or as x-runner-token."""
     bearer = (headers.get("authorization") or "").removeprefix("Bearer ").strip()
     return any(hmac.compare_digest(value, token) for value in (headers.get("x-api-key") or "", bearer,
+                                                                   headers.get("api-key") or "",
                                                                    headers.get("x-runner-token") or "") if value)
 SIM_DEFAULT = "sim-strong"  # who plays a model the simulator does not know
-ROUTES = {"/v1/messages": "anthropic", "/v1/messages/count_tokens": "anthropic",
-          "/v1/chat/completions": "openai", "/v1/responses": "openai"}
-UNCACHED = {"/v1/messages/count_tokens"}
-
-
-@dataclass
-class Incoming:
-    """One caller's request, as the gateway reads it."""
-
-    run: str
-    worker: str | None
-    path: str
-    provider: str
-    raw: bytes
-    body: dict[str, Any] | None
-    plays: str = ""  # the model a simulator model stands in for (the caller's x-sim-plays), if it said
-
-    @property
-    def model(self) -> str:
-        return str(self.body.get("model", "")) if self.body else ""
-
-    @property
-    def priced_as(self) -> str:
-        """The model whose prices and rules the call is held to: the one played, else the one asked."""
-        return self.plays or self.model
-
-    @property
-    def streaming(self) -> bool:
-        return bool(self.body and self.body.get("stream"))
-
-
 class Gateway:
     def __init__(self, settings: GatewaySettings, *, limiter: Budget | None = None,
                  cache: ResponseCache | None = None, token: str | None = None, gates: Gates | None = None,
                  spend: Spend | None = None) -> None:
         self.settings, self.limiter, self.cache = settings, limiter, cache
+        self.answers = Answers(cache)
         self.token = token  # what a caller must present (as its API key, or x-runner-token): None admits all
         self.gates = gates
         batched = settings.batch_runs
@@ -127,7 +104,9 @@ class Gateway:
             return response
         path = request.path
         message = "this gateway serves its run only: present the run's token as the API key"
-        if path.endswith("/v1/messages") or "/v1/messages/" in path:
+        route = route_of(_split(path)[2])  # a cloud of Anthropic's API is answered in its shape
+        if path.endswith("/v1/messages") or "/v1/messages/" in path or \
+                (route is not None and API_OF[route.provider] == "anthropic"):
             body: dict[str, Any] = {"type": "error", "error": {"type": "authentication_error", "message": message}}
         else:
             body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
@@ -194,29 +173,29 @@ class Gateway:
             return web.json_response({"error": {"type": "not_found_error", "message": f"no route {path}"}},
                                      status=404)
         provider = "anthropic" if request.headers.get("anthropic-version") else "openai"
-        call = Incoming(run, worker, path, provider, b"", None)
+        call = Incoming(run, worker, Route(provider, path, path, path), b"", None)
         url = upstream_url(self.settings.upstreams[provider], provider, path) + (
             f"?{request.query_string}" if request.query_string else "")
         assert self.upstream is not None
-        async with self.upstream.session.get(url, headers=self._upstream_headers(request, call)) as up:
+        async with self.upstream.session.get(url, headers=await self._upstream_headers(request, call)) as up:
             body = await up.read()
             return web.Response(status=up.status, body=body, content_type=up.content_type)
 
     # ------------------------------------------------------------------ one call
     async def handle(self, request: web.Request) -> web.StreamResponse:
         run, worker, path = _split(request.match_info["path"])
-        provider = ROUTES.get(path)
-        if provider is None:
+        route = route_of(path)
+        if route is None:
             return web.json_response({"error": {"type": "not_found_error", "message": f"no route {path}"}},
                                      status=404)
-        raw = await request.read()
-        body = _json(raw)
-        call = Incoming(run, worker, path, provider, raw, body if isinstance(body, dict) else None,
-                        request.headers.get("x-sim-plays", ""))
+        provider, raw = route.provider, await request.read()
+        body, plays = _json(raw), request.headers.get("x-sim-plays", "")
+        call = Incoming(run, worker, route, raw, body if isinstance(body, dict) else None, plays,
+                        request.query_string, self.settings.deployments)
         tallies = [self.runs.setdefault(run, Counts())]
         tallies += [self.workers.setdefault(worker, Counts())] if worker else []
-        key = self._cache_key(call)
-        if key is not None and (hit := self._from_cache(key, call)) is not None:
+        key = self.answers.key(call, self.trials.get(worker or "", 1))
+        if key is not None and (hit := self.answers.get(key, call)) is not None:
             for t in tallies:
                 t.llm_calls += 1
                 t.cache_hits += 1
@@ -251,7 +230,7 @@ class Gateway:
             else:
                 t.errors += 1
         if key is not None and answer.status == 200:
-            self._to_cache(key, call, answer)
+            self.answers.put(key, call, answer)
         return answer.response()
 
     def _unsent(self, tallies: list[Counts], provider: str, words: str) -> web.Response:
@@ -284,30 +263,44 @@ class Gateway:
     async def _forward(self, request: web.Request, call: Incoming) -> Answer:
         s = self.settings
         if self.batcher is not None and ("*" in s.batch_runs or call.run in s.batch_runs):
-            if call.path in BATCH_PATHS and call.body is not None:
+            if call.path in BATCH_PATHS and call.provider not in UNBATCHED and call.body is not None:
                 answer = await self._batched(request, call)
                 if answer is not None:
                     return answer
-            else:  # what the batch APIs do not take (count_tokens) goes as it came
+            else:  # what the batch APIs do not take (count_tokens, Bedrock, Vertex) goes as it came
                 self.batcher.stats["interactive_unbatchable"] += 1
         raw = call.raw
-        if s.sim_models is not None and call.body is not None and call.model:
+        cloud = call.provider in CLOUDS
+        if s.sim_models is not None and call.body is not None and call.model and not cloud:
             raw = json.dumps({**call.body, "model": sim_model(self.settings, call.model)}).encode()
+        if cloud and call.provider not in s.upstreams:
+            return _not_set_up(call.provider)
+        url = upstream_url(s.upstreams[call.provider], call.provider, call.path) if not cloud else \
+            s.upstreams[call.provider] + call.route.upstream_path + (f"?{call.query}" if call.query else "")
+        sign = None
+        if call.provider == "bedrock":
+            if s.bedrock_region is None:
+                return _not_set_up("bedrock")
+            sign = bedrock_signer(s.bedrock_region, s.bedrock_profile, simulated=s.sim_models is not None)
         assert self.upstream is not None
         return await self.upstream.send(request, Call(
-            call.provider, upstream_url(s.upstreams[call.provider], call.provider, call.path), raw,
-            self._upstream_headers(request, call), call.streaming,
+            call.provider, url, raw, await self._upstream_headers(request, call), call.streaming,
             self._slot(call.provider, call.priced_as),
-            self.limiter.run_index(call.run) if self.limiter is not None else -1))
+            self.limiter.run_index(call.run) if self.limiter is not None else -1, sign=sign,
+            event_stream=call.route.event_stream))
 
     async def _batched(self, request: web.Request, call: Incoming) -> Answer | None:
         """Through a batch: held with others, answered when its result arrives; a streaming caller gets its
         stream cut from the final message. None: past its batches' retries, it goes interactive."""
         assert self.batcher is not None and call.body is not None
         body = dict(call.body)
-        if self.settings.sim_models is not None and call.model:
+        if call.provider == "azure":  # the lines name the deployment's Global-Batch deployment
+            made = self.settings.batch_deployments
+            body["model"] = made.get(call.model) or made.get("*", call.model)
+        elif self.settings.sim_models is not None and call.model:
             body["model"] = sim_model(self.settings, call.model)
-        ep = batch_endpoint(self.settings, call.provider, self._upstream_headers(request, call), call.path)
+        headers = await self._upstream_headers(request, call)
+        ep = batch_endpoint(self.settings, call.provider, headers, call.path)
         told = self.trials.get(call.worker or "", 1)
         def gone() -> bool:  # the caller hung up (an SDK that timed out waiting, and may ask again)
             return request.transport is None or request.transport.is_closing()
@@ -318,18 +311,21 @@ class Gateway:
             return None
         usage = from_body(answer, call.provider) if status == 200 else Tokens()
         if status == 200 and call.streaming and (stream := as_stream(call.path, answer, call.body)) is not None:
-            return Answer(200, stream, "text/event-stream", usage=usage, batched=True)
+            return Answer(200, stream, "text/event-stream", usage=usage, batched=True)  # (Azure's: SSE)
         return Answer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
 
-    def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
+    async def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
         """The caller's headers with its key swapped for the provider's (the run's token never leaves)."""
         provider, model = call.provider, call.priced_as
+        simulated = self.settings.sim_models is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP and k.lower() not in _KEYS}
-        if self.token is None and any(k.lower() in ("x-api-key", "authorization") for k in request.headers):
+        if provider in CLOUDS:  # the gateway's own credentials (a Google token may be refreshed: in a thread)
+            headers.update(await asyncio.to_thread(credential_headers, provider, simulated=simulated))
+        elif self.token is None and any(k.lower() in ("x-api-key", "authorization") for k in request.headers):
             headers.update({k: v for k, v in request.headers.items() if k.lower() in ("x-api-key", "authorization")})
-        elif key := api_key(provider) or ("sim-key" if self.settings.sim_models is not None else None):
+        elif key := api_key(provider) or ("sim-key" if simulated else None):
             headers.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
-        if self.settings.sim_models is not None and model:
+        if simulated and model and provider not in CLOUDS:  # a cloud's path names its model itself
             headers["x-sim-plays"] = model
             if (told := self.trials.get(call.worker or "", 1)) > 1:
                 headers[TRIAL_HEADER] = str(told)
@@ -347,45 +343,6 @@ class Gateway:
             self._prices[provider, model] = lookup(model, provider, self.settings.model_overrides).prices
         return self._prices[provider, model]
 
-    # ------------------------------------------------------------------ the cache
-    def _cache_key(self, call: Incoming) -> str | None:
-        """The canonical request: same JSON whatever the key order, spacing or `stream`; no headers."""
-        if self.cache is None or call.path in UNCACHED:
-            return None
-        canon = call.raw if call.body is None else canonical(call.body)
-        # trial 1 keys as a single-trial run's calls; each later trial apart (as models/base.py Request)
-        told = self.trials.get(call.worker or "", 1)
-        trial = f"\0trial {told}".encode() if told > 1 else b""
-        return hashlib.sha256(call.provider.encode() + call.path.encode() + b"\0" + canon + trial).hexdigest()
-
-    def _from_cache(self, key: str, call: Incoming) -> web.Response | None:
-        """The cached answer in the form this caller asked for; None (a miss) if it cannot be given so."""
-        assert self.cache is not None
-        entry = self.cache.get(key)
-        if entry is None or "body" not in entry:
-            return None
-        if entry["content_type"] == "text/event-stream":
-            # Kept as raw events: replayable to a streaming caller only.
-            return _sse(entry["body"].encode()) if call.streaming else None
-        message = json.loads(entry["body"])
-        if not call.streaming:
-            if call.path == "/v1/chat/completions" and not message.get("usage"):
-                return None  # cut from a stream without usage: a plain caller expects it
-            return web.json_response(message)
-        stream = as_stream(call.path, message, call.body or {})
-        return _sse(stream) if stream is not None else None
-
-    def _to_cache(self, key: str, call: Incoming, answer: Answer) -> None:
-        assert self.cache is not None
-        entry = {"body": answer.body.decode(errors="replace"), "content_type": "application/json"}
-        if call.streaming:
-            message = final_message(call.path, answer.body)
-            if message is not None and as_stream(call.path, message, call.body or {}) is not None:
-                entry["body"] = json.dumps(message)
-            else:
-                entry["content_type"] = "text/event-stream"
-        self.cache.put(key, call.provider, call.model, entry)
-
 
 def sim_model(settings: GatewaySettings, model: str) -> str:
     """Who plays a model on the simulator: the mapping's, a simulator model asked for by its name (the
@@ -399,8 +356,10 @@ def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, 
     earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
     with a stand-in."""
     carried = {k: v for k, v in headers.items() if k.lower() in CARRIED}
+    if provider == "azure" and not any(k.lower() in ("api-key", "authorization") for k in carried):
+        carried.update(credential_headers("azure", simulated=settings.sim_models is not None))
     key = api_key(provider) or ("sim-key" if settings.sim_models is not None else None)
-    if not any(k.lower() in ("x-api-key", "authorization") for k in carried) and key:
+    if provider != "azure" and not any(k.lower() in ("x-api-key", "authorization") for k in carried) and key:
         carried.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
     if provider == "anthropic":
         carried.setdefault("anthropic-version", "2023-06-01")
@@ -420,14 +379,21 @@ def refused_unsent(provider: str, words: str) -> web.Response:
     """The answer to a call its run's gate refused: the provider's own refusal, marked not sent."""
     message = f"not sent: {words}" if words.startswith("stopped at budget") else \
         f"not sent: this run's requests are refused ({words})"
-    body: dict[str, Any] = {"type": "error", "error": {"type": "invalid_request_error", "message": message}} \
-        if provider == "anthropic" else {"error": {"message": message, "type": "invalid_request_error",
-                                                   "param": None, "code": "run_refused"}}
+    body: dict[str, Any] = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    if API_OF[provider] == "openai":
+        body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                          "code": "run_refused"}}
     return web.json_response(body, status=400, headers={NOT_SENT_HEADER: "1"})
 
 
-def _sse(body: bytes) -> web.Response:
-    return web.Response(body=body, headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
+def _not_set_up(provider: str) -> Answer:
+    """A cloud the gateway was given no endpoint or region for: what to set, as a 400 the caller reads."""
+    what = {"bedrock": "bedrock.region (or AWS_REGION)",
+            "vertex": "vertex.project and vertex.region (or ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION)",
+            "azure": "azure.endpoint (or AZURE_OPENAI_ENDPOINT)"}
+    message = f"the gateway has no {provider} endpoint: set {what[provider]} in its config"
+    body = {"error": {"type": "invalid_request_error", "message": message}}
+    return Answer(400, json.dumps(body).encode(), "application/json")
 
 
 def _split(path: str) -> tuple[str, str | None, str]:

@@ -3,7 +3,9 @@ the pytest plugin) and handed to it whole: never the config itself, which it wou
 `--runs` that left out the config's compare_to run crashed a gateway that did).
 
 Where calls go is decided here as the official SDKs decide it: the config's base URL, else the SDK's own
-environment variable (ANTHROPIC_BASE_URL, OPENAI_BASE_URL), else the provider's public address. Proxies
+environment variable (ANTHROPIC_BASE_URL, OPENAI_BASE_URL), else the provider's public address. A cloud's
+calls go to one place (runner/clouds.py gateway_target): the Bedrock runtime of the configured region, the
+Vertex AI host of the configured location, the configured Azure OpenAI resource. Proxies
 (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) and a custom CA bundle (SSL_CERT_FILE) are read from the environment by
 the gateway's HTTP client at start, as the SDKs' client reads them.
 
@@ -15,10 +17,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.config import PROVIDER_BASE_URLS, BatchSettings, Config, Limits, RetrySettings, sdk_base_url
+from runner.clouds import AzureTarget, BedrockTarget, azure_deployments, gateway_target, target
+from runner.config import (
+    CLOUDS,
+    PROVIDER_BASE_URLS,
+    BatchSettings,
+    Config,
+    Limits,
+    RetrySettings,
+    sdk_base_url,
+)
 
 TOKEN_ENV = "RUNNER_GATEWAY_TOKEN"  # the token a gateway admits, in its own environment
 SDK_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
@@ -43,15 +55,44 @@ class GatewaySettings(BaseModel):
     gate_keys: list[str] = Field(default_factory=list)  # ... and its keys
     spend: str | None = None  # the run's spending caps file (runner/budget/spend.py) ...
     spend_runs: list[str] = Field(default_factory=list)  # ... and its runs
+    bedrock_region: str | None = None  # what Bedrock calls are signed for (SigV4's credential scope)
+    bedrock_profile: str | None = None  # the AWS profile whose credentials sign them (None: the SDK's chain)
+    deployments: dict[str, str] = Field(default_factory=dict)  # Azure: deployment -> the model it serves
+    # Azure: deployment ("*": any) -> the Global-Batch deployment its batched calls name
+    batch_deployments: dict[str, str] = Field(default_factory=dict)
 
 
 def upstreams(cfg: Config | None, sim_url: str | None) -> dict[str, str]:
     """Each provider's SDK base URL: the simulator; else the config's, the SDK's environment variable, the
-    provider's own."""
+    provider's own. A cloud's is the root its paths start from (Vertex AI's paths carry their /v1)."""
     if sim_url:
-        return {p: sdk_base_url(sim_url, p) for p in PROVIDER_BASE_URLS}
-    return {p: (getattr(cfg, p).base_url if cfg is not None else None) or os.environ.get(SDK_BASE_URL_ENV[p])
-            or url for p, url in PROVIDER_BASE_URLS.items()}
+        served = {p: sdk_base_url(sim_url, p) for p in PROVIDER_BASE_URLS}
+        return served | {c: sim_url.rstrip("/") for c in CLOUDS}
+    first = {p: (getattr(cfg, p).base_url if cfg is not None else None) or os.environ.get(SDK_BASE_URL_ENV[p])
+             or url for p, url in PROVIDER_BASE_URLS.items()}
+    clouds = {c: t.endpoint().rstrip("/").removesuffix("/v1") for c in CLOUDS
+              if cfg is not None and (t := gateway_target(cfg, c, "real")) is not None and t.endpoint()}
+    return first | clouds
+
+
+def _cloud_settings(cfg: Config, sim_url: str | None) -> dict[str, Any]:
+    """What the gateway needs of the clouds: the region and profile Bedrock calls are signed with, and the
+    Azure deployments the runs name (each priced as the model it serves, batched through its Global-Batch
+    deployment)."""
+    mode: Literal["real", "sim"] = "sim" if sim_url else "real"
+    bedrock = gateway_target(cfg, "bedrock", mode)
+    region = bedrock.region if isinstance(bedrock, BedrockTarget) else None
+    top = cfg.azure  # a user's harness: the config's batch deployment for its deployment (unnamed: for any)
+    batch: dict[str, str] = {top.deployment or "*": top.batch_deployment} if top.batch_deployment else {}
+    for r in cfg.model_runs():
+        for ref in (r.model_ref(), r.teacher):
+            if ref is not None and ref.provider == "azure" and \
+                    isinstance(t := target(cfg, ref, mode=mode), AzureTarget):
+                batch[t.deployment] = t.batch_deployment
+    # on the simulator a stand-in region will do: it checks a signature's form only
+    return {"bedrock_region": region or ("us-east-1" if sim_url else None),
+            "bedrock_profile": bedrock.profile if isinstance(bedrock, BedrockTarget) else None,
+            "deployments": azure_deployments(cfg), "batch_deployments": batch}
 
 
 def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None,
@@ -60,6 +101,7 @@ def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | N
     """The settings of the gateway a config describes: its rate_limits as one shared budget, where each
     provider's calls go (or the simulator), its retry policy, response cache and batch mode."""
     keys = sorted(cfg.rate_limits)
+    covered = {c: k for k in keys for c in cfg.rate_limits[k].covers}  # a budget paying for other keys' calls
     # batch mode for the runs that ask for it; with `batch.enabled` and no run opting out, for every caller
     # (`runner gateway` serves callers of any run name)
     every = cfg.batch.enabled and all(r.batch is not False for r in cfg.runs)
@@ -68,11 +110,12 @@ def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | N
     from runner.cache import DEFAULT_DIR
 
     return GatewaySettings(
-        upstreams=upstreams(cfg, sim_url), retry=cfg.retry, limit_keys={k: k for k in keys},
+        upstreams=upstreams(cfg, sim_url), retry=cfg.retry, limit_keys={**covered, **{k: k for k in keys}},
         limits={k: cfg.rate_limits[k].resolved() for k in keys}, adaptive=bool(cfg.adaptive_concurrency),
         sim_models={} if sim_url else None, model_overrides=cfg.model_overrides(),
         batch=cfg.batch if batch_runs else None, batch_runs=batch_runs,
         journal=str(cfg.output_dir / "batches.jsonl") if batch_runs else None,
         cache_dir=str(Path(cfg.cache_dir or DEFAULT_DIR)) if use_cache else None,
         gates=gates[0] if gates else None, gate_keys=list(gates[1]) if gates else [],
-        spend=spend[0] if spend else None, spend_runs=list(spend[1]) if spend else [])
+        spend=spend[0] if spend else None, spend_runs=list(spend[1]) if spend else [],
+        **_cloud_settings(cfg, sim_url))

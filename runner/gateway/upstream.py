@@ -22,14 +22,15 @@ from loguru import logger
 
 from runner.budget.ratelimit import Budget, Held, Reservation
 from runner.config import RetrySettings
-from runner.gateway.usage import StreamUsage, from_body
+from runner.gateway.cloud_auth import Signer
+from runner.gateway.usage import EventStreamUsage, StreamUsage, from_body
 from runner.models.base import BATCHED_HEADER, classify_status
 from runner.models.retry import RetryPolicy
 from runner.models.usage import Tokens, budget_input_tokens
 
 BROKEN_STREAM = 599  # status of a stream cut after its first bytes reached the caller
 # Response headers worth handing back to the caller (its SDK reads them); the rest describe the hop.
-KEEP_HEADERS = ("x-ratelimit", "anthropic-ratelimit", "retry-after", "request-id", "x-request-id")
+KEEP_HEADERS = ("x-ratelimit", "anthropic-ratelimit", "retry-after", "request-id", "x-request-id", "x-amzn")
 
 
 @dataclass
@@ -64,6 +65,8 @@ class Call:
     streaming: bool
     slot: int | None
     run: int = -1  # whose call it is, for the budget's per-run counts (Budget.run_index)
+    sign: Signer | None = None  # signs each attempt anew (Bedrock's SigV4: over the URL, body, a fresh date)
+    event_stream: bool = False  # its stream is AWS event-stream framed (Bedrock), not server-sent events
 
 
 class Upstream:
@@ -103,9 +106,10 @@ class Upstream:
         return answer, err.kind, err.retry_after
 
     async def _post(self, request: web.Request, call: Call) -> Answer:
-        async with self.session.post(call.url, data=call.raw, headers=call.headers) as up:
+        headers = call.sign(call.url, call.raw, call.headers) if call.sign is not None else call.headers
+        async with self.session.post(call.url, data=call.raw, headers=headers) as up:
             if up.status == 200 and call.streaming:
-                return await _relay(request, up, call.provider)
+                return await _relay(request, up, call.provider, call.event_stream)
             body = await up.read()
             answer = Answer(up.status, body, up.content_type, dict(up.headers))
             if up.status == 200 and isinstance(parsed := _json(body), dict):
@@ -128,13 +132,14 @@ class Upstream:
         return self.limiter.held(res)
 
 
-async def _relay(request: web.Request, up: aiohttp.ClientResponse, provider: str) -> Answer:
+async def _relay(request: web.Request, up: aiohttp.ClientResponse, provider: str, event_stream: bool = False
+                 ) -> Answer:
     """Chunk by chunk, as they arrive; the whole stream (to cache) and its usage come back too."""
     content_type = up.headers.get("content-type", "text/event-stream")
     keep = {k: v for k, v in up.headers.items() if k.lower().startswith(KEEP_HEADERS)}
     out = web.StreamResponse(status=200, headers={**keep, "content-type": content_type})
     await out.prepare(request)
-    seen = StreamUsage(provider)
+    seen = EventStreamUsage(provider) if event_stream else StreamUsage(provider)
     chunks = []
     try:
         async for chunk in up.content.iter_any():

@@ -5,6 +5,7 @@ Anthropic: `usage.input_tokens` (uncached), `cache_read_input_tokens`, `cache_cr
 `usage.prompt_tokens` (cached ones inside, `prompt_tokens_details.cached_tokens`),
 `completion_tokens`; streamed, in the last chunk when `stream_options.include_usage` is set.
 OpenAI responses: `usage.input_tokens` / `output_tokens`; streamed, in `response.completed`.
+A cloud's answers are its API's (Bedrock's stream in AWS event-stream frames, each chunk one Messages event).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from runner.config import API_OF
+from runner.models.sim.eventstream import Frames, chunk_event
 from runner.models.usage import Tokens
 
 
@@ -36,15 +39,17 @@ def read_usage(u: dict[str, Any], api: str, seen: Tokens) -> Tokens:
     return replace(seen, output_tokens=out) if isinstance(out, int) else seen
 
 
-def from_body(body: dict[str, Any], api: str) -> Tokens:
+def from_body(body: dict[str, Any], provider: str) -> Tokens:
+    """A whole answer's usage (a cloud's as the API whose format it speaks)."""
+    api = API_OF.get(provider, provider)
     return read_usage(body["usage"], api, Tokens()) if isinstance(body.get("usage"), dict) else Tokens()
 
 
 class StreamUsage:
     """Reads server-sent events as they pass and keeps the usage they report."""
 
-    def __init__(self, api: str) -> None:
-        self.api, self.usage, self._buf = api, Tokens(), b""
+    def __init__(self, provider: str) -> None:
+        self.api, self.usage, self._buf = API_OF.get(provider, provider), Tokens(), b""
 
     def feed(self, chunk: bytes) -> None:
         self._buf += chunk
@@ -62,6 +67,25 @@ class StreamUsage:
             return
         if not isinstance(ev, dict):
             return
+        self.event(ev)
+
+    def event(self, ev: dict[str, Any]) -> None:
         for holder in (ev, ev.get("message"), ev.get("response")):
             if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
                 self.usage = read_usage(holder["usage"], self.api, self.usage)
+
+
+class EventStreamUsage(StreamUsage):
+    """The same of an AWS event stream (Bedrock's): each chunk message one Messages stream event."""
+
+    def __init__(self, provider: str) -> None:
+        super().__init__(provider)
+        self._frames = Frames()
+
+    def feed(self, chunk: bytes) -> None:
+        try:
+            for headers, payload in self._frames.feed(chunk):
+                if (ev := chunk_event(headers, payload)) is not None:
+                    self.event(ev)
+        except ValueError:  # a corrupt message: the usage seen so far stands
+            self._frames = Frames()

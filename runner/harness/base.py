@@ -10,7 +10,7 @@ CLI). The core imports this module only; it never looks inside a harness.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,22 +18,35 @@ from urllib.parse import quote
 
 import psycopg
 
-from runner.config import API_KEY_ENV, Config, RunSpec
+from runner.clouds import clouds_used
+from runner.config import API_KEY_ENV, CLOUD_KEY_ENV, Config, RunSpec, sdk_base_url
 from runner.errors import ErrorKind
 from runner.records import Check
 from runner.results.result import Usage
 from runner.sandbox.base import socket_dsn
 
+# The variable each cloud's official client reads its address from (anthropic.AnthropicBedrock,
+# anthropic.AnthropicVertex: with the API version, openai.AzureOpenAI: the resource's endpoint).
+CLOUD_BASE_URL_ENV = {"bedrock": "ANTHROPIC_BEDROCK_BASE_URL", "vertex": "ANTHROPIC_VERTEX_BASE_URL",
+                      "azure": "AZURE_OPENAI_ENDPOINT"}
 
-def gateway_env(gateway: str, run: str, worker: int | str, *, token: str | None) -> dict[str, str]:
+
+def gateway_env(gateway: str, run: str, worker: int | str, *, token: str | None,
+                clouds: Iterable[str] = ()) -> dict[str, str]:
     """The variables the official SDKs and LiteLLM read, pointed at the gateway with run and worker in
     the path, and the run's token for it as their API keys: the gateway admits only the run's callers and
-    calls the providers with the keys of its own environment (a harness never holds them)."""
+    calls the providers with the keys of its own environment (a harness never holds them). `clouds`: those
+    the config sets up, whose clients get their base URL and the token as their credential too (a Bedrock
+    API key; for Vertex, whose client reads no token from the environment, GOOGLE_OAUTH_ACCESS_TOKEN for the
+    harness to pass as access_token); the others' variables are left alone (boto3 reads
+    AWS_BEARER_TOKEN_BEDROCK too, for its own calls to Bedrock)."""
     base = f"{gateway}/run/{run}/worker/{worker}"
     env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_BASE": base, "OPENAI_BASE_URL": f"{base}/v1",
            "OPENAI_API_BASE": f"{base}/v1"}
+    env.update({CLOUD_BASE_URL_ENV[c]: sdk_base_url(base, c) for c in sorted(clouds)})
     if token is not None:
         env.update({name: token for name in API_KEY_ENV.values()})
+        env.update({CLOUD_KEY_ENV[c]: token for c in sorted(clouds)})
     return env
 
 
@@ -206,7 +219,8 @@ class Harness(ABC):
         info = self.info
         if info.gateway_url is None:
             return {}
-        return gateway_env(info.gateway_url, run, info.caller, token=info.gateway_token)
+        return gateway_env(info.gateway_url, run, info.caller, token=info.gateway_token,
+                           clouds=clouds_used(info.cfg))
 
     def attach(self, sandbox: SandboxInfo) -> None:
         """The worker's sandbox is (newly) up: connect, warm caches."""

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from dotenv import dotenv_values
 
+from runner.clouds import clouds_used
 from runner.config import Config, RunSpec, harness_python, resolve_path
 from runner.errors import ConfigError
 from runner.harness.base import Database, SandboxInfo, gateway_env
@@ -53,7 +54,7 @@ def marked_env(cfg: Config, mark: str) -> dict[str, str]:
     that keeps one at import is then found out, instead of handing every slot a value that is none's."""
     dbs = {n: Database(mark, 1, mark, mark, mark) for n in ("main", *(cfg.database.extra_databases
                                                                     if cfg.database else ()))}
-    gateway = {k: mark for k in gateway_env("http://h", "r", 0, token=mark)}
+    gateway = {k: mark for k in gateway_env("http://h", "r", 0, token=mark, clouds=clouds_used(cfg))}
     return {**harness_env(cfg, SandboxInfo("warm", dbs, "main"), cfg.runs[0], gateway=gateway),
             "RUNNER_RUN": mark, "RUNNER_EPOCH": "1"}
 

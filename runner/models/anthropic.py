@@ -77,16 +77,27 @@ def request_body(req: Request) -> dict[str, Any]:
 
 
 class AnthropicProvider(Provider):
+    """Claude through the Anthropic API; the clouds that serve Claude in the same format (Bedrock, Vertex)
+    subclass it with their own SDK client (runner/models/bedrock.py, vertex.py)."""
+
     name = "anthropic"
+    request_id_header = "request-id"
 
     def __init__(self, api_key: str, *, base_url: str | None, timeout: float,
                  headers: dict[str, str] | None = None, lean: bool = True) -> None:
         import anthropic
 
-        self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
-                                          default_headers=headers)
-        self.wire = Wire(self.client, anthropic, "/v1/messages", timeout=timeout, lean=lean,
-                         create=self.client.messages.with_raw_response.create)
+        self._over(anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
+                                       default_headers=headers), timeout=timeout, lean=lean)
+
+    def _over(self, client: Any, *, timeout: float, lean: bool) -> None:
+        """Calls through `client`: the anthropic SDK's Anthropic, AnthropicBedrock or AnthropicVertex (their
+        messages API is one; each moves the request where its service takes it)."""
+        import anthropic
+
+        self.client = client
+        self.wire = Wire(client, anthropic, "/v1/messages", timeout=timeout, lean=lean,
+                         create=client.messages.with_raw_response.create)
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
@@ -103,7 +114,7 @@ class AnthropicProvider(Provider):
                               cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
                               cache_write_1h_tokens=hour,
                               latency_seconds=self._timer() - t0, stop_reason=str(msg.get("stop_reason")),
-                              request_id=resp.headers.get("request-id"), model=req.model,
+                              request_id=resp.headers.get(self.request_id_header), model=req.model,
                               received={"api": "anthropic", "content": blocks},
                               batched=resp.headers.get(BATCHED_HEADER) == "1")
 

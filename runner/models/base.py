@@ -73,6 +73,9 @@ _json_length: PerObject[int] = PerObject(lambda v: len(_json(v)))
 trial: ContextVar[int] = ContextVar("trial", default=1)
 BATCHED_HEADER = "x-runner-batched"  # the run's gateway marks an answer a batch API gave (priced so)
 TRIAL_HEADER = "x-sim-trial"  # how the runner tells the simulator (only) which trial a call belongs to
+# On a cloud's route the path names the cloud's model; this names the simulator model that answers it (on the
+# first-party routes the body names the simulator model and x-sim-plays the real one).
+SIM_MODEL_HEADER = "x-sim-model"
 
 
 @dataclass(frozen=True)

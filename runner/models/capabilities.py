@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from runner.config import API_OF
+
 SAMPLING = frozenset({"temperature", "top_p", "top_k"})
 
 
@@ -74,6 +76,7 @@ class Capabilities:
     between_tools_efforts: tuple[str, ...] = ()
     batch: bool = True  # the provider's batch API takes this model
     source: str = "table"  # where these came from: table, or "provider" once its models endpoint answered
+    price_source: str | None = None  # where the prices come from, when not the provider's own price list
 
 
 def _claude(inp: float, out: float, read_ratio: float = 0.1, **kw: Any) -> Capabilities:
@@ -120,6 +123,16 @@ _CLAUDE46: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budge
 # under `models:` if your invoice says otherwise.
 PRICE_SOURCES = {"anthropic": ("2026-11-26", "https://platform.claude.com/docs/en/about-claude/pricing"),
                  "openai": ("2026-11-26", "https://developers.openai.com/api/docs/pricing")}
+# The clouds' own prices were not published where they were read (runner/models/sim/published/clouds.yaml:
+# Bedrock's page renders them client-side, Vertex's and Azure's pages were not read): a cloud's model is
+# priced as the first-party model it names, said so, until `models:` in the config gives the cloud's prices.
+CLOUD_PRICES = {
+    "bedrock": "Anthropic's first-party prices (Amazon Bedrock's own not published where read; cross-region "
+               "profiles cost the source region's price): set the cloud's under models:",
+    "vertex": "Anthropic's first-party prices (Vertex AI's own not published where read; regional endpoints "
+              "may cost more than global ones): set the cloud's under models:",
+    "azure": "OpenAI's first-party prices (Azure OpenAI's own not read): set the cloud's under models:",
+}
 
 BUILTIN: dict[str, Capabilities] = {
     # Anthropic. Sonnet 4.x still took temperature on older API versions; Sonnet 5+ answer 400 to any
@@ -234,7 +247,16 @@ def sdk_retirements() -> dict[str, dt.date]:
 
 
 def table(model: str, provider: str) -> Capabilities:
-    """The built-in table's entry, with the installed SDK's retirement date where it has one."""
+    """The built-in table's entry, with the installed SDK's retirement date where it has one. A cloud's model
+    id is looked up as the first-party model it names (runner/models/cloud_models.py), at the first-party
+    prices, said so in `price_source` (no cloud's own prices were published where they were read), and
+    without the SDK's retirement date: that is the first-party API's schedule, a cloud keeps its own (a
+    config's `models:` entry may give it)."""
+    from runner.models.cloud_models import first_party
+
+    if provider in CLOUD_PRICES:
+        caps = BUILTIN.get(first_party(provider, model) or "") or Capabilities(API_OF[provider], known=False)
+        return replace(caps, retires=None, price_source=CLOUD_PRICES[provider] if caps.prices else None)
     caps = BUILTIN.get(model) or Capabilities(provider, known=False)
     retires = sdk_retirements().get(model)
     return replace(caps, retires=retires) if retires is not None else caps

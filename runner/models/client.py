@@ -25,9 +25,20 @@ from runner.budget.gates import Gates, Refused
 from runner.budget.ratelimit import Budget, limiter_key
 from runner.budget.spend import JOB, Spend, Spent
 from runner.cache import ResponseCache
-from runner.config import API_KEY_ENV, Config, ModelRef, RetrySettings, api_key, resolve_mode, sdk_base_url
+from runner.config import (
+    API_KEY_ENV,
+    CLOUD_KEY_ENV,
+    CLOUDS,
+    Config,
+    ModelRef,
+    RetrySettings,
+    api_key,
+    environment,
+    resolve_mode,
+    sdk_base_url,
+)
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected, RunRefused
-from runner.models.base import Completion, Provider, ProviderError, Request, trial
+from runner.models.base import SIM_MODEL_HEADER, Completion, Provider, ProviderError, Request, trial
 from runner.models.capabilities import Capabilities, lookup, split_sampling
 from runner.models.live import Catalogue
 from runner.models.retry import RetryPolicy
@@ -219,6 +230,9 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str |
     from runner.models.anthropic import AnthropicProvider
     from runner.models.openai import OpenAIProvider
 
+    if ref.provider in CLOUDS:
+        return _cloud_provider(ref, cfg, sim_url, via=via, via_token=via_token), ref.model
+
     settings = cfg.anthropic if ref.provider == "anthropic" else cfg.openai
     if resolve_mode(cfg) == "sim":
         if not sim_url:
@@ -237,9 +251,48 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str |
         base, timeout = sdk_base_url(via, ref.provider), max(timeout, BATCH_WAIT_SECONDS)
         key = via_token or key
     cls: Any = AnthropicProvider if ref.provider == "anthropic" else OpenAIProvider
-    # the SDK's own request code on the real APIs; the lean wire where CPU binds (the simulator)
-    lean = settings.transport == "lean" or (settings.transport == "auto" and resolve_mode(cfg) == "sim")
-    return cls(key, base_url=base, timeout=timeout, headers=headers, lean=lean), model
+    return cls(key, base_url=base, timeout=timeout, headers=headers, lean=_lean(settings.transport,
+                                                                                resolve_mode(cfg))), model
+
+
+def _cloud_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None,
+                    via_token: str | None) -> Provider:
+    """A cloud's SDK client for ref. On the simulator the cloud's own model id goes in the path, as on the
+    cloud, and `x-sim-model` names the simulator model that answers it; stand-in credentials (SigV4 with a
+    made-up key pair, a made-up Google token, a made-up Azure key). Through a gateway, the run's token is its
+    credential (the gateway authenticates to the cloud itself). On the real cloud the SDK finds the
+    credentials in the environment, as it would alone."""
+    from runner.clouds import SIM_CREDENTIALS, AzureTarget, BedrockTarget, target
+    from runner.models.azure import AzureProvider
+    from runner.models.bedrock import BedrockProvider
+    from runner.models.vertex import VertexProvider
+
+    mode = resolve_mode(cfg)
+    if mode == "sim" and not sim_url:
+        raise ConfigError("the simulator is not running")
+    t = target(cfg, ref, mode=mode, who=f"{ref.provider} {ref.model}")
+    sim = mode == "sim" and via is None
+    headers = {SIM_MODEL_HEADER: ref.sim_model} if mode == "sim" else {}
+    root = via or (sim_url if mode == "sim" else None)
+    base = sdk_base_url(root, ref.provider) if root else None
+    timeout = max(t.timeout, BATCH_WAIT_SECONDS) if via is not None else t.timeout
+    token = via_token if via is not None else None
+    if isinstance(t, BedrockTarget):
+        keys = (SIM_CREDENTIALS["aws_access_key"], SIM_CREDENTIALS["aws_secret_key"]) if sim else None
+        return BedrockProvider(t, base_url=base, timeout=timeout, aws_keys=keys, api_key=token,
+                               headers=headers)
+    if isinstance(t, AzureTarget):
+        key = token or (SIM_CREDENTIALS["azure_key"] if sim else None)
+        return AzureProvider(t, endpoint=base, timeout=timeout, api_key=key, headers=headers,
+                             lean=_lean(cfg.openai.transport, mode))
+    env_token = environment().cloud.get(CLOUD_KEY_ENV["vertex"])  # else Application Default Credentials
+    token = token or (SIM_CREDENTIALS["vertex_token"] if sim else env_token)
+    return VertexProvider(t, base_url=base, timeout=timeout, access_token=token, headers=headers)
+
+
+def _lean(transport: str, mode: str) -> bool:
+    """The SDK's own request code on the real APIs; the lean wire where CPU binds (the simulator)."""
+    return transport == "lean" or (transport == "auto" and mode == "sim")
 
 
 def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Budget | None,

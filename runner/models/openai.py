@@ -72,17 +72,26 @@ def request_body(req: Request) -> dict[str, Any]:
 
 
 class OpenAIProvider(Provider):
+    """GPT models through OpenAI's Chat Completions; Azure OpenAI, which takes the same body, subclasses it
+    with its own SDK client (runner/models/azure.py)."""
+
     name = "openai"
 
     def __init__(self, api_key: str, *, base_url: str | None, timeout: float,
                  headers: dict[str, str] | None = None, lean: bool = True) -> None:
         import openai
 
-        self.client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
-                                    default_headers=headers)
-        self.wire = Wire(self.client, openai, "/chat/completions", timeout=timeout,
+        self._over(openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
+                                 default_headers=headers), timeout=timeout, lean=lean)
+
+    def _over(self, client: Any, *, timeout: float, lean: bool) -> None:
+        """Calls through `client`: the openai SDK's OpenAI or AzureOpenAI."""
+        import openai
+
+        self.client = client
+        self.wire = Wire(client, openai, "/chat/completions", timeout=timeout,
                          options={"security": {"bearer_auth": True}}, lean=lean,
-                         create=self.client.chat.completions.with_raw_response.create)
+                         create=client.chat.completions.with_raw_response.create)
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()

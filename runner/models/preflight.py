@@ -12,7 +12,8 @@ import datetime as dt
 from dataclasses import replace
 from typing import Any
 
-from runner.config import API_KEY_ENV, Config, ModelRef, api_key, resolve_mode
+from runner.clouds import check_credentials, check_extras, target
+from runner.config import API_KEY_ENV, API_OF, CLOUDS, Config, ModelRef, api_key, environment, resolve_mode
 from runner.errors import ConfigError
 from runner.models import live
 from runner.models.capabilities import retirement_notice, split_sampling
@@ -33,12 +34,22 @@ def _refs(cfg: Config) -> list[tuple[str, str, ModelRef, float | None, int]]:
 
 def check_keys(cfg: Config) -> None:
     """On the real APIs, every key the runs need is set: one error naming them all, before anything starts
-    (a worker finding it missing at boot would stop the run only after the sandboxes started)."""
-    if resolve_mode(cfg) != "real":
+    (a worker finding it missing at boot would stop the run only after the sandboxes started). A cloud's
+    settings (region, project, API version) are checked on the simulator too: its requests carry them."""
+    mode = resolve_mode(cfg)
+    for run, role, ref, _, _ in _refs(cfg):
+        if ref.provider in CLOUDS:
+            who = f"run {run} ({role} {ref.model})"
+            t = target(cfg, ref, mode=mode, who=who)
+            adc = mode == "real" and not environment().cloud.get("GOOGLE_OAUTH_ACCESS_TOKEN")
+            check_extras(ref.provider, who, needs_google_auth=adc)
+            if mode == "real":
+                check_credentials(ref.provider, t, who)
+    if mode != "real":
         return
     missing: dict[str, list[str]] = {}
     for run, role, ref, _, _ in _refs(cfg):
-        if not api_key(ref.provider):
+        if ref.provider not in CLOUDS and not api_key(ref.provider):
             missing.setdefault(API_KEY_ENV[ref.provider], []).append(f"{run} ({role} {ref.model})")
     if missing:
         raise ConfigError("; ".join(f"{env} is not set, needed by {', '.join(users)}" for env, users in missing.items())
@@ -50,13 +61,16 @@ def catalogue(cfg: Config, *, ask: bool = True) -> Catalogue:
     simulator what it serves), their word over the table's; a model the provider does not have stops the run
     here. `ask=False` (a plan, no call made): the table alone."""
     models = {(ref.provider, ref.model) for _, _, ref, _, _ in _refs(cfg)}
+    # a cloud's models are not asked: the table's entry of the first-party model each names stands
+    asked = {m for m in models if m[0] not in CLOUDS}
     mode = resolve_mode(cfg)
     answers: dict[tuple[str, str], live.Answer] = {}
-    if ask and models and mode == "real":
-        answers = live.ask(models, base_urls={"anthropic": cfg.anthropic.base_url, "openai": cfg.openai.base_url},
+    if ask and asked and mode == "real":
+        answers = live.ask(asked, base_urls={"anthropic": cfg.anthropic.base_url,
+                                             "openai": cfg.openai.base_url},
                            keys={p: k for p in ("anthropic", "openai") if (k := api_key(p))})
-    elif ask and models:
-        answers = live.published(models)
+    elif ask and asked:
+        answers = live.published(asked)
     missing = sorted(f"{a.provider} has no model {a.model}" for a in answers.values() if a.missing)
     if missing:
         where = "its models endpoint" if mode == "real" else "the simulator's models endpoint"
@@ -66,6 +80,10 @@ def catalogue(cfg: Config, *, ask: bool = True) -> Catalogue:
     notes = [f"could not ask the models endpoint of {p}: capabilities from the built-in table" for p in unasked]
     if not ask and models:
         notes.append("capabilities from the built-in table (no provider asked)")
+    clouds = sorted({f"{p} {m}" for p, m in models - asked})
+    if clouds:
+        notes.append(f"{', '.join(clouds)}: capabilities of the first-party model each names (the built-in "
+                     "table; a cloud's models are not asked)")
     return replace(cat, notes=(*cat.notes, *notes))
 
 
@@ -82,7 +100,7 @@ def requests_sent(cfg: Config, cat: Catalogue | None = None) -> dict[str, list[d
             thinking = plan_thinking(caps, ref.model, thinking_choice(ref), answer)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
-        if role == "teacher" and ref.provider == "anthropic" and thinking.thinks:
+        if role == "teacher" and API_OF[ref.provider] == "anthropic" and thinking.thinks:
             # The teacher reviews the student's tool calls mid-loop: a thinking Claude model must then start
             # that turn with its own thinking blocks (the API answers 400), which another model's turn lacks.
             raise ConfigError(f"{where}: {ref.model} would think ({thinking.note.split(';')[0]}), but a teacher "
@@ -92,8 +110,9 @@ def requests_sent(cfg: Config, cat: Catalogue | None = None) -> dict[str, list[d
             "role": role, "provider": ref.provider, "model": ref.model, "params": {**sent, **thinking.params},
             "dropped": dropped, "thinking": thinking.note, "thinks": thinking.thinks,
             "max_tokens": thinking.max_tokens,
-            "prompt_cache": cfg.prompt_cache if ref.provider == "anthropic" else "automatic",
-            "prices_known": caps.prices is not None, "capabilities": caps.source})
+            "prompt_cache": cfg.prompt_cache if API_OF[ref.provider] == "anthropic" else "automatic",
+            "prices_known": caps.prices is not None, "capabilities": caps.source,
+            **({"prices": caps.price_source} if caps.price_source else {})})
     return out
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from runner.config import Config
+from runner.config import CLOUDS, Config
 from runner.models.capabilities import BUILTIN, PRICE_SOURCES, Capabilities, lookup, table
 from runner.models.live import Answer, differences
 
@@ -85,6 +85,7 @@ def ask_live(cfg: Config | None) -> tuple[dict[tuple[str, str], Answer], str]:
                   for ref in [r.model_ref(), *([r.teacher] if r.teacher else [])]}
     else:
         models = {(c.provider, name) for name, c in BUILTIN.items()}
+    models = {m for m in models if m[0] not in CLOUDS}  # a cloud's models: the first-party model's entry
     keys = {p: k for p in ("anthropic", "openai") if (k := api_key(p))}
     real = {m for m in models if m[0] in keys}
     answers = live.published(models - real)

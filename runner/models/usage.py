@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from runner.config import API_OF
 from runner.models.capabilities import Prices
 from runner.results.result import Usage
 
@@ -45,9 +46,10 @@ def budget_input_tokens(provider: str, t: Tokens) -> int:
     """Input tokens a call draws from the provider's input-token budget.
 
     Anthropic does not count cache reads against ITPM (most current models); OpenAI counts every
-    prompt token, cached or not.
+    prompt token, cached or not. A cloud counts as the API whose format it speaks (how Bedrock's and
+    Vertex AI's quotas count cache reads is not published where read).
     """
-    if provider == "anthropic":
+    if API_OF.get(provider, provider) == "anthropic":
         return t.input_tokens + t.cache_write_tokens
     return t.input_tokens + t.cache_read_tokens
 

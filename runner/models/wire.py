@@ -111,12 +111,15 @@ class Wire:
     def __init__(self, client: Any, sdk: Any, path: str, *, timeout: float,
                  options: dict[str, Any] | None = None, lean: bool = True,
                  create: Callable[..., Any] | None = None) -> None:
-        """`create`: the SDK's `with_raw_response.create` for this path, the official transport."""
+        """`create`: the SDK's `with_raw_response.create` for this path, the official transport. Not lean, no
+        request is learned: every call goes through `create` (the clouds' clients must: Bedrock's signs each
+        request over its body, and both move the body's model into the path)."""
         self.client, self.sdk, self.path, self.options, self.timeout = client, sdk, path, options or {}, timeout
         self.create = create
-        self.shape = learn(client, path, options)
-        self.direct = lean and not proxied(self.shape)
-        self._tls = httpx2.create_ssl_context() if self.shape.scheme == "https" else None
+        self.shape = learn(client, path, options) if lean or create is None else None
+        self.direct = self.shape is not None and lean and not proxied(self.shape)
+        https = self.shape is not None and self.shape.scheme == "https"
+        self._tls = httpx2.create_ssl_context() if https else None
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -142,6 +145,7 @@ class Wire:
         return Reply(resp.headers, resp.content)
 
     def _exchange(self, body: bytes, retries: int) -> tuple[int, Message, bytes]:
+        assert self.shape is not None  # direct: learned
         conn, reused = self._take()
         extra = call_headers(retries)
         headers = {**self.shape.headers, **extra} if retries or len(extra) > 1 else self.shape.headers
@@ -190,6 +194,7 @@ class Wire:
 
     def _connect(self) -> http.client.HTTPConnection:
         s = self.shape
+        assert s is not None
         if self._tls is not None:
             return _HTTPS(s.host, s.port, timeout=self.timeout, context=self._tls)
         return _HTTP(s.host, s.port, timeout=self.timeout)

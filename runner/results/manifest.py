@@ -56,6 +56,7 @@ class SentRequest(BaseModel):
     prompt_cache: bool | str = False  # Anthropic: on or off; OpenAI: "automatic"
     prices_known: bool = True
     capabilities: str | None = None  # where they came from: the provider's models endpoint, or the table
+    prices: str | None = None  # a cloud's model: whose prices it is billed at (the first-party ones, said so)
 
 
 # batch mode's counts (Manifest.batches) of calls that left batch mode for interactive ones, by why

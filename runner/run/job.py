@@ -26,7 +26,8 @@ from runner.budget.priority import PerItem, budget_preference
 from runner.budget.ratelimit import build_limiter, limiter_key
 from runner.budget.spend import JOB, Cap, Spend
 from runner.budget.throttle import Throttle
-from runner.config import Config, check_harness_python, gateway_use, model_endpoints, resolve_mode
+from runner.clouds import azure_deployments, cloud_endpoints, clouds_used
+from runner.config import API_OF, Config, check_harness_python, gateway_use, model_endpoints, resolve_mode
 from runner.engine import forkserver
 from runner.engine.pool import ProcessTransport, Transport, WorkerPool, restart_cap
 from runner.engine.prestart import Prestart
@@ -196,7 +197,7 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
             sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
             token = gateway.token if gateway else None
             # where model calls went (a user harness's through the gateway)
-            manifest.endpoints = {**model_endpoints(cfg, sim_url), **({"gateway": gateway_url} if gateway_url else {})}
+            manifest.endpoints = _endpoints(cfg, sim_url, gateway_url)
             sup = _supervisor(cfg, plan, sink, console, run_id, kind, out,
                               lambda w: specs(w, sim_url, gateway_url, token),
                               [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable,
@@ -385,10 +386,13 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
         # its batches kept in the output, as a provider keeps them: a run resumed after kill -9 collects them
         kept = str(log_dir.parent / "simulator") if log_dir else None
         # the wire formats it will be asked in: the runs' own providers, or (a harness's SDK calls) either
-        apis = None if _uses_gateway(cfg) else tuple(sorted(cfg.providers_called()))
+        apis = None if _uses_gateway(cfg) else tuple(sorted({API_OF[p] for p in cfg.providers_called()}))
         ctx = getattr(transport, "ctx", None)  # local workers' forkserver (a Ray executor's are on other nodes)
         shared = ctx is not None and apis is not None and bool(set(apis) & forkserver.preloaded(cfg))
-        sim = stack.enter_context(SimServer(cfg.simulator.model_copy(update={"host": host, "state_dir": kept}),
+        served = cfg.simulator.model_copy(update={"host": host, "state_dir": kept,
+                                                  "deployments": {**azure_deployments(cfg),
+                                                                  **cfg.simulator.deployments}})
+        sim = stack.enter_context(SimServer(served,
                                             log_path=log("simulator"), wait=wait, apis=apis,
                                             fork=ctx if shared else None))
     if not _uses_gateway(cfg):
@@ -402,11 +406,21 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
                                 gates=(gates.path, gates.keys) if gates is not None else None,
                                 spend=(spend.path, spend.scopes[1:]) if spend is not None else None)
     gw = stack.enter_context(GatewayServer(settings, new_token(), log_path=log("gateway"), host=host, wait=wait))
-    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and *_API_BASE) "
-                "and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token for it (it calls the providers with "
-                "the keys of this environment{})", gw.url, "to the simulator" if sim else "to the real APIs",
-                gateway_use(cfg), ", or stand-ins" if sim else "")
+    clouds = sorted(clouds_used(cfg))
+    also = f"; for {', '.join(clouds)}, their clients' base URLs and the token as well" if clouds else ""
+    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and "
+                "*_API_BASE) and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token{} (it calls "
+                "the providers with the keys of this environment{})", gw.url,
+                "to the simulator" if sim else "to the real APIs", gateway_use(cfg), also,
+                ", or stand-ins" if sim else "")
     return sim, gw
+
+
+def _endpoints(cfg: Config, sim_url: str | None, gateway_url: str | None) -> dict[str, str]:
+    """Where model calls went (the manifest's `endpoints`): each provider's and each cloud's SDK base URL,
+    and a user harness's gateway."""
+    return {**model_endpoints(cfg, sim_url), **cloud_endpoints(cfg, sim_url),
+            **({"gateway": gateway_url} if gateway_url else {})}
 
 
 def _watch_batches(gateway: GatewayServer, progress: Progress, stack: contextlib.ExitStack) -> None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import difflib
 
-from runner.config import Config
+from runner.config import CLOUDS, Config, ModelRef
 from runner.errors import ConfigError
-from runner.models.capabilities import BUILTIN, sdk_retirements
+from runner.models.capabilities import BUILTIN, sdk_retirements, table
 
 
 def check_model_ids(cfg: Config, mode: str) -> list[str]:
@@ -25,7 +25,11 @@ def check_model_ids(cfg: Config, mode: str) -> list[str]:
     unknown = []
     for run in cfg.model_runs():
         for where, ref in ((f"runs.{run.name}", run.model_ref()), (f"runs.{run.name}.teacher", run.teacher)):
-            if ref is not None and ref.model not in known and not (mode == "sim" and _served(ref.model)):
+            if ref is None:
+                continue
+            if ref.provider in CLOUDS and (ref.model in cfg.models or _cloud_known(ref, mode)):
+                continue
+            if ref.model not in known and not (mode == "sim" and _served(ref.model)):
                 near = difflib.get_close_matches(ref.model, known, n=1, cutoff=0.6)
                 hint = f" (did you mean {near[0]}?)" if near else ""
                 unknown.append(f"{where}: unknown model {ref.model!r}{hint}")
@@ -41,3 +45,19 @@ def _served(model: str) -> bool:
     from runner.models.sim.policy import PROFILES
 
     return model in PROFILES or rulebook.known(model) is not None
+
+
+def _cloud_known(ref: ModelRef, mode: str) -> bool:
+    """A cloud's id of a model the table knows (as the first-party model it names), or on the simulator one it
+    serves on that cloud's routes."""
+    if table(ref.model, ref.provider).known:
+        return True
+    if mode != "sim":
+        return False
+    from runner.models.sim import cloud_ids, rulebook
+
+    if ref.provider == "bedrock":
+        return cloud_ids.bedrock(ref.model).model is not None
+    if ref.provider == "vertex":
+        return cloud_ids.vertex(ref.model).model is not None
+    return rulebook.known(ref.model) is not None

@@ -34,3 +34,14 @@ def test_known_ids_pass_and_a_model_the_config_declares_is_known() -> None:
 def test_on_the_real_apis_an_unknown_id_is_a_warning_the_provider_settles() -> None:
     (warning,) = check_model_ids(_cfg("gpt-5.4-mimi"), "real")
     assert "did you mean gpt-5.4-mini?" in warning and "the provider will say whether it exists" in warning
+
+
+def test_a_clouds_id_is_known_by_the_model_it_names_and_a_typo_in_it_stops_a_simulated_run() -> None:
+    def cloud(model: str) -> Config:
+        return Config.model_validate({"dataset": "x.jsonl", "providers_mode": "sim",
+                                      "runs": [{"name": "b", "provider": "bedrock", "model": model}]})
+
+    assert check_model_ids(cloud("us.anthropic.claude-sonnet-5-5"), "sim") == []
+    assert check_model_ids(cloud("anthropic.claude-sonnet-4-5-20250929-v1:0"), "sim") == []
+    with pytest.raises(ConfigError, match=r"runs.b: unknown model 'us.anthropic.claude-sonet-5-5'"):
+        check_model_ids(cloud("us.anthropic.claude-sonet-5-5"), "sim")

@@ -26,6 +26,7 @@ from runner.models.sim.batches import (
 )
 
 # what the simulator batches: what it answers interactively (OpenAI's Batch API takes the Responses API too)
+CHECKED = "credentials_checked"  # a request's mark: a cloud's route has checked its credentials
 ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 
 
@@ -33,9 +34,17 @@ def _batches(request: web.Request) -> Batches:
     return request.app["batches"]
 
 
+def _unauthorized(request: web.Request, api: str) -> web.Response | None:
+    """The API's 401 for a caller without its key; none where a cloud's route checked the cloud's own
+    (azure_batches.py: Azure's batch API is OpenAI's, with Azure's credentials)."""
+    if request.get(CHECKED):
+        return None
+    return unauthorized(request, api, _batches(request).stats)
+
+
 async def _body(request: web.Request, api: str) -> dict[str, Any] | web.Response:
     """The request's JSON object, or the 401 / 400 the API would answer."""
-    if (refused := unauthorized(request, api, _batches(request).stats)) is not None:
+    if (refused := _unauthorized(request, api)) is not None:
         return refused
     try:
         body = orjson.loads(await request.read())
@@ -45,7 +54,7 @@ async def _body(request: web.Request, api: str) -> dict[str, Any] | web.Response
 
 
 async def _found(request: web.Request, api: str) -> SimBatch | web.Response:
-    if (refused := unauthorized(request, api, _batches(request).stats)) is not None:
+    if (refused := _unauthorized(request, api)) is not None:
         return refused
     bs = _batches(request)
     b = bs.get(request.match_info["id"])
@@ -118,7 +127,7 @@ async def _listed(request: web.Request, api: str) -> list[SimBatch] | web.Respon
     """An API's batches, newest first (at most 100, as both APIs' first page), each advanced to now; or the
     refusal of a caller without its key."""
     bs = _batches(request)
-    if (refused := unauthorized(request, api, bs.stats)) is not None:
+    if (refused := _unauthorized(request, api)) is not None:
         return refused
     listed = [b for b in sorted(bs.batches.values(), key=lambda b: -b.created_wall) if b.api == api][:100]
     for b in listed:
@@ -156,7 +165,7 @@ async def files_delete(request: web.Request) -> web.Response:
 
 # ---------------------------------------------------------------- OpenAI
 async def files_create(request: web.Request) -> web.Response:
-    if (refused := unauthorized(request, "openai", _batches(request).stats)) is not None:
+    if (refused := _unauthorized(request, "openai")) is not None:
         return refused
     try:
         form = await request.post()
@@ -176,7 +185,7 @@ async def files_create(request: web.Request) -> web.Response:
 
 
 def _file(request: web.Request) -> tuple[dict[str, Any], bytes] | web.Response:
-    if (refused := unauthorized(request, "openai", _batches(request).stats)) is not None:
+    if (refused := _unauthorized(request, "openai")) is not None:
         return refused
     found = _batches(request).files.get(request.match_info["id"])
     return found if found is not None else json_error("openai", 404, f"No such File object: "

@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,15 +29,29 @@ from aiohttp import web
 from runner import heap
 from runner.config import Limits, SimSettings
 from runner.models.base import TRIAL_HEADER
-from runner.models.sim import batch_routes, checks, models_routes, responses, rulebook, strict, wire
+from runner.models.sim import (
+    azure,
+    azure_batches,
+    batch_routes,
+    bedrock,
+    checks,
+    eventstream,
+    models_routes,
+    responses,
+    rulebook,
+    strict,
+    vertex,
+    wire,
+)
 from runner.models.sim import thinking as sim_thinking
 from runner.models.sim.auth import unauthorized
 from runner.models.sim.batches import Batches
 from runner.models.sim.body import parse as parse_body
+from runner.models.sim.dialect import ANSWER, FIRST_PARTY, Dialect, Translated
 from runner.models.sim.policy import PROFILES, Action, Msg, respond
 from runner.models.sim.promptcache import PromptCache, segments
 from runner.models.sim.promptcache import tokens as estimate_tokens
-from runner.models.sim.stream import anthropic_events, openai_chunks
+from runner.models.sim.stream import anthropic_events, anthropic_stream, openai_chunks
 from runner.serving import site_for
 
 QUOTA_MESSAGE = {
@@ -136,8 +150,10 @@ class SimState:
         return None
 
 
-def _ratelimit_headers(api: str, remaining: dict[str, float], wait: float, lim: Limits | None) -> dict[str, str]:
-    if lim is None:
+def _ratelimit_headers(api: str | None, remaining: dict[str, float], wait: float, lim: Limits | None
+                       ) -> dict[str, str]:
+    """`api`: whose headers (anthropic, openai); None: a route that documents none."""
+    if lim is None or api is None:
         return {}
     reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + max(wait, 1)))
     h: dict[str, str] = {}
@@ -171,21 +187,19 @@ def _usage_fields(api: str, u: Any, out_tokens: int) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": u.cache_read, "audio_tokens": 0}}
 
 
-def _fault_response(api: str, fault: str, err: Any, request: web.Request) -> web.StreamResponse | None:
+def _fault_response(d: Dialect, fault: str, request: web.Request) -> web.StreamResponse | None:
     if fault == "429":
-        headers = {"retry-after": "1", **_ratelimit_headers(api, {}, 1.0, Limits(rpm=60))}
-        return web.json_response(err(429, "rate limit exceeded (forced)"), status=429, headers=headers)
+        headers = {"retry-after": "1", **_ratelimit_headers(d.ratelimit, {}, 1.0, Limits(rpm=60))}
+        return d.error(429, "rate limit exceeded (forced)", headers=headers)
     if fault == "insufficient_quota":
-        status = 429 if api == "openai" else 400
-        return web.json_response(err(status, QUOTA_MESSAGE[api], code="insufficient_quota" if api == "openai"
-                                     else None), status=status)
+        status = 429 if d.api == "openai" else 400
+        return d.error(status, QUOTA_MESSAGE[d.api], code="insufficient_quota" if d.api == "openai" else None)
     if fault == "bad_request":
-        return web.json_response(err(400, "messages.1.content: simulated rejection of this request"), status=400)
+        return d.error(400, "messages.1.content: simulated rejection of this request")
     if fault == "http_500":
-        return web.json_response(err(500, "internal server error"), status=500)
+        return d.error(500, "internal server error")
     if fault == "overloaded":
-        status = 529 if api == "anthropic" else 503
-        return web.json_response(err(status, "overloaded"), status=status)
+        return d.error(d.overloaded, "overloaded")
     if fault == "drop":
         assert request.transport is not None
         request.transport.close()
@@ -193,16 +207,21 @@ def _fault_response(api: str, fault: str, err: Any, request: web.Request) -> web
     return None
 
 
-async def _stream(request: web.Request, api: str, payload: dict[str, Any], headers: dict[str, str],
+async def _stream(request: web.Request, d: Dialect, payload: dict[str, Any], headers: dict[str, str],
                   body: dict[str, Any]) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    kind = {"Content-Type": eventstream.CONTENT_TYPE, "X-Amzn-Bedrock-Content-Type": "application/json"} \
+        if d.event_stream else {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    resp = web.StreamResponse(headers={**headers, **kind})
     if request.app["state"].settings.compress:
         resp.enable_compression()  # by the request's Accept-Encoding, as the real APIs' front ends do
     await resp.prepare(request)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    events: Iterable[bytes]
     if request.get("responses") is not None:
         events = responses.events(payload)
-    elif api == "anthropic":
+    elif d.event_stream:
+        events = (eventstream.chunk(e) for e in anthropic_stream(payload))
+    elif d.api == "anthropic":
         events = anthropic_events(payload)
     else:
         events = openai_chunks(payload, include_usage=include_usage)
@@ -215,34 +234,43 @@ async def _stream(request: web.Request, api: str, payload: dict[str, Any], heade
     return resp
 
 
-def _throttled(api: str, state: SimState, model: str, limited: str, wait: float, remaining: Any,
-               err: Callable[[int, str], Any]) -> web.Response:
+def _throttled(d: Dialect, state: SimState, model: str, limited: str, wait: float, remaining: Any
+               ) -> web.Response:
     """A 429 as the provider sends it: retry-after (seconds, and ms as Anthropic's SDK reads) and the
-    rate-limit headers with what is left."""
+    rate-limit headers with what is left (a cloud that documents none: the status and its body only)."""
     state.stats["429"] += 1
     state.per_model[model]["429"] += 1
+    if d.ratelimit is None:
+        return d.error(429, f"rate limit exceeded for {limited}")
     headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000)),
-               **_ratelimit_headers(api, remaining, wait, state.settings.limits.get(limited))}
-    return web.json_response(err(429, f"rate limit exceeded for {limited}"), status=429, headers=headers)
+               **_ratelimit_headers(d.ratelimit, remaining, wait, state.settings.limits.get(limited))}
+    return d.error(429, f"rate limit exceeded for {limited}", headers=headers)
 
 
 async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> web.StreamResponse:
-    """One API request: refuse it as the API would, throttle it, fail it on purpose, or answer it. `raw`:
-    the body to answer instead of the request's (a Responses API request, as the chat request it asks)."""
+    """One first-party API request. `raw`: the body to answer instead of the request's (a Responses API
+    request, as the chat request it asks)."""
+    return await answer_request(request, FIRST_PARTY[api], raw)
+
+
+async def answer_request(request: web.Request, d: Dialect, raw: bytes | None = None,
+                         cloud: Translated | None = None) -> web.StreamResponse:
+    """One request: refuse it as the API would, throttle it, fail it on purpose, or answer it, in dialect
+    `d`; `cloud`: a cloud route's request, translated (its credentials checked by the route)."""
     state: SimState = request.app["state"]
     # A provider's latency runs from the request's arrival, its own work included: the answer is due
     # then (this server shares the machine with the runner, and its work must not add to a call's time)
     arrived = time.monotonic()
     state.stats["requests"] += 1
-    err = wire.anthropic_error if api == "anthropic" else wire.openai_error
-    raw = raw if raw is not None else await request.read()
+    api, headers_in = d.api, cloud.headers if cloud is not None else request.headers
+    raw = cloud.raw if cloud is not None else raw if raw is not None else await request.read()
     try:
         body = parse_body(raw)  # orjson, the run's tool list parsed once (models/sim/body.py)
     except orjson.JSONDecodeError:
-        return web.json_response(err(400, "body is not JSON"), status=400)
+        return d.error(400, "body is not JSON")
     if not isinstance(body, dict):
-        return web.json_response(err(400, "body must be a JSON object"), status=400)
-    if (refused := _refuse(request, api, body, state, err)) is not None:
+        return d.error(400, "body must be a JSON object")
+    if (refused := _refuse(request, d, state, headers_in, body, checked=cloud is not None)) is not None:
         return refused
     model = str(body.get("model", ""))
     state.per_model.setdefault(model, Counter())["requests"] += 1
@@ -250,31 +278,30 @@ async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> w
     rid = hashlib.sha256(api.encode() + b"\x1f" + raw).hexdigest()
     segs = segments(api, body)
     out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
-    limited = state.limited_as(model, request.headers.get("x-sim-plays"))
+    limited = _limited(state, model, headers_in, cloud)
     wait, remaining = state.admit(limited, sum(s.tokens for s in segs), out_estimate)
-    lim = state.settings.limits.get(limited)
     if wait > 0:
-        return _throttled(api, state, model, limited, wait, remaining, err)
+        return _throttled(d, state, model, limited, wait, remaining)
     # x-sim-fault forces one (tests); otherwise faults come at the configured rates.
     fault = request.headers.get("x-sim-fault") or state.fault(rid)
     if fault:
         state.stats[f"fault_{fault}" if fault != "429" else "429"] += 1
-        failed = _fault_response(api, fault, err, request)
+        failed = _fault_response(d, fault, request)
         if failed is not None:
             return failed
     if fault == "slow":
         await asyncio.sleep(state.settings.faults.slow_seconds)
         arrived += state.settings.faults.slow_seconds
-    headers = {"request-id" if api == "anthropic" else "x-request-id": f"req_{rid[:20]}",
-               **_ratelimit_headers(api, remaining, 0, lim)}
-    payload = await _answer(state, request.headers, api, body, segs, rid, limited, out_estimate, arrived)
+    headers = {**({d.request_id: f"req_{rid[:20]}"} if d.request_id else {}),
+               **_ratelimit_headers(d.ratelimit, remaining, 0, state.settings.limits.get(limited))}
+    payload = await _answer(state, headers_in, api, body, segs, rid, limited, out_estimate, arrived)
     if request.get("responses") is not None:
         payload = responses.from_chat(payload, request["responses"])
     if fault == "malformed":
         return web.Response(text=json.dumps(payload)[:-7], content_type="application/json", headers=headers)
     state.stats["ok"] += 1
     if body.get("stream"):
-        return await _stream(request, api, payload, headers, body)
+        return await _stream(request, d, payload, headers, body)
     return web.json_response(payload, headers=headers, dumps=_dumps)
 
 
@@ -305,6 +332,26 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()  # the stdlib's encoder was 3 % of this process at 64 in flight
 
 
+def _refuse(request: web.Request, d: Dialect, state: SimState, headers: Mapping[str, str],
+            body: dict[str, Any], *, checked: bool) -> web.Response | None:
+    """401 without a key (`checked`: a cloud's route checked its own credentials), 404 for a model nobody
+    serves, 400 for what the real API would reject."""
+    if not checked and (refused := unauthorized(request, d.api, state.stats)) is not None:
+        return refused
+    if (invalid := invalid_request(state, headers, d.api, body)) is not None:
+        status, message, param, code = invalid
+        return d.error(status, message, param=param, code=code)
+    return None
+
+
+def _limited(state: SimState, model: str, headers: Mapping[str, str], cloud: Translated | None) -> str:
+    """The limits a request draws from: a cloud's model id where `simulator.limits` names it (a cloud is an
+    account of its own), else the simulator model's, or the first-party model a caller plays."""
+    if cloud is not None:
+        return cloud.limit_key if cloud.limit_key in state.settings.limits else model
+    return state.limited_as(model, headers.get("x-sim-plays"))
+
+
 def offered_only(action: Action, body: dict[str, Any]) -> Action:
     """A real model only calls tools the request offers: the policy plays the built-in CRM, so with
     another harness's tools it answers in words instead of inventing a call the API would refuse."""
@@ -312,17 +359,6 @@ def offered_only(action: Action, body: dict[str, Any]) -> Action:
     if not action.calls or all(c.name in offered for c in action.calls):
         return action
     return Action(text="I cannot do that with the tools I have here.")
-
-
-def _refuse(request: web.Request, api: str, body: dict[str, Any], state: SimState,
-            err: Callable[..., dict[str, Any]]) -> web.Response | None:
-    """401 without a key, 404 for a model nobody serves, 400 for what the real API would reject."""
-    if (refused := unauthorized(request, api, state.stats)) is not None:
-        return refused
-    if (invalid := invalid_request(state, request.headers, api, body)) is not None:
-        status, message, param, code = invalid
-        return web.json_response(err(status, message, param=param, code=code), status=status)
-    return None
 
 
 def invalid_request(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any],
@@ -421,12 +457,16 @@ async def _answer(state: SimState, headers: Mapping[str, str], api: str, body: d
 
 
 async def _guarded(request: web.Request, api: str, raw: bytes | None = None) -> web.StreamResponse:
+    return await guarded(request, FIRST_PARTY[api], raw)
+
+
+async def guarded(request: web.Request, d: Dialect, raw: bytes | None = None,
+                  cloud: Translated | None = None) -> web.StreamResponse:
     try:
-        return await _handle(request, api, raw)
+        return await answer_request(request, d, raw, cloud)
     except Exception as e:  # a policy bug must show up as a 500 with a reason, and in the log
         traceback.print_exc(file=sys.stderr)
-        err = wire.anthropic_error if api == "anthropic" else wire.openai_error
-        return web.json_response(err(500, f"simulator error: {type(e).__name__}: {e}"), status=500)
+        return d.error(500, f"simulator error: {type(e).__name__}: {e}")
 
 
 async def _anthropic(request: web.Request) -> web.StreamResponse:
@@ -502,8 +542,11 @@ def make_app(settings: SimSettings, apis: Sequence[str] | None = None) -> web.Ap
     app["state"] = state = SimState(settings)
     app["batches"] = Batches(settings.batches, functools.partial(answer_inside, state), state.stats,
                              settings.state_dir)
+    app[ANSWER] = guarded  # what the cloud routes hand their requests to, translated
     batch_routes.add_routes(app)
     models_routes.add_routes(app)
+    for cloud in (bedrock, vertex, azure, azure_batches):
+        cloud.add_routes(app)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
                     web.post("/v1/responses", _responses),
                     web.post("/v1/messages/count_tokens", _count_tokens),

@@ -31,38 +31,42 @@ def sse(event: str | None, data: Any) -> bytes:
 
 
 def anthropic_events(payload: dict[str, Any]) -> Iterator[bytes]:
+    """The Messages API's stream as server-sent events, each named by its type."""
+    return (sse(event["type"], event) for event in anthropic_stream(payload))
+
+
+def anthropic_stream(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The Messages API's stream events, however framed (server-sent events, Bedrock's event-stream)."""
     usage = dict(payload["usage"])
     start_usage = {**usage, "output_tokens": 1}
     message = {**payload, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}
-    yield sse("message_start", {"type": "message_start", "message": message})
+    yield {"type": "message_start", "message": message}
     for i, block in enumerate(payload["content"]):
         if block["type"] == "text":
-            yield sse("content_block_start", {"type": "content_block_start", "index": i,
-                                              "content_block": {"type": "text", "text": ""}})
+            yield {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}
             if i == 0:
-                yield sse("ping", {"type": "ping"})
+                yield {"type": "ping"}
             for part in _pieces(block["text"], TEXT_PIECE):
-                yield sse("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                  "delta": {"type": "text_delta", "text": part}})
+                yield {"type": "content_block_delta", "index": i,
+                       "delta": {"type": "text_delta", "text": part}}
         elif block["type"] == "thinking":  # its text in thinking_delta pieces, then its signature in one
-            yield sse("content_block_start", {"type": "content_block_start", "index": i,
-                                              "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+            yield {"type": "content_block_start", "index": i,
+                   "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
             for part in _pieces(block["thinking"], TEXT_PIECE):
-                yield sse("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                  "delta": {"type": "thinking_delta", "thinking": part}})
-            yield sse("content_block_delta", {"type": "content_block_delta", "index": i,
-                                              "delta": {"type": "signature_delta", "signature": block["signature"]}})
+                yield {"type": "content_block_delta", "index": i,
+                       "delta": {"type": "thinking_delta", "thinking": part}}
+            yield {"type": "content_block_delta", "index": i,
+                   "delta": {"type": "signature_delta", "signature": block["signature"]}}
         else:
-            yield sse("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
-                "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
+            yield {"type": "content_block_start", "index": i, "content_block": {
+                "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}
             for part in _pieces(json.dumps(block["input"]), JSON_PIECE):
-                yield sse("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                  "delta": {"type": "input_json_delta", "partial_json": part}})
-        yield sse("content_block_stop", {"type": "content_block_stop", "index": i})
-    yield sse("message_delta", {"type": "message_delta",
-                                "delta": {"stop_reason": payload["stop_reason"], "stop_sequence": None},
-                                "usage": {"output_tokens": usage["output_tokens"]}})
-    yield sse("message_stop", {"type": "message_stop"})
+                yield {"type": "content_block_delta", "index": i,
+                       "delta": {"type": "input_json_delta", "partial_json": part}}
+        yield {"type": "content_block_stop", "index": i}
+    yield {"type": "message_delta", "delta": {"stop_reason": payload["stop_reason"], "stop_sequence": None},
+           "usage": {"output_tokens": usage["output_tokens"]}}
+    yield {"type": "message_stop"}
 
 
 def openai_chunks(payload: dict[str, Any], *, include_usage: bool) -> Iterator[bytes]:
