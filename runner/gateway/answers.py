@@ -14,7 +14,7 @@ from runner.cache import ResponseCache
 from runner.gateway.incoming import Incoming
 from runner.gateway.replay import as_stream, final_message
 from runner.gateway.request import canonical
-from runner.gateway.upstream import Answer
+from runner.gateway.upstream import UpstreamAnswer
 from runner.models.sim.eventstream import CONTENT_TYPE as EVENT_STREAM
 
 UNCACHED = {"/v1/messages/count_tokens"}
@@ -51,7 +51,7 @@ class Answers:
         stream = as_stream(call.path, message, call.body or {}, event_stream=call.route.event_stream)
         return _stream_response(stream, call.route.event_stream) if stream is not None else None
 
-    def put(self, key: str, call: Incoming, answer: Answer) -> None:
+    def put(self, key: str, call: Incoming, answer: UpstreamAnswer) -> None:
         assert self.cache is not None  # keyed
         entry = {"body": answer.body.decode(errors="replace"), "content_type": "application/json"}
         if call.streaming:

@@ -60,7 +60,7 @@ class BatchGone(Exception):
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class BatchEndpoint:
     provider: str
     base: str  # the provider's SDK base URL (OpenAI's ends in /v1)
     headers: dict[str, str]  # the key, and the simulator's x-sim-* where it answers
@@ -70,7 +70,7 @@ class Endpoint:
         return upstream_url(self.base, self.provider, path)
 
 
-async def submit(session: aiohttp.ClientSession, ep: Endpoint, items: list[tuple[str, dict[str, Any]]],
+async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[tuple[str, dict[str, Any]]],
                  intent: str) -> tuple[str, str | None]:
     """One batch of (custom_id, request body without `stream`): its id, and (OpenAI) the uploaded file's."""
     if ep.provider == "anthropic":
@@ -94,7 +94,7 @@ async def submit(session: aiohttp.ClientSession, ep: Endpoint, items: list[tuple
     return str(created["id"]), str(upload["id"])
 
 
-async def state(session: aiohttp.ClientSession, ep: Endpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
+async def state(session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
     """(ended, the batch object); BatchGone for a batch the provider does not know."""
     path = f"/v1/messages/batches/{batch_id}" if ep.provider == "anthropic" else f"/v1/batches/{batch_id}"
     try:
@@ -108,7 +108,7 @@ async def state(session: aiohttp.ClientSession, ep: Endpoint, batch_id: str) -> 
     return ended, b
 
 
-async def collect(session: aiohttp.ClientSession, ep: Endpoint, batch: dict[str, Any]) -> dict[str, Outcome]:
+async def collect(session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict[str, Any]) -> dict[str, Outcome]:
     """What each request of an ended batch came to, by custom_id (ids missing here: worth another try); its
     files deleted once read (OpenAI). BatchFailed for a batch that failed whole; BatchGone where its results
     are no longer kept (404, 410)."""
@@ -129,7 +129,7 @@ async def collect(session: aiohttp.ClientSession, ep: Endpoint, batch: dict[str,
     return out
 
 
-async def listed(session: aiohttp.ClientSession, ep: Endpoint, since: float) -> list[dict[str, Any]]:
+async def listed(session: aiohttp.ClientSession, ep: BatchEndpoint, since: float) -> list[dict[str, Any]]:
     """The batches of this key the provider lists that were created at `since` (epoch seconds) or later: the
     candidates for a batch an earlier gateway created and could not journal (killed during the call)."""
     import datetime as dt
@@ -149,7 +149,7 @@ async def listed(session: aiohttp.ClientSession, ep: Endpoint, since: float) -> 
     return [b for b in found if created(b) >= since]
 
 
-async def delete_file(session: aiohttp.ClientSession, ep: Endpoint, file_id: str) -> None:
+async def delete_file(session: aiohttp.ClientSession, ep: BatchEndpoint, file_id: str) -> None:
     """An uploaded or produced file removed from the account (a file already gone is no matter)."""
     if not file_id:
         return
@@ -190,7 +190,7 @@ async def _refusal(r: aiohttp.ClientResponse) -> BatchRefused:
     return BatchRefused(r.status, words, retry_after_from(r.headers))
 
 
-async def _json(session: aiohttp.ClientSession, method: str, url: str, ep: Endpoint, **kw: Any) -> dict[str, Any]:
+async def _json(session: aiohttp.ClientSession, method: str, url: str, ep: BatchEndpoint, **kw: Any) -> dict[str, Any]:
     async with session.request(method, url, headers=ep.headers, **kw) as r:
         if r.status != 200:
             raise await _refusal(r)
@@ -198,7 +198,7 @@ async def _json(session: aiohttp.ClientSession, method: str, url: str, ep: Endpo
         return found
 
 
-async def _results(session: aiohttp.ClientSession, url: str, ep: Endpoint) -> bytes:
+async def _results(session: aiohttp.ClientSession, url: str, ep: BatchEndpoint) -> bytes:
     async with session.get(url, headers=ep.headers) as r:
         if r.status in (404, 410):  # expired (Anthropic keeps results 29 days) or deleted
             raise BatchGone(url)

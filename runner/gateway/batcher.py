@@ -43,7 +43,7 @@ import aiohttp
 from loguru import logger
 
 from runner.config import BatchSettings
-from runner.gateway.batch_api import BatchFailed, BatchRefused, Endpoint, Outcome
+from runner.gateway.batch_api import BatchEndpoint, BatchFailed, BatchRefused, Outcome
 from runner.gateway.courier import Courier, Unmade
 from runner.gateway.inherited import Inherited
 from runner.gateway.journal import Intent, Journal
@@ -85,14 +85,14 @@ def hour_cache(body: dict[str, Any]) -> dict[str, Any]:
     return {k: marked(v) if k in ("system", "messages", "tools") else v for k, v in body.items()}
 
 
-def tokens_of(held: Held) -> int:
+def tokens_of(held: Waiting) -> int:
     """A held request's input tokens, estimated as the gateway's budget does before a call: a quarter of
     its bytes (the provider counts its own; this only has to keep the queue under its limit)."""
     return held.size // 4
 
 
 @dataclass
-class Held:
+class Waiting:
     key: str
     body: dict[str, Any]
     size: int  # its JSON's bytes
@@ -106,7 +106,7 @@ class Held:
         return all(gone() for gone in self.waiting)
 
 
-async def wait_on(held: Held, gone: Callable[[], bool]) -> tuple[int, dict[str, Any]]:
+async def wait_on(held: Waiting, gone: Callable[[], bool]) -> tuple[int, dict[str, Any]]:
     """A caller's wait for a held request's answer (`gone`: whether it has hung up meanwhile)."""
     held.waiting.append(gone)
     try:  # a caller that hangs up leaves it for one that asks again
@@ -117,9 +117,9 @@ async def wait_on(held: Held, gone: Callable[[], bool]) -> tuple[int, dict[str, 
 
 @dataclass
 class Group:
-    endpoint: Endpoint
+    endpoint: BatchEndpoint
     model: str
-    held: list[Held] = field(default_factory=list)
+    held: list[Waiting] = field(default_factory=list)
     size: int = 0  # the held requests' bytes
     timer: asyncio.TimerHandle | None = None
 
@@ -157,7 +157,7 @@ class ProviderQueue:
             size, tokens, take = size + h.size, tokens + tokens_of(h), take + 1
         return take
 
-    def learn(self, provider: str, model: str, batch: list[Held]) -> bool:
+    def learn(self, provider: str, model: str, batch: list[Waiting]) -> bool:
         """The provider refused a batch for its model's enqueued-token limit: the limit is at most what else of
         ours is queued. False when nothing else is (then waiting for the queue to drain cannot help)."""
         others = self.tokens[(provider, model)] - sum(map(tokens_of, batch))
@@ -166,7 +166,7 @@ class ProviderQueue:
         self.learned[(provider, model)] = min(self.learned.get((provider, model), others), others)
         return True
 
-    def count(self, group: Group, batch: list[Held], sign: int) -> None:
+    def count(self, group: Group, batch: list[Waiting], sign: int) -> None:
         """A batch into (+1) or out of (-1) the queues."""
         self.requests[group.endpoint.provider] += sign * len(batch)
         self.tokens[(group.endpoint.provider, group.model)] += sign * sum(map(tokens_of, batch))
@@ -178,7 +178,7 @@ class Batcher:
         self.session, self.settings, self.journal = session, settings, journal
         self.groups: dict[tuple[str, ...], Group] = {}
         self.inherited = Inherited()  # what a gateway before this one left out
-        self.holding: dict[str, Held] = {}  # by request key: held or out in a batch of ours
+        self.holding: dict[str, Waiting] = {}  # by request key: held or out in a batch of ours
         self.ids = itertools.count(1)
         self.stats: Counter[str] = Counter()
         self.waited = 0.0  # seconds callers spent waiting on batches, summed
@@ -188,7 +188,7 @@ class Batcher:
         self.said: set[str] = set()  # reasons for leaving batch mode already logged
         self.courier = Courier(session, settings, journal, self.stats)  # each batch's life at its provider
 
-    async def send(self, endpoint: Endpoint, model: str, body: dict[str, Any], salt: str = "",
+    async def send(self, endpoint: BatchEndpoint, model: str, body: dict[str, Any], salt: str = "",
                    gone: Callable[[], bool] = lambda: False) -> tuple[int, dict[str, Any]]:
         """The caller's answer (status, body), once its batch has it; `gone` says whether this caller has
         hung up. The same request asked again once its caller hung up (an SDK that timed out waiting and
@@ -206,7 +206,7 @@ class Batcher:
         body = unstreamed(body)  # a batch answers whole: the gateway streams it to a caller that asked so
         if endpoint.provider == "anthropic":
             body = hour_cache(body)
-        held = Held(key, body, len(json.dumps(body)), loop.create_future())
+        held = Waiting(key, body, len(json.dumps(body)), loop.create_future())
         self.holding[key] = held
         held.done.add_done_callback(lambda _: self._done(held))
         self._hold(endpoint, model, held)
@@ -232,7 +232,7 @@ class Batcher:
                 return free
         raise AssertionError("unreachable")
 
-    def _done(self, held: Held) -> None:
+    def _done(self, held: Waiting) -> None:
         """Its answer is in: an answer whose every caller hung up (an SDK that timed out waiting) is kept for
         the one that asks again, paid once."""
         self.holding.pop(held.key, None)
@@ -240,7 +240,7 @@ class Batcher:
             self.inherited.ready[held.key] = held.done.result()
             self.stats["answers_kept_for_a_retry"] += 1
 
-    def _hold(self, endpoint: Endpoint, model: str, held: Held) -> None:
+    def _hold(self, endpoint: BatchEndpoint, model: str, held: Waiting) -> None:
         gkey = (endpoint.provider, endpoint.base, model, endpoint.path,
                 *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())))
         group = self.groups.setdefault(gkey, Group(endpoint, model))
@@ -276,14 +276,14 @@ class Batcher:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _out(self, group: Group, gkey: tuple[str, ...], batch: list[Held]) -> None:
+    async def _out(self, group: Group, gkey: tuple[str, ...], batch: list[Waiting]) -> None:
         """Submit one batch, watch it, answer or requeue each of its requests."""
         try:
             await self._submit_and_answer(group.endpoint, gkey, batch)
         finally:
             self.queue.count(group, batch, -1)
 
-    async def _submit_and_answer(self, ep: Endpoint, gkey: tuple[str, ...], batch: list[Held]) -> None:
+    async def _submit_and_answer(self, ep: BatchEndpoint, gkey: tuple[str, ...], batch: list[Waiting]) -> None:
         by_id = {f"r{next(self.ids)}-{h.key[:16]}": h for h in batch}
         keys = {cid: h.key for cid, h in by_id.items()}
         intent = Intent(uuid.uuid4().hex, ep.provider, ep.path, time.time(), keys)
@@ -318,7 +318,8 @@ class Batcher:
                 self.stats["requests_answered"] += 1
         self._again(ep, gkey, retry, why="errored, expired or cancelled in a batch")
 
-    def _failed_whole(self, ep: Endpoint, gkey: tuple[str, ...], batch_id: str, held: list[Held], words: str) -> None:
+    def _failed_whole(self, ep: BatchEndpoint, gkey: tuple[str, ...], batch_id: str, held: list[Waiting],
+                      words: str) -> None:
         """A batch that failed as a whole: over the model's enqueued-token limit, its requests wait for the
         batches ahead of them (the limit learned, the tries not spent); else they go again, the reason kept."""
         model = gkey[2]
@@ -330,7 +331,7 @@ class Batcher:
             return
         self._again(ep, gkey, held, why=f"a batch failed whole ({words[:160]})")
 
-    def _again(self, ep: Endpoint, gkey: tuple[str, ...], held: list[Held], *, why: str) -> None:
+    def _again(self, ep: BatchEndpoint, gkey: tuple[str, ...], held: list[Waiting], *, why: str) -> None:
         """Requests worth another try: into the next batch, or past `retries` out of batch mode (interactive,
         counted under `why` and said once, or the caller's error)."""
         again = []
@@ -353,7 +354,7 @@ class Batcher:
         self.stats["requests_retried"] += len(again)
         self._requeue(ep, gkey, again)
 
-    def _requeue(self, ep: Endpoint, gkey: tuple[str, ...], held: list[Held]) -> None:
+    def _requeue(self, ep: BatchEndpoint, gkey: tuple[str, ...], held: list[Waiting]) -> None:
         if not held:
             return
         group = self.groups.setdefault(gkey, Group(ep, gkey[2]))  # (provider, base, model, path, ...)
@@ -363,8 +364,8 @@ class Batcher:
             group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
 
     # ------------------------------------------------------------------ a predecessor's batches
-    def resume(self, pending: list[tuple[Endpoint, str, dict[str, str]]],
-               unknown: list[tuple[Endpoint, Intent]] | None = None) -> None:
+    def resume(self, pending: list[tuple[BatchEndpoint, str, dict[str, str]]],
+               unknown: list[tuple[BatchEndpoint, Intent]] | None = None) -> None:
         """Watch the batches a gateway before this one left out: their answers go to whoever asks again. Look for
         the ones it was creating when it died (`unknown`): their requests wait for the search."""
         for ep, batch_id, keys in pending:
@@ -375,7 +376,7 @@ class Batcher:
             self.inherited.out |= set(intent.keys.values())
             self._spawn(self._recover(ep, intent))
 
-    async def _collect_resumed(self, ep: Endpoint, batch_id: str, keys: dict[str, str]) -> None:
+    async def _collect_resumed(self, ep: BatchEndpoint, batch_id: str, keys: dict[str, str]) -> None:
         try:
             outcomes = await self.courier.watch(ep, batch_id)
         except BatchFailed:
@@ -384,7 +385,7 @@ class Batcher:
             self.inherited.collected(key, outcomes.get(cid))
         logger.info("batch {} (left by an earlier gateway) collected", batch_id)
 
-    async def _recover(self, ep: Endpoint, intent: Intent) -> None:
+    async def _recover(self, ep: BatchEndpoint, intent: Intent) -> None:
         """An intent never journaled as submitted: its batch, if the provider holds one, is claimed (an OpenAI
         batch by its metadata; an Anthropic batch made since, by its results holding the intent's custom ids),
         else its requests go out again, once."""

@@ -17,10 +17,10 @@ from loguru import logger
 from runner.config import BatchSettings
 from runner.gateway.batch_api import (
     INTENT_KEY,
+    BatchEndpoint,
     BatchFailed,
     BatchGone,
     BatchRefused,
-    Endpoint,
     Outcome,
     collect,
     listed,
@@ -43,7 +43,7 @@ class Courier:
                  stats: Counter[str]) -> None:
         self.session, self.settings, self.journal, self.stats = session, settings, journal, stats
 
-    async def create(self, ep: Endpoint, intent: Intent, items: list[tuple[str, dict[str, Any]]]) -> str:
+    async def create(self, ep: BatchEndpoint, intent: Intent, items: list[tuple[str, dict[str, Any]]]) -> str:
         """The new batch's id, once the batch API took it; Unmade when it would not (a refusal, an
         unreachable API that made no batch)."""
         waited, backoff = 0.0, 1.0
@@ -68,7 +68,7 @@ class Courier:
                     return found
                 raise Unmade(f"the batch API could not be reached ({type(e).__name__})") from None
 
-    async def watch(self, ep: Endpoint, batch_id: str) -> dict[str, Outcome]:
+    async def watch(self, ep: BatchEndpoint, batch_id: str) -> dict[str, Outcome]:
         """Poll until the batch ends, then collect it (BatchFailed for one that failed whole). A 429 is waited
         out as it says; a results file unreachable COLLECT_TRIES times in a row gives the batch up."""
         wait, failures = self.settings.poll_min_seconds, 0
@@ -109,7 +109,7 @@ class Courier:
             self.journal.collected(batch_id)
         self.stats["batches_ended"] += 1
 
-    async def find(self, ep: Endpoint, intent: Intent) -> str | None:
+    async def find(self, ep: BatchEndpoint, intent: Intent) -> str | None:
         """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its metadata
         (an Anthropic batch cannot say: `claim` watches those)."""
         if ep.provider not in ("openai", "azure"):
@@ -120,7 +120,7 @@ class Courier:
                     return str(b["id"])
         return None
 
-    async def claim(self, ep: Endpoint, intent: Intent) -> dict[str, Outcome]:
+    async def claim(self, ep: BatchEndpoint, intent: Intent) -> dict[str, Outcome]:
         """The answers of an Anthropic intent never journaled as submitted: every batch listed since it was
         intended, not journaled already, watched to its end and claimed where its results hold the intent's
         custom ids."""

@@ -30,7 +30,7 @@ from runner.budget.spend import JOB, Spend, Spent
 from runner.cache import ResponseCache
 from runner.config import API_OF, CLOUDS, UNBATCHED, api_key
 from runner.gateway.answers import Answers
-from runner.gateway.batch_api import BATCH_PATHS, Endpoint
+from runner.gateway.batch_api import BATCH_PATHS, BatchEndpoint
 from runner.gateway.batcher import CARRIED, INTERACTIVE, Batcher
 from runner.gateway.cloud_auth import bedrock_signer, credential_headers
 from runner.gateway.incoming import Incoming
@@ -40,7 +40,7 @@ from runner.gateway.request import upstream_url
 from runner.gateway.routes import Route, route_of
 from runner.gateway.settings import GatewaySettings
 from runner.gateway.spending import Spending
-from runner.gateway.upstream import Answer, Call, Upstream
+from runner.gateway.upstream import Upstream, UpstreamAnswer, UpstreamCall
 from runner.gateway.usage import from_body
 from runner.models.base import TRIAL_HEADER
 from runner.models.capabilities import Prices, lookup
@@ -247,7 +247,7 @@ class Gateway:
             await asyncio.sleep(GATE_POLL_SECONDS)
         return passed
 
-    def _judge(self, key: str, probing: bool, answer: Answer, call: Incoming) -> None:
+    def _judge(self, key: str, probing: bool, answer: UpstreamAnswer, call: Incoming) -> None:
         """What a call's answer says of its run: answered, refused as every request of it would be, or no
         verdict (a 5xx, a 429 past the retries, a cut stream)."""
         assert self.gates is not None
@@ -260,7 +260,7 @@ class Gateway:
         else:
             self.gates.no_verdict(key, probing)
 
-    async def _forward(self, request: web.Request, call: Incoming) -> Answer:
+    async def _forward(self, request: web.Request, call: Incoming) -> UpstreamAnswer:
         s = self.settings
         if self.batcher is not None and ("*" in s.batch_runs or call.run in s.batch_runs):
             if call.path in BATCH_PATHS and call.provider not in UNBATCHED and call.body is not None:
@@ -283,13 +283,13 @@ class Gateway:
                 return _not_set_up("bedrock")
             sign = bedrock_signer(s.bedrock_region, s.bedrock_profile, simulated=s.sim_models is not None)
         assert self.upstream is not None
-        return await self.upstream.send(request, Call(
+        return await self.upstream.send(request, UpstreamCall(
             call.provider, url, raw, await self._upstream_headers(request, call), call.streaming,
             self._slot(call.provider, call.priced_as),
             self.limiter.run_index(call.run) if self.limiter is not None else -1, sign=sign,
             event_stream=call.route.event_stream))
 
-    async def _batched(self, request: web.Request, call: Incoming) -> Answer | None:
+    async def _batched(self, request: web.Request, call: Incoming) -> UpstreamAnswer | None:
         """Through a batch: held with others, answered when its result arrives; a streaming caller gets its
         stream cut from the final message. None: past its batches' retries, it goes interactive."""
         assert self.batcher is not None and call.body is not None
@@ -311,8 +311,8 @@ class Gateway:
             return None
         usage = from_body(answer, call.provider) if status == 200 else Tokens()
         if status == 200 and call.streaming and (stream := as_stream(call.path, answer, call.body)) is not None:
-            return Answer(200, stream, "text/event-stream", usage=usage, batched=True)  # (Azure's: SSE)
-        return Answer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
+            return UpstreamAnswer(200, stream, "text/event-stream", usage=usage, batched=True)  # (Azure's: SSE)
+        return UpstreamAnswer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
 
     async def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
         """The caller's headers with its key swapped for the provider's (the run's token never leaves)."""
@@ -351,7 +351,7 @@ def sim_model(settings: GatewaySettings, model: str) -> str:
     return settings.sim_models.get(model, model if model.startswith("sim-") else SIM_DEFAULT)
 
 
-def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str], path: str = "") -> Endpoint:
+def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str], path: str = "") -> BatchEndpoint:
     """Where a batch of this provider goes, with what of a caller's headers it carries; a batch left by an
     earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
     with a stand-in."""
@@ -363,7 +363,7 @@ def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, 
         carried.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
     if provider == "anthropic":
         carried.setdefault("anthropic-version", "2023-06-01")
-    return Endpoint(provider, settings.upstreams[provider], carried, path)
+    return BatchEndpoint(provider, settings.upstreams[provider], carried, path)
 
 
 def error_words(body: bytes) -> str:
@@ -386,14 +386,14 @@ def refused_unsent(provider: str, words: str) -> web.Response:
     return web.json_response(body, status=400, headers={NOT_SENT_HEADER: "1"})
 
 
-def _not_set_up(provider: str) -> Answer:
+def _not_set_up(provider: str) -> UpstreamAnswer:
     """A cloud the gateway was given no endpoint or region for: what to set, as a 400 the caller reads."""
     what = {"bedrock": "bedrock.region (or AWS_REGION)",
             "vertex": "vertex.project and vertex.region (or ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION)",
             "azure": "azure.endpoint (or AZURE_OPENAI_ENDPOINT)"}
     message = f"the gateway has no {provider} endpoint: set {what[provider]} in its config"
     body = {"error": {"type": "invalid_request_error", "message": message}}
-    return Answer(400, json.dumps(body).encode(), "application/json")
+    return UpstreamAnswer(400, json.dumps(body).encode(), "application/json")
 
 
 def _split(path: str) -> tuple[str, str | None, str]:

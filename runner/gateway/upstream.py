@@ -34,7 +34,7 @@ KEEP_HEADERS = ("x-ratelimit", "anthropic-ratelimit", "retry-after", "request-id
 
 
 @dataclass
-class Answer:
+class UpstreamAnswer:
     status: int
     body: bytes
     content_type: str
@@ -55,7 +55,7 @@ class Answer:
 
 
 @dataclass(frozen=True)
-class Call:
+class UpstreamCall:
     """What the gateway forwards: where, the bytes, the headers, and which budget pays."""
 
     provider: str
@@ -73,7 +73,7 @@ class Upstream:
     def __init__(self, retry: RetrySettings, limiter: Budget | None, session: aiohttp.ClientSession) -> None:
         self.retry, self.limiter, self.session = retry, limiter, session
 
-    async def send(self, request: web.Request, call: Call) -> Answer:
+    async def send(self, request: web.Request, call: UpstreamCall) -> UpstreamAnswer:
         shared = self.limiter is not None and call.slot is not None
         policy = RetryPolicy(self.retry, budget=shared)
         while True:
@@ -88,15 +88,15 @@ class Upstream:
                 self.limiter.pause(call.slot, retry.pause)  # _reserve then waits for it
             await asyncio.sleep(retry.wait)
 
-    async def _attempt(self, request: web.Request, call: Call, held: Held | None
-                       ) -> tuple[Answer, str | None, float | None]:
+    async def _attempt(self, request: web.Request, call: UpstreamCall, held: Held | None
+                       ) -> tuple[UpstreamAnswer, str | None, float | None]:
         """One upstream call: its answer, and for an error its kind (runner/models/base.py classifies
         it) and the server's retry-after; None for an answer the caller takes as it is."""
         try:
             answer = await self._post(request, call)
         except (TimeoutError, aiohttp.ClientError) as e:
             body = {"error": {"type": "api_connection_error", "message": f"upstream unreachable: {e}"}}
-            return Answer(502, json.dumps(body).encode(), "application/json"), "transient", None
+            return UpstreamAnswer(502, json.dumps(body).encode(), "application/json"), "transient", None
         if answer.status == 200 or answer.sent is not None:
             if held is not None:
                 held.used(budget_input_tokens(call.provider, answer.usage), answer.usage.output_tokens)
@@ -105,13 +105,13 @@ class Upstream:
                               _json(answer.body))
         return answer, err.kind, err.retry_after
 
-    async def _post(self, request: web.Request, call: Call) -> Answer:
+    async def _post(self, request: web.Request, call: UpstreamCall) -> UpstreamAnswer:
         headers = call.sign(call.url, call.raw, call.headers) if call.sign is not None else call.headers
         async with self.session.post(call.url, data=call.raw, headers=headers) as up:
             if up.status == 200 and call.streaming:
                 return await _relay(request, up, call.provider, call.event_stream)
             body = await up.read()
-            answer = Answer(up.status, body, up.content_type, dict(up.headers))
+            answer = UpstreamAnswer(up.status, body, up.content_type, dict(up.headers))
             if up.status == 200 and isinstance(parsed := _json(body), dict):
                 answer.usage = from_body(parsed, call.provider)
             return answer
@@ -133,7 +133,7 @@ class Upstream:
 
 
 async def _relay(request: web.Request, up: aiohttp.ClientResponse, provider: str, event_stream: bool = False
-                 ) -> Answer:
+                 ) -> UpstreamAnswer:
     """Chunk by chunk, as they arrive; the whole stream (to cache) and its usage come back too."""
     content_type = up.headers.get("content-type", "text/event-stream")
     keep = {k: v for k, v in up.headers.items() if k.lower().startswith(KEEP_HEADERS)}
@@ -149,9 +149,9 @@ async def _relay(request: web.Request, up: aiohttp.ClientResponse, provider: str
     except (TimeoutError, aiohttp.ClientError) as e:
         # Part of the stream is already with the caller: it cannot be retried, only cut (and not cached).
         logger.warning("upstream stream broke after {} chunks: {}", len(chunks), e)
-        return Answer(BROKEN_STREAM, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out)
+        return UpstreamAnswer(BROKEN_STREAM, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out)
     await out.write_eof()
-    return Answer(200, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out)
+    return UpstreamAnswer(200, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out)
 
 
 def _json(body: bytes) -> Any:

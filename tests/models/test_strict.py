@@ -35,9 +35,9 @@ def test_messages_seen_fit_are_skipped_and_a_new_bad_one_is_named_by_its_place(m
     strict.validate("anthropic", _body(USER, CALL, RESULT, {"role": "assistant", "content": "Done."}))
     assert walked == [1]  # only the new message was walked
     bad = {"role": "assistant", "content": [{"type": "text", "text": "x", "colour": "red"}]}
-    with pytest.raises(strict.Rejected, match=r"^messages\.3\."):  # its place, not its place among the new
+    with pytest.raises(strict.RequestRefused, match=r"^messages\.3\."):  # its place, not its place among the new
         strict.validate("anthropic", _body(USER, CALL, RESULT, bad))
-    with pytest.raises(strict.Rejected):  # a message seen fit does not excuse the rest of the body
+    with pytest.raises(strict.RequestRefused):  # a message seen fit does not excuse the rest of the body
         strict.validate("anthropic", {**_body(USER), "max_tokens": "many"})
 
 
@@ -56,7 +56,7 @@ def test_a_tool_list_and_system_prompt_seen_fit_are_not_walked_again_and_a_chang
     strict.validate("anthropic", {**_body(USER, CALL, RESULT), "system": system})
     assert walked[0] >= {"model", "max_tokens", "messages"} and not walked[0] & {"tools", "system"}
     bad_system = [{**system[0], "cache_control": {"type": "ephemeral", "ttl": "1d"}}]
-    with pytest.raises(strict.Rejected, match=r"^system"):
+    with pytest.raises(strict.RequestRefused, match=r"^system"):
         strict.validate("anthropic", {**_body(USER), "system": bad_system})
-    with pytest.raises(strict.Rejected, match=r"^tools\.1"):
+    with pytest.raises(strict.RequestRefused, match=r"^tools\.1"):
         strict.validate("anthropic", {**_body(USER), "tools": [TOOL, {**TOOL, "name": "other", "colour": "red"}]})

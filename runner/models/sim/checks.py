@@ -2,7 +2,7 @@
 the providers' pages describe that a condition on one field cannot express, each by its name there.
 
 `refusal(...)` answers what the real API would: None, or the first rule the request breaks, as a
-Rejected carrying the provider's status, error type and wording.
+RequestRefused carrying the provider's status, error type and wording.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from runner.models.sim import rulebook
 from runner.models.sim import thinking as sim_thinking
-from runner.models.sim.strict import Rejected
+from runner.models.sim.strict import RequestRefused
 
 Check = Callable[[Mapping[str, Any], Mapping[str, str], str], bool]  # (body, headers, model) -> refused
 
@@ -169,7 +169,7 @@ NOT_ENFORCED = {
 
 
 def refusal(api: str, endpoint: str, body: Mapping[str, Any], headers: Mapping[str, str], model: str
-            ) -> Rejected | None:
+            ) -> RequestRefused | None:
     """The first published rule this request breaks, as the API words it; None if it breaks none."""
     for rule in rulebook.book(api).rules_for(endpoint, model):
         if rule.check is not None:
@@ -178,6 +178,6 @@ def refusal(api: str, endpoint: str, body: Mapping[str, Any], headers: Mapping[s
         else:
             broken = rule.holds(body)
         if broken:
-            return Rejected(rule.wording(body, model), status=rule.status or 400, rule=rule.id,
+            return RequestRefused(rule.wording(body, model), status=rule.status or 400, rule=rule.id,
                             code=rule.error_type if api == "anthropic" else None)
     return None

@@ -378,7 +378,7 @@ def invalid_request(state: SimState, headers: Mapping[str, str], api: str, body:
                                  headers, plays)
         if refused is not None:
             raise refused
-    except strict.Rejected as e:
+    except strict.RequestRefused as e:
         state.stats["400"] += 1
         state.per_model.setdefault(model, Counter())["400"] += 1
         print(f"{e.status} {api} {plays}: {e}" + (f" [{e.rule}]" if e.rule else ""), file=sys.stderr, flush=True)

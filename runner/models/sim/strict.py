@@ -27,7 +27,7 @@ import typing_extensions as te
 SAMPLING = frozenset({"temperature", "top_p", "top_k"})  # absent from the anthropic SDK's current API version
 
 
-class Rejected(Exception):
+class RequestRefused(Exception):
     """A request the API refuses: its status (400 unless said), the parameter and code it names, and the
     published rule it broke (rulebook.py), if it was one."""
 
@@ -245,12 +245,12 @@ def _breakpoints(body: dict[str, Any]) -> int:
 
 def _check_anthropic(body: dict[str, Any]) -> None:
     if (n := _breakpoints(body)) > MAX_BREAKPOINTS:
-        raise Rejected(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {n}.")
+        raise RequestRefused(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {n}.")
     msgs = body["messages"]
     if not msgs:
-        raise Rejected("messages: at least one message is required")
+        raise RequestRefused("messages: at least one message is required")
     if msgs[0]["role"] != "user":
-        raise Rejected("messages: first message must use the \"user\" role")
+        raise RequestRefused("messages: first message must use the \"user\" role")
     tools = {t.get("name") for t in body.get("tools") or []}
     pending: set[str] = set()
     for i, m in enumerate(msgs):
@@ -258,34 +258,34 @@ def _check_anthropic(body: dict[str, Any]) -> None:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
         final_assistant = i == len(msgs) - 1 and m["role"] == "assistant"
         if not blocks and not final_assistant:
-            raise Rejected(f"messages.{i}: all messages must have non-empty content except for the optional "
+            raise RequestRefused(f"messages.{i}: all messages must have non-empty content except for the optional "
                            "final assistant message")
         answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
         if pending and (m["role"] != "user" or not pending <= answered):
-            raise Rejected(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
+            raise RequestRefused(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
                            f"after: {', '.join(sorted(pending - answered))}. Each `tool_use` block must have a "
                            "corresponding `tool_result` block in the next message.")
         if answered - pending:
-            raise Rejected(f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
+            raise RequestRefused(f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
                            f"{', '.join(sorted(x for x in answered - pending if x))}. Each `tool_result` block must "
                            "have a corresponding `tool_use` block in the previous message.")
         for j, b in enumerate(blocks):
             if b.get("type") == "text" and _blank(b.get("text")) and not final_assistant:
-                raise Rejected(f"messages.{i}.content.{j}: text content blocks must contain non-whitespace text")
+                raise RequestRefused(f"messages.{i}.content.{j}: text content blocks must contain non-whitespace text")
             if b.get("type") == "tool_use" and tools and b.get("name") not in tools:
-                raise Rejected(f"messages.{i}.content.{j}: tool_use name {b.get('name')!r} is not one of the "
+                raise RequestRefused(f"messages.{i}.content.{j}: tool_use name {b.get('name')!r} is not one of the "
                                "request's tools")
         pending = {b["id"] for b in blocks if b.get("type") == "tool_use"}
     if pending:
-        raise Rejected(f"messages.{len(msgs) - 1}: `tool_use` ids were found without `tool_result` blocks immediately "
-                       f"after: {', '.join(sorted(pending))}. Each `tool_use` block must have a corresponding "
-                       "`tool_result` block in the next message.")
+        raise RequestRefused(f"messages.{len(msgs) - 1}: `tool_use` ids were found without `tool_result` blocks "
+                             f"immediately after: {', '.join(sorted(pending))}. Each `tool_use` block must have a "
+                             "corresponding `tool_result` block in the next message.")
     choice = body.get("tool_choice") or {}
     if choice.get("type") == "tool" and choice.get("name") not in tools:
-        raise Rejected(f"tool_choice: Tool '{choice.get('name')}' not found in provided tools")
+        raise RequestRefused(f"tool_choice: Tool '{choice.get('name')}' not found in provided tools")
     system = body.get("system")
     if isinstance(system, list) and any(_blank(b.get("text")) for b in system):
-        raise Rejected("system: text content blocks must contain non-whitespace text")
+        raise RequestRefused("system: text content blocks must contain non-whitespace text")
 
 
 _RANGES = {"temperature": (0, 2), "top_p": (0, 1), "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2),
@@ -296,7 +296,7 @@ def _check_openai(body: dict[str, Any]) -> None:
     for key, (lo, hi) in _RANGES.items():
         v = body.get(key)
         if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
-            raise Rejected(f"Invalid '{key}': {v} is out of range [{lo}, {hi if hi is not None else 'inf'}].",
+            raise RequestRefused(f"Invalid '{key}': {v} is out of range [{lo}, {hi if hi is not None else 'inf'}].",
                            param=key, code="invalid_value")
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
     pending: set[str] = set()
@@ -305,28 +305,28 @@ def _check_openai(body: dict[str, Any]) -> None:
         role = m["role"]
         if role == "tool":
             if m.get("tool_call_id") not in pending:
-                raise Rejected("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                raise RequestRefused("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
                                "message with 'tool_calls'.", param=f"messages.[{i}].role")
             pending.discard(m["tool_call_id"])
             continue
         if pending:
-            raise Rejected("An assistant message with 'tool_calls' must be followed by tool messages responding to "
-                           f"each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                           f"{', '.join(sorted(pending))}", param=f"messages.[{i}].role")
+            raise RequestRefused("An assistant message with 'tool_calls' must be followed by tool messages "
+                                 "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                                 f"response messages: {', '.join(sorted(pending))}", param=f"messages.[{i}].role")
         if role == "assistant":
             calls = m.get("tool_calls") or []
             if m.get("content") is None and not calls:
-                raise Rejected("Invalid value for 'content': expected a string, got null.",
+                raise RequestRefused("Invalid value for 'content': expected a string, got null.",
                                param=f"messages.[{i}].content")
             pending = {c["id"] for c in calls}
     if pending:
-        raise Rejected("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-                       f"'tool_call_id'. The following tool_call_ids did not have response messages: "
-                       f"{', '.join(sorted(pending))}", param="messages")
+        raise RequestRefused("An assistant message with 'tool_calls' must be followed by tool messages responding "
+                             "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                             f"{', '.join(sorted(pending))}", param="messages")
     choice = body.get("tool_choice")
     if isinstance(choice, dict) and choice.get("function", {}).get("name") not in tools:
-        raise Rejected(f"Invalid value for 'tool_choice': tool '{choice.get('function', {}).get('name')}' not found "
-                       "in 'tools'.", param="tool_choice")
+        raise RequestRefused(f"Invalid value for 'tool_choice': tool '{choice.get('function', {}).get('name')}' not "
+                             "found in 'tools'.", param="tool_choice")
 
 
 _SEEN: dict[tuple[str, str, bytes], None] = {}  # (api, field, a value's sorted JSON) that fit its type
@@ -422,15 +422,15 @@ def _warm_up(apis: Sequence[str] = APIS) -> None:
 
 
 def validate(api: str, body: dict[str, Any]) -> None:
-    """Raise Rejected with the provider's wording if the real API would answer 400 to any model."""
+    """Raise RequestRefused with the provider's wording if the real API would answer 400 to any model."""
     if _warming:
         _warmed.wait(60)
     if api == "anthropic":
         for key in SAMPLING & set(body):
-            raise Rejected(f"`{key}` is deprecated for this model.")
+            raise RequestRefused(f"`{key}` is deprecated for this model.")
     err = _shape_error(api, _request_type(api, bool(body.get("stream"))), body)
     if err:
         param = err.split(":", 1)[0]
-        raise Rejected(err if api == "anthropic" else f"Invalid request: {err}", param=param,
+        raise RequestRefused(err if api == "anthropic" else f"Invalid request: {err}", param=param,
                        code=None if api == "anthropic" else "invalid_request")
     (_check_anthropic if api == "anthropic" else _check_openai)(body)
