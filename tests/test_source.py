@@ -156,3 +156,17 @@ def test_every_import_goes_down_the_layers() -> None:
 def test_the_cycle_finder_finds_one() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_class_name_is_defined_twice() -> None:
+    """One name, one meaning: a class name belongs to one module, but for the stdlib-only modules that run in
+    a user's interpreter (proc/shim.py, proc/zygote.py), whose Context, Database and Harness mirror ours."""
+    mirrors = {RUNNER / "proc" / "shim.py", RUNNER / "proc" / "zygote.py"}
+    seen: dict[str, list[str]] = {}
+    for path in sorted(RUNNER.rglob("*.py")):
+        if path in mirrors:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                seen.setdefault(node.name, []).append(str(path))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}
