@@ -276,6 +276,7 @@ class SlotHost:
             if msg["op"] == "load":
                 self.slot_env = _slot_env()
                 self.slot_env.install(msg.get("per_slot", []))
+                self.slot_env.own(list(os.environ))  # every slot is given a whole record's environment
                 self.done(n, self.shim.answer({**msg, "keep_env": True}))
             elif msg["op"] == "cut":
                 slot = self.slots.get(n)

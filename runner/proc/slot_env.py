@@ -23,22 +23,32 @@ from typing import Any
 UNSET = "runner-slot-env-use-ctx-env"  # what the process-wide variable holds once slots own it
 
 _overlay: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("runner_slot_env", default=None)
+# The keys the slots own (install()'s parked ones, and own()'s): a slot whose overlay lacks one does not
+# have it (reading through to the process's value would hand a harness a value it was never given: an
+# API key that turns on its judge, at a URL named UNSET).
+_owned: set[str] = set()
 
 
 class _SlotEnviron(os._Environ):  # os._Environ: the class of os.environ
     def __getitem__(self, key: str) -> str:
         ov = _overlay.get()
-        if ov is not None and key in ov:
-            return ov[key]
+        if ov is not None:
+            if key in ov:
+                return ov[key]
+            if key in _owned:
+                raise KeyError(key)
         value: str = super().__getitem__(key)
         return value
 
     def __iter__(self) -> Iterator[str]:
-        """The process's keys, then the overlay's that it lacks: `in`, iteration and copy() agree."""
-        yield from super().__iter__()
+        """The process's keys (those the slots own only if its overlay has them), then the overlay's that the
+        process lacks: `in`, iteration and copy() agree."""
         ov = _overlay.get()
-        if ov:
-            yield from (k for k in ov if self.encodekey(k) not in self._data)  # type: ignore[attr-defined]
+        if ov is None:
+            yield from super().__iter__()
+            return
+        yield from (k for k in super().__iter__() if k in ov or k not in _owned)
+        yield from (k for k in ov if self.encodekey(k) not in self._data)  # type: ignore[attr-defined]
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -52,11 +62,21 @@ def install(per_slot: Iterable[str]) -> None:
     worker's main thread before slot threads start (Harness.before_threads): it writes the process's
     environment, which other threads may be reading from C (getenv) at any time; a second call with the
     same keys writes nothing."""
-    if not isinstance(os.environ, _SlotEnviron):
-        os.environ.__class__ = _SlotEnviron
-    for key in per_slot:
+    keys = list(per_slot)
+    own(keys)
+    for key in keys:
         if os.environ._data.get(os.environ.encodekey(key)) != os.environ.encodevalue(UNSET):  # type: ignore[attr-defined]
             os.environ[key] = UNSET
+
+
+def own(keys: Iterable[str]) -> None:
+    """Make os.environ slot-aware, the keys the slots': in a slot, each is its overlay's or absent, whatever
+    the process holds. A hosted interpreter (proc/shim.py) owns every variable the runner started it with:
+    each slot's environment is a whole record's, and a value at load may be a marker; what the harness
+    itself sets later (a load_dotenv() at import) stays visible to every slot."""
+    if not isinstance(os.environ, _SlotEnviron):
+        os.environ.__class__ = _SlotEnviron
+    _owned.update(keys)
 
 
 def set_slot_env(env: Mapping[str, str]) -> None:

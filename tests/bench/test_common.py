@@ -38,7 +38,7 @@ def test_process_cpu_counts_a_busy_child_under_its_part() -> None:
         time.sleep(0.3)
         t1 = time.time()
     parts = cpu.between(t0, t1)
-    assert set(parts) == {"runner", "simulator", "postgres", "engine", "other"}
+    assert set(parts) == {"runner", "simulator", "postgres", "engine", "harness", "other"}
     # the child is a python process: the runner's part; its 1 s of CPU is in it, up to
     # its last sample before it exited
     assert parts["runner"] >= 0.7, parts

@@ -21,7 +21,7 @@ def _run(tmp_path: Path, records: list[dict[str, Any]], *args: str, extra: str =
          harness: str = "") -> tuple[int, str, Path]:
     cfg = toy_config(tmp_path, HOSTED + harness, records, extra=extra)
     out = tmp_path / "out"
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "OPENAI_API_KEY")}
     p = subprocess.run([sys.executable, "-m", "runner", "run", str(cfg), "--out", str(out), "--sandbox", "local",
                         "-w", "1", *args], capture_output=True, text=True, timeout=300, env=env)
     return p.returncode, p.stdout + p.stderr, out
@@ -46,6 +46,8 @@ def test_slots_share_one_interpreter_each_with_its_own_database_and_environment(
     assert len({o["db"] for o in outputs}) == 4  # each slot its own database, read from its own DB_NAME ...
     assert all(o["db"] == o["ctx_db"] for o in outputs)  # ... which is its ctx.db
     assert all(o["visits"] == 1 for o in outputs)  # and no record saw another's rows (reset between records)
+    # no gateway: no API key, though the interpreter was started (ahead of the sandbox) with a marker for one
+    assert {o["api_key"] for o in outputs} == {None}
 
 
 def test_a_slot_past_its_limit_is_cut_and_the_others_go_on_in_the_same_interpreter(tmp_path: Path,

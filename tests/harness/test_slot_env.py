@@ -75,3 +75,22 @@ def test_slot_threads_never_write_the_process_environment(monkeypatch: pytest.Mo
     assert writers == []
     assert seen == {n: (True, str(n), True) for n in range(3)}  # `in`, copy() and iteration see the overlay
     del os.environ["RUNNER_SLOT_DB"]
+
+
+def test_a_parked_variable_a_slot_lacks_is_absent_for_it() -> None:
+    """A variable parked for the slots (the gateway's key, say) that one slot's environment does not set is
+    not there for it: reading through to the parked value would hand a harness a key it was never given
+    (the helpdesk's judge turned itself on and called a URL named UNSET)."""
+    install({"RUNNER_SLOT_KEY"})
+    seen: list[tuple[str | None, bool, bool]] = []
+
+    def slot() -> None:
+        set_slot_env({"RUNNER_OTHER": "x"})
+        seen.append((os.getenv("RUNNER_SLOT_KEY"), "RUNNER_SLOT_KEY" in os.environ,
+                     "RUNNER_SLOT_KEY" in os.environ.copy()))
+
+    t = threading.Thread(target=slot)
+    t.start()
+    t.join()
+    assert seen == [(None, False, False)]
+    del os.environ["RUNNER_SLOT_KEY"]

@@ -53,7 +53,8 @@ def play(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     ok = ctx.run not in record.get("fail_in", [])  # an outcome of the "agent": a failure, not an error
     return {"id": record["id"], "ok": ok, "visits": n[0] if n else None, "greeting": ctx.params.get("greeting"),
             "env": os.environ.get("TOY_SETTING"), "scratch": str(ctx.scratch), "worker": ctx.worker,
-            "db": os.environ["DB_NAME"], "ctx_db": ctx.db.name, "journal": journal, "pid": os.getpid()}
+            "db": os.environ["DB_NAME"], "ctx_db": ctx.db.name, "journal": journal, "pid": os.getpid(),
+            "api_key": os.environ.get("OPENAI_API_KEY")}
 
 
 def ask(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
