@@ -138,7 +138,12 @@ def test_a_fault_mid_run_changes_no_outcome(tmp_path: Path, clean: dict[str, dic
                 time.sleep(0.1)
             if _any_discarded(out) or p.poll() is not None:
                 break
-            victim = ready_container(out, p)
+            try:
+                victim = ready_container(out, p)
+            except AssertionError:
+                if p.poll() is None:
+                    raise
+                break  # the run ended meanwhile: its last records were done before a crash landed
     rc, log = finish(p, timeout=400)
     assert rc == 0, log[-3000:]
     assert _outcomes(out) == clean
