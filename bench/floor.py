@@ -110,7 +110,7 @@ def render(h: dict[str, Any]) -> str:
               [[h["conversations"], h["model_calls"], f"1/{1 / h['scale']:g}", h["wall_s"], h["floor_s"],
                 f"{h['ratio']:.2f}", h["rate_limited"], f"{h['share_429']:.2%}", h["errors"], h["peak_in_flight"]]])
     per = table(["model", "requests", "input tokens", "output tokens", "floor s", "bound by"],
-                [[m, f["requests"], f["input_tokens"], f["output_tokens"], f["seconds"], f["bound_by"]]
+                [[m, int(f["requests"]), int(f["input_tokens"]), int(f["output_tokens"]), f["seconds"], f["bound_by"]]
                  for m, f in h["floors"].items()])
     verdict = "met" if h["met"] else "**missed**"
     plan = ""
