@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.sandbox.owner import dir_owner
 from tests.runs import (
     alive,
     assert_exactly_once,
@@ -63,7 +64,8 @@ def test_nothing_outlives_a_run_killed_all_at_once(tmp_path: Path, sandbox_image
                           "-w", "2", "--limit", "10"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          env=env, start_new_session=True)
     wait_for_results(out, 2, p)  # type: ignore[arg-type]
-    home = set(homes.glob("pgsr-run-*")) - before
+    # this run's: another test's run may make its own meanwhile (the owner file names the run's process)
+    home = {h for h in set(homes.glob("pgsr-run-*")) - before if _owned_by(h, p.pid)}
     assert home and containers(owner_pid=p.pid)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
@@ -73,3 +75,8 @@ def test_nothing_outlives_a_run_killed_all_at_once(tmp_path: Path, sandbox_image
     assert not containers(owner_pid=p.pid)
     assert not [h for h in home if h.exists()]
     assert "cleaning for it" in (out / "logs" / "janitor.log").read_text()
+
+
+def _owned_by(home: Path, pid: int) -> bool:
+    owner = dir_owner(str(home))
+    return owner is not None and (owner[0] or "").split("/")[2:3] == [str(pid)]
