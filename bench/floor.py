@@ -45,10 +45,12 @@ def headline_auto(n: int, scale: float, tier: float = 1.0) -> dict[str, Any]:
     cfg = config(data, out, workers=1, runs=seeds_runs(), p50_ms=P50_MS, p95_ms=P95_MS, scale=scale,
                  limits=limits, rate_limits=budget)
     cfg = cfg.model_copy(update={"workers": None, "concurrency": "auto"})
+    from runner.engine import forkserver
     from runner.run.job import run_job
 
     before = _planned(cfg)  # what `runner plan` says before the run, from the records alone
     t0 = time.monotonic()
+    forkserver.warm(cfg)  # as `runner run` does for a new output: the workers' imports go on beside the preflight
     run_job(cfg)
     wall = time.monotonic() - t0
     h = summarize(out, n, scale, wall, limits, TARGET if tier == 1.0 else SMOKE_TARGET)
