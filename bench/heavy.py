@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, WORK, ProcessCpu, table
-from bench.helpdesk import VENV_PYTHON, launch
-from runner.config import load_config
-from runner.harness import database_spec
+from bench.helpdesk import cli_alone, launch, sandbox_image
 
 EXAMPLE = ROOT / "examples" / "heavy-imports"
 RUNNER = ROOT / ".venv" / "bin" / "runner"
@@ -49,23 +47,9 @@ def _measured(argv: list[str], results: str, n: int, env: dict[str, str], cwd: P
 
 
 def heavy(ws: list[int], concurrency: int, n: int, latency_ms: int) -> dict[str, Any]:
-    from runner.sandbox.docker import DockerSandbox
-    from runner.sandbox.image import ensure_image
-
-    if not VENV_PYTHON.exists():
-        raise RuntimeError(f"{VENV_PYTHON} is missing: `make helpdesk-venv`")
     data = records(n)
     env = {k: v for k, v in {**os.environ, "HEAVY_LATENCY_MS": str(latency_ms)}.items() if not k.endswith("_API_KEY")}
-    image = ensure_image(database_spec(load_config(EXAMPLE / "runner.yaml")))
-    with DockerSandbox(image, "heavy", run_id="bench-heavy", owner_pid=os.getpid(), name_hint="cli",
-                       tmpfs=True) as db:
-        assert db.endpoint is not None
-        cli_env = {**env, "DB_HOST": db.endpoint.host, "DB_PORT": str(db.endpoint.port), "DB_USER": "heavy",
-                   "DB_PASSWORD": db.endpoint.password, "DB_NAME": "heavy"}
-        out = WORK / "heavy-cli.jsonl"
-        out.unlink(missing_ok=True)
-        cli = _measured([str(VENV_PYTHON), "-m", "heavyharness.cli", "--input", str(data), "--output", str(out)],
-                        str(out), n, cli_env, EXAMPLE)
+    cli = cli_alone(sandbox_image(EXAMPLE), EXAMPLE, "heavy", "heavyharness.cli", data, n, env, _measured)
     runs = [*((f"W={w}", "runner.yaml", ["--workers", str(w)]) for w in ws),
             (f"-c {concurrency}", "runner.yaml", ["-c", str(concurrency)]),
             (f"-c {concurrency}, in-process", "runner-inprocess.yaml", ["-c", str(concurrency)])]

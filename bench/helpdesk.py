@@ -17,6 +17,7 @@ import shutil
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,25 +116,39 @@ def milestones(log: Path, started: float) -> dict[str, float]:
     return found
 
 
-def helpdesk(ws: list[int], concurrency: int, n: int, latency_ms: int) -> dict[str, Any]:
-    from runner.sandbox.docker import DockerSandbox
+def sandbox_image(example: Path) -> str:
+    """The sandbox image of an example's schema (built if it is not yet)."""
     from runner.sandbox.image import ensure_image
+
+    return ensure_image(database_spec(load_config(example / "runner.yaml")))
+
+
+def cli_alone(image: str, example: Path, name: str, module: str, data: Path, n: int, env: dict[str, str],
+              measure: Callable[[list[str], str, int, dict[str, str], Path], dict[str, Any]] = launch
+              ) -> dict[str, Any]:
+    """An example's own CLI (`python -m module`, in the venv) over `data`, sequential on one sandbox
+    of its schema (database and user `name`): the baseline the runner's launches are measured against."""
+    from runner.sandbox.docker import DockerSandbox
 
     if not VENV_PYTHON.exists():
         raise RuntimeError(f"{VENV_PYTHON} is missing: `make helpdesk-venv`")
+    with DockerSandbox(image, name, run_id=f"bench-{name}", owner_pid=os.getpid(), name_hint="cli",
+                       tmpfs=True) as db:
+        assert db.endpoint is not None
+        cli_env = {**env, "DB_HOST": db.endpoint.host, "DB_PORT": str(db.endpoint.port), "DB_USER": name,
+                   "DB_PASSWORD": db.endpoint.password, "DB_NAME": name}
+        out = WORK / f"{name}-cli.jsonl"
+        out.unlink(missing_ok=True)
+        return measure([str(VENV_PYTHON), "-m", module, "--input", str(data), "--output", str(out)],
+                       str(out), n, cli_env, example)
+
+
+def helpdesk(ws: list[int], concurrency: int, n: int, latency_ms: int) -> dict[str, Any]:
     data = records(n)
     env = {**os.environ, "HELPDESK_LATENCY_MS": str(latency_ms)}
     env = {k: v for k, v in env.items() if not k.endswith("_API_KEY")}  # its judge stays off, as in CI
-    image = ensure_image(database_spec(load_config(EXAMPLE / "runner.yaml")))
-    with DockerSandbox(image, "helpdesk", run_id="bench-helpdesk", owner_pid=os.getpid(), name_hint="cli",
-                       tmpfs=True) as db:
-        assert db.endpoint is not None
-        cli_env = {**env, "DB_HOST": db.endpoint.host, "DB_PORT": str(db.endpoint.port), "DB_USER": "helpdesk",
-                   "DB_PASSWORD": db.endpoint.password, "DB_NAME": "helpdesk"}
-        out = WORK / "helpdesk-cli.jsonl"
-        out.unlink(missing_ok=True)
-        cli = launch([str(VENV_PYTHON), "-m", "helpdesk.cli", "--input", str(data), "--output", str(out)],
-                     str(out), n, cli_env, EXAMPLE)
+    image = sandbox_image(EXAMPLE)
+    cli = cli_alone(image, EXAMPLE, "helpdesk", "helpdesk.cli", data, n, env)
     rows = []
     for label, args in [*((f"W={w}", ["--workers", str(w)]) for w in ws), (f"-c {concurrency}",
                                                                            ["-c", str(concurrency)])]:
