@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,6 +34,7 @@ class Record:
     id: str
     line: int
     data: dict[str, Any]
+    offset: int = 0  # of its line in the file, in bytes (RecordFile reads it there)
 
 
 def record_id(raw: dict[str, Any], id_field: str | None) -> str:
@@ -70,7 +72,8 @@ def _depth_and_text(value: Any) -> tuple[int, str | None]:
     return deepest, None
 
 
-def _parse(raw_line: bytes, lineno: int, path: Path, id_field: str | None, check: Check | None) -> Record:
+def _parse(raw_line: bytes, lineno: int, path: Path, id_field: str | None, check: Check | None,
+           offset: int = 0) -> Record:
     try:
         line = raw_line.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -99,7 +102,7 @@ def _parse(raw_line: bytes, lineno: int, path: Path, id_field: str | None, check
     except ValueError as e:
         label = f"record {raw.get(id_field or 'id', raw.get('conversation_id', '?'))!r}: "
         raise DatasetError(label + str(e), path=str(path), line=lineno) from None
-    return Record(rid, lineno, raw)
+    return Record(rid, lineno, raw, offset)
 
 
 def rejects_path(path: str | Path) -> Path:
@@ -120,11 +123,13 @@ def iter_records(path: str | Path, *, id_field: str | None = None, check: Check 
     rejects_file: TextIO | None = None
     try:
         with path.open("rb") as f:
+            offset = 0
             for lineno, line in enumerate(f, 1):
+                at, offset = offset, offset + len(line)
                 if not line.strip():
                     continue
                 try:
-                    rec = _parse(line, lineno, path, id_field, check)
+                    rec = _parse(line, lineno, path, id_field, check, at)
                 except DatasetError as e:
                     if not skip_invalid:
                         raise
@@ -148,6 +153,44 @@ def iter_records(path: str | Path, *, id_field: str | None = None, check: Check 
 def load_records(path: str | Path, **kw: Any) -> dict[str, Record]:
     """id -> record, in file order."""
     return {r.id: r for r in iter_records(path, **kw)}
+
+
+class RecordFile:
+    """A dataset's records read where they are, one when it is asked for: a worker is handed where each
+    record's line starts (the supervisor read and checked them all), so it parses only the records it runs,
+    as it runs them, not the whole file at its boot (1,200 conversations took 0.74 s of CPU in each of 4
+    workers, on the first records' way; a million would take minutes). Without those offsets it reads the
+    file once to find them. Safe from the slots' threads (each read opens the file)."""
+
+    def __init__(self, path: str | Path, offsets: Mapping[str, tuple[int, int]] | None = None, *,
+                 id_field: str | None = None, skip_invalid: bool = False) -> None:
+        self.path, self.id_field = Path(path), id_field
+        if offsets is None:
+            offsets = record_offsets(iter_records(self.path, id_field=id_field, skip_invalid=skip_invalid,
+                                                  rejects=os.devnull))
+        self.offsets = offsets
+
+    def __getitem__(self, record_id: str) -> Record:
+        offset, lineno = self.offsets[record_id]
+        with self.path.open("rb") as f:
+            f.seek(offset)
+            line = f.readline()
+        rec = _parse(line, lineno, self.path, self.id_field, None, offset)
+        if rec.id != record_id:  # the file was changed under the run: its results would not be of its records
+            raise DatasetError(f"changed since the run started: record {record_id!r} is no longer on this line",
+                               path=str(self.path), line=lineno)
+        return rec
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self.offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def record_offsets(records: Iterable[Record]) -> dict[str, tuple[int, int]]:
+    """Where each record's line starts, and its number: what a RecordFile of them reads."""
+    return {r.id: (r.offset, r.line) for r in records}
 
 
 def file_hash(path: str | Path) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import DatasetError
-from runner.records import iter_records, load_records
+from runner.records import RecordFile, iter_records, load_records, record_offsets
 
 
 def _file(tmp_path: Path, *lines: str) -> Path:
@@ -54,6 +54,21 @@ def test_a_harness_check_runs_on_every_line_and_skip_invalid_puts_bad_ones_aside
 def test_records_keep_their_line_and_data(tmp_path: Path) -> None:
     rec = next(iter_records(_file(tmp_path, "", '{"id": "a", "x": {"y": 1}}')))
     assert rec.line == 2 and rec.data == {"id": "a", "x": {"y": 1}}
+
+
+def test_a_record_file_reads_each_record_where_the_supervisor_found_it(tmp_path: Path) -> None:
+    p = tmp_path / "r.jsonl"
+    p.write_bytes('{"id": "a", "x": 1}\n\n{"id": "b", "text": "caf\u00e9 \u2014"}\r\n{"id": "c"}'.encode())
+    offsets = record_offsets(iter_records(p))
+    records = RecordFile(p, offsets)
+    assert [records[i].data for i in ("c", "b", "a")] == [{"id": "c"}, {"id": "b", "text": "café —"},
+                                                        {"id": "a", "x": 1}]
+    assert records["b"].line == 3 and "b" in records and "z" not in records and len(records) == 3
+    assert RecordFile(p)["c"].offset == offsets["c"][0]  # without offsets it finds them itself
+    # the file rewritten under the run: a record is not silently another one
+    p.write_text('{"id": "b"}\n{"id": "a"}\n{"id": "c"}\n')
+    with pytest.raises(DatasetError, match=r"r.jsonl:1: changed since the run started: record 'a'"):
+        records["a"]
 
 
 @pytest.mark.parametrize(("value", "number", "note"), [

@@ -21,7 +21,7 @@ from runner.models.base import (
     nonblank,
     read_response,
 )
-from runner.models.wire import Wire
+from runner.models.wire import Wire, http_client
 
 EPHEMERAL = {"type": "ephemeral"}
 # the tool list with a breakpoint on its last tool, built once per list object
@@ -88,7 +88,8 @@ class AnthropicProvider(Provider):
         import anthropic
 
         self._over(anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
-                                       default_headers=headers), timeout=timeout, lean=lean)
+                                       default_headers=headers, http_client=http_client(anthropic)),
+                   timeout=timeout, lean=lean)
 
     def _over(self, client: Any, *, timeout: float, lean: bool) -> None:
         """Calls through `client`: the anthropic SDK's Anthropic, AnthropicBedrock or AnthropicVertex (their

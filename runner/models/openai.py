@@ -21,7 +21,7 @@ from runner.models.base import (
     nonblank,
     read_response,
 )
-from runner.models.wire import Wire
+from runner.models.wire import Wire, http_client
 
 # what ChatCompletionAssistantMessageParam takes of a response's message (and what it says, not null)
 ASSISTANT_KEYS = ("content", "tool_calls", "refusal", "audio", "function_call", "name")
@@ -82,7 +82,7 @@ class OpenAIProvider(Provider):
         import openai
 
         self._over(openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
-                                 default_headers=headers), timeout=timeout, lean=lean)
+                                 default_headers=headers, http_client=http_client(openai)), timeout=timeout, lean=lean)
 
     def _over(self, client: Any, *, timeout: float, lean: bool) -> None:
         """Calls through `client`: the openai SDK's OpenAI or AzureOpenAI."""

@@ -23,8 +23,11 @@ retries would): the runner retries, not the SDK, and sets `retries_taken` around
 
 from __future__ import annotations
 
+import functools
 import http.client
+import os
 import socket
+import ssl
 import threading
 import urllib.request
 import zlib
@@ -105,6 +108,23 @@ def proxied(shape: Shape) -> bool:
     return not urllib.request.proxy_bypass(shape.host)
 
 
+def tls_context() -> ssl.SSLContext:
+    """The TLS context httpx would build (certifi's roots, or the SSL_CERT_FILE / SSL_CERT_DIR it reads), one
+    per process and trust: each SDK client and Wire built its own (~50 ms of CPU each: 4 per worker at boot,
+    on the first record's way); a context is safe to share between threads."""
+    return _tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    return httpx2.create_ssl_context()
+
+
+def http_client(sdk: Any) -> Any:
+    """The SDK's own default HTTP client (its limits, timeouts and redirects), on the process's TLS context."""
+    return sdk.DefaultHttpxClient(verify=tls_context())
+
+
 class Wire:
     """POST bodies as one SDK client would, over keep-alive connections shared by the calling threads."""
 
@@ -119,7 +139,7 @@ class Wire:
         self.shape = learn(client, path, options) if lean or create is None else None
         self.direct = self.shape is not None and lean and not proxied(self.shape)
         https = self.shape is not None and self.shape.scheme == "https"
-        self._tls = httpx2.create_ssl_context() if https else None
+        self._tls = tls_context() if https else None
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._closed = False

@@ -46,7 +46,7 @@ from runner.logfiles import add_log_file
 from runner.models.live import Catalogue
 from runner.models.preflight import catalogue, check_keys, check_retirements, describe_requests, requests_sent, unpriced
 from runner.plan import WorkItem, in_scope, make_plan
-from runner.records import file_hash, iter_records, rejects_path
+from runner.records import file_hash, iter_records, record_offsets, rejects_path
 from runner.results import manifest as manifests
 from runner.results.manifest import InFlight, Manifest, Rejected
 from runner.results.result import Result
@@ -98,7 +98,7 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
 
     kind = resolve_kind(cfg.sandbox)  # (`runner run` started the forkserver already for a new output)
     # bad input fails here, before the output directory is touched (and every model's provider is asked)
-    records, warnings, picked, skipped, cat = _preflight(cfg)
+    records, offsets, warnings, picked, skipped, cat = _preflight(cfg)
     out = cfg.output_dir.resolve()
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
@@ -110,17 +110,17 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
             for warning in warnings:
                 logger.warning("{}", warning)
             return _run(cfg, out, records, kind, console or Console(stderr=True), on_booted, picked, skipped, cat,
-                        signals)
+                        signals, offsets)
         finally:
             logger.remove(log_id)
 
 
-def _preflight(cfg: Config) -> tuple[dict[str, dict[str, Any]], list[str], set[str] | None, Rejected | None,
-                                    Catalogue]:
-    """The records by id in dataset order, warnings, the records -k / --ids choose (None: all), the dataset lines
-    skip_invalid skipped (None: none) and what each model takes (its provider asked); raises on the first bad
-    record (unless skip_invalid), on an empty dataset, a bad template, a model its provider does not have or
-    a retired one."""
+def _preflight(cfg: Config) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[int, int]], list[str],
+                                    set[str] | None, Rejected | None, Catalogue]:
+    """The records by id in dataset order, where each one's line is (the workers read them there), warnings,
+    the records -k / --ids choose (None: all), the dataset lines skip_invalid skipped (None: none) and what
+    each model takes (its provider asked); raises on the first bad record (unless skip_invalid), on an empty
+    dataset, a bad template, a model its provider does not have or a retired one."""
     rejected: list[tuple[int, str]] = []
     records = list(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
                                 skip_invalid=cfg.skip_invalid, rejected=rejected))
@@ -146,7 +146,7 @@ def _preflight(cfg: Config) -> tuple[dict[str, dict[str, Any]], list[str], set[s
         warnings += [f"skipped (--skip-invalid): {why}" for _, why in rejected[:5]]  # why names file:line
         warnings.append(f"{len(rejected)} bad line(s) of {cfg.dataset} skipped (--skip-invalid): in no result "
                         f"and no rate; written with their reasons to {skipped.file}")
-    return {r.id: r.data for r in records}, warnings, picked, skipped, cat
+    return {r.id: r.data for r in records}, record_offsets(records), warnings, picked, skipped, cat
 
 
 def _check_selected(cfg: Config, order: dict[str, int], picked: set[str] | None) -> None:
@@ -165,7 +165,7 @@ def _check_selected(cfg: Config, order: dict[str, int], picked: set[str] | None)
 def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, console: Console,
          on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
          skipped: Rejected | None = None, cat: Catalogue | None = None,
-         signals: SignalInbox | None = None) -> Summary:
+         signals: SignalInbox | None = None, offsets: dict[str, tuple[int, int]] | None = None) -> Summary:
     cat = cat or Catalogue()
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
@@ -189,7 +189,7 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
         if plan:
             chunk = cfg.harness.chunk
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
-            specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack, cat)
+            specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack, cat, offsets)
             transport, limiter, host = _transport(cfg, lay.workers, stack, manifest.spent)
             # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot timeout)
             sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport,
@@ -463,9 +463,8 @@ def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) 
 
 
 def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id: str, out: Path, lay: Layout,
-           stack: contextlib.ExitStack, cat: Catalogue) -> tuple[Callable[[int, str | None, str | None, str | None],
-                                                                          WorkerSpec],
-                                                  Callable[[int], bool] | None]:
+           stack: contextlib.ExitStack, cat: Catalogue, offsets: dict[str, tuple[int, int]] | None = None
+           ) -> tuple[Callable[[int, str | None, str | None, str | None], WorkerSpec], Callable[[int], bool] | None]:
     """Worker w's spec, given the model servers' addresses (known once they are up). Locally, each first
     worker's sandbox is launched now (engine/prestart.py): it boots while the servers start and the
     worker's process is made, and the worker takes it over. A python harness in its own interpreter gets
@@ -476,7 +475,7 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
 
     def base(wid: int) -> WorkerSpec:
         return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
-                          slots=lay.slots, catalogue=cat)
+                          slots=lay.slots, catalogue=cat, offsets=offsets)
 
     prestart = warm = None
     if kind == "docker" and cfg.executor == "local":

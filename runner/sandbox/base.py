@@ -209,13 +209,16 @@ def recreate_database(endpoint: Endpoint, name: str, template: str | None = None
 
 
 def copy_databases(endpoint: Endpoint, groups: list[tuple[str | None, list[tuple[str, str]]]],
-                   done: Callable[[int], bool] | None = None) -> None:
+                   done: Callable[[int], bool] | None = None, before: Callable[[int], None] | None = None) -> None:
     """CREATE DATABASE new TEMPLATE old OWNER owner for each (old, new) of each (owner, pairs) group (a
     slot's), on one session: a worker's slots get their own databases, as they were at boot (nobody may
-    be connected to `old` meanwhile). `done(i)` after group i says whether to go on."""
+    be connected to `old` meanwhile). `before(i)` comes before group i, `done(i)` after it says whether to
+    go on."""
     t0 = time.monotonic()
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
         for i, (owner, pairs) in enumerate(groups):
+            if before is not None:
+                before(i)
             for old, new in pairs:
                 _create_from(conn, new, old, file_copy=True, owner=owner)
             if done is not None and not done(i):

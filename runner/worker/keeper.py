@@ -67,6 +67,7 @@ class SandboxKeeper:
         # slot k's databases exist in the first sandbox once copied[k] is set (copied in the background)
         self.copied = [threading.Event() for _ in range(spec.slots)]
         self.deferred: list[tuple[str | None, list[tuple[str, str]]]] = []  # (owner, (template, copy)) per slot
+        self.deferred_roles: list[tuple[int, list[str]]] = []  # (slot, its databases): made before its copies
 
     def boot(self) -> None:
         """A new sandbox with every slot's role and databases (and templates for `reset: recreate`)."""
@@ -94,15 +95,20 @@ class SandboxKeeper:
                 snapshot_database(sb.control, name)
                 steward.neutralize(template_name(name))
             copies: list[tuple[str | None, list[tuple[str, str]]]] = []
+            tenants: list[tuple[int, list[str]]] = []
             for k in range(1, s.slots):
                 mine = [slot_database(d, k) for d in slot_dbs]
-                steward.provision(k, mine, new_password())
+                tenants.append((k, mine))
                 copies.append((steward.owner(k), [(template_name(d), new) for d, new in zip(slot_dbs, mine,
                                                                                           strict=True)]))
-            self.deferred = []
+            self.deferred, self.deferred_roles = [], []
             if self.generation == 0 and not self.inline:
-                self.deferred = copies
+                # each slot's role is made just before its copies, in the background too: 63 roles, each
+                # with its password hashed by the server, took ~0.6 s on the way to the worker's first record
+                self.deferred, self.deferred_roles = copies, tenants
             else:
+                for k, mine in tenants:
+                    steward.provision(k, mine, new_password())
                 copy_databases(sb.control, copies, self._adopting(steward, copies))
             witness = Witness(sb.control.local_dsn())
             witness.start()
@@ -177,12 +183,23 @@ class SandboxKeeper:
 
         try:
             if self.generation == 1 and sb is not None and sb.endpoint is not None:
-                copy_databases(sb.control, self.deferred, done)
+                copy_databases(sb.control, self.deferred, done, before=self._provisioning(steward))
         except Exception as e:  # the sandbox died: the slot that finds it so replaces it, copies and all
             logger.warning("copying the slots' databases stopped: {}", e)
         finally:
             for ev in self.copied:  # a slot still waiting attaches now and finds out
                 ev.set()
+
+    def _provisioning(self, steward: Steward | None) -> Callable[[int], None] | None:
+        """Before the deferred slot i + 1's copies: its role (the owner they are made for)."""
+        if steward is None:
+            return None
+
+        def provision(i: int) -> None:
+            slot, databases = self.deferred_roles[i]
+            steward.provision(slot, databases, new_password())
+
+        return provision
 
     def wait_copied(self, slot: int) -> None:
         self.copied[slot].wait()

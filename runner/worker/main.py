@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from runner.harness import harness_class, id_field, reading
 from runner.harness.base import WorkerInfo
 from runner.logfiles import add_log_file, capture_output
 from runner.models.live import Catalogue
-from runner.records import Record, load_records
+from runner.records import RecordFile
 from runner.resources import die_with_parent, leave_forkserver
 from runner.results.result import now_iso
 from runner.sandbox.base import Launched
@@ -78,6 +79,7 @@ class WorkerSpec:
     launched: Launched | None = None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
     warm: str | None = None  # harness.python: where its slots' shims are forked (proc/warm.py)
     catalogue: Catalogue | None = None  # what each model takes, its provider asked at the run's start
+    offsets: Mapping[str, tuple[int, int]] | None = None  # where each record's line is (None: read the file for them)
 
 
 class Worker:
@@ -86,8 +88,7 @@ class Worker:
         self.spec, self.cfg, self.inbox = spec, cfg, inbox
         self.worker_id, self.gateway_url, self.gateway_token = spec.worker, spec.gateway_url, spec.gateway_token
         # The supervisor already checked every line and reported the bad ones; valid ones suffice here.
-        self.records: dict[str, Record] = load_records(cfg.dataset, id_field=id_field(cfg),
-                                                        skip_invalid=cfg.skip_invalid, rejects=os.devnull)
+        self.records = RecordFile(cfg.dataset, spec.offsets, id_field=id_field(cfg), skip_invalid=cfg.skip_invalid)
         self.reading = reading(cfg)
         kind = harness_class(cfg.harness.kind)
         self.slots = [Slot(n, self, kind(WorkerInfo(
@@ -241,10 +242,14 @@ def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
     if limiter is not None:
         limiter.lane = spec.lane
     worker: Worker | None = None
+    marks = [("start", time.perf_counter())]  # its boot step by step, in its log: what a slow start is read from
     try:
         worker = Worker(spec, inbox, limiter)
+        marks.append(("harnesses", time.perf_counter()))
         worker.keeper.boot()
+        marks.append(("sandbox", time.perf_counter()))
         worker.start_slots()
+        marks.append(("slot 0", time.perf_counter()))
     except BaseException as e:
         if worker is not None:
             worker.close()
@@ -257,7 +262,10 @@ def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
     assert sb is not None
     # the SDKs and the harness are loaded (~230,000 objects): out of the collector's way (runner/heap.py)
     heap.settle()
+    marks.append(("settle", time.perf_counter()))
     inbox.put(WorkerReady(spec.worker, sb.id, sb.kind, sb.boot_seconds))
+    logger.debug("worker {} ready in {:.2f}s: {}", spec.worker, marks[-1][1] - marks[0][1],
+                 ", ".join(f"{name} {t - marks[i][1]:.2f}s" for i, (name, t) in enumerate(marks[1:])))
     heart = Heart(spec.worker, inbox)
     heart.start()
     code = 0

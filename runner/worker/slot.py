@@ -32,7 +32,7 @@ from runner.harness import Reading, build_result
 from runner.harness.base import Harness, SandboxInfo, Task
 from runner.interrupts import Alarm, cut_lock, shielded_now, unshield
 from runner.models.base import trial
-from runner.records import Record
+from runner.records import RecordFile
 from runner.results.result import Result, Usage, error_result, now_iso, outcome
 from runner.sandbox.witness import Incarnation
 from runner.wire.messages import Assign, ItemDone, Job, SlotReady
@@ -75,7 +75,7 @@ class Host(Protocol):
     worker_id: int
     gateway_url: str | None
     gateway_token: str | None
-    records: dict[str, Record]
+    records: RecordFile
     reading: Reading
     inbox: Any
     keeper: Keeper
