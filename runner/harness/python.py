@@ -248,12 +248,16 @@ class PythonHarness(Harness):
 
     def _load_hosted(self) -> Hosted:
         assert self.host is not None and self.sandbox is not None
-        cfg = self.info.cfg
-        keys = set(per_slot_keys(cfg, self.sandbox))
-        for run in cfg.runs:
-            keys |= harness_env(cfg, self.sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
-        env = harness_env(cfg, self.sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
-        reply = self.host.load({"env": env, "per_slot": sorted(keys), **_load(cfg)})
+        cfg, sandbox = self.info.cfg, self.sandbox
+
+        def message() -> dict[str, Any]:
+            keys = set(per_slot_keys(cfg, sandbox))
+            for run in cfg.runs:
+                keys |= harness_env(cfg, sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
+            env = harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
+            return {"env": env, "per_slot": sorted(keys), **_load(cfg)}
+
+        reply = self.host.load(message)
         if "error" in reply:
             raise RuntimeError(f"cannot load harness entrypoint {cfg.harness.entrypoint} in {self.host.python}:\n"
                                f"{reply['error']}")

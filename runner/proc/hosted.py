@@ -68,11 +68,13 @@ class Hosted(Interpreter):
                 self.stop()
                 self.loaded = None
 
-    def load(self, msg: Mapping[str, Any]) -> dict[str, Any]:
-        """Started and loaded once (again after the process ended): the first slot's `load` does it."""
+    def load(self, message: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+        """Started and loaded once (again after the process ended): the first slot's `load` does it, with the
+        load `message()` (made only then: every record asks, and the message reads the run's environment)."""
         with self.start_lock:
             if self.proc is not None and self.loaded is not None:
                 return self.loaded
+            msg = message()
             self.stop()
             self.start()
             self.generation += 1
