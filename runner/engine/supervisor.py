@@ -65,6 +65,9 @@ class Supervisor:
         self.dispatcher = Dispatcher(cfg, scheduler, pool, progress, throttle, prefer)
         self.recorder = Recorder(cfg, scheduler, sink, progress, throttle, gates)
         self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
+        # once every item is done, while the workers shut down (their sandboxes' removal takes ~1 s): the
+        # results' last rewrite goes on meanwhile, not after
+        self.on_done: Callable[[], None] | None = None
         # Ctrl-C and SIGTERM, each one counted (two quick Ctrl-C's are two): the command's, or its own
         self.signals = signals or SignalInbox()
         self.stopping = self.hard_stop = self.signalled = False
@@ -105,6 +108,7 @@ class Supervisor:
             self.reap()
             if not self.stopping:
                 self.dispatcher.steer()
+                self.all_done()
             self.progress.flying(self.scheduler.in_flight())
             self.progress.tick()
             if not self.pool.workers and not self.pool.unspawned:
@@ -112,6 +116,16 @@ class Supervisor:
             if self.stopping and self.grace_deadline and time.monotonic() > self.grace_deadline:
                 logger.warning("grace period over; stopping workers now")
                 return
+
+    def all_done(self) -> None:
+        """`on_done`, once, when nothing is left to run or running (its failure is the run's end's to meet again)."""
+        if self.on_done is None or self.scheduler.has_pending() or self.scheduler.in_flight():
+            return
+        done, self.on_done = self.on_done, None
+        try:
+            done()
+        except Exception as e:  # done again at the run's end, where its error is reported
+            logger.debug("at the last result: {}", e)
 
     def dispatch(self, msg: Any) -> None:
         match msg:

@@ -102,6 +102,7 @@ class ResultSink:
         self.errors: Counter[str] = Counter()
         self.present: dict[str, set[tuple[str, int]]] = {}  # finalize: the trials each run's file holds
         self.seen: dict[str, list[Result]] = {}  # what `standing` read: each run's latest results (the forecast's)
+        self._final: tuple[dict[str, int], dict[str, int]] | None = None  # finalize's (order, counts), if still so
 
     def latest(self, run: str) -> dict[tuple[str, int], Result]:
         """A run's newest result per record trial (a rerun's line comes after the one it replaces), with the
@@ -131,6 +132,7 @@ class ResultSink:
         """Append one line; if it cannot be written whole (disk full), cut what got out and raise
         OutputUnwritable, so the file never holds a torn line and every line in it is a result."""
         path = results_path(self.out, result.run)
+        self._final = None
         with writing(path):
             f = self._files.get(result.run)
             if f is None:
@@ -150,8 +152,12 @@ class ResultSink:
     def finalize(self, order: dict[str, int]) -> dict[str, int]:
         """Rewrite each run's file in dataset order, newest attempt per conversation (those it replaced kept in
         it); return counts. `errors` then holds the failed results by error kind (counted here, while the rows
-        are read)."""
+        are read). Again, with nothing written since (the supervisor finalizes as the last result lands, while
+        its workers shut down): the same counts, nothing rewritten."""
+        if self._final is not None and self._final[0] is order:
+            return dict(self._final[1])
         self.close()
+        self.errors.clear()
         counts = {}
         for run in self.runs:
             path = results_path(self.out, run)
@@ -172,6 +178,7 @@ class ResultSink:
             with writing(path):
                 replace(path, "".join(_line(r) for r in rows).encode())
             counts[run] = len(rows)
+        self._final = (order, dict(counts))
         return counts
 
     def close(self) -> None:

@@ -203,6 +203,7 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
                               [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable,
                               signals, ahead)
             sup.on_booted = on_booted
+            sup.on_done = lambda: sink.finalize(order)  # `_finish` finds it done
             if (spend := getattr(limiter, "spend", None)) is not None:
                 sup.progress.spent = lambda: spend.spent()[JOB][0]
                 sup.progress.spent_before = spend.spent()[JOB][0]

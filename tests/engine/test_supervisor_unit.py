@@ -188,6 +188,21 @@ def test_a_worker_whose_sandbox_is_still_launching_holds_up_neither_the_loop_nor
     assert len(transport.links) == 2 and done and done[0] >= 3  # spawned late, and waited for all the same
 
 
+def test_on_done_runs_once_when_the_last_result_lands_and_not_when_the_run_stops_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The results' last rewrite starts while the workers shut down, with every result in: once, and never
+    for a run stopped before its end (its end finalizes what there is)."""
+    for stops in (False, True):
+        out = tmp_path / str(stops)
+        sup, _ = _supervisor(out, monkeypatch, lambda wid: Behaviour(), records=10, workers=3)
+        seen: list[int] = []
+        sup.on_done = lambda: seen.append(len(_results(out)))  # noqa: B023 - run inside this iteration
+        if stops:
+            sup.fail("stopped from outside")
+        sup.run()
+        assert seen == ([] if stops else [10])
+
+
 class DiesAtOnce(Behaviour):
     def on_start(self, link: FakeLink) -> None:
         link.code = 1  # a harness that crashes its worker before it is ready

@@ -57,6 +57,23 @@ def test_finalize_orders_by_dataset_and_keeps_the_newest_attempt(tmp_path: Path)
     assert [(r["record_id"], r["status"]) for r in rows] == [("a", "ok"), ("b", "ok"), ("c", "ok")]
 
 
+def test_finalize_again_with_nothing_written_since_rewrites_nothing_and_counts_once(tmp_path: Path) -> None:
+    """The supervisor finalizes as the last result lands, the run's end again: once is the work, the counts
+    and errors are the first time's; a result written in between is finalized anew."""
+    sink = ResultSink(tmp_path, ["r"])
+    order = {"a": 0, "b": 1, "c": 2}
+    for cid, status in (("b", "error"), ("a", "ok")):
+        sink.write(_r(cid, status))
+    assert sink.finalize(order) == {"r": 2}
+    path = results_path(tmp_path, "r")
+    stamp = path.stat().st_mtime_ns
+    assert sink.finalize(order) == {"r": 2} and sink.errors == {"harness_error": 1}
+    assert path.stat().st_mtime_ns == stamp
+    sink.write(_r("c", "error"))
+    assert sink.finalize(order) == {"r": 3} and sink.errors == {"harness_error": 2}
+    assert [json.loads(x)["record_id"] for x in path.read_text().splitlines()] == ["a", "b", "c"]
+
+
 def test_finalize_of_one_result_per_record_reorders_the_lines_as_the_models_would(tmp_path: Path) -> None:
     """The usual case (no rerun to merge) is done on the lines: the same bytes as through the models, and the
     same counts; a torn last line sends it the models' way (which cuts it)."""
