@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ DEFAULT_ID_FIELDS = ("id", "conversation_id")
 MAX_DEPTH = 256  # nesting of objects and lists in a record (orjson writes 254 levels; real records use a few)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800 to \udfff, as JSON writes one
 Check = Callable[[dict[str, Any]], None]  # raises ValueError with the reason
 
 
@@ -72,6 +74,13 @@ def _depth_and_text(value: Any) -> tuple[int, str | None]:
     return deepest, None
 
 
+def _may_nest_or_escape(raw_line: bytes) -> bool:
+    """Whether the line could nest past MAX_DEPTH (it takes that many brackets) or hold a lone surrogate (only
+    an escape writes one: the bytes themselves were UTF-8): the walk of the parsed record was 40 % of the
+    loading of an ordinary dataset, and an ordinary line has neither."""
+    return raw_line.count(b"[") + raw_line.count(b"{") > MAX_DEPTH or _SURROGATE_ESCAPE.search(raw_line) is not None
+
+
 def _parse(raw_line: bytes, lineno: int, path: Path, id_field: str | None, check: Check | None,
            offset: int = 0) -> Record:
     try:
@@ -87,7 +96,7 @@ def _parse(raw_line: bytes, lineno: int, path: Path, id_field: str | None, check
         raise DatasetError(f"nested deeper than {MAX_DEPTH} levels", path=str(path), line=lineno) from None
     if not isinstance(raw, dict):
         raise DatasetError("a line must be one JSON object", path=str(path), line=lineno)
-    depth, bad = _depth_and_text(raw)
+    depth, bad = _depth_and_text(raw) if _may_nest_or_escape(raw_line) else (0, None)
     if depth > MAX_DEPTH:
         raise DatasetError(f"nested deeper than {MAX_DEPTH} levels", path=str(path), line=lineno)
     if bad is not None:
@@ -160,7 +169,8 @@ class RecordFile:
     record's line starts (the supervisor read and checked them all), so it parses only the records it runs,
     as it runs them, not the whole file at its boot (1,200 conversations took 0.74 s of CPU in each of 4
     workers, on the first records' way; a million would take minutes). Without those offsets it reads the
-    file once to find them. Safe from the slots' threads (each read opens the file)."""
+    file once to find them; the same if a record is no longer where it was (a node's own copy of the file,
+    its lines in another order). Safe from the slots' threads (each read opens the file)."""
 
     def __init__(self, path: str | Path, offsets: Mapping[str, tuple[int, int]] | None = None, *,
                  id_field: str | None = None, skip_invalid: bool = False) -> None:
@@ -169,17 +179,34 @@ class RecordFile:
             offsets = record_offsets(iter_records(self.path, id_field=id_field, skip_invalid=skip_invalid,
                                                   rejects=os.devnull))
         self.offsets = offsets
+        self._lock = threading.Lock()
 
     def __getitem__(self, record_id: str) -> Record:
+        rec = self._at(record_id)
+        if rec is None:  # its lines moved (a node's copy of the file, written otherwise): found again, once
+            with self._lock:
+                if self._at(record_id) is None:
+                    self.offsets = record_offsets(iter_records(self.path, id_field=self.id_field, skip_invalid=True,
+                                                               rejects=os.devnull))
+            rec = self._at(record_id)
+        if rec is None:  # its results would not be of its record
+            raise DatasetError(f"changed since the run started: record {record_id!r} is no longer in it",
+                               path=str(self.path))
+        return rec
+
+    def _at(self, record_id: str) -> Record | None:
+        """The record on its line, if that line still holds it."""
+        if record_id not in self.offsets:
+            return None
         offset, lineno = self.offsets[record_id]
         with self.path.open("rb") as f:
             f.seek(offset)
             line = f.readline()
-        rec = _parse(line, lineno, self.path, self.id_field, None, offset)
-        if rec.id != record_id:  # the file was changed under the run: its results would not be of its records
-            raise DatasetError(f"changed since the run started: record {record_id!r} is no longer on this line",
-                               path=str(self.path), line=lineno)
-        return rec
+        try:
+            rec = _parse(line, lineno, self.path, self.id_field, None, offset)
+        except DatasetError:
+            return None
+        return rec if rec.id == record_id else None
 
     def __contains__(self, record_id: object) -> bool:
         return record_id in self.offsets

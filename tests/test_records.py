@@ -65,9 +65,12 @@ def test_a_record_file_reads_each_record_where_the_supervisor_found_it(tmp_path:
                                                         {"id": "a", "x": 1}]
     assert records["b"].line == 3 and "b" in records and "z" not in records and len(records) == 3
     assert RecordFile(p)["c"].offset == offsets["c"][0]  # without offsets it finds them itself
-    # the file rewritten under the run: a record is not silently another one
-    p.write_text('{"id": "b"}\n{"id": "a"}\n{"id": "c"}\n')
-    with pytest.raises(DatasetError, match=r"r.jsonl:1: changed since the run started: record 'a'"):
+    # the lines in another order (a node's copy of the file): each record found where it is now
+    p.write_text('{"id": "b"}\n{"id": "a", "x": 1}\n{"id": "c"}\n')
+    assert records["a"].data == {"id": "a", "x": 1} and records["a"].line == 2 and records["b"].data == {"id": "b"}
+    # a record no longer in it: an error naming it, not another record's data
+    p.write_text('{"id": "b"}\n{"id": "c"}\n')
+    with pytest.raises(DatasetError, match=r"r.jsonl: changed since the run started: record 'a' is no longer in it"):
         records["a"]
 
 

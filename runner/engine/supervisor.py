@@ -67,7 +67,7 @@ class Supervisor:
         self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
         # once every item is done, while the workers shut down (their sandboxes' removal takes ~1 s): the
         # results' last rewrite goes on meanwhile, not after
-        self.on_done: Callable[[], None] | None = None
+        self.on_done: Callable[[], object] | None = None
         # Ctrl-C and SIGTERM, each one counted (two quick Ctrl-C's are two): the command's, or its own
         self.signals = signals or SignalInbox()
         self.stopping = self.hard_stop = self.signalled = False
