@@ -17,6 +17,7 @@ from typing import Literal
 from runner.config import (
     CLOUD_CREDENTIALS,
     CLOUDS,
+    SIM_AWS_KEY,
     AzureSettings,
     BedrockSettings,
     CloudSettings,
@@ -30,7 +31,7 @@ from runner.errors import ConfigError
 DEFAULT_TIMEOUT_SECONDS = 60.0
 # What the runner presents to the simulator in each cloud's place: an AWS key pair to sign with (20
 # characters, as an access key id is), a Google access token, an Azure key.
-SIM_CREDENTIALS = {"aws_access_key": "AKIASIMULATOR0000000", "aws_secret_key": "simulator-secret",
+SIM_CREDENTIALS = {"aws_access_key": SIM_AWS_KEY[0], "aws_secret_key": SIM_AWS_KEY[1],
                    "vertex_token": "simulator-token", "azure_key": "simulator-key"}
 
 

@@ -277,6 +277,11 @@ class BatchTurnaround(_Frozen):
                                             "('Enqueued token limit reached')")
 
 
+# The AWS key the runner signs its Bedrock calls to the simulator with (its secret is no secret: the simulator
+# is the only account that has it).
+SIM_AWS_KEY = ("AKIASIMULATOR0000000", "simulator-secret")
+
+
 class SimSettings(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(0, ge=0, le=65535)
@@ -297,6 +302,10 @@ class SimSettings(_Frozen):
     deployments: dict[str, str] = Field(default_factory=dict, description="Azure OpenAI: deployment -> the "
                                         "model it serves, as a resource's deployments are made (a run adds "
                                         "its own); a deployment named as a model serves that model")
+    aws_keys: dict[str, str] = Field(default_factory=lambda: dict([SIM_AWS_KEY]), description="Bedrock: access "
+                                     "key id -> secret, the keys its account has: a SigV4 signature is checked "
+                                     "with its key's secret, a key not here is refused as unknown (the runner's "
+                                     "stand-in key is one)")
 
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +28,7 @@ ASK = [{"role": "user", "content": "Move the Cedar Pilot opportunity to negotiat
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimServer]:
     settings = SimSettings(deployments={"my-gpt": "gpt-5.4-mini"},
+                           aws_keys={KEYS["aws_access_key"]: KEYS["aws_secret_key"]},
                            batches=BatchTurnaround(median_seconds=0.2),
                            limits={"eu.anthropic.claude-sonnet-4-6": Limits(rpm=2)})
     with SimServer(settings) as s:
@@ -99,7 +101,8 @@ def _post(url: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, 
         return e.code, dict(e.headers), json.loads(e.read())
 
 
-def _signed(url: str, body: dict[str, Any], when: dt.datetime | None = None) -> tuple[bytes, dict[str, str]]:
+def _signed(url: str, body: dict[str, Any], when: dt.datetime | None = None,
+            keys: dict[str, str] = KEYS) -> tuple[bytes, dict[str, str]]:
     """A request signed as botocore signs one (SigV4, service bedrock), with any body."""
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
@@ -107,7 +110,7 @@ def _signed(url: str, body: dict[str, Any], when: dt.datetime | None = None) -> 
 
     data = json.dumps(body).encode()
     req = AWSRequest(method="POST", url=url, data=data, headers={"content-type": "application/json"})
-    signer = SigV4Auth(Credentials(KEYS["aws_access_key"], KEYS["aws_secret_key"]), "bedrock", "us-east-1")
+    signer = SigV4Auth(Credentials(keys["aws_access_key"], keys["aws_secret_key"]), "bedrock", "us-east-1")
     with mock.patch("botocore.auth.get_current_datetime", lambda: when or dt.datetime.now(dt.UTC)):
         signer.add_auth(req)
     return data, dict(req.headers.items())
@@ -137,6 +140,24 @@ def test_bedrock_refuses_a_signature_from_more_than_15_minutes_ago(sim: SimServe
     status, got, _ = _post(url, data, headers)
     assert (status, got["X-Amzn-Errortype"]) == (400, "RequestExpired")
     assert _post(url, *_signed(url, GOOD))[0] == 200  # signed now: answered
+
+
+def test_bedrock_checks_the_signature_s_value_with_its_account_s_key(sim: SimServer) -> None:
+    """A signature of the right form made with another secret, or of a body changed after signing, is refused as
+    the service refuses it, naming the canonical string it computed (each path segment encoded twice: an ARN's
+    colon is %253A there); a key the account does not hold is unknown."""
+    arn = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/" + PROFILE
+    url = f"{sim.url}/model/{urllib.parse.quote(arn, safe='')}/invoke"
+    assert _post(url, *_signed(url, GOOD))[0] == 200
+    status, got, said = _post(url, *_signed(url, GOOD, keys={**KEYS, "aws_secret_key": "not-the-secret"}))
+    assert (status, got["X-Amzn-Errortype"]) == (403, "InvalidSignatureException")
+    assert said["message"].startswith("The request signature we calculated does not match the signature you provided.")
+    assert "/model/arn%253Aaws%253Abedrock%253Aus-east-1" in said["message"] and "String-to-Sign" in said["message"]
+    data, headers = _signed(url, GOOD)
+    assert _post(url, data.replace(b"100", b"999"), headers)[1]["X-Amzn-Errortype"] == "InvalidSignatureException"
+    status, got, said = _post(url, *_signed(url, GOOD, keys={**KEYS, "aws_access_key": "AKIANOTINTHEACCOUNT0"}))
+    assert (status, got["X-Amzn-Errortype"], said["message"]) == (
+        403, "UnrecognizedClientException", "The security token included in the request is invalid.")
 
 
 @pytest.mark.parametrize(("change", "status", "kind", "words"), [

@@ -2,7 +2,8 @@
 
 - `POST /model/{modelId}/invoke` and `/model/{modelId}/invoke-with-response-stream` (bedrock.endpoints,
   aws-invoke-model, botocore-runtime); the model id in the path, an ARN percent-encoded into one segment;
-- a SigV4 signature in Bedrock's form, or a Bedrock API key as a bearer token (bedrock.auth; sigv4.py);
+- a SigV4 signature in Bedrock's form and of the right value, or a Bedrock API key as a bearer token
+  (bedrock.auth; sigv4.py);
 - the Messages body with `anthropic_version` and without `model` (bedrock.request_body), then held to the
   same rules as the Claude API's body (strict.py, the published rules of the model the id names);
 - errors as `{"message"}` with `X-Amzn-Errortype` (dialect.py); the stream in AWS event-stream framing
@@ -38,7 +39,7 @@ async def invoke_with_response_stream(request: web.Request) -> web.StreamRespons
 
 
 async def _invoke(request: web.Request, *, stream: bool) -> web.StreamResponse:
-    if (bad := sigv4.check(request.headers)) is not None:
+    if (bad := sigv4.check(request.headers) or await _signed(request)) is not None:
         return refused(request, BEDROCK.error(bad.status, bad.message, code=bad.type))
     model_id = request.match_info["model_id"]
     named = cloud_ids.bedrock(model_id)
@@ -56,6 +57,13 @@ async def _invoke(request: web.Request, *, stream: bool) -> web.StreamResponse:
     body.pop("user_profile_id", None)  # the SDK's anthropic-user-profile-id header, moved into the body
     return await answer(request, BEDROCK, {**body, **({"stream": True} if stream else {})}, plays=named.model,
                         limit_key=model_id, headers={"anthropic-beta": ",".join(betas)} if betas else None)
+
+
+async def _signed(request: web.Request) -> sigv4.Refusal | None:
+    """The signature's value, with the secret of the key that made it (the account's keys: `aws_keys`)."""
+    headers = {name.lower(): ",".join(request.headers.getall(name)) for name in request.headers}
+    return sigv4.verify(request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, headers,
+                        await request.read(), request.app["state"].settings.aws_keys)
 
 
 def body_problem(body: dict[str, Any]) -> str | None:

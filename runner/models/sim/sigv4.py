@@ -12,15 +12,27 @@ standards.": bedrock.auth_errors.codes, aws-troubleshoot; the fixture's conflict
 for a MISSING signature"): it is answered the same, as a signature that does not conform. A date more than
 15 minutes from now is `RequestExpired` (400; bedrock.auth.request_expiry_window, inferred).
 
-The signature's value is not verified: the simulator holds no secret of the key that made it.
+Then its value (`verify`), as AWS computes it (IAM User Guide, "Create a signed AWS API request", Signature
+Version 4, read 2026-11-28): the canonical request (the method; the path with each segment URI-encoded once
+more, as every service but S3 takes it; the query's parameters encoded and sorted; each signed header's
+lowercase name and trimmed value; the signed headers; the SHA-256 of the body) hashed into the string to sign
+with the date and scope, signed by the key derived from the secret through the date, region and service. The
+secret is the one the simulator's account holds for the access key (`aws_keys`: the runner's stand-in key,
+and any a test gives it); a key it does not hold is `UnrecognizedClientException` (403, "The security token
+included in the request is invalid."), a signature that differs `InvalidSignatureException` (403), with the
+canonical string and the string to sign the service says it expected (its words, as a caller of Bedrock's
+runtime quoted them: BerriAI/litellm#14763, whose canonical path shows the double encoding, `v1%253A0`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, quote
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "bedrock"
@@ -73,3 +85,45 @@ def check(headers: Mapping[str, str], now: dt.datetime | None = None) -> Refusal
     if abs((now or dt.datetime.now(dt.UTC)) - when) > EXPIRY:
         return Refusal("RequestExpired", 400, "The request is no longer valid due to expired timestamps.")
     return None
+
+
+def verify(method: str, raw_path: str, query: str, headers: Mapping[str, str], body: bytes,
+           secrets: Mapping[str, str]) -> Refusal | None:
+    """After `check`: None when the signature is the one the key's secret makes of this request (a Bedrock API
+    key passes: it holds no signature); else how the service refuses it. `raw_path`: the path as sent, its
+    escapes kept; `headers`: each name once (a repeated header's values joined by commas)."""
+    auth = headers.get("authorization", "")
+    if auth.startswith("Bearer "):
+        return None
+    parts = dict(p.strip().partition("=")[::2] for p in auth.partition(" ")[2].split(","))
+    key, day, region, service, terminal = parts["Credential"].split("/")
+    secret = secrets.get(key)
+    if secret is None:
+        return Refusal("UnrecognizedClientException", 403, "The security token included in the request is invalid.")
+    signed = parts["SignedHeaders"]
+    canonical = "\n".join([method.upper(), quote(raw_path or "/", safe="/~"), _query(query),
+                            "".join(f"{h}:{_trimmed(headers[h])}\n" for h in signed.split(";")), signed,
+                            headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()])
+    scope = f"{day}/{region}/{service}/{terminal}"
+    to_sign = "\n".join([ALGORITHM, headers["x-amz-date"], scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    signing = f"AWS4{secret}".encode()
+    for part in (day, region, service, terminal):
+        signing = hmac.new(signing, part.encode(), hashlib.sha256).digest()
+    if hmac.compare_digest(hmac.new(signing, to_sign.encode(), hashlib.sha256).hexdigest(), parts["Signature"]):
+        return None
+    return Refusal("InvalidSignatureException", 403,
+                   "The request signature we calculated does not match the signature you provided. Check your AWS "
+                   "Secret Access Key and signing method. Consult the service documentation for details.\n\n"
+                   f"The Canonical String for this request should have been\n'{canonical}'\n\n"
+                   f"The String-to-Sign should have been\n'{to_sign}'\n")
+
+
+def _query(query: str) -> str:
+    """Each parameter's name and value URI-encoded (unreserved characters kept), sorted by name, then value."""
+    pairs = sorted((quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in parse_qsl(query, keep_blank_values=True))
+    return "&".join(f"{k}={v}" for k, v in pairs)
+
+
+def _trimmed(value: str) -> str:
+    """A header's value as signed: no spaces around it, each run of spaces inside one space."""
+    return " ".join(value.split())
