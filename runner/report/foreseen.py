@@ -7,31 +7,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.results.manifest import Manifest
+from runner.results.manifest import ForecastRun, Manifest
 
 BANDS = ("low", "expected", "high")
 
 
 def foreseen(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """{runs: {run: {forecast, actual, within}}}; None without a forecast."""
-    widest: dict[str, dict[str, Any]] = {}
+    widest: dict[str, ForecastRun] = {}
     for f in manifest.forecasts:
-        for r in f.get("runs", []):
-            if r.get("items") and r.get("source") not in ("unknown", "done") and \
-                    r["items"] > widest.get(r["run"], {}).get("items", 0):
-                widest[r["run"]] = r
+        for r in f.runs:
+            if r.items and r.source not in ("unknown", "done") and \
+                    r.items > (widest[r.run].items if r.run in widest else 0):
+                widest[r.run] = r
     out: dict[str, Any] = {}
     for run, r in widest.items():
         m = metrics.get(run)
-        if m is None or not m["results"]:
+        if m is None or not m["results"] or r.mode not in r.cost_usd or "expected" not in r.need:
             continue
-        k = m["results"] / r["items"]
-        cost, need = r["cost_usd"][r["mode"]], r["need"]["expected"]
-        forecast = {"items": m["results"], "source": r["source"],
-                    "cost_usd": {b: None if cost[b] is None else cost[b] * k for b in BANDS},
-                    "calls": need["calls"] * k,
-                    "tokens": k * (need["input_tokens"] + need["cache_read_tokens"] + need["cache_write_tokens"]
-                                   + need["output_tokens"])}
+        k = m["results"] / r.items
+        cost, need = r.cost_usd[r.mode], r.need["expected"]
+        forecast = {"items": m["results"], "source": r.source,
+                    "cost_usd": {b: None if (c := cost.get(b)) is None else c * k for b in BANDS},
+                    "calls": need.calls * k,
+                    "tokens": k * (need.input_tokens + need.cache_read_tokens + need.cache_write_tokens
+                                   + need.output_tokens)}
         actual = {"cost_usd": m["cost_usd"], "calls": m["llm_calls"], "tokens": m["prompt_tokens"] + m["output_tokens"]}
         low, high, spent = forecast["cost_usd"]["low"], forecast["cost_usd"]["high"], actual["cost_usd"]
         within = None if low is None or high is None or spent is None else low <= spent <= high

@@ -59,6 +59,82 @@ class SentRequest(BaseModel):
     prices: str | None = None  # a cloud's model: whose prices it is billed at (the first-party ones, said so)
 
 
+Usd = dict[str, float | None]  # band (low, expected, high) -> USD; None: a price unknown
+
+
+class ForecastNeed(BaseModel):
+    """Calls and tokens at one band (runner/forecast/need.py): `input_tokens` excludes what a prompt cache read
+    or wrote, `output_tokens` includes thinking."""
+
+    model_config = ConfigDict(extra="allow")
+    calls: float = 0.0
+    input_tokens: float = 0.0
+    cache_read_tokens: float = 0.0
+    cache_write_tokens: float = 0.0
+    output_tokens: float = 0.0
+
+
+class ForecastPart(BaseModel):
+    """One role of a run (an agent; Atlas's student and teacher) and its model."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str = ""
+    provider: str | None = None  # None: a harness whose calls the runner cannot tell apart
+    model: str | None = None
+    need: dict[str, ForecastNeed] = Field(default_factory=dict)  # band ->
+    cost_usd: dict[str, Usd] = Field(default_factory=dict)  # mode (interactive, cached, batch) -> band ->
+
+
+class ForecastRun(BaseModel):
+    """A run's forecast: its items left, where the figures come from, its needs and cost."""
+
+    model_config = ConfigDict(extra="allow")
+    run: str = ""
+    items: int = 0  # records x trials it had left to do
+    source: str = "unknown"  # measured, records, unknown
+    why: str = ""
+    mode: str = "interactive"  # the cost mode it runs in: interactive, cached, batch
+    need: dict[str, ForecastNeed] = Field(default_factory=dict)  # band ->
+    cost_usd: dict[str, Usd] = Field(default_factory=dict)  # mode -> band ->
+    seconds_per_call: float | None = None
+    parts: list[ForecastPart] = Field(default_factory=list)
+
+
+class ForecastBudget(BaseModel):
+    """One rate-limit budget's floor (runner/forecast/floor.py): what its calls ask of it, its limits per
+    minute, the seconds they force and the limit that binds."""
+
+    model_config = ConfigDict(extra="allow")
+    key: str = ""
+    requests: int = 0
+    input_tokens: int = 0  # as the limit counts them
+    output_tokens: int = 0
+    rpm: float | None = None
+    itpm: float | None = None
+    otpm: float | None = None
+    limits_from: str = ""  # the config, a named tier, none
+    seconds: float = 0.0
+    bound_by: str | None = None
+
+
+class ForecastEntry(BaseModel):
+    """One invocation's forecast of what it had left to do (runner/forecast/forecast.py, `runner plan`)."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str | None = None
+    format: int = 1
+    runs: list[ForecastRun] = Field(default_factory=list)
+    cost_usd: dict[str, Usd] = Field(default_factory=dict)  # mode -> band -> USD, every run
+    cost_expected_usd: float | None = None
+    floor_seconds: float = 0.0
+    bound_by: str | None = None  # the budget and limit that set the floor
+    budgets: list[ForecastBudget] = Field(default_factory=list)
+    concurrency: int = 0
+    concurrency_why: str = ""
+    wall_seconds: float | None = None  # expected, at that concurrency
+    notes: list[str] = Field(default_factory=list)
+
+
 # batch mode's counts (Manifest.batches) of calls that left batch mode for interactive ones, by why
 INTERACTIVE_PREFIX = "interactive: "
 
@@ -100,7 +176,7 @@ class Manifest(BaseModel):
     resumed: bool = False
     # each invocation's forecast of what it had left to do (runner/forecast/), in order: their sum is the
     # forecast of every result the output holds (the report puts it beside what happened)
-    forecasts: list[dict[str, Any]] = Field(default_factory=list)
+    forecasts: list[ForecastEntry] = Field(default_factory=list)
     # what every invocation spent, summed (USD, tokens), for the job and per run (runner/budget/spend.py): a
     # resume's caps count it
     spent: dict[str, list[float]] = Field(default_factory=dict)

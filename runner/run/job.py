@@ -48,7 +48,7 @@ from runner.models.preflight import catalogue, check_keys, check_retirements, de
 from runner.plan import WorkItem, in_scope, make_plan
 from runner.records import file_hash, iter_records, record_offsets, rejects_path
 from runner.results import manifest as manifests
-from runner.results.manifest import InFlight, Manifest, Rejected
+from runner.results.manifest import ForecastEntry, InFlight, Manifest, Rejected
 from runner.results.result import Result
 from runner.results.sink import OutputLock, ResultSink, writing
 from runner.run.model_ids import check_model_ids
@@ -180,7 +180,7 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
     _say_forecast(ahead)
     if plan:
-        manifest.forecasts = [*manifest.forecasts, {"run_id": run_id, **ahead.as_dict()}]
+        manifest.forecasts = [*manifest.forecasts, ForecastEntry.model_validate({"run_id": run_id, **ahead.as_dict()})]
     if plan:
         forkserver.warm(cfg)  # at the latest: before the image check and the servers, not at the first spawn
     image = _image(spec, kind, manifest) if plan else None
