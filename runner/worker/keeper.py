@@ -95,19 +95,19 @@ class SandboxKeeper:
                 snapshot_database(sb.control, name)
                 steward.neutralize(template_name(name))
             copies: list[tuple[str | None, list[tuple[str, str]]]] = []
-            tenants: list[tuple[int, list[str]]] = []
+            roles: list[tuple[int, list[str]]] = []
             for k in range(1, s.slots):
                 mine = [slot_database(d, k) for d in slot_dbs]
-                tenants.append((k, mine))
+                roles.append((k, mine))
                 copies.append((steward.owner(k), [(template_name(d), new) for d, new in zip(slot_dbs, mine,
                                                                                           strict=True)]))
             self.deferred, self.deferred_roles = [], []
             if self.generation == 0 and not self.inline:
                 # each slot's role is made just before its copies, in the background too: 63 roles, each
                 # with its password hashed by the server, took ~0.6 s on the way to the worker's first record
-                self.deferred, self.deferred_roles = copies, tenants
+                self.deferred, self.deferred_roles = copies, roles
             else:
-                for k, mine in tenants:
+                for k, mine in roles:
                     steward.provision(k, mine, new_password())
                 copy_databases(sb.control, copies, self._adopting(steward, copies))
             witness = Witness(sb.control.local_dsn())
