@@ -13,15 +13,16 @@ for a MISSING signature"): it is answered the same, as a signature that does not
 15 minutes from now is `RequestExpired` (400; bedrock.auth.request_expiry_window, inferred).
 
 Then its value (`verify`), as AWS computes it (IAM User Guide, "Create a signed AWS API request", Signature
-Version 4, read 2026-11-28): the canonical request (the method; the path with each segment URI-encoded once
-more, as every service but S3 takes it; the query's parameters encoded and sorted; each signed header's
-lowercase name and trimmed value; the signed headers; the SHA-256 of the body) hashed into the string to sign
-with the date and scope, signed by the key derived from the secret through the date, region and service. The
-secret is the one the simulator's account holds for the access key (`aws_keys`: the runner's stand-in key,
-and any a test gives it); a key it does not hold is `UnrecognizedClientException` (403, "The security token
-included in the request is invalid."), a signature that differs `InvalidSignatureException` (403), with the
-canonical string and the string to sign the service says it expected (its words, as a caller of Bedrock's
-runtime quoted them: BerriAI/litellm#14763, whose canonical path shows the double encoding, `v1%253A0`).
+Version 4, read 2026-11-28): the canonical request (the method; the path without dot segments or empty ones,
+each segment URI-encoded once more, as every service but S3 takes it; the query's parameters encoded and
+sorted; each signed header's lowercase name and trimmed value; the signed headers; the SHA-256 of the
+body) hashed into the string to sign with the date and scope, signed by the key derived from the secret
+through the date, region and service. The secret is the one the simulator's account holds for the access
+key (`aws_keys`: the runner's stand-in key, and any a test gives it); a key it does not hold is
+`UnrecognizedClientException` (403, "The security token included in the request is invalid."), a signature
+that differs `InvalidSignatureException` (403), with the canonical string and the string to sign the service
+says it expected (its words, as a caller of Bedrock's runtime quoted them: BerriAI/litellm#14763, whose
+canonical path shows the double encoding, `v1%253A0`).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def verify(method: str, raw_path: str, query: str, headers: Mapping[str, str], b
     if secret is None:
         return Refusal("UnrecognizedClientException", 403, "The security token included in the request is invalid.")
     signed = parts["SignedHeaders"]
-    canonical = "\n".join([method.upper(), quote(raw_path or "/", safe="/~"), _query(query),
+    canonical = "\n".join([method.upper(), quote(_normalized(raw_path), safe="/~"), _query(query),
                             "".join(f"{h}:{_trimmed(headers[h])}\n" for h in signed.split(";")), signed,
                             headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()])
     scope = f"{day}/{region}/{service}/{terminal}"
@@ -116,6 +117,20 @@ def verify(method: str, raw_path: str, query: str, headers: Mapping[str, str], b
                    "Secret Access Key and signing method. Consult the service documentation for details.\n\n"
                    f"The Canonical String for this request should have been\n'{canonical}'\n\n"
                    f"The String-to-Sign should have been\n'{to_sign}'\n")
+
+
+def _normalized(path: str) -> str:
+    """The path as every service but S3 signs it: its dot segments removed (RFC 3986, 5.2.4) and no empty
+    segment (`//`), as AWS's canonical request asks; a trailing slash kept, none: `/`."""
+    kept: list[str] = []
+    for segment in path.split("/"):
+        if segment == "..":
+            if kept:
+                kept.pop()
+        elif segment and segment != ".":
+            kept.append(segment)
+    tail = "/" if path.endswith("/") and kept else ""
+    return "/" + "/".join(kept) + tail
 
 
 def _query(query: str) -> str:
