@@ -89,7 +89,7 @@ def _cloud_settings(cfg: Config, sim_url: str | None) -> dict[str, Any]:
             if ref is not None and ref.provider == "azure" and \
                     isinstance(t := target(cfg, ref, mode=mode), AzureTarget):
                 batch[t.deployment] = t.batch_deployment
-    # on the simulator a stand-in region will do: it checks a signature's form only
+    # on the simulator a stand-in region will do: it checks a signature with the scope's own region
     return {"bedrock_region": region or ("us-east-1" if sim_url else None),
             "bedrock_profile": bedrock.profile if isinstance(bedrock, BedrockTarget) else None,
             "deployments": azure_deployments(cfg), "batch_deployments": batch}
