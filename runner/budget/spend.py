@@ -129,8 +129,12 @@ class Spend:
         return (0, self.scopes.index(run)) if run in self.scopes[1:] else (0,)
 
     def reserve(self, run: str | None, usd: float, tokens: float) -> Ticket:
-        """Hold `usd` and `tokens` for a call of `run`; Spent if that takes a scope past its cap."""
+        """Hold `usd` and `tokens` for a call of `run`; Spent if that takes a scope past its cap. With no cap
+        anywhere nothing is held (no lock taken): what the call costs is still counted when it settles, so an
+        uncapped invocation's spending counts against a later one's cap."""
         scopes = self._of(run)
+        if not self.capped:
+            return Ticket(scopes, 0.0, 0.0)
         with self._locked() as a:
             for i in scopes:
                 b = i * _F

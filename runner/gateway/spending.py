@@ -23,7 +23,7 @@ class Spending:
         self.spend, self.price, self.batched = spend, price, batched
 
     def reserve(self, run: str, provider: str, model: str, raw: bytes, body: dict[str, Any] | None) -> Ticket | None:
-        if self.spend is None or not self.spend.capped:
+        if self.spend is None:
             return None
         est_in = len(raw) / 4
         asked = (body or {}).get("max_tokens") or (body or {}).get("max_completion_tokens")

@@ -201,7 +201,7 @@ class ModelClient:
     def _spending(self, est_in: float, out_est: float) -> Iterator[list[tuple[float, float]]]:
         """The call's expected cost held against the job's and its run's caps (runner/budget/spend.py) until
         it is answered; a call that would pass a cap is not sent: its run (or the job) stops there."""
-        if self.spend is None or not self.spend.capped:
+        if self.spend is None:
             yield []
             return
         p = self.caps.prices

@@ -41,6 +41,18 @@ def test_what_earlier_invocations_spent_counts_and_a_failed_call_costs_nothing()
     assert Spend(["a"]).capped is False and s.capped and s.cap() == (2.0, None)
 
 
+def test_an_uncapped_invocation_still_counts_what_it_spends_for_a_later_cap() -> None:
+    s = Spend(["a", "b"])
+    t = s.reserve("a", 5.0, 1000)  # no cap: nothing is held, nothing refused
+    s.settle(t, 0.02, 600)
+    with s.held(s.reserve("b", 9.0, 10)) as cost:
+        cost.append((0.01, 300))
+    assert s.spent() == {JOB: (0.03, 900), "a": (0.02, 600), "b": (0.01, 300)} and not s.reached()
+    again = Spend(["a", "b"], {JOB: Cap(usd=0.035)}, spent=s.spent())  # the same output, resumed with a cap
+    with pytest.raises(Spent):
+        again.reserve("a", 0.01, 10)
+
+
 def _spend_in_child(s: Spend) -> None:
     s.settle(s.reserve("a", 0.25, 5), 0.25, 5)
 

@@ -34,6 +34,9 @@ def test_the_clouds_config_runs_one_agent_through_each_cloud(tmp_path: Path, san
         assert all(r["usage"]["llm_calls"] > 0 and r["usage"]["cost_usd"] > 0 for r in rows)
         [sent] = manifest["requests"][run]
         assert sent["provider"] == cloud and "first-party prices" in sent["prices"]
+        # no --budget: what the run spent is still counted, for a later invocation's cap
+        assert manifest["spent"][run][0] == pytest.approx(sum(r["usage"]["cost_usd"] for r in rows), rel=1e-3)
+    assert manifest["spent"]["job"][0] == pytest.approx(sum(manifest["spent"][r][0] for r in runs), rel=1e-6)
     sim = manifest["endpoints"]["anthropic"]  # the simulator's address: each cloud's calls went there
     assert manifest["endpoints"]["bedrock"] == sim and manifest["endpoints"]["azure"] == sim
     assert manifest["endpoints"]["vertex"] == f"{sim}/v1"
