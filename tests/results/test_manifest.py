@@ -85,3 +85,16 @@ def test_the_published_schema_is_this_versions_and_an_older_manifest_still_reads
     assert m.format_version == 1 and m.requests["a"][0].dropped == ["temperature"]
     merged = manifests.check(tmp_path, manifests.Manifest.new(config_fingerprint="f", dataset_sha256="d"), force=False)
     assert merged.format_version == manifests.FORMAT_VERSION and merged.resumed and merged.counts == {"a": 2}
+
+
+def test_a_forecast_need_in_the_manifest_has_the_fields_of_the_forecasts_need() -> None:
+    """ForecastNeed is the manifest's typed copy of runner/forecast/need.Need (kept a model of its own so that
+    keys a newer version adds survive a rewrite): a field added to one and not the other fails here."""
+    from dataclasses import fields
+
+    from runner.forecast.need import Need
+    from runner.results.manifest import ForecastNeed
+
+    assert list(ForecastNeed.model_fields) == [f.name for f in fields(Need)]
+    need = Need(3.0, 10.5, 20.0, 1.0, 7.25)
+    assert ForecastNeed.model_validate(need.as_dict()).model_dump() == need.as_dict()

@@ -55,6 +55,11 @@ def _incomplete(why: str) -> Refusal:
                    f"The request signature does not conform to AWS standards. ({why})")
 
 
+def _fields(rest: str) -> dict[str, str]:
+    """`Credential=...,SignedHeaders=...,Signature=...`, the Authorization header past its algorithm."""
+    return dict(p.strip().partition("=")[::2] for p in rest.split(","))
+
+
 def check(headers: Mapping[str, str], now: dt.datetime | None = None) -> Refusal | None:
     """None for a well-formed signature (or a Bedrock API key: `Authorization: Bearer`, bedrock.auth.
     bearer_api_key); else how bedrock-runtime refuses it."""
@@ -66,7 +71,7 @@ def check(headers: Mapping[str, str], now: dt.datetime | None = None) -> Refusal
     algorithm, _, rest = auth.partition(" ")
     if algorithm != ALGORITHM:
         return _incomplete(f"the algorithm is {algorithm!r}, not {ALGORITHM}")
-    parts = dict(p.strip().partition("=")[::2] for p in rest.split(","))
+    parts = _fields(rest)
     missing = [k for k in ("Credential", "SignedHeaders", "Signature") if not parts.get(k)]
     if missing:
         return _incomplete(f"missing {', '.join(missing)}")
@@ -96,7 +101,7 @@ def verify(method: str, raw_path: str, query: str, headers: Mapping[str, str], b
     auth = headers.get("authorization", "")
     if auth.startswith("Bearer "):
         return None
-    parts = dict(p.strip().partition("=")[::2] for p in auth.partition(" ")[2].split(","))
+    parts = _fields(auth.partition(" ")[2])
     key, day, region, service, terminal = parts["Credential"].split("/")
     secret = secrets.get(key)
     if secret is None:
