@@ -13,8 +13,11 @@ first minute's burst a full bucket allows; the job's floor is the slowest model'
 
 from __future__ import annotations
 
+import json
 import shutil
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +53,73 @@ def headline_auto(n: int, scale: float, tier: float = 1.0) -> dict[str, Any]:
 
     before = _planned(cfg)  # what `runner plan` says before the run, from the records alone
     t0 = time.monotonic()
+    watch = SimWatch(out, t0)
     forkserver.warm(cfg)  # as `runner run` does for a new output: the workers' imports go on beside the preflight
-    run_job(cfg)
-    wall = time.monotonic() - t0
+    try:
+        run_job(cfg)
+    finally:
+        wall = time.monotonic() - t0
+        watch.stop()
     h = summarize(out, n, scale, wall, limits, TARGET if tier == 1.0 else SMOKE_TARGET)
+    h["spent"] = watch.spent(h, wall)
     # and from a pilot as good as can be: every record of this run measured (a fresh output, --measured this one)
     after = _planned(cfg.model_copy(update={"output_dir": WORK / "floor-plan"}), measured=out)
     return {**h, "plan": {"records": before, "measured": after}}
+
+
+_SIM_BUDGET = {"requests": "requests", "input tokens": "input", "output tokens": "output"}  # its buckets' names
+
+
+class SimWatch:
+    """The run's simulator read every half second from beside the run (its address from the manifest): its
+    last reading holds each budget's bucket as of its model's last request, which says where the wall's time
+    over the floor went (`spent`)."""
+
+    def __init__(self, out: Path, t0: float) -> None:
+        self.out, self.t0 = out, t0
+        self.last: dict[str, Any] | None = None
+        self.sim_start: float | None = None  # the simulator's start, in seconds after t0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="sim-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        url = None
+        while not self._stop.wait(0.5):
+            try:
+                if url is None:
+                    url = json.loads((self.out / "manifest.json").read_text()).get("endpoints", {}).get("anthropic")
+                    continue
+                with urllib.request.urlopen(f"{url}/stats", timeout=5) as r:
+                    stats = json.loads(r.read())
+                self.sim_start = time.monotonic() - self.t0 - float(stats["uptime_seconds"])
+                self.last = stats
+            except (OSError, ValueError, KeyError):
+                continue  # not written yet, or the simulator is gone: the last reading stands
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def spent(self, h: dict[str, Any], wall: float) -> dict[str, float] | None:
+        """For the model whose budget set the floor: seconds from the start to its first request, the floor,
+        its budget's refill lost while its bucket was full (nobody asking), what its bucket still held at
+        its last request, and the seconds from that request to the run's end; they add up to the wall but
+        for the refunds and rounding (`other`)."""
+        if not self.last or self.sim_start is None or not h["floors"]:
+            return None
+        model = max(h["floors"], key=lambda m: h["floors"][m]["seconds"])
+        dim = _SIM_BUDGET[h["floors"][model]["bound_by"]]
+        b = (self.last.get("buckets") or {}).get(model, {}).get(dim)
+        if b is None:
+            return None
+        per_s = b["capacity"] / 60.0
+        parts = {"before its first request": self.sim_start + b["first_s"], "floor": h["floor_s"],
+                 "refill lost while its bucket was full": b["wasted"] / per_s,
+                 "left in its bucket at its last request": max(0.0, b["level"]) / per_s,
+                 "after its last request": wall - self.sim_start - b["last_s"]}
+        parts["other"] = wall - sum(parts.values())
+        return {"model": model, "budget": dim, **{k: round(v, 1) for k, v in parts.items()}}
 
 
 def _planned(cfg: Any, measured: Path | None = None) -> dict[str, Any]:
@@ -115,6 +178,12 @@ def render(h: dict[str, Any]) -> str:
                 [[m, int(f["requests"]), int(f["input_tokens"]), int(f["output_tokens"]), f["seconds"], f["bound_by"]]
                  for m, f in h["floors"].items()])
     verdict = "met" if h["met"] else "**missed**"
+    spent = ""
+    if sp := h.get("spent"):
+        cols = [k for k in sp if k not in ("model", "budget")]
+        spent = (f"\n\nWhere the wall went, read from the simulator's {sp['model']} {sp['budget']} budget (its "
+                 "bucket as of its model's last request):\n\n" + table([*cols, "wall"], [[*(sp[k] for k in cols),
+                                                                                          round(h["wall_s"], 1)]]))
     plan = ""
     if "plan" in h:
         rows = [[src, f"{p['floor_s']:.0f}", p["bound_by"], f"{p['floor_s'] / h['wall_s']:.2f}",
@@ -136,4 +205,4 @@ def render(h: dict[str, Any]) -> str:
             f"count over time (`{h['report']}`).\n\n{t}\n\nPer model, what the simulator charged and the time "
             f"its budget alone forces (less the first minute's burst):\n\n{per}\n\n"
             f"Target: wall <= {h.get('target', TARGET):g} x the floor, <= 1 % of calls answered 429: {verdict}."
-            f"{plan}\n")
+            f"{spent}{plan}\n")

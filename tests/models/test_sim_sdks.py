@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -166,3 +167,24 @@ def test_output_budget_is_charged_up_front_and_adjusted_to_what_was_written() ->
         p = _provider("openai", s.url)
         for _ in range(10):
             assert p.generate(_req("sim-strong")).output_tokens < 60
+
+
+def test_a_budgets_bucket_reports_the_refill_it_lost_while_full() -> None:
+    """The floor bench reads each budget's bucket from /stats: a full bucket's refill is lost (nobody asked
+    for it), and what is lost says where a rate-limit-bound run's time over its floor went."""
+    from runner.models.sim.server import Bucket
+
+    b = Bucket(60.0, 60.0, 0.0)  # 60 a minute: one a second
+    b.refill(10.0)
+    assert (b.level, b.wasted) == (60.0, pytest.approx(10.0))
+    b.level -= 30.0
+    b.refill(20.0)  # 10 s refill 10 of the 30 taken: nothing lost
+    assert (b.level, b.wasted) == (pytest.approx(40.0), pytest.approx(10.0))
+    with SimServer(SimSettings(limits={"sim-strong": Limits(rpm=600)})) as s:
+        p = _provider("openai", s.url)
+        for _ in range(3):
+            p.generate(_req("sim-strong"))
+        with urllib.request.urlopen(f"{s.url}/stats", timeout=10) as r:
+            bucket = json.loads(r.read())["buckets"]["sim-strong"]["requests"]
+    assert bucket["capacity"] == 600 and 0 <= bucket["first_s"] <= bucket["last_s"]
+    assert 597 <= bucket["level"] <= 600 and bucket["wasted"] >= 0

@@ -63,14 +63,20 @@ QUOTA_MESSAGE = {
 
 @dataclass
 class Bucket:
-    """A token bucket refilled continuously at capacity per minute."""
+    """A token bucket refilled continuously at capacity per minute. `wasted`: what refilling a full bucket
+    lost (the budget's time nobody used, the floor bench's measure of it); `first`: when it was made (its
+    model's first request), `stamp` when last refilled (its last request)."""
 
     capacity: float
     level: float
     stamp: float
+    wasted: float = 0.0
+    first: float = 0.0
 
     def refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self.stamp) * self.capacity / 60.0)
+        level = self.level + (now - self.stamp) * self.capacity / 60.0
+        self.wasted += max(0.0, level - self.capacity)
+        self.level = min(self.capacity, level)
         self.stamp = now
 
     def wait_for(self, amount: float) -> float:
@@ -92,7 +98,8 @@ class SimState:
     def _bucket(self, model: str, dim: str, cap: float) -> Bucket:
         key = (model, dim)
         if key not in self.buckets:
-            self.buckets[key] = Bucket(cap, cap, time.monotonic())
+            now = time.monotonic()
+            self.buckets[key] = Bucket(cap, cap, now, first=now)
         return self.buckets[key]
 
     def admit(self, model: str, in_tokens: int, out_estimate: int) -> tuple[float, dict[str, float]]:
@@ -516,8 +523,12 @@ async def _count_tokens(request: web.Request) -> web.Response:
 
 async def _stats(request: web.Request) -> web.Response:
     state: SimState = request.app["state"]
+    buckets: dict[str, dict[str, dict[str, float]]] = {}
+    for (model, dim), b in state.buckets.items():  # times in seconds since the simulator started
+        buckets.setdefault(model, {})[dim] = {"capacity": b.capacity, "level": b.level, "wasted": b.wasted,
+                                              "first_s": b.first - state.started, "last_s": b.stamp - state.started}
     return web.json_response({**state.stats, "models": state.per_model, "played": state.played,
-                              "uptime_seconds": time.monotonic() - state.started})
+                              "buckets": buckets, "uptime_seconds": time.monotonic() - state.started})
 
 
 async def _health(request: web.Request) -> web.Response:
