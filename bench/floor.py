@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import threading
 import time
 import urllib.request
@@ -47,13 +48,15 @@ def headline_auto(n: int, scale: float, tier: float = 1.0) -> dict[str, Any]:
               for m, (provider, _) in TIER4.items()}
     cfg = config(data, out, workers=1, runs=seeds_runs(), p50_ms=P50_MS, p95_ms=P95_MS, scale=scale,
                  limits=limits, rate_limits=budget)
-    cfg = cfg.model_copy(update={"workers": None, "concurrency": "auto"})
+    port = free_port()  # the simulator's, for the watch beside the run to read it
+    cfg = cfg.model_copy(update={"workers": None, "concurrency": "auto",
+                                 "simulator": cfg.simulator.model_copy(update={"port": port})})
     from runner.engine import forkserver
     from runner.run.job import run_job
 
     before = _planned(cfg)  # what `runner plan` says before the run, from the records alone
     t0 = time.monotonic()
-    watch = SimWatch(out, t0)
+    watch = SimWatch(f"http://127.0.0.1:{port}", t0)
     forkserver.warm(cfg)  # as `runner run` does for a new output: the workers' imports go on beside the preflight
     try:
         run_job(cfg)
@@ -71,12 +74,11 @@ _SIM_BUDGET = {"requests": "requests", "input tokens": "input", "output tokens":
 
 
 class SimWatch:
-    """The run's simulator read every half second from beside the run (its address from the manifest): its
-    last reading holds each budget's bucket as of its model's last request, which says where the wall's time
-    over the floor went (`spent`)."""
+    """The run's simulator read every half second from beside the run: its last reading holds each budget's
+    bucket as of its model's last request, which says where the wall's time over the floor went (`spent`)."""
 
-    def __init__(self, out: Path, t0: float) -> None:
-        self.out, self.t0 = out, t0
+    def __init__(self, url: str, t0: float) -> None:
+        self.url, self.t0 = url, t0
         self.last: dict[str, Any] | None = None
         self.sim_start: float | None = None  # the simulator's start, in seconds after t0
         self._stop = threading.Event()
@@ -84,13 +86,9 @@ class SimWatch:
         self._thread.start()
 
     def _watch(self) -> None:
-        url = None
         while not self._stop.wait(0.5):
             try:
-                if url is None:
-                    url = json.loads((self.out / "manifest.json").read_text()).get("endpoints", {}).get("anthropic")
-                    continue
-                with urllib.request.urlopen(f"{url}/stats", timeout=5) as r:
+                with urllib.request.urlopen(f"{self.url}/stats", timeout=5) as r:
                     stats = json.loads(r.read())
                 self.sim_start = time.monotonic() - self.t0 - float(stats["uptime_seconds"])
                 self.last = stats
@@ -120,6 +118,13 @@ class SimWatch:
                  "after its last request": wall - self.sim_start - b["last_s"]}
         parts["other"] = wall - sum(parts.values())
         return {"model": model, "budget": dim, **{k: round(v, 1) for k, v in parts.items()}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _planned(cfg: Any, measured: Path | None = None) -> dict[str, Any]:

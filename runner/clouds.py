@@ -41,10 +41,21 @@ class BedrockTarget:
     profile: str | None
     base_url: str | None  # set: the config's or ANTHROPIC_BEDROCK_BASE_URL; None: the region's own
     timeout: float
+    batch_s3_uri: str | None = None  # batch mode's files (s3://bucket/prefix/)
+    batch_role_arn: str | None = None  # the role its jobs run as
+    control_url: str | None = None
+    s3_url: str | None = None
 
     def endpoint(self) -> str:
         """What AnthropicBedrock's base_url is (its paths start at /model/...)."""
         return self.base_url or f"https://bedrock-runtime.{self.region}.amazonaws.com"
+
+    def control(self) -> str:
+        """Bedrock's control plane, where batch inference jobs are made."""
+        return (self.control_url or f"https://bedrock.{self.region}.amazonaws.com").rstrip("/")
+
+    def s3(self) -> str:
+        return (self.s3_url or f"https://s3.{self.region}.amazonaws.com").rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -111,7 +122,8 @@ def target(cfg: Config, ref: ModelRef, *, mode: Literal["real", "sim"], who: str
     if isinstance(s, BedrockSettings):
         return BedrockTarget(required(s.region, "region", "AWS_REGION", "AWS_DEFAULT_REGION"),
                              s.profile or env.get("AWS_PROFILE"),
-                             s.base_url or env.get("ANTHROPIC_BEDROCK_BASE_URL"), timeout)
+                             s.base_url or env.get("ANTHROPIC_BEDROCK_BASE_URL"), timeout, s.batch_s3_uri,
+                             s.batch_role_arn, s.control_url, s.s3_url)
     if isinstance(s, VertexSettings):
         return VertexTarget(required(s.project, "project", "ANTHROPIC_VERTEX_PROJECT_ID"),
                             required(s.region, "region", "CLOUD_ML_REGION"),

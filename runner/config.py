@@ -33,9 +33,9 @@ CLOUDS = ("bedrock", "vertex", "azure")
 # Anthropic's Messages body, Azure OpenAI takes OpenAI's Chat Completions body.
 API_OF = {"anthropic": "anthropic", "openai": "openai", "bedrock": "anthropic", "vertex": "anthropic",
           "azure": "openai"}
-# Clouds whose batch service the runner does not use (Bedrock batch inference and Vertex batch prediction are
-# jobs over S3 / Cloud Storage files): their calls go interactive, counted and budgeted as any other.
-UNBATCHED = frozenset({"bedrock", "vertex"})
+# Clouds whose batch service the runner does not use (Vertex AI batch prediction: jobs over Cloud Storage
+# files): their calls go interactive, counted and budgeted as any other.
+UNBATCHED = frozenset({"vertex"})
 # A cloud's credential when it is one token, read from the variable its SDK reads (Bedrock API key, Azure
 # OpenAI key) or, for Vertex, which has none, a Google OAuth access token (the variable Terraform's google
 # provider reads); the gateway gives a user's harness the run's token under these names.
@@ -202,6 +202,15 @@ class BedrockSettings(_Frozen):
     base_url: str | None = Field(None, description="default: ANTHROPIC_BEDROCK_BASE_URL, else "
                                                    "https://bedrock-runtime.{region}.amazonaws.com")
     timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
+    batch_s3_uri: str | None = Field(None, pattern=r"^s3://[^/]+(/.*)?$", description="batch mode: where its "
+                                     "jobs' input and output files go, s3://bucket/prefix/ (required)")
+    batch_role_arn: str | None = Field(None, pattern=r"^arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+$",
+                                       description="batch mode: the service role its batch inference jobs run as "
+                                                   "(required)")
+    control_url: str | None = Field(None, description="batch mode: the control plane (default: "
+                                                      "https://bedrock.{region}.amazonaws.com)")
+    s3_url: str | None = Field(None, description="batch mode: S3, path-style (default: "
+                                                 "https://s3.{region}.amazonaws.com)")
 
 
 class VertexSettings(_Frozen):

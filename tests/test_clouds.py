@@ -101,9 +101,31 @@ def test_bad_cloud_blocks_are_refused_with_their_field() -> None:
         _cfg({"name": "x", "provider": "anthropic", "model": "claude-sonnet-5-5", "bedrock": {"region": "r"}})
     with pytest.raises(ValueError, match="batch: the runner does not use vertex's batch service"):
         _cfg({**VERTEX, "batch": True})
-    # the job-wide batch mode leaves the unbatched clouds' runs interactive; Azure's are batched
-    cfg = _cfg(BEDROCK, AZURE, batch={"enabled": True})
-    assert cfg.batch_runs() == {"a"}
+    # the job-wide batch mode leaves Vertex's runs interactive; Azure's and Bedrock's are batched
+    cfg = _cfg(BEDROCK, AZURE, VERTEX, batch={"enabled": True})
+    assert cfg.batch_runs() == {"a", "b"}
+
+
+def test_a_batched_bedrock_run_names_the_bucket_and_role_its_jobs_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bedrock batch inference reads and writes S3 files as a service role: on the real cloud a batched run
+    without them is one line at start; on the simulator its account's stand-ins do."""
+    from runner.gateway.settings import gateway_settings
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    batched = _cfg({**BEDROCK, "batch": True}, bedrock={"region": "us-east-1"})
+    with pytest.raises(ConfigError, match=r"^bedrock.batch_s3_uri and bedrock.batch_role_arn: not set, and run b "
+                                          r"sends its Bedrock calls in batches"):
+        gateway_settings(batched)
+    b = gateway_settings(batched, sim_url="http://127.0.0.1:9").bedrock_batch
+    assert b is not None and b.s3 == "http://127.0.0.1:9/s3" and b.prefix.endswith("/")
+    mine = _cfg({**BEDROCK, "batch": True}, bedrock={"region": "eu-west-1", "batch_s3_uri": "s3://evals/runs",
+                                                     "batch_role_arn": "arn:aws:iam::123456789012:role/Batch"})
+    b = gateway_settings(mine).bedrock_batch
+    assert b is not None and (b.control, b.s3, b.bucket, b.prefix) == (
+        "https://bedrock.eu-west-1.amazonaws.com", "https://s3.eu-west-1.amazonaws.com", "evals", "runs/")
+    with pytest.raises(ValueError, match="batch_s3_uri"):
+        _cfg(BEDROCK, bedrock={"region": "us-east-1", "batch_s3_uri": "my-bucket/prefix"})
 
 
 def test_auto_runs_on_a_real_cloud_only_when_its_credentials_are_set(monkeypatch: pytest.MonkeyPatch) -> None:

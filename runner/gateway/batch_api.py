@@ -12,67 +12,44 @@ Azure OpenAI: OpenAI's batch API on the resource's v1 paths (`/openai/v1/files`,
 line's url `/v1/chat/completions` and its `model` the Global-Batch deployment, the create's endpoint
 `/chat/completions` (clouds.yaml azure.batch); a status may come capitalised ("Validating": a conflict the
 fixture records), so it is compared in lower case. Bedrock's and Vertex AI's batch services (jobs over
-S3 and Cloud Storage files) are not used: their calls go interactive.
+S3 and Cloud Storage files): Vertex AI's is not used (its calls go interactive).
 
-What a request came to is an `Outcome`: an answer or the API's own refusal (status and body, for the
-caller as an interactive call would have had them), or `None` where it is worth another try (an error
-of the provider's side, an expired or cancelled request). A call the API refuses whole raises
-`BatchRefused` with its status, the provider's words and its `retry-after`; a batch that failed whole (an
-OpenAI batch whose validation failed) raises `BatchFailed` with the provider's words.
+Amazon Bedrock's batch inference: batch_bedrock.py. The types they share: batch_wire.py.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from runner.gateway.request import upstream_url
+from runner.gateway import batch_bedrock
+from runner.gateway.batch_wire import (
+    BATCH_PATHS,
+    INTENT_KEY,
+    AwsBatch,
+    BatchEndpoint,
+    BatchFailed,
+    BatchGone,
+    BatchRefused,
+    Outcome,
+    json_lines,
+)
 from runner.models.base import retry_after_from
 
-Outcome = tuple[int, dict[str, Any]] | None
-# the paths a batch takes calls of, and whose API each is (OpenAI's Batch API takes the Responses API too)
-BATCH_PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai", "/v1/responses": "openai"}
-INTENT_KEY = "pgsandbox_intent"  # an OpenAI batch's metadata: which journaled intent created it
+__all__ = ["BATCH_PATHS", "INTENT_KEY", "AwsBatch", "BatchEndpoint", "BatchFailed", "BatchGone", "BatchRefused",
+           "Outcome", "collect", "delete_file", "listed", "state", "submit"]
 # Anthropic's error types as the HTTP status an interactive call would have had
 _ANTHROPIC_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
                      "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429}
 _OPENAI_ENDED = ("completed", "expired", "cancelled", "failed")
 
-
-class BatchRefused(Exception):
-    """A batch API call answered with an error status: its words, and how long it said to wait (if it did)."""
-
-    def __init__(self, status: int, words: str, retry_after: float | None) -> None:
-        super().__init__(f"HTTP {status}: {words}")
-        self.status, self.words, self.retry_after = status, words, retry_after
-
-
-class BatchFailed(Exception):
-    """The batch ended failed as a whole (nothing of it ran): the provider's words."""
-
-
-class BatchGone(Exception):
-    """The provider does not know the batch (404), or its results are no longer there: nothing of it will come
-    back."""
-
-
-@dataclass(frozen=True)
-class BatchEndpoint:
-    provider: str
-    base: str  # the provider's SDK base URL (OpenAI's ends in /v1)
-    headers: dict[str, str]  # the key, and the simulator's x-sim-* where it answers
-    path: str = ""  # the calls' own path (/v1/messages, /v1/chat/completions, /v1/responses)
-
-    def url(self, path: str) -> str:
-        return upstream_url(self.base, self.provider, path)
-
-
 async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[tuple[str, dict[str, Any]]],
                  intent: str) -> tuple[str, str | None]:
     """One batch of (custom_id, request body without `stream`): its id, and (OpenAI) the uploaded file's."""
+    if ep.provider == "bedrock":
+        return await batch_bedrock.submit(session, ep, items, intent)
     if ep.provider == "anthropic":
         payload = {"requests": [{"custom_id": cid, "params": body} for cid, body in items]}
         return str((await _json(session, "POST", ep.url("/v1/messages/batches"), ep, json=payload))["id"]), None
@@ -96,6 +73,8 @@ async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[
 
 async def state(session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
     """(ended, the batch object); BatchGone for a batch the provider does not know."""
+    if ep.provider == "bedrock":
+        return await batch_bedrock.state(session, ep, batch_id)
     path = f"/v1/messages/batches/{batch_id}" if ep.provider == "anthropic" else f"/v1/batches/{batch_id}"
     try:
         b = await _json(session, "GET", ep.url(path), ep)
@@ -112,9 +91,11 @@ async def collect(session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict
     """What each request of an ended batch came to, by custom_id (ids missing here: worth another try); its
     files deleted once read (OpenAI). BatchFailed for a batch that failed whole; BatchGone where its results
     are no longer kept (404, 410)."""
+    if ep.provider == "bedrock":
+        return await batch_bedrock.collect(session, ep, batch)
     if ep.provider == "anthropic":
         raw = await _results(session, str(batch["results_url"]), ep)
-        return {r["custom_id"]: _anthropic_outcome(r["result"]) for r in _lines(raw)}
+        return {r["custom_id"]: _anthropic_outcome(r["result"]) for r in json_lines(raw)}
     if str(batch.get("status")).lower() == "failed":
         await delete_file(session, ep, str(batch.get("input_file_id") or ""))
         errors = (batch.get("errors") or {}).get("data") or []
@@ -123,7 +104,7 @@ async def collect(session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict
     for key in ("output_file_id", "error_file_id"):
         if batch.get(key):
             raw = await _results(session, ep.url(f"/v1/files/{batch[key]}/content"), ep)
-            out.update({r["custom_id"]: _openai_outcome(r) for r in _lines(raw)})
+            out.update({r["custom_id"]: _openai_outcome(r) for r in json_lines(raw)})
     for key in ("input_file_id", "output_file_id", "error_file_id"):
         await delete_file(session, ep, str(batch.get(key) or ""))
     return out
@@ -132,6 +113,8 @@ async def collect(session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict
 async def listed(session: aiohttp.ClientSession, ep: BatchEndpoint, since: float) -> list[dict[str, Any]]:
     """The batches of this key the provider lists that were created at `since` (epoch seconds) or later: the
     candidates for a batch an earlier gateway created and could not journal (killed during the call)."""
+    if ep.provider == "bedrock":
+        return await batch_bedrock.listed(session, ep, since)
     import datetime as dt
 
     path = "/v1/messages/batches?limit=100" if ep.provider == "anthropic" else "/v1/batches?limit=100"
@@ -173,10 +156,6 @@ def _openai_outcome(line: dict[str, Any]) -> Outcome:
         return None  # expired, cancelled: no response
     status = int(response.get("status_code") or 0)
     return (status, response.get("body") or {}) if status < 500 and status != 429 else None
-
-
-def _lines(raw: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in raw.splitlines() if line.strip()]
 
 
 async def _refusal(r: aiohttp.ClientResponse) -> BatchRefused:

@@ -122,6 +122,7 @@ class Group:
     held: list[Waiting] = field(default_factory=list)
     size: int = 0  # the held requests' bytes
     timer: asyncio.TimerHandle | None = None
+    counted: int = 0  # held when a flush last found too few for a batch (Bedrock's minimum)
 
 
 class ProviderQueue:
@@ -259,6 +260,17 @@ class Batcher:
         if group.timer is not None:
             group.timer.cancel()
             group.timer = None
+        if len(group.held) < (least := group.endpoint.min_requests):  # Bedrock's jobs: at least 100 records
+            if len(group.held) > group.counted:  # still growing: another window
+                group.counted = len(group.held)
+                group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
+                return
+            held, group.held, group.size, group.counted = group.held, [], 0, 0
+            for h in held:  # a window with no new call: they will not make a batch
+                self._leave(group.endpoint, h, f"fewer than the {least} requests a {group.endpoint.provider} "
+                                               "batch takes were held")
+            return
+        group.counted = 0
         take = self.queue.room(group)
         if take == 0:  # the provider's queue is full: try again once a batch may have ended
             self.stats["flushes_waiting_for_queue"] += 1
@@ -284,7 +296,8 @@ class Batcher:
             self.queue.count(group, batch, -1)
 
     async def _submit_and_answer(self, ep: BatchEndpoint, gkey: tuple[str, ...], batch: list[Waiting]) -> None:
-        by_id = {f"r{next(self.ids)}-{h.key[:16]}": h for h in batch}
+        # alphanumeric: each API's custom ids take it (Bedrock's record ids take nothing else)
+        by_id = {f"r{next(self.ids)}k{h.key[:16]}": h for h in batch}
         keys = {cid: h.key for cid, h in by_id.items()}
         intent = Intent(uuid.uuid4().hex, ep.provider, ep.path, time.time(), keys)
         if self.journal is not None:
@@ -340,19 +353,24 @@ class Batcher:
             if h.tries <= self.settings.retries:
                 again.append(h)
                 continue
-            interactive = self.settings.then == "interactive"
-            self.stats["requests_sent_interactive" if interactive else "requests_given_up"] += 1
-            if interactive:
-                self.stats[f"{INTERACTIVE_PREFIX}{why}"] += 1
-                if why not in self.said:
-                    self.said.add(why)
-                    logger.warning("calls leave batch mode for interactive ones (full price, the per-minute "
-                                   "budget): {}", why)
-            if not h.done.done():
-                h.done.set_result(INTERACTIVE if interactive else
-                                  (500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
+            self._leave(ep, h, why)
         self.stats["requests_retried"] += len(again)
         self._requeue(ep, gkey, again)
+
+    def _leave(self, ep: BatchEndpoint, h: Waiting, why: str) -> None:
+        """A request out of batch mode: interactive (counted under `why` and said once), or the caller's error
+        (batch.then: error)."""
+        interactive = self.settings.then == "interactive"
+        self.stats["requests_sent_interactive" if interactive else "requests_given_up"] += 1
+        if interactive:
+            self.stats[f"{INTERACTIVE_PREFIX}{why}"] += 1
+            if why not in self.said:
+                self.said.add(why)
+                logger.warning("calls leave batch mode for interactive ones (full price, the per-minute "
+                               "budget): {}", why)
+        if not h.done.done():
+            h.done.set_result(INTERACTIVE if interactive else
+                              (500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
 
     def _requeue(self, ep: BatchEndpoint, gkey: tuple[str, ...], held: list[Waiting]) -> None:
         if not held:

@@ -19,6 +19,7 @@ from typing import Any
 
 from runner.clouds import SIM_CREDENTIALS
 from runner.config import environment
+from runner.gateway.batch_wire import AwsSigner
 
 Signer = Callable[[str, bytes, dict[str, str]], dict[str, str]]  # (url, body, headers) -> headers to send
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -44,12 +45,19 @@ def credential_headers(provider: str, *, simulated: bool) -> dict[str, str]:
 
 def bedrock_signer(region: str, profile: str | None, *, simulated: bool) -> Signer | None:
     """What signs each Bedrock attempt (None: a Bedrock API key presents the gateway instead)."""
+    if not simulated and environment().cloud.get("AWS_BEARER_TOKEN_BEDROCK"):
+        return None
+    sign = aws_signer(region, profile, simulated=simulated)
+    return lambda url, body, headers: sign("POST", url, body, headers, "bedrock")
+
+
+def aws_signer(region: str, profile: str | None, *, simulated: bool) -> AwsSigner:
+    """What signs a request to an AWS service with SigV4 (botocore's signer, the AWS SDK's credential chain):
+    `sign(method, url, body, headers, signing name)` -> the headers to send."""
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
-    if not simulated and environment().cloud.get("AWS_BEARER_TOKEN_BEDROCK"):
-        return None
     if simulated:
         creds: Any = Credentials(SIM_CREDENTIALS["aws_access_key"], SIM_CREDENTIALS["aws_secret_key"])
     else:
@@ -57,15 +65,15 @@ def bedrock_signer(region: str, profile: str | None, *, simulated: bool) -> Sign
 
         creds = boto3.Session(profile_name=profile).get_credentials()
 
-    def sign(url: str, body: bytes, headers: dict[str, str]) -> dict[str, str]:
+    def sign(method: str, url: str, body: bytes, headers: dict[str, str], service: str) -> dict[str, str]:
         if creds is None:
             raise RuntimeError("no AWS credentials in the gateway's environment (AWS_ACCESS_KEY_ID and "
                                "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or AWS_BEARER_TOKEN_BEDROCK)")
         # refreshable credentials (a role's) are read frozen at each signature; `connection` is not signed,
         # as the SDK leaves it out (a proxy may drop it)
         kept = {k: v for k, v in headers.items() if k.lower() != "connection"}
-        req = AWSRequest(method="POST", url=url, data=body, headers=kept)
-        SigV4Auth(creds.get_frozen_credentials(), "bedrock", region).add_auth(req)
+        req = AWSRequest(method=method, url=url, data=body, headers=kept)
+        SigV4Auth(creds.get_frozen_credentials(), service, region).add_auth(req)
         return dict(req.headers.items())
 
     return sign

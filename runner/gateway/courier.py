@@ -1,7 +1,7 @@
 """A batch's life at its provider, for batch mode (batcher.py): made (the batch API's 429s and overloads
 waited out as it says, the try not spent), watched to its end with backoff, collected; and one a killed
-gateway may have made, found in the provider's list (an OpenAI batch by the intent in its metadata, an
-Anthropic batch made since by its results holding the intent's custom ids). The journal hears of each
+gateway may have made, found in the provider's list (an OpenAI batch by the intent in its metadata, a
+Bedrock job by its name, an Anthropic batch made since by its results holding the intent's custom ids). The journal hears of each
 batch as it ends; the counters go to the gateway's /batches."""
 
 from __future__ import annotations
@@ -110,9 +110,9 @@ class Courier:
         self.stats["batches_ended"] += 1
 
     async def find(self, ep: BatchEndpoint, intent: Intent) -> str | None:
-        """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its metadata
-        (an Anthropic batch cannot say: `claim` watches those)."""
-        if ep.provider not in ("openai", "azure"):
+        """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its metadata,
+        a Bedrock job by its name (an Anthropic batch cannot say: `claim` watches those)."""
+        if ep.provider not in ("openai", "azure", "bedrock"):
             return None
         with contextlib.suppress(BatchRefused, aiohttp.ClientError, TimeoutError, ValueError):
             for b in await listed(self.session, ep, intent.at - 120):

@@ -30,9 +30,9 @@ from runner.budget.spend import JOB, Spend, Spent
 from runner.cache import ResponseCache
 from runner.config import API_OF, CLOUDS, UNBATCHED, api_key
 from runner.gateway.answers import Answers
-from runner.gateway.batch_api import BATCH_PATHS, BatchEndpoint
+from runner.gateway.batch_api import BATCH_PATHS, AwsBatch, BatchEndpoint, BatchRefused
 from runner.gateway.batcher import CARRIED, INTERACTIVE, Batcher
-from runner.gateway.cloud_auth import bedrock_signer, credential_headers
+from runner.gateway.cloud_auth import aws_signer, bedrock_signer, credential_headers
 from runner.gateway.incoming import Incoming
 from runner.gateway.journal import Journal
 from runner.gateway.replay import as_stream
@@ -263,7 +263,9 @@ class Gateway:
     async def _forward(self, request: web.Request, call: Incoming) -> UpstreamAnswer:
         s = self.settings
         if self.batcher is not None and ("*" in s.batch_runs or call.run in s.batch_runs):
-            if call.path in BATCH_PATHS and call.provider not in UNBATCHED and call.body is not None:
+            # (a Bedrock stream is AWS event-stream framed: a batch's answer is not turned into one)
+            if call.path in BATCH_PATHS and call.provider not in UNBATCHED and call.body is not None and \
+                    not (call.provider == "bedrock" and call.streaming):
                 answer = await self._batched(request, call)
                 if answer is not None:
                     return answer
@@ -294,13 +296,17 @@ class Gateway:
         stream cut from the final message. None: past its batches' retries, it goes interactive."""
         assert self.batcher is not None and call.body is not None
         body = dict(call.body)
-        if call.provider == "azure":  # the lines name the deployment's Global-Batch deployment
+        if call.provider == "bedrock":  # a record's modelInput is the InvokeModel body as it came
+            if self.settings.bedrock_batch is None:
+                self.batcher.stats["interactive_unbatchable"] += 1
+                return None
+        elif call.provider == "azure":  # the lines name the deployment's Global-Batch deployment
             made = self.settings.batch_deployments
             body["model"] = made.get(call.model) or made.get("*", call.model)
         elif self.settings.sim_models is not None and call.model:
             body["model"] = sim_model(self.settings, call.model)
         headers = await self._upstream_headers(request, call)
-        ep = batch_endpoint(self.settings, call.provider, headers, call.path)
+        ep = batch_endpoint(self.settings, call.provider, headers, call.path, model=call.model or "")
         told = self.trials.get(call.worker or "", 1)
         def gone() -> bool:  # the caller hung up (an SDK that timed out waiting, and may ask again)
             return request.transport is None or request.transport.is_closing()
@@ -351,10 +357,19 @@ def sim_model(settings: GatewaySettings, model: str) -> str:
     return settings.sim_models.get(model, model if model.startswith("sim-") else SIM_DEFAULT)
 
 
-def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str], path: str = "") -> BatchEndpoint:
+def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str], path: str = "",
+                   model: str = "") -> BatchEndpoint:
     """Where a batch of this provider goes, with what of a caller's headers it carries; a batch left by an
     earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
-    with a stand-in."""
+    with a stand-in. Bedrock's is signed for each request (`model`: the model id its jobs name)."""
+    if provider == "bedrock":
+        b, region = settings.bedrock_batch, settings.bedrock_region
+        if b is None or region is None:
+            raise BatchRefused(400, "Bedrock batch inference is not set up (bedrock.batch_s3_uri, "
+                                    "bedrock.batch_role_arn)", None)
+        sign = aws_signer(region, settings.bedrock_profile, simulated=settings.sim_models is not None)
+        return BatchEndpoint(provider, b.control, {}, path, AwsBatch(b.control, b.s3, b.bucket, b.prefix, b.role_arn,
+                                                                     sign), model)
     carried = {k: v for k, v in headers.items() if k.lower() in CARRIED}
     if provider == "azure" and not any(k.lower() in ("api-key", "authorization") for k in carried):
         carried.update(credential_headers("azure", simulated=settings.sim_models is not None))

@@ -31,9 +31,26 @@ from runner.config import (
     RetrySettings,
     sdk_base_url,
 )
+from runner.errors import ConfigError
 
 TOKEN_ENV = "RUNNER_GATEWAY_TOKEN"  # the token a gateway admits, in its own environment
 SDK_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+
+
+class BedrockBatch(BaseModel):
+    """Bedrock batch inference: the control plane, S3 (path-style), the bucket and prefix of its files, the
+    role its jobs run as."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    control: str
+    s3: str
+    bucket: str
+    prefix: str  # "" or ending in /
+    role_arn: str
+
+
+# On the simulator, where a config names none: a bucket and role of the simulator's account.
+SIM_BATCH_S3_URI, SIM_BATCH_ROLE = "s3://pgsr-batches/runner/", "arn:aws:iam::123456789012:role/pgsr-batch"
 
 
 class GatewaySettings(BaseModel):
@@ -57,6 +74,7 @@ class GatewaySettings(BaseModel):
     spend_runs: list[str] = Field(default_factory=list)  # ... and its runs
     bedrock_region: str | None = None  # what Bedrock calls are signed for (SigV4's credential scope)
     bedrock_profile: str | None = None  # the AWS profile whose credentials sign them (None: the SDK's chain)
+    bedrock_batch: BedrockBatch | None = None  # where Bedrock batch inference goes (batch mode)
     deployments: dict[str, str] = Field(default_factory=dict)  # Azure: deployment -> the model it serves
     # Azure: deployment ("*": any) -> the Global-Batch deployment its batched calls name
     batch_deployments: dict[str, str] = Field(default_factory=dict)
@@ -92,7 +110,31 @@ def _cloud_settings(cfg: Config, sim_url: str | None) -> dict[str, Any]:
     # on the simulator a stand-in region will do: it checks a signature with the scope's own region
     return {"bedrock_region": region or ("us-east-1" if sim_url else None),
             "bedrock_profile": bedrock.profile if isinstance(bedrock, BedrockTarget) else None,
+            "bedrock_batch": _bedrock_batch(cfg, bedrock, sim_url),
             "deployments": azure_deployments(cfg), "batch_deployments": batch}
+
+
+def _bedrock_batch(cfg: Config, bedrock: Any, sim_url: str | None) -> BedrockBatch | None:
+    """Where Bedrock batch inference goes, when a run batches Bedrock calls (or the config's block says where);
+    a batched Bedrock run without its bucket or role is a ConfigError naming them."""
+    batched = [r.name for r in cfg.model_runs() if r.name in cfg.batch_runs() and r.provider == "bedrock"]
+    t = bedrock if isinstance(bedrock, BedrockTarget) else None
+    uri = (t.batch_s3_uri if t else None) or (SIM_BATCH_S3_URI if sim_url else None)
+    role = (t.batch_role_arn if t else None) or (SIM_BATCH_ROLE if sim_url else None)
+    if uri is None or role is None:
+        if batched:
+            missing = " and ".join(n for n, v in (("bedrock.batch_s3_uri", uri), ("bedrock.batch_role_arn", role))
+                                   if v is None)
+            raise ConfigError(f"{missing}: not set, and run {batched[0]} sends its Bedrock calls in batches "
+                              "(batch inference reads and writes S3 files, as a service role)")
+        return None
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
+    if sim_url:
+        return BedrockBatch(control=sim_url.rstrip("/"), s3=f"{sim_url.rstrip('/')}/s3", bucket=bucket, prefix=prefix,
+                            role_arn=role)
+    assert t is not None
+    return BedrockBatch(control=t.control(), s3=t.s3(), bucket=bucket, prefix=prefix, role_arn=role)
 
 
 def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None,

@@ -10,14 +10,17 @@ import json
 import threading
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import anthropic
+import boto3
 import openai
 import pytest
 from aiohttp import web
+from botocore.config import Config as BotoConfig
 
-from runner.config import BatchTurnaround, Config, SimSettings
+from runner.config import SIM_AWS_KEY, BatchTurnaround, Config, SimSettings
 from runner.gateway import build_gateway, gateway_settings
 from runner.gateway.server import Gateway
 from runner.harness.base import gateway_env
@@ -147,8 +150,10 @@ def test_a_caller_signing_for_itself_is_refused_and_a_cloud_the_gateway_was_not_
             azure.chat.completions.create(model="gpt-5.4", messages=ASK)
 
 
-def test_in_batch_mode_azure_calls_go_through_its_global_batch_and_bedrock_calls_go_interactive(
+def test_in_batch_mode_azure_calls_go_through_its_global_batch_and_a_lone_bedrock_call_goes_interactive(
         tmp_path: Any) -> None:
+    """A Bedrock batch inference job takes at least 100 records: a call held alone, once a window passes with no
+    other, goes interactive, its reason counted."""
     turnaround = SimSettings(batches=BatchTurnaround(median_seconds=0.2),
                              deployments={"gpt-batch": "gpt-5.4"})
     cfg = _cfg(tmp_path, {}, cache=False, output_dir=str(tmp_path / "out"),
@@ -164,6 +169,39 @@ def test_in_batch_mode_azure_calls_go_through_its_global_batch_and_bedrock_calls
                                                                   messages=ASK)
         assert raw.headers.get("x-runner-batched") is None and raw.parse().content
         batches = gw.gateway.batcher.stats  # type: ignore[union-attr]
-        assert batches["batches_ended"] == 1 and batches["interactive_unbatchable"] == 1
+        assert batches["batches_ended"] == 1
+        assert batches["interactive: fewer than the 100 requests a bedrock batch takes were held"] == 1
         counts = gw.stats()["r"]
         assert counts["batched_calls"] == 1 and counts["llm_calls"] == 2 and counts["batch_saved_usd"] > 0
+
+
+def test_in_batch_mode_100_bedrock_calls_go_as_one_batch_inference_job_over_s3(tmp_path: Any) -> None:
+    """Through AnthropicBedrock as a harness calls it: the records put in the simulator's S3, a model invocation
+    job made on them (signed anew by the gateway, for s3 and bedrock), each caller answered from its output
+    file at the batch price, and every object of the job deleted once read."""
+    cfg = _cfg(tmp_path, {}, cache=False, output_dir=str(tmp_path / "out"),
+               batch={"enabled": True, "window_seconds": 0.5, "poll_min_seconds": 0.1, "poll_max_seconds": 0.5},
+               bedrock={"region": "us-east-1", "batch_s3_uri": "s3://team-batches/evals",
+                        "batch_role_arn": "arn:aws:iam::123456789012:role/BedrockBatch"})
+    with SimServer(SimSettings(batches=BatchTurnaround(median_seconds=0.3))) as sim, _served(sim, cfg) as gw:
+        env = gateway_env(gw.url, "r", 1, token=TOKEN, clouds={"bedrock"})
+        client = _bedrock(env)
+
+        def ask(n: int) -> Any:
+            return client.messages.with_raw_response.create(
+                model=BEDROCK_MODEL, max_tokens=200, messages=[{"role": "user", "content": f"Close case {n}."}])
+
+        with ThreadPoolExecutor(100) as pool:
+            answers = list(pool.map(ask, range(100)))
+        assert all(a.headers.get("x-runner-batched") == "1" and a.parse().content for a in answers)
+        batches = gw.gateway.batcher.stats  # type: ignore[union-attr]
+        assert batches["batches_submitted"] == 1 and batches["requests_answered"] == 100
+        assert not any(k.startswith("interactive") for k in batches)
+        assert gw.stats()["r"]["batched_calls"] == 100
+        with urllib.request.urlopen(f"{sim.url}/stats", timeout=10) as r:
+            played = json.loads(r.read())
+        assert played["batches"] == 1 and played["batch_requests"] == 100
+        s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=f"{sim.url}/s3", aws_access_key_id=SIM_AWS_KEY[0],
+                          aws_secret_access_key=SIM_AWS_KEY[1], config=BotoConfig(s3={"addressing_style": "path"}))
+        left = s3.list_objects_v2(Bucket="team-batches", Prefix="evals/")
+        assert left["KeyCount"] == 0, left  # the input file, the output file and the manifest: all deleted

@@ -138,7 +138,8 @@ class Batches:
             b.ended = b.window_end if undone and b.cancelled is None else now  # undone, not cancelled: expired
 
     async def _outcome(self, b: SimBatch, item: Item) -> tuple[int, dict[str, Any]]:
-        err = wire.anthropic_error if b.api == "anthropic" else wire.openai_error
+        api = "anthropic" if b.api == "bedrock" else b.api  # a Bedrock job's records: Claude API requests
+        err = wire.anthropic_error if api == "anthropic" else wire.openai_error
         if item.errored:
             return 500, err(500, "Internal server error (simulated, inside a batch)")
         if item.body.get("stream"):
@@ -146,7 +147,7 @@ class Batches:
         if b.endpoint == "/v1/responses":  # answered as the chat request it asks, in the Responses API's shape
             status, payload = await self.answer(b.headers, b.api, responses.to_chat(item.body))
             return (status, responses.from_chat(payload, item.body)) if status == 200 else (status, payload)
-        return await self.answer(b.headers, b.api, item.body)
+        return await self.answer(b.headers, api, item.body)
 
     def busy(self) -> bool:
         """Whether this create is answered 429 (simulator.batches.busy, drawn per create)."""

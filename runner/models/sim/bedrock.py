@@ -61,7 +61,7 @@ async def _invoke(request: web.Request, *, stream: bool) -> web.StreamResponse:
 
 async def _signed(request: web.Request) -> sigv4.Refusal | None:
     """The signature's value, with the secret of the key that made it (the account's keys: `aws_keys`)."""
-    headers = {name.lower(): ",".join(request.headers.getall(name)) for name in request.headers}
+    headers = sigv4.joined(request.headers)
     return sigv4.verify(request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, headers,
                         await request.read(), request.app["state"].settings.aws_keys)
 

@@ -32,7 +32,8 @@ BEDROCK_TYPES = {400: "ValidationException", 403: "AccessDeniedException", 404: 
 # bedrock.auth_errors.codes: names a refusal may carry instead of its status's shape
 _BEDROCK_NAMED = frozenset({*BEDROCK_TYPES.values(), "IncompleteSignature", "RequestExpired",
                             "InvalidClientTokenId", "ServiceQuotaExceededException",
-                            "ModelNotReadyException", "InvalidSignatureException", "UnrecognizedClientException"})
+                            "ModelNotReadyException", "InvalidSignatureException", "UnrecognizedClientException",
+                            "ConflictException"})
 # vertex.errors.mapping (gcp-code): google.rpc.Code by HTTP status
 GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
                  429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL", 503: "UNAVAILABLE",

@@ -34,11 +34,13 @@ from runner.models.sim import (
     azure_batches,
     batch_routes,
     bedrock,
+    bedrock_batches,
     checks,
     eventstream,
     models_routes,
     responses,
     rulebook,
+    s3,
     strict,
     vertex,
     wire,
@@ -556,7 +558,7 @@ def make_app(settings: SimSettings, apis: Sequence[str] | None = None) -> web.Ap
     app[ANSWER] = guarded  # what the cloud routes hand their requests to, translated
     batch_routes.add_routes(app)
     models_routes.add_routes(app)
-    for cloud in (bedrock, vertex, azure, azure_batches):
+    for cloud in (bedrock, bedrock_batches, s3, vertex, azure, azure_batches):
         cloud.add_routes(app)
     app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
                     web.post("/v1/responses", _responses),

@@ -33,6 +33,7 @@ import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, quote
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -55,29 +56,36 @@ def _incomplete(why: str) -> Refusal:
                    f"The request signature does not conform to AWS standards. ({why})")
 
 
-def _fields(rest: str) -> dict[str, str]:
+def joined(headers: Any) -> dict[str, str]:
+    """A request's headers (a multidict) as `verify` reads them: each lowercase name once, a repeated
+    header's values joined by commas."""
+    return {name.lower(): ",".join(headers.getall(name)) for name in headers}
+
+
+def fields(rest: str) -> dict[str, str]:
     """`Credential=...,SignedHeaders=...,Signature=...`, the Authorization header past its algorithm."""
     return dict(p.strip().partition("=")[::2] for p in rest.split(","))
 
 
-def check(headers: Mapping[str, str], now: dt.datetime | None = None) -> Refusal | None:
+def check(headers: Mapping[str, str], now: dt.datetime | None = None, service: str = SERVICE) -> Refusal | None:
     """None for a well-formed signature (or a Bedrock API key: `Authorization: Bearer`, bedrock.auth.
-    bearer_api_key); else how bedrock-runtime refuses it."""
+    bearer_api_key, which S3 does not take); else how bedrock-runtime refuses it (s3.py words it as S3 does).
+    `service`: the signing name the scope must hold (`bedrock` for the runtime and the control plane)."""
     auth = headers.get("authorization", "")
-    if auth.startswith("Bearer ") and auth[7:].strip():
+    if auth.startswith("Bearer ") and auth[7:].strip() and service == SERVICE:
         return None
     if not auth:
         return _incomplete("no Authorization header")
     algorithm, _, rest = auth.partition(" ")
     if algorithm != ALGORITHM:
         return _incomplete(f"the algorithm is {algorithm!r}, not {ALGORITHM}")
-    parts = _fields(rest)
+    parts = fields(rest)
     missing = [k for k in ("Credential", "SignedHeaders", "Signature") if not parts.get(k)]
     if missing:
         return _incomplete(f"missing {', '.join(missing)}")
     scope = parts["Credential"].split("/")
-    if len(scope) != 5 or scope[3] != SERVICE or scope[4] != "aws4_request" or not _DAY.match(scope[1]):
-        return _incomplete("the credential scope is not {key}/{YYYYMMDD}/{region}/bedrock/aws4_request")
+    if len(scope) != 5 or scope[3] != service or scope[4] != "aws4_request" or not _DAY.match(scope[1]):
+        return _incomplete(f"the credential scope is not {{key}}/{{YYYYMMDD}}/{{region}}/{service}/aws4_request")
     if not _SIGNATURE.match(parts["Signature"]):
         return _incomplete("the signature is not 64 hexadecimal digits")
     signed = parts["SignedHeaders"].split(";")
@@ -94,20 +102,22 @@ def check(headers: Mapping[str, str], now: dt.datetime | None = None) -> Refusal
 
 
 def verify(method: str, raw_path: str, query: str, headers: Mapping[str, str], body: bytes,
-           secrets: Mapping[str, str]) -> Refusal | None:
+           secrets: Mapping[str, str], service: str = SERVICE) -> Refusal | None:
     """After `check`: None when the signature is the one the key's secret makes of this request (a Bedrock API
     key passes: it holds no signature); else how the service refuses it. `raw_path`: the path as sent, its
     escapes kept; `headers`: each name once (a repeated header's values joined by commas)."""
     auth = headers.get("authorization", "")
-    if auth.startswith("Bearer "):
+    if auth.startswith("Bearer ") and service == SERVICE:
         return None
-    parts = _fields(auth.partition(" ")[2])
+    parts = fields(auth.partition(" ")[2])
     key, day, region, service, terminal = parts["Credential"].split("/")
     secret = secrets.get(key)
     if secret is None:
         return Refusal("UnrecognizedClientException", 403, "The security token included in the request is invalid.")
     signed = parts["SignedHeaders"]
-    canonical = "\n".join([method.upper(), quote(_normalized(raw_path), safe="/~"), _query(query),
+    # S3 signs the path as sent (encoded once, dot segments kept); every other service normalizes and encodes
+    path = raw_path if service == "s3" else quote(_normalized(raw_path), safe="/~")
+    canonical = "\n".join([method.upper(), path, _query(query),
                             "".join(f"{h}:{_trimmed(headers[h])}\n" for h in signed.split(";")), signed,
                             headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()])
     scope = f"{day}/{region}/{service}/{terminal}"

@@ -1,0 +1,83 @@
+"""What batch mode's talk with the providers' batch APIs is made of (batch_api.py, batch_bedrock.py): where a
+batch goes (`BatchEndpoint`; Bedrock's `AwsBatch`), what a request came to (`Outcome`), and how a batch API
+call fails (`BatchRefused`, `BatchFailed`, `BatchGone`).
+
+What a request came to is an `Outcome`: an answer or the API's own refusal (status and body, for the
+caller as an interactive call would have had them), or `None` where it is worth another try (an error
+of the provider's side, an expired or cancelled request). A call the API refuses whole raises
+`BatchRefused` with its status, the provider's words and its `retry-after`; a batch that failed whole (an
+OpenAI batch whose validation failed, a Bedrock job that failed) raises `BatchFailed` with the provider's
+words.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runner.gateway.request import upstream_url
+
+Outcome = tuple[int, dict[str, Any]] | None
+# the paths a batch takes calls of, and whose API each is (OpenAI's Batch API takes the Responses API too)
+BATCH_PATHS = {"/v1/messages": "anthropic", "/v1/chat/completions": "openai", "/v1/responses": "openai"}
+INTENT_KEY = "pgsandbox_intent"  # an OpenAI batch's metadata: which journaled intent created it
+
+
+class BatchRefused(Exception):
+    """A batch API call answered with an error status: its words, and how long it said to wait (if it did)."""
+
+    def __init__(self, status: int, words: str, retry_after: float | None) -> None:
+        super().__init__(f"HTTP {status}: {words}")
+        self.status, self.words, self.retry_after = status, words, retry_after
+
+
+class BatchFailed(Exception):
+    """The batch ended failed as a whole (nothing of it ran): the provider's words."""
+
+
+class BatchGone(Exception):
+    """The provider does not know the batch (404), or its results are no longer there: nothing of it will come
+    back."""
+
+
+# (method, url, body, headers, signing name) -> the headers to send, signed (runner/gateway/cloud_auth.py)
+AwsSigner = Callable[[str, str, bytes, dict[str, str], str], dict[str, str]]
+BEDROCK_ENDED = ("Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired")
+BEDROCK_MIN_RECORDS = 100  # the quota "Minimum number of records per batch inference job", its default
+
+
+@dataclass(frozen=True)
+class AwsBatch:
+    """Where Bedrock batch inference goes: the control plane, S3 (path-style), the bucket and prefix its
+    files go under, the service role its jobs run as, and what signs each request."""
+
+    control: str  # https://bedrock.{region}.amazonaws.com
+    s3: str  # https://s3.{region}.amazonaws.com
+    bucket: str
+    prefix: str  # ends in / (or is empty)
+    role_arn: str
+    sign: AwsSigner
+
+
+@dataclass(frozen=True)
+class BatchEndpoint:
+    provider: str
+    base: str  # the provider's SDK base URL (OpenAI's ends in /v1)
+    headers: dict[str, str]  # the key, and the simulator's x-sim-* where it answers
+    path: str = ""  # the calls' own path (/v1/messages, /v1/chat/completions, /v1/responses)
+    aws: AwsBatch | None = None  # Bedrock's batch inference
+    model: str = ""  # Bedrock: the model id its jobs name (the calls' path names it)
+
+    def url(self, path: str) -> str:
+        return upstream_url(self.base, self.provider, path)
+
+    @property
+    def min_requests(self) -> int:
+        """The fewest requests a batch of it may hold (Bedrock's quota; the others take one)."""
+        return BEDROCK_MIN_RECORDS if self.provider == "bedrock" else 1
+
+
+def json_lines(raw: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in raw.splitlines() if line.strip()]

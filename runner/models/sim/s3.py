@@ -1,0 +1,145 @@
+"""The few Amazon S3 calls a Bedrock batch inference job needs, as the simulator serves them: path-style
+under `/s3` (the simulator's address stands for `https://s3.{region}.amazonaws.com`).
+
+- `PUT /s3/{bucket}/{key}` (PutObject), `GET` (GetObject), `DELETE` (DeleteObject: 204, also for a key
+  that is not there), and `GET /s3/{bucket}?list-type=2&prefix=...` (ListObjectsV2), as the S3 API
+  Reference describes them (read 2026-11-28).
+- Each signed with SigV4 for the signing name `s3`: the path signed as sent (S3 alone does not normalize
+  it or encode it twice), and `x-amz-content-sha256` required and equal to the body's SHA-256 unless it is
+  `UNSIGNED-PAYLOAD` (S3's "Authenticating Requests: Using the Authorization Header"). A Bedrock API key
+  opens no bucket.
+- Errors as S3 writes them: an XML `<Error>` with its Code and Message (NoSuchKey 404, NoSuchBucket 404
+  for a bucket nothing was ever put in, SignatureDoesNotMatch 403, InvalidAccessKeyId 403,
+  AuthorizationHeaderMalformed 400, XAmzContentSHA256Mismatch 400, RequestTimeTooSkewed 403).
+
+A bucket exists once something was put in it (the account's buckets are not modelled): Bedrock's batch
+service reads its input from here and writes its output here (bedrock_batches.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from xml.sax.saxutils import escape
+
+from aiohttp import web
+
+from runner.models.sim import sigv4
+
+UNSIGNED = "UNSIGNED-PAYLOAD"
+PREFIX = "/s3"
+# the Bedrock-worded refusals of sigv4.py, as S3 words them
+_CODES = {"IncompleteSignature": ("AuthorizationHeaderMalformed", 400),
+          "UnrecognizedClientException": ("InvalidAccessKeyId", 403),
+          "InvalidSignatureException": ("SignatureDoesNotMatch", 403),
+          "RequestExpired": ("RequestTimeTooSkewed", 403)}
+
+
+class Objects:
+    """The simulator's buckets: (bucket, key) -> bytes."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str, str], bytes] = {}
+        self.made: set[str] = set()  # a bucket stays once made, emptied or not
+
+    def buckets(self) -> set[str]:
+        return self.made
+
+    def put(self, bucket: str, key: str, body: bytes) -> None:
+        self.made.add(bucket)
+        self.data[(bucket, key)] = body
+
+    def get(self, bucket: str, key: str) -> bytes | None:
+        return self.data.get((bucket, key))
+
+    def listed(self, bucket: str, prefix: str) -> list[str]:
+        return sorted(k for b, k in self.data if b == bucket and k.startswith(prefix))
+
+
+def error(code: str, status: int, message: str, resource: str = "") -> web.Response:
+    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{escape(message)}'
+            f"</Message><Resource>{escape(resource)}</Resource><RequestId>{uuid.uuid4().hex[:16].upper()}"
+            "</RequestId></Error>")
+    return web.Response(status=status, body=body.encode(), content_type="application/xml")
+
+
+async def _refused(request: web.Request) -> web.Response | None:
+    """S3's answer to a request it does not take as signed; None for one it does."""
+    headers = sigv4.joined(request.headers)
+    body = await request.read()
+    bad = sigv4.check(headers, service="s3")
+    if bad is None and "x-amz-content-sha256" not in headers:
+        return error("InvalidRequest", 400, "Missing required header for this request: x-amz-content-sha256")
+    claimed = headers.get("x-amz-content-sha256", "")
+    if bad is None and claimed != UNSIGNED and claimed != hashlib.sha256(body).hexdigest():
+        return error("XAmzContentSHA256Mismatch", 400,
+                     "The provided 'x-amz-content-sha256' header does not match what was computed.")
+    bad = bad or sigv4.verify(request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, headers,
+                              body, request.app["state"].settings.aws_keys, service="s3")
+    if bad is None:
+        return None
+    code, status = _CODES.get(bad.type, ("AccessDenied", 403))
+    return error(code, status, bad.message, request.path)
+
+
+def _objects(request: web.Request) -> Objects:
+    objects: Objects = request.app["s3"]
+    return objects
+
+
+async def put_object(request: web.Request) -> web.Response:
+    if (bad := await _refused(request)) is not None:
+        return bad
+    body = await request.read()
+    _objects(request).put(request.match_info["bucket"], request.match_info["key"], body)
+    return web.Response(status=200, headers={"ETag": f'"{hashlib.md5(body).hexdigest()}"'})  # S3's ETag: the MD5
+
+
+async def get_object(request: web.Request) -> web.Response:
+    if (bad := await _refused(request)) is not None:
+        return bad
+    bucket, key = request.match_info["bucket"], request.match_info["key"]
+    found = _objects(request).get(bucket, key)
+    if found is None:
+        if bucket not in _objects(request).buckets():
+            return error("NoSuchBucket", 404, "The specified bucket does not exist", f"/{bucket}")
+        return error("NoSuchKey", 404, "The specified key does not exist.", f"/{bucket}/{key}")
+    return web.Response(body=found, content_type="application/octet-stream")
+
+
+async def delete_object(request: web.Request) -> web.Response:
+    if (bad := await _refused(request)) is not None:
+        return bad
+    _objects(request).data.pop((request.match_info["bucket"], request.match_info["key"]), None)
+    return web.Response(status=204)
+
+
+async def list_objects(request: web.Request) -> web.Response:
+    if (bad := await _refused(request)) is not None:
+        return bad
+    bucket, prefix = request.match_info["bucket"], request.query.get("prefix", "")
+    if bucket not in _objects(request).buckets():
+        return error("NoSuchBucket", 404, "The specified bucket does not exist", f"/{bucket}")
+    keys = _objects(request).listed(bucket, prefix)
+    contents = "".join(f"<Contents><Key>{escape(k)}</Key><Size>{len(_objects(request).data[(bucket, k)])}</Size>"
+                       "<StorageClass>STANDARD</StorageClass></Contents>" for k in keys)
+    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
+            f'2006-03-01/"><Name>{escape(bucket)}</Name><Prefix>{escape(prefix)}</Prefix><KeyCount>{len(keys)}'
+            f"</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>{contents}</ListBucketResult>")
+    return web.Response(body=body.encode(), content_type="application/xml")
+
+
+def parse_uri(uri: str) -> tuple[str, str] | None:
+    """`s3://bucket/key-or-prefix` as (bucket, key); None for anything else."""
+    if not uri.startswith("s3://"):
+        return None
+    bucket, _, key = uri[5:].partition("/")
+    return (bucket, key) if bucket else None
+
+
+def add_routes(app: web.Application) -> None:
+    app["s3"] = Objects()
+    app.add_routes([web.get(PREFIX + "/{bucket}", list_objects),
+                    web.put(PREFIX + "/{bucket}/{key:.+}", put_object),
+                    web.get(PREFIX + "/{bucket}/{key:.+}", get_object),
+                    web.delete(PREFIX + "/{bucket}/{key:.+}", delete_object)])
