@@ -1,8 +1,8 @@
 """A batch's life at its provider, for batch mode (batcher.py): made (the batch API's 429s and overloads
 waited out as it says, the try not spent), watched to its end with backoff, collected; and one a killed
 gateway may have made, found in the provider's list (an OpenAI batch by the intent in its metadata, a
-Bedrock job by its name, an Anthropic batch made since by its results holding the intent's custom ids). The journal hears of each
-batch as it ends; the counters go to the gateway's /batches."""
+Bedrock job by its name, an Anthropic batch made since by its results holding the intent's custom ids).
+The journal hears of each batch as it ends; the counters go to the gateway's /batches."""
 
 from __future__ import annotations
 
