@@ -24,7 +24,10 @@ from typing import Any
 
 import aiohttp
 
-from runner.gateway import batch_bedrock
+from runner.gateway.batch_bedrock import collect as bedrock_collect
+from runner.gateway.batch_bedrock import listed as bedrock_listed
+from runner.gateway.batch_bedrock import state as bedrock_state
+from runner.gateway.batch_bedrock import submit as bedrock_submit
 from runner.gateway.batch_wire import (
     BATCH_PATHS,
     INTENT_KEY,
@@ -49,7 +52,7 @@ async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[
                  intent: str) -> tuple[str, str | None]:
     """One batch of (custom_id, request body without `stream`): its id, and (OpenAI) the uploaded file's."""
     if ep.provider == "bedrock":
-        return await batch_bedrock.submit(session, ep, items, intent)
+        return await bedrock_submit(session, ep, items, intent)
     if ep.provider == "anthropic":
         payload = {"requests": [{"custom_id": cid, "params": body} for cid, body in items]}
         return str((await _json(session, "POST", ep.url("/v1/messages/batches"), ep, json=payload))["id"]), None
@@ -74,7 +77,7 @@ async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[
 async def state(session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
     """(ended, the batch object); BatchGone for a batch the provider does not know."""
     if ep.provider == "bedrock":
-        return await batch_bedrock.state(session, ep, batch_id)
+        return await bedrock_state(session, ep, batch_id)
     path = f"/v1/messages/batches/{batch_id}" if ep.provider == "anthropic" else f"/v1/batches/{batch_id}"
     try:
         b = await _json(session, "GET", ep.url(path), ep)
@@ -92,7 +95,7 @@ async def collect(session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict
     files deleted once read (OpenAI). BatchFailed for a batch that failed whole; BatchGone where its results
     are no longer kept (404, 410)."""
     if ep.provider == "bedrock":
-        return await batch_bedrock.collect(session, ep, batch)
+        return await bedrock_collect(session, ep, batch)
     if ep.provider == "anthropic":
         raw = await _results(session, str(batch["results_url"]), ep)
         return {r["custom_id"]: _anthropic_outcome(r["result"]) for r in json_lines(raw)}
@@ -114,7 +117,7 @@ async def listed(session: aiohttp.ClientSession, ep: BatchEndpoint, since: float
     """The batches of this key the provider lists that were created at `since` (epoch seconds) or later: the
     candidates for a batch an earlier gateway created and could not journal (killed during the call)."""
     if ep.provider == "bedrock":
-        return await batch_bedrock.listed(session, ep, since)
+        return await bedrock_listed(session, ep, since)
     import datetime as dt
 
     path = "/v1/messages/batches?limit=100" if ep.provider == "anthropic" else "/v1/batches?limit=100"

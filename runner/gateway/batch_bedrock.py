@@ -5,7 +5,7 @@ The requests as a JSONL file of `{"recordId", "modelInput"}` lines (the InvokeMo
 on the configured bucket and prefix), then `POST /model-invocation-job` on it for the calls' model, named
 and made idempotent by the intent (`jobName` pgsr-{intent}, `clientRequestToken` {intent}), its output under
 the prefix's `out/`; `GET /model-invocation-job/{id}` until it is Completed, PartiallyCompleted, Failed,
-Stopped or Expired; its `{job id}/{file}.out` read back (a line per record, in order: modelOutput, or an
+Stopped or Expired; its `{job id}/{file}.out` read back (a line per record, matched by its recordId: modelOutput, or an
 error's code and message) and every object of the job deleted. Each request is signed with SigV4, for `s3`
 or `bedrock`. A record id is alphanumeric (the guide's words): a custom id's other characters are dropped.
 A job takes at least 100 records (the quota's default): the batcher sends fewer interactively.
@@ -142,7 +142,13 @@ async def listed(session: aiohttp.ClientSession, ep: BatchEndpoint, since: float
     """The jobs of ours made since `since`, as the other providers' batches read: an id, when made, and the
     intent that made it (in its name)."""
     after = dt.datetime.fromtimestamp(since, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    found = (await _json(session, ep, "GET", "/model-invocation-jobs?" + urlencode(
-        {"submitTimeAfter": after, "nameContains": JOB_PREFIX}))).get("invocationJobSummaries") or []
+    found: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:  # page by page (nextToken)
+        asked = {"submitTimeAfter": after, "nameContains": JOB_PREFIX, **({"nextToken": token} if token else {})}
+        page = await _json(session, ep, "GET", "/model-invocation-jobs?" + urlencode(asked))
+        found += page.get("invocationJobSummaries") or []
+        if not (token := page.get("nextToken")):
+            break
     return [{"id": str(j["jobArn"]).rsplit("/", 1)[-1], "created_at": j.get("submitTime"),
              "metadata": {INTENT_KEY: str(j.get("jobName", "")).removeprefix(JOB_PREFIX)}} for j in found]

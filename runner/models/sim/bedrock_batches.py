@@ -20,8 +20,10 @@ What the jobs do, from the Bedrock User Guide (read 2026-11-28):
 - the statuses (ModelInvocationJobSummary.status): Submitted, Validating, Scheduled, InProgress, Completed,
   PartiallyCompleted (not every record could be processed in time), Expired, Failed, Stopping, Stopped.
 - the output (batch-inference-results): for each input file `{output s3Uri}/{job id}/{file name}.out`, a
-  line per record in the input's order, `{"recordId", "modelInput", "modelOutput"}` or with `"error":
-  {"errorCode", "errorMessage"}` in place of modelOutput; and `manifest.json.out` with the record counts.
+  line per record, `{"recordId", "modelInput", "modelOutput"}` or with `"error": {"errorCode",
+  "errorMessage"}` in place of modelOutput (written in the input's order, which older copies of the data
+  page promise and the current one does not: readers go by recordId); and `manifest.json.out` with the
+  record counts and the input and output tokens.
 
 Only InvokeModel jobs of Claude models are served (a Converse job is refused with the simulator's words).
 A job's records are answered as a batch of the Claude API is (batches.py: at its turnaround, drawing
@@ -61,7 +63,7 @@ ENDED = ("Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired")
 
 
 @dataclass
-class Job:
+class InvocationJob:
     arn: str
     name: str
     model_id: str
@@ -81,8 +83,8 @@ class Job:
         return self.arn.rsplit("/", 1)[-1]
 
 
-def _jobs(request: web.Request) -> dict[str, Job]:
-    jobs: dict[str, Job] = request.app["bedrock_jobs"]
+def _jobs(request: web.Request) -> dict[str, InvocationJob]:
+    jobs: dict[str, InvocationJob] = request.app["bedrock_jobs"]
     return jobs
 
 
@@ -111,11 +113,14 @@ def _create_problem(body: dict[str, Any]) -> str | None:
         if name not in body:
             return f"1 validation error detected: Value null at '{name}' failed to satisfy constraint: Member must " \
                    "not be null"
-    checks = (("jobName", JOB_NAME), ("roleArn", ROLE_ARN), ("clientRequestToken", TOKEN))
-    for name, pattern in checks:
+    checks = (("jobName", JOB_NAME, 63), ("roleArn", ROLE_ARN, 2048), ("clientRequestToken", TOKEN, 256))
+    for name, pattern, longest in checks:
         if name in body and not (isinstance(body[name], str) and pattern.fullmatch(body[name])):
             return f"1 validation error detected: Value at '{name}' failed to satisfy constraint: Member must " \
                    f"satisfy regular expression pattern: {pattern.pattern}"
+        if name in body and len(body[name]) > longest:
+            return f"1 validation error detected: Value at '{name}' failed to satisfy constraint: Member must " \
+                   f"have length less than or equal to {longest}"
     hours = body.get("timeoutDurationInHours", 24)
     if not isinstance(hours, int) or not 24 <= hours <= 168:
         return "timeoutDurationInHours: between 24 and 168"
@@ -184,7 +189,7 @@ async def create(request: web.Request) -> web.Response:
     if any(j.name == body["jobName"] for j in jobs.values()):
         return _error(request, 409, f"A job named {body['jobName']} already exists", "ConflictException")
     arn = f"arn:aws:bedrock:{_region(request)}:{ACCOUNT}:model-invocation-job/{uuid.uuid4().hex[:12]}"
-    job = Job(arn, body["jobName"], body["modelId"], body["roleArn"], token,
+    job = InvocationJob(arn, body["jobName"], body["modelId"], body["roleArn"], token,
               body["inputDataConfig"]["s3InputDataConfig"]["s3Uri"],
               body["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"], body.get("timeoutDurationInHours", 24),
               time.time())
@@ -195,7 +200,7 @@ async def create(request: web.Request) -> web.Response:
     return web.json_response({"jobArn": job.arn})
 
 
-def _start(batches: Batches, job: Job, plays: str) -> SimBatch:
+def _start(batches: Batches, job: InvocationJob, plays: str) -> SimBatch:
     """The job's records as a batch of the Claude API; a record InvokeModel would refuse is refused alike."""
     entries, refusals = [], {}
     for _, records in job.files:
@@ -212,7 +217,7 @@ def _start(batches: Batches, job: Job, plays: str) -> SimBatch:
     return b
 
 
-def status(job: Job) -> str:
+def status(job: InvocationJob) -> str:
     b = job.batch
     if b is None:
         return "Failed"
@@ -228,7 +233,7 @@ def _iso(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _counts(job: Job) -> dict[str, int]:
+def _counts(job: InvocationJob) -> dict[str, int]:
     items = job.batch.items if job.batch is not None else []
     done = [i for i in items if i.outcome is not None]
     ok = sum(1 for i in done if i.outcome is not None and i.outcome[0] == 200)
@@ -236,7 +241,16 @@ def _counts(job: Job) -> dict[str, int]:
             "errorRecordCount": len(done) - ok}
 
 
-def described(job: Job) -> dict[str, Any]:
+def _tokens(job: InvocationJob) -> dict[str, int]:
+    """What manifest.json.out adds to the counts: the tokens of the records answered."""
+    used = [i.outcome[1].get("usage") or {} for i in (job.batch.items if job.batch else [])
+            if i.outcome is not None and i.outcome[0] == 200]
+    return {"inputTokenCount": sum(u.get("input_tokens", 0) + u.get("cache_read_input_tokens", 0)
+                                   + u.get("cache_creation_input_tokens", 0) for u in used),
+            "outputTokenCount": sum(u.get("output_tokens", 0) for u in used)}
+
+
+def described(job: InvocationJob) -> dict[str, Any]:
     state = status(job)
     b = job.batch
     ended = b.wall(b.ended) if b is not None and b.ended is not None else (job.submitted if b is None else None)
@@ -251,7 +265,7 @@ def described(job: Job) -> dict[str, Any]:
             "modelInvocationType": "InvokeModel", **_counts(job)}
 
 
-def _write_output(objects: s3.Objects, job: Job) -> None:
+def _write_output(objects: s3.Objects, job: InvocationJob) -> None:
     """The job's output files and manifest, once it has ended: a line per record, in its file's order."""
     parsed = s3.parse_uri(job.output_uri)
     assert parsed is not None and job.batch is not None
@@ -273,11 +287,11 @@ def _write_output(objects: s3.Objects, job: Job) -> None:
                 line["error"] = {"errorCode": item.outcome[0], "errorMessage": str(message)}
             lines.append(orjson.dumps(line))
         objects.put(bucket, f"{base}/{name}.out", b"\n".join(lines) + b"\n")
-    objects.put(bucket, f"{base}/manifest.json.out", orjson.dumps(_counts(job)))
+    objects.put(bucket, f"{base}/manifest.json.out", orjson.dumps({**_counts(job), **_tokens(job)}))
     job.written = True
 
 
-async def _found(request: web.Request) -> Job | web.Response:
+async def _found(request: web.Request) -> InvocationJob | web.Response:
     if (bad := await _unsigned(request)) is not None:
         return bad
     m = JOB_ID.fullmatch(request.match_info["job"])
@@ -307,20 +321,51 @@ async def stop(request: web.Request) -> web.Response:
     return web.json_response({})
 
 
+STATUSES = ("Submitted", "InProgress", "Completed", "Failed", "Stopping", "Stopped", "PartiallyCompleted", "Expired",
+            "Validating", "Scheduled")  # ModelInvocationJobStatus
+
+
+def _list_problem(q: Any) -> str | None:
+    """Why ListModelInvocationJobs refuses its parameters (its model: maxResults 1-1000, the enums)."""
+    if "maxResults" in q and not (q["maxResults"].isdigit() and 1 <= int(q["maxResults"]) <= 1000):
+        return "maxResults: between 1 and 1000"
+    for name, allowed in (("statusEquals", STATUSES), ("sortBy", ("CreationTime",)),
+                          ("sortOrder", ("Ascending", "Descending"))):
+        if name in q and q[name] not in allowed:
+            return f"{name}: one of {', '.join(allowed)} ({q[name]!r})"
+    for name in ("submitTimeAfter", "submitTimeBefore"):
+        if name in q:
+            try:
+                dt.datetime.fromisoformat(q[name].replace("Z", "+00:00"))
+            except ValueError:
+                return f"{name}: an ISO 8601 timestamp ({q[name]!r})"
+    return None
+
+
+def _when(q: Any, name: str, default: float) -> float:
+    return dt.datetime.fromisoformat(q[name].replace("Z", "+00:00")).timestamp() if name in q else default
+
+
 async def listed(request: web.Request) -> web.Response:
+    """Newest first unless sortOrder says Ascending; a page of maxResults (default 1000) and the nextToken of
+    the rest."""
     if (bad := await _unsigned(request)) is not None:
         return bad
     q = request.query
-    after = dt.datetime.fromisoformat(q["submitTimeAfter"].replace("Z", "+00:00")).timestamp() \
-        if "submitTimeAfter" in q else 0.0
+    if (problem := _list_problem(q)) is not None:
+        return _error(request, 400, problem)
+    after, before = _when(q, "submitTimeAfter", 0.0), _when(q, "submitTimeBefore", float("inf"))
     found = []
-    for job in sorted(_jobs(request).values(), key=lambda j: -j.submitted):
+    for job in sorted(_jobs(request).values(), key=lambda j: j.submitted, reverse=q.get("sortOrder") != "Ascending"):
         if job.batch is not None:
             await request.app["batches"].advance(job.batch)
-        if job.submitted >= after and q.get("nameContains", "") in job.name and \
+        if after <= job.submitted <= before and q.get("nameContains", "") in job.name and \
                 q.get("statusEquals", status(job)) == status(job):
             found.append(described(job))
-    return web.json_response({"invocationJobSummaries": found[:int(q.get("maxResults", 1000))]})
+    start = int(q["nextToken"]) if q.get("nextToken", "").isdigit() else 0
+    end = start + int(q.get("maxResults", 1000))
+    return web.json_response({"invocationJobSummaries": found[start:end],
+                              **({"nextToken": str(end)} if end < len(found) else {})})
 
 
 def add_routes(app: web.Application) -> None:

@@ -1,9 +1,10 @@
 """The few Amazon S3 calls a Bedrock batch inference job needs, as the simulator serves them: path-style
 under `/s3` (the simulator's address stands for `https://s3.{region}.amazonaws.com`).
 
-- `PUT /s3/{bucket}/{key}` (PutObject), `GET` (GetObject), `DELETE` (DeleteObject: 204, also for a key
-  that is not there), and `GET /s3/{bucket}?list-type=2&prefix=...` (ListObjectsV2), as the S3 API
-  Reference describes them (read 2026-11-28).
+- `PUT /s3/{bucket}/{key}` (PutObject: its ETag), `GET` and `HEAD` (GetObject, HeadObject: ETag and
+  Last-Modified), `DELETE` (DeleteObject: 204, also for a key that is not there), and `GET /s3/{bucket}?
+  list-type=2` (ListObjectsV2: prefix, delimiter and CommonPrefixes, max-keys with a continuation token,
+  each entry's ETag, LastModified and Size), as the S3 API Reference describes them (read 2026-11-28).
 - Each signed with SigV4 for the signing name `s3`: the path signed as sent (S3 alone does not normalize
   it or encode it twice), and `x-amz-content-sha256` required and equal to the body's SHA-256 unless it is
   `UNSIGNED-PAYLOAD` (S3's "Authenticating Requests: Using the Authorization Header"). A Bedrock API key
@@ -18,8 +19,11 @@ service reads its input from here and writes its output here (bedrock_batches.py
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import time
 import uuid
+from email.utils import formatdate
 from xml.sax.saxutils import escape
 
 from aiohttp import web
@@ -36,21 +40,30 @@ _CODES = {"IncompleteSignature": ("AuthorizationHeaderMalformed", 400),
 
 
 class Objects:
-    """The simulator's buckets: (bucket, key) -> bytes."""
+    """The simulator's buckets: (bucket, key) -> bytes, with each object's ETag (its MD5, as S3's for a single
+    PUT) and when it was put."""
 
     def __init__(self) -> None:
         self.data: dict[tuple[str, str], bytes] = {}
+        self.meta: dict[tuple[str, str], tuple[str, float]] = {}  # ETag, epoch seconds
         self.made: set[str] = set()  # a bucket stays once made, emptied or not
 
     def buckets(self) -> set[str]:
         return self.made
 
-    def put(self, bucket: str, key: str, body: bytes) -> None:
+    def put(self, bucket: str, key: str, body: bytes) -> str:
         self.made.add(bucket)
         self.data[(bucket, key)] = body
+        etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag of a single PUT: the MD5
+        self.meta[(bucket, key)] = (etag, time.time())
+        return etag
 
     def get(self, bucket: str, key: str) -> bytes | None:
         return self.data.get((bucket, key))
+
+    def delete(self, bucket: str, key: str) -> None:
+        self.data.pop((bucket, key), None)
+        self.meta.pop((bucket, key), None)
 
     def listed(self, bucket: str, prefix: str) -> list[str]:
         return sorted(k for b, k in self.data if b == bucket and k.startswith(prefix))
@@ -90,9 +103,8 @@ def _objects(request: web.Request) -> Objects:
 async def put_object(request: web.Request) -> web.Response:
     if (bad := await _refused(request)) is not None:
         return bad
-    body = await request.read()
-    _objects(request).put(request.match_info["bucket"], request.match_info["key"], body)
-    return web.Response(status=200, headers={"ETag": f'"{hashlib.md5(body).hexdigest()}"'})  # S3's ETag: the MD5
+    etag = _objects(request).put(request.match_info["bucket"], request.match_info["key"], await request.read())
+    return web.Response(status=200, headers={"ETag": etag})
 
 
 async def get_object(request: web.Request) -> web.Response:
@@ -104,29 +116,56 @@ async def get_object(request: web.Request) -> web.Response:
         if bucket not in _objects(request).buckets():
             return error("NoSuchBucket", 404, "The specified bucket does not exist", f"/{bucket}")
         return error("NoSuchKey", 404, "The specified key does not exist.", f"/{bucket}/{key}")
-    return web.Response(body=found, content_type="application/octet-stream")
+    etag, at = _objects(request).meta[(bucket, key)]
+    return web.Response(body=found, content_type="application/octet-stream",  # HEAD too: aiohttp's GET route
+                        headers={"ETag": etag, "Last-Modified": formatdate(at, usegmt=True)})
 
 
 async def delete_object(request: web.Request) -> web.Response:
     if (bad := await _refused(request)) is not None:
         return bad
-    _objects(request).data.pop((request.match_info["bucket"], request.match_info["key"]), None)
+    _objects(request).delete(request.match_info["bucket"], request.match_info["key"])
     return web.Response(status=204)
 
 
 async def list_objects(request: web.Request) -> web.Response:
     if (bad := await _refused(request)) is not None:
         return bad
-    bucket, prefix = request.match_info["bucket"], request.query.get("prefix", "")
-    if bucket not in _objects(request).buckets():
+    q, bucket = request.query, request.match_info["bucket"]
+    objects = _objects(request)
+    if bucket not in objects.buckets():
         return error("NoSuchBucket", 404, "The specified bucket does not exist", f"/{bucket}")
-    keys = _objects(request).listed(bucket, prefix)
-    contents = "".join(f"<Contents><Key>{escape(k)}</Key><Size>{len(_objects(request).data[(bucket, k)])}</Size>"
-                       "<StorageClass>STANDARD</StorageClass></Contents>" for k in keys)
+    prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+    try:
+        most = int(q.get("max-keys", "1000"))
+    except ValueError:
+        return error("InvalidArgument", 400, "Provided max-keys not an integer or within integer range")
+    after = q.get("continuation-token") or q.get("start-after") or ""
+    entries: list[tuple[str, bool]] = []  # (key or common prefix, is a prefix), in key order, each once
+    for key in objects.listed(bucket, prefix):
+        cut = key.find(delimiter, len(prefix)) if delimiter else -1
+        entry = (key[:cut + len(delimiter)], True) if cut >= 0 else (key, False)
+        if entry[0] > after and (not entries or entries[-1] != entry):
+            entries.append(entry)
+    page, truncated = entries[:max(0, min(most, 1000))], len(entries) > max(0, min(most, 1000))
+    contents = "".join(
+        f"<Contents><Key>{escape(k)}</Key><LastModified>{_iso(objects.meta[(bucket, k)][1])}</LastModified>"
+        f"<ETag>{escape(objects.meta[(bucket, k)][0])}</ETag><Size>{len(objects.data[(bucket, k)])}</Size>"
+        "<StorageClass>STANDARD</StorageClass></Contents>" for k, common in page if not common)
+    commons = "".join(f"<CommonPrefixes><Prefix>{escape(k)}</Prefix></CommonPrefixes>" for k, common in page if common)
+    more = f"<NextContinuationToken>{escape(page[-1][0])}</NextContinuationToken>" if truncated and page else ""
+    given = f"<ContinuationToken>{escape(q['continuation-token'])}</ContinuationToken>" \
+        if "continuation-token" in q else ""
     body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
-            f'2006-03-01/"><Name>{escape(bucket)}</Name><Prefix>{escape(prefix)}</Prefix><KeyCount>{len(keys)}'
-            f"</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>{contents}</ListBucketResult>")
+            f'2006-03-01/"><Name>{escape(bucket)}</Name><Prefix>{escape(prefix)}</Prefix>'
+            f"{f'<Delimiter>{escape(delimiter)}</Delimiter>' if delimiter else ''}<KeyCount>{len(page)}</KeyCount>"
+            f"<MaxKeys>{most}</MaxKeys><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>{given}{more}"
+            f"{contents}{commons}</ListBucketResult>")
     return web.Response(body=body.encode(), content_type="application/xml")
+
+
+def _iso(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_uri(uri: str) -> tuple[str, str] | None:
