@@ -13,6 +13,7 @@ goes on.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -51,9 +52,12 @@ def bedrock_signer(region: str, profile: str | None, *, simulated: bool) -> Sign
     return lambda url, body, headers: sign("POST", url, body, headers, "bedrock")
 
 
+@functools.lru_cache(maxsize=16)
 def aws_signer(region: str, profile: str | None, *, simulated: bool) -> AwsSigner:
     """What signs a request to an AWS service with SigV4 (botocore's signer, the AWS SDK's credential chain):
-    `sign(method, url, body, headers, signing name)` -> the headers to send."""
+    `sign(method, url, body, headers, signing name)` -> the headers to send. One per region and profile for
+    the gateway's life: the credential chain is walked once (an instance role's is a network call), and
+    botocore refreshes what it found as it nears expiry."""
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
