@@ -5,10 +5,11 @@ The requests as a JSONL file of `{"recordId", "modelInput"}` lines (the InvokeMo
 on the configured bucket and prefix), then `POST /model-invocation-job` on it for the calls' model, named
 and made idempotent by the intent (`jobName` pgsr-{intent}, `clientRequestToken` {intent}), its output under
 the prefix's `out/`; `GET /model-invocation-job/{id}` until it is Completed, PartiallyCompleted, Failed,
-Stopped or Expired; its `{job id}/{file}.out` read back (a line per record, matched by its recordId: modelOutput, or an
-error's code and message) and every object of the job deleted. Each request is signed with SigV4, for `s3`
-or `bedrock`. A record id is alphanumeric (the guide's words): a custom id's other characters are dropped.
-A job takes at least 100 records (the quota's default): the batcher sends fewer interactively.
+Stopped or Expired; its `{job id}/{file}.out` read back (a line per record, matched by its recordId:
+modelOutput, or an error's code and message) and every object of the job deleted. Each request is signed
+with SigV4, for `s3` or `bedrock`. A record id is alphanumeric (the guide's words): a custom id's other
+characters are dropped. A job takes at least 100 records (the quota's default): the batcher sends fewer
+interactively.
 """
 
 from __future__ import annotations
