@@ -124,23 +124,26 @@ def assert_exactly_once(out: Path, runs: list[str], n: int) -> None:
         assert manifest["counts"][run] == n, (run, manifest["counts"])
 
 
-def ready_container(out: Path, p: subprocess.Popen[str], timeout: float = 60) -> str:
-    """The container of a worker that is ready (its sandbox named in the supervisor's "ready" line): a
-    container killed while its worker still boots is a boot failure, which stops the run by design."""
+def ready_containers(out: Path, p: subprocess.Popen[str]) -> list[str]:
+    """The containers of the workers that are ready now (each sandbox named in the supervisor's "ready"
+    line): a container killed while its worker still boots is a boot failure, which stops the run by design."""
     import re
 
+    log = (out / "logs" / "supervisor.log").read_text() if (out / "logs" / "supervisor.log").exists() else ""
+    ready = set(re.findall(r"ready: docker sandbox (\S+)", log))
+    names = subprocess.run(["docker", "ps", "--format", "{{.ID}} {{.Names}}",
+                            f"--filter=label=pgsandbox-runner.owner-pid={p.pid}"],
+                           capture_output=True, text=True).stdout.split("\n")
+    return [line.split()[0] for line in names if line and line.split()[1].removeprefix("pgsr-") in ready]
+
+
+def ready_container(out: Path, p: subprocess.Popen[str], timeout: float = 60) -> str:
+    """The container of a worker that is ready, waited for."""
     deadline = time.monotonic() + timeout
-    while True:
-        log = (out / "logs" / "supervisor.log").read_text() if (out / "logs" / "supervisor.log").exists() else ""
-        ready = set(re.findall(r"ready: docker sandbox (\S+)", log))
-        names = subprocess.run(["docker", "ps", "--format", "{{.ID}} {{.Names}}",
-                                f"--filter=label=pgsandbox-runner.owner-pid={p.pid}"],
-                               capture_output=True, text=True).stdout.split("\n")
-        for line in names:
-            if line and line.split()[1].removeprefix("pgsr-") in ready:
-                return line.split()[0]
+    while not (ready := ready_containers(out, p)):
         assert p.poll() is None and time.monotonic() < deadline, "no ready worker's container"
         time.sleep(0.2)
+    return ready[0]
 
 
 def containers(*, owner_pid: int | None = None, run_id: str | None = None, stopped_too: bool = True) -> list[str]:

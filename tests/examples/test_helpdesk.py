@@ -5,7 +5,6 @@ and the thrown-away results counted."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -17,7 +16,7 @@ import psycopg
 import pytest
 
 from runner.sandbox.docker import SOCKET_MOUNT
-from tests.runs import finish, line_count, ready_container, rows_of, start_run
+from tests.runs import finish, line_count, ready_container, ready_containers, rows_of, start_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
 VENV_PYTHON = Path(__file__).resolve().parents[2] / ".venv-helpdesk" / "bin" / "python"
@@ -81,28 +80,55 @@ def _any_discarded(out: Path) -> bool:
     return False
 
 
-def _kill_backend(container: str) -> None:
-    """PostgreSQL killed inside the container: one backend -9, and the server resets every session. The
-    backend is one of a record at work (a harness session in a statement or a transaction), so the crash
-    lands mid-record: one between records would change nothing, and the test would test nothing. Watched
-    through a session of the runner's own role (a docker exec per look is too slow to catch a statement)."""
+def _admin(container: str) -> psycopg.Connection[Any]:
+    """A session of the runner's own role on a sandbox, through its socket (a docker exec per look is too
+    slow to catch a record at work)."""
     info = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
                                      check=True).stdout)[0]
     env = dict(e.split("=", 1) for e in info["Config"]["Env"])
     socket = next(m["Source"] for m in info["Mounts"] if m["Destination"] == SOCKET_MOUNT)
+    return psycopg.connect(host=socket, port=5432, user="pgsr_admin", password=env["SANDBOX_ADMIN_PASSWORD"],
+                           dbname="postgres", autocommit=True, connect_timeout=10)
+
+
+def _strike(out: Path, p: subprocess.Popen[str], fault: str) -> bool:
+    """A fault that lands mid-record: on whichever ready sandbox has a record at work (a harness session in
+    its transaction, which lasts the whole conversation), `docker kill` of its container, or one backend
+    killed -9 inside it, so that the server resets every session. A strike between records would change
+    nothing, and the test would test nothing. False when the run ended first."""
     busy = ("SELECT pid FROM pg_stat_activity WHERE usename LIKE 'helpdesk%%' "
             "AND state IN ('active', 'idle in transaction') LIMIT 1")
-    with psycopg.connect(host=socket, port=5432, user="pgsr_admin", password=env["SANDBOX_ADMIN_PASSWORD"],
-                         dbname="postgres", autocommit=True, connect_timeout=10) as conn:
-        deadline = time.monotonic() + 60
-        while True:
-            row = conn.execute(busy).fetchone()
-            # a session may end between the look and the kill: then look again
-            if row and subprocess.run(["docker", "exec", container, "sh", "-c", f"kill -9 {row[0]}"],
-                                      capture_output=True).returncode == 0:
-                return
-            assert time.monotonic() < deadline, "no record at work in the sandbox for a minute"
+    sessions: dict[str, psycopg.Connection[Any]] = {}
+    deadline = time.monotonic() + 60
+    try:
+        while p.poll() is None:
+            assert time.monotonic() < deadline, "no record at work in any sandbox for a minute"
+            for container in ready_containers(out, p):
+                try:  # a sandbox replaced meanwhile: the others, then the next look
+                    if container not in sessions:
+                        sessions[container] = _admin(container)
+                    row = sessions[container].execute(busy).fetchone()
+                except (psycopg.OperationalError, subprocess.CalledProcessError, StopIteration):
+                    sessions.pop(container, None)
+                    continue
+                if row is None:
+                    continue
+                # the kill fails when the session ended between the look and it (then look again); when it
+                # succeeds, the session, and so its record, was still at work
+                strike = ["docker", "kill", container] if fault == "kill" else \
+                    ["docker", "exec", container, "sh", "-c", f"kill -9 {row[0]}"]
+                if subprocess.run(strike, capture_output=True).returncode == 0:
+                    return True
             time.sleep(0.005)
+        return False
+    finally:
+        for session in sessions.values():
+            session.close()
+
+
+def _discard_seen(out: Path) -> bool:
+    """Whether a worker has thrown a result away (its log says so as it does, before the record's rerun)."""
+    return any("result discarded" in f.read_text(errors="replace") for f in (out / "logs").glob("*.log"))
 
 
 @pytest.mark.parametrize(("config", "slots", "fault"), [
@@ -125,29 +151,18 @@ def test_a_fault_mid_run_changes_no_outcome(tmp_path: Path, clean: dict[str, dic
     while line_count(out) < 3:
         assert p.poll() is None and time.monotonic() < deadline, "no results in time"
         time.sleep(0.05)
-    victim = ready_container(out, p)
     if fault == "pause":  # never unpaused: the runner must give up on it and remove it
-        subprocess.run(["docker", "pause", victim], check=True, capture_output=True)
+        subprocess.run(["docker", "pause", ready_container(out, p)], check=True, capture_output=True)
     else:
-        # a kill or a crash between two records of every slot changes nothing and is not what is tested here:
-        # strike again (up to 5 times) until a record it hit is seen discarded, or the run ends
+        # strike again (up to 5 times) until a worker is seen throwing a result away, or the run ends
         for _ in range(5):
-            if fault == "kill":
-                subprocess.run(["docker", "kill", victim], capture_output=True)  # (gone meanwhile: the next one)
-            with contextlib.suppress(psycopg.OperationalError):  # a sandbox replaced meanwhile: the next one
-                if fault == "postgres":
-                    _kill_backend(victim)
-            deadline = time.monotonic() + 5
-            while not _any_discarded(out) and p.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _any_discarded(out) or p.poll() is not None:
+            if not _strike(out, p, fault):
                 break
-            try:
-                victim = ready_container(out, p)
-            except AssertionError:
-                if p.poll() is None:
-                    raise
-                break  # the run ended meanwhile: its last records were done before a strike landed
+            deadline = time.monotonic() + 30
+            while not _discard_seen(out) and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _discard_seen(out) or p.poll() is not None:
+                break
     rc, log = finish(p, timeout=400)
     assert rc == 0, log[-3000:]
     assert _outcomes(out) == clean
