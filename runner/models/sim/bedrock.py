@@ -39,7 +39,7 @@ async def invoke_with_response_stream(request: web.Request) -> web.StreamRespons
 
 
 async def _invoke(request: web.Request, *, stream: bool) -> web.StreamResponse:
-    if (bad := sigv4.check(request.headers) or await _signed(request)) is not None:
+    if (bad := await sigv4.refusal(request)) is not None:
         return refused(request, BEDROCK.error(bad.status, bad.message, code=bad.type))
     model_id = request.match_info["model_id"]
     named = cloud_ids.bedrock(model_id)
@@ -57,13 +57,6 @@ async def _invoke(request: web.Request, *, stream: bool) -> web.StreamResponse:
     body.pop("user_profile_id", None)  # the SDK's anthropic-user-profile-id header, moved into the body
     return await answer(request, BEDROCK, {**body, **({"stream": True} if stream else {})}, plays=named.model,
                         limit_key=model_id, headers={"anthropic-beta": ",".join(betas)} if betas else None)
-
-
-async def _signed(request: web.Request) -> sigv4.Refusal | None:
-    """The signature's value, with the secret of the key that made it (the account's keys: `aws_keys`)."""
-    headers = sigv4.joined(request.headers)
-    return sigv4.verify(request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, headers,
-                        await request.read(), request.app["state"].settings.aws_keys)
 
 
 def body_problem(body: dict[str, Any]) -> str | None:

@@ -100,10 +100,7 @@ def _error(request: web.Request, status: int, message: str, code: str | None = N
 
 
 async def _unsigned(request: web.Request) -> web.Response | None:
-    headers = sigv4.joined(request.headers)
-    bad = sigv4.check(headers) or sigv4.verify(request.method, request.rel_url.raw_path,
-                                               request.rel_url.raw_query_string, headers, await request.read(),
-                                               request.app["state"].settings.aws_keys)
+    bad = await sigv4.refusal(request)
     return None if bad is None else _error(request, bad.status, bad.message, bad.type)
 
 

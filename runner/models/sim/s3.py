@@ -23,6 +23,7 @@ import datetime as dt
 import hashlib
 import time
 import uuid
+from dataclasses import dataclass
 from email.utils import formatdate
 from xml.sax.saxutils import escape
 
@@ -39,13 +40,20 @@ _CODES = {"IncompleteSignature": ("AuthorizationHeaderMalformed", 400),
           "RequestExpired": ("RequestTimeTooSkewed", 403)}
 
 
+@dataclass(frozen=True)
+class Stored:
+    """One object: its bytes, its ETag (its MD5, as S3's for a single PUT) and when it was put."""
+
+    body: bytes
+    etag: str
+    at: float  # epoch seconds
+
+
 class Objects:
-    """The simulator's buckets: (bucket, key) -> bytes, with each object's ETag (its MD5, as S3's for a single
-    PUT) and when it was put."""
+    """The simulator's buckets: (bucket, key) -> the object stored there."""
 
     def __init__(self) -> None:
-        self.data: dict[tuple[str, str], bytes] = {}
-        self.meta: dict[tuple[str, str], tuple[str, float]] = {}  # ETag, epoch seconds
+        self.stored: dict[tuple[str, str], Stored] = {}
         self.made: set[str] = set()  # a bucket stays once made, emptied or not
 
     def buckets(self) -> set[str]:
@@ -53,20 +61,22 @@ class Objects:
 
     def put(self, bucket: str, key: str, body: bytes) -> str:
         self.made.add(bucket)
-        self.data[(bucket, key)] = body
         etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag of a single PUT: the MD5
-        self.meta[(bucket, key)] = (etag, time.time())
+        self.stored[(bucket, key)] = Stored(body, etag, time.time())
         return etag
 
+    def object(self, bucket: str, key: str) -> Stored | None:
+        return self.stored.get((bucket, key))
+
     def get(self, bucket: str, key: str) -> bytes | None:
-        return self.data.get((bucket, key))
+        found = self.stored.get((bucket, key))
+        return found.body if found else None
 
     def delete(self, bucket: str, key: str) -> None:
-        self.data.pop((bucket, key), None)
-        self.meta.pop((bucket, key), None)
+        self.stored.pop((bucket, key), None)
 
     def listed(self, bucket: str, prefix: str) -> list[str]:
-        return sorted(k for b, k in self.data if b == bucket and k.startswith(prefix))
+        return sorted(k for b, k in self.stored if b == bucket and k.startswith(prefix))
 
 
 def error(code: str, status: int, message: str, resource: str = "") -> web.Response:
@@ -111,14 +121,13 @@ async def get_object(request: web.Request) -> web.Response:
     if (bad := await _refused(request)) is not None:
         return bad
     bucket, key = request.match_info["bucket"], request.match_info["key"]
-    found = _objects(request).get(bucket, key)
+    found = _objects(request).object(bucket, key)
     if found is None:
         if bucket not in _objects(request).buckets():
             return error("NoSuchBucket", 404, "The specified bucket does not exist", f"/{bucket}")
         return error("NoSuchKey", 404, "The specified key does not exist.", f"/{bucket}/{key}")
-    etag, at = _objects(request).meta[(bucket, key)]
-    return web.Response(body=found, content_type="application/octet-stream",  # HEAD too: aiohttp's GET route
-                        headers={"ETag": etag, "Last-Modified": formatdate(at, usegmt=True)})
+    return web.Response(body=found.body, content_type="application/octet-stream",  # HEAD too: aiohttp's GET route
+                        headers={"ETag": found.etag, "Last-Modified": formatdate(found.at, usegmt=True)})
 
 
 async def delete_object(request: web.Request) -> web.Response:
@@ -149,9 +158,9 @@ async def list_objects(request: web.Request) -> web.Response:
             entries.append(entry)
     page, truncated = entries[:max(0, min(most, 1000))], len(entries) > max(0, min(most, 1000))
     contents = "".join(
-        f"<Contents><Key>{escape(k)}</Key><LastModified>{_iso(objects.meta[(bucket, k)][1])}</LastModified>"
-        f"<ETag>{escape(objects.meta[(bucket, k)][0])}</ETag><Size>{len(objects.data[(bucket, k)])}</Size>"
-        "<StorageClass>STANDARD</StorageClass></Contents>" for k, common in page if not common)
+        f"<Contents><Key>{escape(k)}</Key><LastModified>{_iso(o.at)}</LastModified><ETag>{escape(o.etag)}</ETag>"
+        f"<Size>{len(o.body)}</Size><StorageClass>STANDARD</StorageClass></Contents>"
+        for k, common in page if not common and (o := objects.stored[(bucket, k)]))
     commons = "".join(f"<CommonPrefixes><Prefix>{escape(k)}</Prefix></CommonPrefixes>" for k, common in page if common)
     more = f"<NextContinuationToken>{escape(page[-1][0])}</NextContinuationToken>" if truncated and page else ""
     given = f"<ContinuationToken>{escape(q['continuation-token'])}</ContinuationToken>" \

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+from aiohttp import web
+
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "bedrock"
 _DATE = re.compile(r"^\d{8}T\d{6}Z$")
@@ -132,6 +134,15 @@ def verify(method: str, raw_path: str, query: str, headers: Mapping[str, str], b
                    "Secret Access Key and signing method. Consult the service documentation for details.\n\n"
                    f"The Canonical String for this request should have been\n'{canonical}'\n\n"
                    f"The String-to-Sign should have been\n'{to_sign}'\n")
+
+
+async def refusal(request: web.Request, service: str = SERVICE) -> Refusal | None:
+    """How the service refuses a request's signature (`check`, then `verify` with the account's keys), or
+    None when it takes it."""
+    headers = joined(request.headers)
+    return check(headers, service=service) or verify(
+        request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, headers, await request.read(),
+        request.app["state"].settings.aws_keys, service=service)
 
 
 def _normalized(path: str) -> str:
