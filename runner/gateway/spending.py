@@ -25,6 +25,8 @@ class Spending:
     def reserve(self, run: str, provider: str, model: str, raw: bytes, body: dict[str, Any] | None) -> Ticket | None:
         if self.spend is None:
             return None
+        if not self.spend.capped:  # nothing to hold against: no estimate (it still counts when it settles)
+            return self.spend.reserve(run, 0.0, 0.0)
         est_in = len(raw) / 4
         asked = (body or {}).get("max_tokens") or (body or {}).get("max_completion_tokens")
         est_out = min(float(asked), OUT_ESTIMATE) if isinstance(asked, (int, float)) else OUT_ESTIMATE
