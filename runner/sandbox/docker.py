@@ -260,6 +260,12 @@ class DockerSandbox(Sandbox):
                     self._container.remove(force=True, v=True)
                 except NotFound:
                     pass
+                except APIError as e:
+                    # the run's end-of-run sweep (or a slot replacing it) got there first: it is going
+                    if e.status_code == 409 and "already in progress" in str(e.explanation):
+                        logger.debug("container of {}: being removed already", self.id)
+                    else:
+                        logger.warning("could not remove container of {}: {}", self.id, e)
                 except DockerException as e:
                     logger.warning("could not remove container of {}: {}", self.id, e)
                 self._container = None

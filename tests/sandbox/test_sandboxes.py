@@ -158,6 +158,39 @@ def test_sweeps_racing_on_the_same_stale_containers_all_end_without_error(sandbo
     assert max(removed) >= 1
 
 
+def test_a_container_already_being_removed_is_let_go_quietly_and_another_failure_is_said() -> None:
+    """At a run's end its sweep and the workers remove the same containers: the loser's 409 ("removal ...
+    is already in progress") is no failure, and said as one it was noise in every stopped run's log."""
+    import requests
+    from docker.errors import APIError
+    from loguru import logger
+
+    def refusal(status: int, words: str) -> APIError:
+        response = requests.Response()
+        response.status_code = status
+        return APIError(f"{status} Client Error", response=response, explanation=words)
+
+    class Container:
+        def __init__(self, error: APIError) -> None:
+            self.error, self.id = error, "c0ffee"
+
+        def remove(self, **_: Any) -> None:
+            raise self.error
+
+    said: list[str] = []
+    sink = logger.add(lambda m: said.append(m.record["message"]), level="WARNING")
+    try:
+        for error in (refusal(409, "removal of container c0ffee is already in progress"),
+                      refusal(500, "driver failed removing its root filesystem")):
+            sb = DockerSandbox("pgsandbox-runner/none", "sandbox", run_id="pytest-409", owner_pid=os.getpid())
+            sb._container = Container(error)
+            sb.stop()
+            assert sb._container is None
+    finally:
+        logger.remove(sink)
+    assert len(said) == 1 and "driver failed" in said[0], said
+
+
 @pytest.mark.docker
 def test_missing_image_is_a_boot_error() -> None:
     from runner.sandbox.docker import engine_answers
