@@ -734,6 +734,18 @@ def test_input_not_jsonl_extension(br, s3):
     _fails_validation_or_job_fails(br, s3, "s3://batch-in/ext/in.txt", "s3://batch-out/ext/")
 
 
+def _job_or_refusal(br, name):
+    """A job on s3://batch-in/{name}/in.jsonl, to its end: (its ARN, the job); (None, None) when the service
+    refused the input, at once (ValidationException) or as a Failed job (either is a fair answer to bad input)."""
+    try:
+        arn = _create(br, in_uri=f"s3://batch-in/{name}/in.jsonl", out_uri=f"s3://batch-out/{name}/")["jobArn"]
+    except ClientError as e:
+        assert e.response["Error"]["Code"] == "ValidationException"
+        return None, None
+    job = _wait_end(br, arn)
+    return (None, None) if job["status"] == "Failed" else (arn, job)
+
+
 def test_input_with_malformed_line(br, s3):
     """[MONITOR] Validating checks 'each individual record is a JSON object in the correct
     format'. 100 good records + one line that is not JSON must not end 'Completed' silently
@@ -742,13 +754,8 @@ def test_input_with_malformed_line(br, s3):
     recs = _records(100)
     body = "".join(json.dumps(r) + "\n" for r in recs) + "{not json\n"
     s3.put_object(Bucket="batch-in", Key="bad/in.jsonl", Body=body.encode())
-    try:
-        arn = _create(br, in_uri="s3://batch-in/bad/in.jsonl", out_uri="s3://batch-out/bad/")["jobArn"]
-    except ClientError as e:
-        assert e.response["Error"]["Code"] == "ValidationException"
-        return
-    job = _wait_end(br, arn)
-    if job["status"] == "Failed":
+    arn, job = _job_or_refusal(br, "bad")
+    if job is None:
         return
     m = json.loads(s3.get_object(Bucket="batch-out", Key=f"bad/{_job_id(arn)}/manifest.json.out")["Body"].read())
     assert m["totalRecordCount"] == 101 and m["errorRecordCount"] >= 1, (job["status"], m)
@@ -760,13 +767,8 @@ def test_record_missing_model_input(br, s3):
     not produce a modelOutput."""
     recs = [*_records(100), {"recordId": "NOINPUT0001"}]
     _put_jsonl(s3, "batch-in", "noinput/in.jsonl", recs)
-    try:
-        arn = _create(br, in_uri="s3://batch-in/noinput/in.jsonl", out_uri="s3://batch-out/noinput/")["jobArn"]
-    except ClientError as e:
-        assert e.response["Error"]["Code"] == "ValidationException"
-        return
-    job = _wait_end(br, arn)
-    if job["status"] == "Failed":
+    arn, job = _job_or_refusal(br, "noinput")
+    if job is None:
         return
     lines = _read_lines(s3, "batch-out", f"noinput/{_job_id(arn)}/in.jsonl.out")
     bad = [line for line in lines if line.get("recordId") == "NOINPUT0001"]
