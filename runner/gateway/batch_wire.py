@@ -1,6 +1,7 @@
-"""What batch mode's talk with the providers' batch APIs is made of (batch_api.py, batch_bedrock.py): where a
-batch goes (`BatchEndpoint`; Bedrock's `AwsBatch`), what a request came to (`Outcome`), and how a batch API
-call fails (`BatchRefused`, `BatchFailed`, `BatchGone`).
+"""What batch mode's talk with the providers' batch APIs is made of (batch_api.py and the batch_{provider}.py it
+dispatches to): where a batch goes (`BatchEndpoint`; Bedrock's `AwsBatch`), what a request came to
+(`Outcome`), how a batch API call fails (`BatchRefused`, `BatchFailed`, `BatchGone`), and the calls of the
+key-authenticated APIs (`fetch_json`, `fetch_results`).
 
 What a request came to is an `Outcome`: an answer or the API's own refusal (status and body, for the
 caller as an interactive call would have had them), or `None` where it is worth another try (an error
@@ -17,7 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
+
 from runner.gateway.request import upstream_url
+from runner.models.base import retry_after_from
 
 Outcome = tuple[int, dict[str, Any]] | None
 # the paths a batch takes calls of, and whose API each is (OpenAI's Batch API takes the Responses API too)
@@ -81,3 +85,35 @@ class BatchEndpoint:
 
 def json_lines(raw: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+async def fetch_json(session: aiohttp.ClientSession, method: str, url: str, ep: BatchEndpoint,
+                     **kw: Any) -> dict[str, Any]:
+    """A call of a key-authenticated batch API (Anthropic's, OpenAI's, Azure's) and its JSON answer;
+    BatchRefused for any other status than 200."""
+    async with session.request(method, url, headers=ep.headers, **kw) as r:
+        if r.status != 200:
+            raise await _refusal(r)
+        found: dict[str, Any] = await r.json(content_type=None)
+        return found
+
+
+async def fetch_results(session: aiohttp.ClientSession, url: str, ep: BatchEndpoint) -> bytes:
+    """A batch's results file, as those APIs serve it; BatchGone where it is no longer kept."""
+    async with session.get(url, headers=ep.headers) as r:
+        if r.status in (404, 410):  # expired (Anthropic keeps results 29 days) or deleted
+            raise BatchGone(url)
+        if r.status != 200:
+            raise await _refusal(r)
+        return await r.read()
+
+
+async def _refusal(r: aiohttp.ClientResponse) -> BatchRefused:
+    text = (await r.text())[:500]
+    try:
+        body = json.loads(text)
+        inner = body.get("error") if isinstance(body, dict) else None
+        words = str((inner or {}).get("message") or text) if isinstance(inner, dict) else text
+    except ValueError:
+        words = text
+    return BatchRefused(r.status, words, retry_after_from(r.headers))

@@ -22,10 +22,7 @@ from runner.gateway.batch_api import (
     BatchGone,
     BatchRefused,
     Outcome,
-    collect,
-    listed,
-    state,
-    submit,
+    of,
 )
 from runner.gateway.journal import Intent, Journal
 
@@ -49,7 +46,7 @@ class Courier:
         waited, backoff = 0.0, 1.0
         while True:
             try:
-                batch_id, _ = await submit(self.session, ep, items, intent.id)
+                batch_id, _ = await of(ep).submit(self.session, ep, items, intent.id)
                 return batch_id
             except BatchRefused as e:
                 if (e.status == 429 or e.status >= 500) and waited < CREATE_PATIENCE_SECONDS:
@@ -75,9 +72,9 @@ class Courier:
         while True:
             await asyncio.sleep(wait)
             try:
-                ended, obj = await state(self.session, ep, batch_id)
+                ended, obj = await of(ep).state(self.session, ep, batch_id)
                 if ended:
-                    outcomes = await collect(self.session, ep, obj)
+                    outcomes = await of(ep).collect(self.session, ep, obj)
                     self._ended(batch_id)
                     return outcomes
                 failures = 0
@@ -115,7 +112,7 @@ class Courier:
         if ep.provider not in ("openai", "azure", "bedrock"):
             return None
         with contextlib.suppress(BatchRefused, aiohttp.ClientError, TimeoutError, ValueError):
-            for b in await listed(self.session, ep, intent.at - 120):
+            for b in await of(ep).listed(self.session, ep, intent.at - 120):
                 if (b.get("metadata") or {}).get(INTENT_KEY) == intent.id:
                     return str(b["id"])
         return None
@@ -126,7 +123,7 @@ class Courier:
         custom ids."""
         known = self.journal.journaled_batches() if self.journal is not None else set()
         out: dict[str, Outcome] = {}
-        for b in await listed(self.session, ep, intent.at - 120):
+        for b in await of(ep).listed(self.session, ep, intent.at - 120):
             if str(b.get("id")) in known:
                 continue
             outcomes = await self.watch(ep, str(b["id"]))
