@@ -12,9 +12,8 @@ import aiohttp
 
 from runner.gateway.batch_wire import (
     BatchEndpoint,
-    BatchGone,
-    BatchRefused,
     Outcome,
+    fetch_batch,
     fetch_json,
     fetch_results,
     json_lines,
@@ -32,12 +31,7 @@ async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[
 
 
 async def state(session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
-    try:
-        b = await fetch_json(session, "GET", ep.url(f"/v1/messages/batches/{batch_id}"), ep)
-    except BatchRefused as e:
-        if e.status == 404:
-            raise BatchGone(batch_id) from e
-        raise
+    b = await fetch_batch(session, ep.url(f"/v1/messages/batches/{batch_id}"), ep, batch_id)
     return b.get("processing_status") == "ended", b
 
 

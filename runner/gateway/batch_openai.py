@@ -22,9 +22,9 @@ from runner.gateway.batch_wire import (
     INTENT_KEY,
     BatchEndpoint,
     BatchFailed,
-    BatchGone,
     BatchRefused,
     Outcome,
+    fetch_batch,
     fetch_json,
     fetch_results,
     json_lines,
@@ -54,12 +54,7 @@ async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[
 
 
 async def state(session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
-    try:
-        b = await fetch_json(session, "GET", ep.url(f"/v1/batches/{batch_id}"), ep)
-    except BatchRefused as e:
-        if e.status == 404:
-            raise BatchGone(batch_id) from e
-        raise
+    b = await fetch_batch(session, ep.url(f"/v1/batches/{batch_id}"), ep, batch_id)
     return str(b.get("status")).lower() in _ENDED, b
 
 

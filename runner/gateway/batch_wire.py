@@ -1,7 +1,7 @@
 """What batch mode's talk with the providers' batch APIs is made of (batch_api.py and the batch_{provider}.py it
 dispatches to): where a batch goes (`BatchEndpoint`; Bedrock's `AwsBatch`), what a request came to
 (`Outcome`), how a batch API call fails (`BatchRefused`, `BatchFailed`, `BatchGone`), and the calls of the
-key-authenticated APIs (`fetch_json`, `fetch_results`).
+key-authenticated APIs (`fetch_json`, `fetch_batch`, `fetch_results`).
 
 What a request came to is an `Outcome`: an answer or the API's own refusal (status and body, for the
 caller as an interactive call would have had them), or `None` where it is worth another try (an error
@@ -96,6 +96,16 @@ async def fetch_json(session: aiohttp.ClientSession, method: str, url: str, ep: 
             raise await _refusal(r)
         found: dict[str, Any] = await r.json(content_type=None)
         return found
+
+
+async def fetch_batch(session: aiohttp.ClientSession, url: str, ep: BatchEndpoint, batch_id: str) -> dict[str, Any]:
+    """A batch object as those APIs serve it; BatchGone for one they do not know (404)."""
+    try:
+        return await fetch_json(session, "GET", url, ep)
+    except BatchRefused as e:
+        if e.status == 404:
+            raise BatchGone(batch_id) from e
+        raise
 
 
 async def fetch_results(session: aiohttp.ClientSession, url: str, ep: BatchEndpoint) -> bytes:
