@@ -10,6 +10,7 @@ from typing import Any
 from runner.results.manifest import ForecastRun, Manifest
 
 BANDS = ("low", "expected", "high")
+MOST_CACHED = 0.5  # a run whose calls the response cache answered more of than this is not compared
 
 
 def foreseen(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -33,11 +34,15 @@ def foreseen(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str
                     "tokens": k * (need.input_tokens + need.cache_read_tokens + need.cache_write_tokens
                                    + need.output_tokens)}
         actual = {"cost_usd": m["cost_usd"], "calls": m["llm_calls"], "tokens": m["prompt_tokens"] + m["output_tokens"]}
+        # Calls the response cache answered cost nothing: the band is held to the share the models answered
+        # (two records that open alike share an answer in any run); past half, there is no band to speak of.
+        hit = float(m.get("cache_hit_rate", 0.0) or 0.0)
+        billed = 1.0 - hit
         low, high, spent = forecast["cost_usd"]["low"], forecast["cost_usd"]["high"], actual["cost_usd"]
-        # calls the response cache answered cost nothing and count no tokens: no forecast is held to them
-        cached = m.get("cache_hit_rate", 0.0) > 0
-        within = None if low is None or high is None or spent is None or cached else low <= spent <= high
-        out[run] = {"forecast": forecast, "actual": actual, "within": within, "cached": cached}
+        cached = hit > MOST_CACHED
+        within = None if low is None or high is None or spent is None or cached \
+            else low * billed <= spent <= high * billed
+        out[run] = {"forecast": forecast, "actual": actual, "within": within, "cached": cached, "cache_hit_rate": hit}
     return {"runs": out} if out else None
 
 
@@ -49,13 +54,23 @@ def foreseen_lines(doc: dict[str, Any]) -> list[str]:
         c = f["cost_usd"]
         cost = "unknown" if c["expected"] is None else f"${c['expected']:.4f} (${c['low']:.4f}-${c['high']:.4f})"
         spent = "unknown" if a["cost_usd"] is None else f"${a['cost_usd']:.4f}"
-        verdict = ", not compared: calls answered from the response cache (--no-cache calls the models)" \
-            if r.get("cached") else "" if r["within"] is None else ", within the forecast's band" if r["within"] \
-            else ", OUTSIDE the forecast's band"
+        hit = r.get("cache_hit_rate", 0.0)
+        band = f"the forecast's band (for the {_share(1 - hit)} of calls the models answered, the response cache " \
+               "the rest)" if hit else "the forecast's band"
+        if r.get("cached"):
+            verdict = f", not compared: {_share(hit)} of its calls answered from the response cache (--no-cache " \
+                      "calls the models)"
+        else:
+            verdict = "" if r["within"] is None else f", within {band}" if r["within"] else f", OUTSIDE {band}"
         said.append(f"{run}: forecast {cost}, {f['calls']:,.0f} calls, {f['tokens']:,.0f} tokens for its "
                     f"{f['items']} result(s) (from {f['source']}); spent {spent}{verdict}, {a['calls']:,} calls, "
                     f"{a['tokens']:,} tokens")
     return said
+
+
+def _share(x: float) -> str:
+    """A share in percent, to a tenth where whole percent would round it to 0 % or 100 %."""
+    return f"{x:.0%}" if 0.01 <= x <= 0.99 else f"{x:.1%}"
 
 
 def record_lines(manifest: Manifest, record: dict[str, Any] | None, results: dict[str, list[Any]]) -> list[str]:

@@ -33,4 +33,18 @@ def test_a_run_the_response_cache_answered_is_not_called_outside_its_band() -> N
     doc = foreseen(_manifest(), _metrics(0.0, 1.0))
     assert doc is not None and doc["runs"]["a"]["within"] is None
     [line] = foreseen_lines(doc)
-    assert "OUTSIDE" not in line and "not compared: calls answered from the response cache" in line
+    assert "OUTSIDE" not in line and "not compared: 100.0% of its calls answered from the response cache" in line
+
+
+def test_a_few_calls_the_response_cache_answered_scale_the_band_and_keep_the_comparison() -> None:
+    """Two records that open alike share an answer in any run: 0.5 % of a run's calls cached said nothing of
+    its cost against the forecast before; now the band is held to the share the models answered."""
+    kept = foreseen(_manifest(), _metrics(1.2, 0.005))
+    assert kept is not None and kept["runs"]["a"]["within"] is True
+    assert "within the forecast's band (for the 99.5% of calls the models answered" in foreseen_lines(kept)[0]
+    # a third of the calls cached: $0.40 is under the whole band's $0.50, but within the two thirds' ($0.33-$1.33)
+    third = foreseen(_manifest(), _metrics(0.4, 1 / 3))
+    assert third is not None and third["runs"]["a"]["within"] is True
+    over = foreseen(_manifest(), _metrics(1.5, 1 / 3))
+    assert over is not None and over["runs"]["a"]["within"] is False
+    assert "OUTSIDE the forecast's band (for the 67% of calls" in foreseen_lines(over)[0]
