@@ -120,6 +120,11 @@ class ProviderFatal(RunStopped):
     """The provider rejected the request in a way every later request would repeat."""
 
 
+class WorkerClosing(RunnerError):
+    """The worker is stopping (told to, or at the end of the grace period): a slot whose record met the sandbox
+    removed under it ends quietly instead of starting another; the record's result is not sent."""
+
+
 class ExportRefused(RunnerError):
     """An output's results were sent elsewhere (runner/report/exports/) and not taken."""
 

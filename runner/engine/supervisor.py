@@ -47,7 +47,7 @@ from runner.wire.messages import (
 )
 from runner.worker.main import EXIT_BOOT_FAILED, EXIT_RETIRED
 
-STOP_GRACE_AFTER_FAILURE_SECONDS = 5.0
+STOP_GRACE_AFTER_FAILURE_SECONDS = 15.0  # what records in flight get to finish after an error stops the run
 INBOX_WAIT_SECONDS = 0.2
 SPAWN_WAIT_SECONDS = 0.01  # while first workers wait for their sandboxes' launch: how soon to look again
 INBOX_BATCH = 1000
@@ -115,6 +115,7 @@ class Supervisor:
                 return
             if self.stopping and self.grace_deadline and time.monotonic() > self.grace_deadline:
                 logger.warning("grace period over; stopping workers now")
+                self.hard_stop = True  # the records still running were given their time: not waited for again
                 return
 
     def all_done(self) -> None:

@@ -18,7 +18,7 @@ import psycopg
 from loguru import logger
 
 from runner.config import SLOT_DATA_MIB
-from runner.errors import SandboxBootError
+from runner.errors import SandboxBootError, WorkerClosing
 from runner.harness.base import SandboxInfo, sandbox_info, slot_database
 from runner.sandbox import make_sandbox
 from runner.sandbox.base import (
@@ -64,6 +64,7 @@ class SandboxKeeper:
         self.turns = Turns()  # every slot at once, or a record run again alone
         self.generation = 0
         self.lock = threading.Lock()  # one replacement of the sandbox at a time
+        self.closed = False  # the worker is stopping: its sandbox is removed and never replaced
         # slot k's databases exist in the first sandbox once copied[k] is set (copied in the background)
         self.copied = [threading.Event() for _ in range(spec.slots)]
         self.deferred: list[tuple[str | None, list[tuple[str, str]]]] = []  # (owner, (template, copy)) per slot
@@ -236,9 +237,19 @@ class SandboxKeeper:
             self.sandbox.stop()
             self.sandbox = None
 
+    def close(self) -> None:
+        """The worker stops: its sandbox removed, and slots still running their records (whose databases
+        go with it) find WorkerClosing rather than a replacement."""
+        self.closed = True
+        with self.lock:  # after a replacement under way, which the closed flag then stops at its end
+            self.stop()
+
     def replace_sandbox(self, why: str, seen: int) -> None:
-        """A new sandbox, unless another slot already replaced the one `seen` (a generation)."""
+        """A new sandbox, unless another slot already replaced the one `seen` (a generation); WorkerClosing
+        once the worker is stopping."""
         with self.lock:
+            if self.closed:
+                raise WorkerClosing(f"sandbox not replaced ({why}): the worker is stopping")
             if self.generation != seen:
                 return
             old = self.sandbox.id if self.sandbox else "?"

@@ -192,7 +192,7 @@ class Worker:
             slot.abandoned = True
         for slot in self.slots:
             slot.close()
-        self.keeper.stop()
+        self.keeper.close()
 
 
 def preload(cfg: Config) -> list[str]:

@@ -26,7 +26,7 @@ import psycopg
 from loguru import logger
 
 from runner.config import Config
-from runner.errors import ErrorKind, RunStopped
+from runner.errors import ErrorKind, RunStopped, WorkerClosing
 from runner.gateway.process import set_trial, take_usage
 from runner.harness import Reading, build_result
 from runner.harness.base import Harness, SandboxInfo, Task
@@ -465,6 +465,8 @@ class SlotThread(threading.Thread):
             self._attach()
             if self.announce:
                 self.slot.host.inbox.put(SlotReady(self.slot.host.worker_id, self.slot.n))
+        except WorkerClosing:  # stopped while it attached
+            return
         except BaseException as e:
             logger.exception("slot {} could not attach", self.slot.n)
             self.failure = e
@@ -479,6 +481,9 @@ class SlotThread(threading.Thread):
                 self.current = msg
                 self.slot.serve(msg, self.clock)
                 self.current = None
+            except WorkerClosing as e:  # its sandbox went with the worker's stop: nothing to say or send
+                logger.debug("slot {}: {}", self.slot.n, e)
+                return
             except BaseException as e:  # RunStopped (a fatal provider error), or a bug in the runner
                 if not isinstance(e, RunStopped):
                     logger.exception("slot {} crashed", self.slot.n)

@@ -310,6 +310,39 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path: Path, monkeypatch: pytest.Monke
     assert _results(tmp_path) == [] and transport.links[0].code is not None  # terminated, not left running
 
 
+class CtrlCOnceStillWorking(Behaviour):
+    """Beats on, its record never done; the user presses Ctrl-C once while it runs."""
+
+    def __init__(self, sup: list[Supervisor]) -> None:
+        super().__init__()
+        self.sup = sup
+
+    def on_start(self, link: FakeLink) -> None:
+        super().on_start(link)
+        assert self.inbox is not None
+        inbox = self.inbox
+        inbox.idle.append(lambda: inbox.put(Heartbeat(link.wid, 0, 100.0, 1.0)) if link.code is None else None)
+
+    def on_message(self, link: FakeLink, msg: Any) -> None:
+        if isinstance(msg, Assign):
+            self.sup[0].signals.note(signal.SIGINT)
+
+
+def test_at_the_grace_periods_end_the_records_still_running_are_not_waited_for_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, "grace period over; stopping workers now" was followed by the pool's stop, which waited up to
+    10 s more for the same records to finish before it terminated the workers."""
+    holder: list[Supervisor] = []
+    sup, transport = _supervisor(tmp_path, monkeypatch, lambda wid: CtrlCOnceStillWorking(holder), records=4,
+                                 workers=1, shutdown_grace_seconds=5)
+    holder.append(sup)
+    start = supervisor_module.time.monotonic()
+    sup.run()
+    took = supervisor_module.time.monotonic() - start
+    assert sup.interrupted and transport.links[0].code == -signal.SIGTERM  # terminated: it would not stop
+    assert 5 <= took < 5 + pool_module.STOP_WAIT_SECONDS / 2, took
+
+
 class SlowToStop(Behaviour):
     """Holds its first record; told to stop, it sends that record's result 1.5 s later and would take 20 s more to
     exit (a harness finishing its turn). The user presses Ctrl-C (a real SIGINT) twice meanwhile."""

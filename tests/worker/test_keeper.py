@@ -1,0 +1,47 @@
+"""The worker's keeper of its sandbox (runner/worker/keeper.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runner.config import Config
+from runner.errors import WorkerClosing
+from runner.harness.crm.harness import DATABASE as CRM
+from runner.worker.keeper import SandboxKeeper
+from runner.worker.main import WorkerSpec
+from tests.conftest import TEST_RUN_ID
+from tests.runs import containers
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.sent: list[object] = []
+
+    def put(self, msg: object) -> None:
+        self.sent.append(msg)
+
+
+@pytest.mark.docker
+def test_a_closed_keeper_never_replaces_its_sandbox(tmp_path: Path, sandbox_image: str) -> None:
+    """Before, a worker stopped with records running removed its sandbox under them, and each slot that
+    met the dead database started a new one ("sandbox ... is gone; starting a new one"), for the end of
+    the run's sweep to remove."""
+    run_id = f"{TEST_RUN_ID}-closed"
+    cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
+                                 "runs": [{"name": "r"}]})
+    spec = WorkerSpec(0, cfg, CRM, "docker", sandbox_image, run_id, os.getpid(), None, str(tmp_path), str(tmp_path))
+    inbox = _Inbox()
+    keeper = SandboxKeeper(spec, inbox, inline=True)
+    try:
+        keeper.boot()
+        assert len(containers(run_id=run_id)) == 1
+        keeper.close()
+        assert containers(run_id=run_id) == []
+        with pytest.raises(WorkerClosing, match="the worker is stopping"):
+            keeper.replace_sandbox("1 record(s) ran while the database stopped answering", keeper.generation)
+        assert containers(run_id=run_id) == [] and keeper.sandbox is None and inbox.sent == []
+    finally:
+        keeper.stop()
