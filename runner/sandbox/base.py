@@ -227,11 +227,13 @@ def copy_databases(endpoint: Endpoint, groups: list[tuple[str | None, list[tuple
         logger.debug("{} slot databases copied in {:.2f}s", sum(len(p) for _, p in groups), time.monotonic() - t0)
 
 
-def cancel_queries(endpoint: Endpoint, databases: list[str]) -> None:
-    """Cancel whatever runs on these databases (a slot over its time limit), leaving sessions open."""
+def cancel_queries(endpoint: Endpoint, databases: list[str], role: str | None = None) -> None:
+    """Cancel whatever runs on these databases (a slot over its time limit), and whatever the slot's own
+    `role` runs on any other (where no other slot logs in as it): a statement its harness waits on from a
+    session on `postgres` holds it past its limit as surely. Sessions stay open."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=5) as conn:
-        conn.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = ANY(%s) "
-                     "AND pid <> pg_backend_pid()", (databases,))
+        conn.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE (datname = ANY(%s) OR usename = %s) "
+                     "AND pid <> pg_backend_pid()", (databases, role))
 
 
 def template_name(name: str) -> str:

@@ -12,7 +12,9 @@ sees). So a record's SQL, whatever it says, can:
     a role no slot logs in as, new ones too (SHARED_DDL), and the slots get CONNECT, USAGE, CREATE, SELECT,
     INSERT and REFERENCES (no UPDATE, DELETE or TRUNCATE: no lock that blocks another slot's reads or
     appends);
-  - hold at most its share of the server's connections (its role's CONNECTION LIMIT).
+  - hold at most its share of the server's connections (its role's CONNECTION LIMIT);
+  - not make other slots' new connections wait behind a strong lock it queues for on a database (the
+    worker's LockQueueGuard ends such a session: lock_queue.py).
 What a record can change is its own slot: its role's settings and password, its databases' settings,
 owner and privileges, databases it creates. After every chunk the runner puts all of that back as it
 was when the slot was made (`tidy`), ends the slot's sessions that are still busy or hold advisory locks,

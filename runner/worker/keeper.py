@@ -32,6 +32,7 @@ from runner.sandbox.base import (
     snapshot_database,
     template_name,
 )
+from runner.sandbox.lock_queue import LockQueueGuard
 from runner.sandbox.tenancy import Steward, TenantStuck
 from runner.sandbox.witness import Incarnation, SandboxGone, Witness
 from runner.wire.messages import SandboxReplaced
@@ -61,6 +62,7 @@ class SandboxKeeper:
         self.sandbox: Sandbox | None = None
         self.witness: Witness | None = None  # the worker's own session: did the sandbox serve a whole record?
         self.steward: Steward | None = None  # the runner's superuser session: each slot a tenant of its own
+        self.guard: LockQueueGuard | None = None  # with neighbour slots: no session of theirs queues a strong lock
         self.turns = Turns()  # every slot at once, or a record run again alone
         self.generation = 0
         self.lock = threading.Lock()  # one replacement of the sandbox at a time
@@ -75,6 +77,8 @@ class SandboxKeeper:
         s = self.spec
         sb = self._started(new_sandbox(s, self.generation + 1, s.launched if self.generation == 0 else None))
         steward: Steward | None = None
+        witness: Witness | None = None
+        guard: LockQueueGuard | None = None
         try:
             assert sb.endpoint is not None
             steward = Steward(sb.control.local_dsn(), s.database.user, sb.endpoint.password,
@@ -113,12 +117,16 @@ class SandboxKeeper:
                 copy_databases(sb.control, copies, self._adopting(steward, copies))
             witness = Witness(sb.control.local_dsn())
             witness.start()
+            if steward.enabled and s.slots > 1:
+                guard = LockQueueGuard(sb.control.local_dsn(), name=f"lock-queue-guard-{s.worker}")
+                guard.start()
         except BaseException:
-            if steward is not None:
-                steward.stop()
+            for started in (guard, witness, steward):
+                if started is not None:
+                    started.stop()
             sb.stop()
             raise
-        self.sandbox, self.witness, self.steward = sb, witness, steward
+        self.sandbox, self.witness, self.steward, self.guard = sb, witness, steward, guard
         self.generation += 1
         if self.generation > 1:
             for e in self.copied:  # a replacement has them all (and the background copier stops)
@@ -227,6 +235,9 @@ class SandboxKeeper:
         return self.sandbox.id if self.sandbox else None
 
     def stop(self) -> None:
+        if self.guard is not None:
+            self.guard.stop()
+            self.guard = None
         if self.witness is not None:
             self.witness.stop()
             self.witness = None
@@ -322,4 +333,7 @@ class SandboxKeeper:
 
     def cancel_queries(self, slot: int) -> None:
         if (sb := self.sandbox) is not None and sb.endpoint is not None:
-            cancel_queries(sb.control, self.own_databases(slot, sb))
+            steward = self.steward  # with tenants, the slot's role is its own
+            tenant = steward.tenants.get(slot) if steward is not None and steward.enabled else None
+            role = tenant.login.user if tenant is not None else None
+            cancel_queries(sb.control, self.own_databases(slot, sb), role)

@@ -169,6 +169,17 @@ attack("alter-db-shared", "ALTER DATABASE <the shared database> SET default_tran
 attack("lockout-shared", "ALTER DATABASE <the shared database> CONNECTION LIMIT 0",
        [{"each": "shared", "sql": "ALTER DATABASE {db} CONNECTION LIMIT 0"}])
 
+# A lock queue (found by an independent probe): a weak lock on a database held in an open transaction (any
+# role may set its own settings in any database), then DROP DATABASE from a second session, which asks for
+# ACCESS EXCLUSIVE before it checks ownership: every new connection to that database waits behind the drop.
+attack("lock-queue-shared", "hold ALTER ROLE <self> IN DATABASE <the shared database> uncommitted, then DROP "
+       "DATABASE it from a second session: new connections to it queue behind the drop",
+       ["BEGIN", {"each": "shared", "sql": "ALTER ROLE {user} IN DATABASE {db} SET work_mem = '64kB'"},
+        {"connect": "system", "sql": "DROP DATABASE ledger"}])
+attack("lock-queue-system", "the same against postgres, which the runner's own resets connect to",
+       ["BEGIN", "ALTER ROLE {user} IN DATABASE postgres SET work_mem = '64kB'",
+        {"connect": "shared", "sql": "DROP DATABASE postgres"}])
+
 # -- the reset's snapshot database
 attack("tamper-template", "connect to the snapshot database (own credentials) and change its rows, privileges, objects",
        [{"connect": "templates", "sql": [

@@ -1,0 +1,85 @@
+"""A guard against lock queues on the server's shared objects: one record's session must not make the
+slots' new connections wait.
+
+PostgreSQL grants locks in the order they were asked for. A connection takes a weak lock on its database
+as it starts (RowExclusiveLock on the database object, in InitPostgres), so a session that waits for a
+strong lock on a database makes every new connection to that database wait behind it. Some commands ask
+for that lock before they check the caller may do it at all: DROP DATABASE does (it locks the database,
+then finds its caller is not the owner). A record can so freeze every neighbour's connections to a shared
+database, or to `postgres`, which the runner's own reset uses: it holds a weak lock on the database in an
+open transaction (ALTER ROLE itself IN DATABASE ... SET, which any role may do), then, from a second
+session, asks to drop it; the drop waits on the first session and every new connection waits on the drop.
+Found by an independent probe (3 slots: 6 of 10 neighbours' records timed out, in every run).
+
+No record of a tenant has a reason to wait for a strong lock on a shared object (databases, roles,
+tablespaces: the `database = 0` rows of pg_locks), so a session of a non-superuser role seen waiting for
+one is ended, within POLL_SECONDS: the waiters behind it then get their locks. The sessions waiting
+behind it ask for weak modes and are left alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+from loguru import logger
+
+from runner.resources import Resource
+
+POLL_SECONDS = 0.1  # the longest a neighbour's new connection waits behind a queued strong lock
+# the modes that conflict with the RowExclusiveLock a connection takes on its database as it starts
+STRONG = ("ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
+_QUEUED = """
+SELECT l.pid, pg_get_userbyid(a.usesysid), l.mode, pg_terminate_backend(l.pid, 1000)
+  FROM pg_lock_status() l JOIN pg_stat_get_activity(NULL) a ON a.pid = l.pid
+ WHERE NOT l.granted AND l.database = 0 AND l.mode = ANY(%s)
+   AND a.usesysid IN (SELECT oid FROM pg_roles WHERE NOT rolsuper)
+"""
+
+
+class LockQueueGuard(Resource):
+    """Its own session of the runner's superuser on one sandbox, and a thread that ends, every POLL_SECONDS,
+    the tenants' sessions that wait for a strong lock on a shared object. `ended`: how many it ended."""
+
+    def __init__(self, admin_dsn: str, name: str = "lock-queue-guard") -> None:
+        self.admin_dsn, self.name = admin_dsn, name
+        self.ended = 0
+        self._conn: psycopg.Connection[Any] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._conn = psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=10,
+                                     application_name="pgsr_lock_guard")
+        self._thread = threading.Thread(target=self._watch, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5)
+        self._thread = None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def sweep(self) -> int:
+        """End the sessions waiting now; how many."""
+        conn = self._conn
+        if conn is None:
+            return 0
+        ended = conn.execute(_QUEUED, (list(STRONG),)).fetchall()
+        for pid, role, mode, _ in ended:
+            logger.warning("ended session {} of {}: it waited for {} on a database or role, which makes every "
+                           "new connection to it wait behind it", pid, role, mode)
+        self.ended += len(ended)
+        return len(ended)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            try:
+                self.sweep()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:  # the server died or was replaced:
+                logger.debug("lock queue guard stopped: {}", e)  # the keeper's witness finds out
+                return
