@@ -358,9 +358,14 @@ class Steward(Resource):
             ended = self._q(_END_SESSIONS, (role,))[0][0]
             if ended:
                 undone.append(f"{ended} session(s) still at work or holding advisory locks ended")
-            for (name,) in self._q("SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles "
-                                   "WHERE rolname = %s) AND datname <> ALL(%s)", (role, t.databases)):
-                self._q(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            # its own, and those it handed to the role every slot is a member of (OWNER TO <user>__sharing, which
+            # membership allows): nobody else's, and never the runner's, so left they would outlive every reset
+            for (name,) in self._q("SELECT datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
+                                   "WHERE rolname IN (%s, %s)) AND datname <> ALL(%s)",
+                                   (role, sharing_role(self.base), t.databases)):
+                made = sql.Identifier(name)
+                self._q(sql.SQL("ALTER DATABASE {} IS_TEMPLATE false").format(made))  # else it cannot be dropped
+                self._q(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(made))
                 undone.append(f"database {name!r} it made dropped")
             now = self._state(slot)
             if now == t.baseline:

@@ -105,6 +105,22 @@ def test_what_a_slot_changes_of_its_role_and_databases_is_put_back(tenants: tupl
         assert c.execute("SHOW DateStyle").fetchone() == ("ISO, MDY",)
 
 
+def test_a_database_a_slot_hands_to_the_sharing_role_is_dropped_with_its_own(
+        tenants: tuple[LocalSandbox, Steward]) -> None:
+    """Found by an independent probe: a slot made a database and gave it to `<user>__sharing` (its
+    membership allows that), which no reset dropped: each record could leave one more behind."""
+    sb, st = tenants
+    with _as(sb, st, 1, "tenant__s1") as c:
+        c.execute("CREATE DATABASE handed_off")
+        c.execute("ALTER DATABASE handed_off OWNER TO tenant__sharing")
+        c.execute("ALTER DATABASE handed_off IS_TEMPLATE true")
+    undone = "; ".join(st.tidy(1))
+    assert "'handed_off'" in undone, undone
+    with psycopg.connect(sb.control.dsn(), autocommit=True) as admin:
+        assert admin.execute("SELECT count(*) FROM pg_database WHERE datname = 'handed_off'").fetchone() == (0,)
+        assert admin.execute("SELECT count(*) FROM pg_database WHERE datname = 'ledger'").fetchone() == (1,)
+
+
 def test_slot_zero_gets_its_databases_settings_back_as_the_schema_set_them(tenants: tuple[LocalSandbox, Steward]
                                                                            ) -> None:
     sb, st = tenants
