@@ -5,6 +5,7 @@ server running out of a shared resource looks like to the steward."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner.sandbox.base import copy_databases, snapshot_database, template_name
+from runner.sandbox.base import cancel_queries, copy_databases, snapshot_database, template_name
 from runner.sandbox.local import LocalSandbox
 from runner.sandbox.schema import DatabaseSpec
 from runner.sandbox.tenancy import Steward, slot_role
@@ -191,3 +192,34 @@ def test_every_database_but_the_systems_is_closed_to_public(tenants: tuple[Local
     assert open_to_all == []
     assert slot_role("tenant", 0) == "tenant" and slot_role("tenant", 3) == "tenant__s3"
 
+
+
+def test_at_a_slots_time_limit_its_role_is_cancelled_on_every_database_and_no_other_role(
+        tenants: tuple[LocalSandbox, Steward]) -> None:
+    """Before, only the slot's own databases: a statement its harness waited on from a session on `postgres`
+    (a DROP DATABASE queued behind a lock, found by an independent probe) held its thread past its limit."""
+    sb, st = tenants
+    cancelled: list[BaseException] = []
+
+    def sleep(slot: int) -> None:
+        try:
+            with _as(sb, st, slot, "postgres") as c:
+                c.execute("SELECT pg_sleep(30)")
+        except psycopg.errors.QueryCanceled as e:
+            cancelled.append(e)
+
+    threads = [threading.Thread(target=sleep, args=(slot,), daemon=True) for slot in (0, 1)]
+    for t in threads:
+        t.start()
+    with psycopg.connect(sb.control.dsn(), autocommit=True) as admin:
+        for _ in range(200):
+            if admin.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%'"
+                             ).fetchone() == (2,):
+                break
+            time.sleep(0.05)
+        cancel_queries(sb.control, ["tenant__s1"], SLOT1)
+        threads[1].join(10)
+        assert not threads[1].is_alive() and len(cancelled) == 1
+        assert threads[0].is_alive()  # slot 0's is not its to cancel
+        admin.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%'")
+    threads[0].join(10)
