@@ -26,6 +26,7 @@ import psycopg
 from loguru import logger
 
 from runner.resources import Resource
+from runner.sandbox.tenancy import sever
 
 POLL_SECONDS = 0.1  # the longest a neighbour's new connection waits behind a queued strong lock
 # the modes that conflict with the RowExclusiveLock a connection takes on its database as it starts
@@ -57,9 +58,12 @@ class LockQueueGuard(Resource):
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5)
-        self._thread = None
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(1)
+            if thread.is_alive() and self._conn is not None:  # its look waits on a frozen server: cut it short
+                sever(self._conn)
+                thread.join(5)
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

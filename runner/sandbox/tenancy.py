@@ -63,7 +63,7 @@ LOG_READ_BYTES = 1 << 20
 ANSWER_SECONDS = 10.0
 
 
-def _sever(conn: psycopg.Connection[Any]) -> None:
+def sever(conn: psycopg.Connection[Any]) -> None:
     """Cut a session's socket under a statement that waits on a frozen server: the wait ends in an error."""
     try:
         fd = os.dup(conn.pgconn.socket)
@@ -223,7 +223,7 @@ class Steward(Resource):
     def _q(self, query: Any, params: Any = None) -> list[tuple[Any, ...]]:
         conn = self._conn
         assert conn is not None, "the steward is not started"
-        watchdog = threading.Timer(ANSWER_SECONDS, _sever, (conn,))
+        watchdog = threading.Timer(ANSWER_SECONDS, sever, (conn,))
         watchdog.daemon = True
         watchdog.start()
         try:

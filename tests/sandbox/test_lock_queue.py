@@ -77,3 +77,23 @@ def test_the_guard_ends_the_queued_session_and_new_connections_go_through(sandbo
             assert holder.execute("SELECT 1").fetchone() == (1,)
         finally:
             holder.close()
+
+
+def test_the_guard_stops_promptly_on_a_frozen_server(sandbox: DockerSandbox) -> None:
+    """A paused container answers nothing: the guard's look then waits forever, and its stop (the keeper's,
+    as the frozen sandbox is replaced) must not wait with it."""
+    import subprocess
+    import time
+
+    cid = sandbox.container_id()
+    assert cid is not None
+    guard = LockQueueGuard(sandbox.control.dsn("postgres"))
+    guard.start()
+    subprocess.run(["docker", "pause", cid], check=True, capture_output=True)
+    try:
+        time.sleep(0.5)  # its next look is under way, and unanswered
+        t0 = time.monotonic()
+        guard.stop()
+        assert time.monotonic() - t0 < 8
+    finally:
+        subprocess.run(["docker", "unpause", cid], check=True, capture_output=True)
