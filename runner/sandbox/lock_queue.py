@@ -31,11 +31,12 @@ from runner.sandbox.tenancy import sever
 POLL_SECONDS = 0.1  # the longest a neighbour's new connection waits behind a queued strong lock
 # the modes that conflict with the RowExclusiveLock a connection takes on its database as it starts
 STRONG = ("ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
+# Functions only, no table or view (as the steward's end of a slot's sessions): a query that names a
+# relation needs a slot in the server's lock table, which a record may have filled meanwhile.
 _QUEUED = """
 SELECT l.pid, pg_get_userbyid(a.usesysid), l.mode, pg_terminate_backend(l.pid, 1000)
   FROM pg_lock_status() l JOIN pg_stat_get_activity(NULL) a ON a.pid = l.pid
- WHERE NOT l.granted AND l.database = 0 AND l.mode = ANY(%s)
-   AND a.usesysid IN (SELECT oid FROM pg_roles WHERE NOT rolsuper)
+ WHERE NOT l.granted AND l.database = 0 AND l.mode = ANY(%s) AND a.usesysid <> ALL(%s::oid[])
 """
 
 
@@ -47,12 +48,15 @@ class LockQueueGuard(Resource):
         self.admin_dsn, self.name = admin_dsn, name
         self.ended = 0
         self._conn: psycopg.Connection[Any] | None = None
+        self._superusers: list[int] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._conn = psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=10,
                                      application_name="pgsr_lock_guard")
+        # the superusers (the runner's own role, the image's postgres): a tenant never becomes one
+        self._superusers = [r[0] for r in self._conn.execute("SELECT oid FROM pg_roles WHERE rolsuper")]
         self._thread = threading.Thread(target=self._watch, name=self.name, daemon=True)
         self._thread.start()
 
@@ -73,7 +77,7 @@ class LockQueueGuard(Resource):
         conn = self._conn
         if conn is None:
             return 0
-        ended = conn.execute(_QUEUED, (list(STRONG),)).fetchall()
+        ended = conn.execute(_QUEUED, (list(STRONG), self._superusers)).fetchall()
         for pid, role, mode, _ in ended:
             logger.warning("ended session {} of {}: it waited for {} on a database or role, which makes every "
                            "new connection to it wait behind it", pid, role, mode)
@@ -84,6 +88,10 @@ class LockQueueGuard(Resource):
         while not self._stop.wait(POLL_SECONDS):
             try:
                 self.sweep()
-            except (psycopg.OperationalError, psycopg.InterfaceError) as e:  # the server died or was replaced:
-                logger.debug("lock queue guard stopped: {}", e)  # the keeper's witness finds out
-                return
+            except psycopg.Error as e:
+                conn = self._conn
+                if conn is None or conn.closed or conn.broken:  # the server died or was replaced: the keeper's
+                    logger.debug("lock queue guard stopped: {}", e)  # witness finds out
+                    return
+                # a look refused (the server out of a shared resource a record used up): the next one
+                logger.debug("lock queue guard: {}", e)
