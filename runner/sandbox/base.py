@@ -125,6 +125,7 @@ def _unless_dead(is_dead: object) -> None:
 
 
 TMPFS_PATH = "/run/sandbox"  # where a container's data directory lives in memory
+SQUATTED_TRIES = 5  # a database name a record took first, dropped and made again: so many times at most
 
 
 class Sandbox(Resource):
@@ -184,12 +185,26 @@ def _create_from(conn: psycopg.Connection[Any], new: str, template: str, *, file
     ~50 s), at the price of a checkpoint per copy, so not for one copy per record."""
     strategy = " STRATEGY FILE_COPY" if file_copy and conn.info.server_version >= 150000 else ""
     owned = sql.SQL(" OWNER {}").format(sql.Identifier(owner)) if owner else sql.SQL("")
-    conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}{}" + strategy).format(sql.Identifier(new),
-                                                                                 sql.Identifier(template), owned))
+    create = sql.SQL("CREATE DATABASE {} TEMPLATE {}{}" + strategy).format(sql.Identifier(new),
+                                                                          sql.Identifier(template), owned)
+    for attempt in range(SQUATTED_TRIES):
+        try:
+            conn.execute(create)
+            break
+        except psycopg.errors.DuplicateDatabase:
+            # A record made a database of this name first: a slot may create databases, every name is in the
+            # catalog for all to read, and a reset drops the old copy before it makes the new one (an
+            # independent probe won that race in a loop, and cost the worker). Never the runner's: dropped.
+            if attempt == SQUATTED_TRIES - 1:
+                raise
+            logger.warning("database {!r} was made by a record before the runner could make it: dropped", new)
+            _drop(conn, new)
     conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(new)))
 
 
 def _drop(conn: psycopg.Connection[Any], name: str) -> None:
+    # a database its owner marked a template cannot be dropped as it is (a record may mark its own)
+    conn.execute("UPDATE pg_database SET datistemplate = false WHERE datname = %s AND datistemplate", (name,))
     conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 

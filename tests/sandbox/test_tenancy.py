@@ -223,3 +223,32 @@ def test_at_a_slots_time_limit_its_role_is_cancelled_on_every_database_and_no_ot
         assert threads[0].is_alive()  # slot 0's is not its to cancel
         admin.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%'")
     threads[0].join(10)
+
+
+def test_a_database_name_a_record_takes_between_the_reset_s_drop_and_create_is_taken_back(
+        tenants: tuple[LocalSandbox, Steward], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an independent probe: a record that made a database of a slot's name in the gap of its reset
+    (looping on CREATE DATABASE) failed the runner's create, and the worker died (its records ran again).
+    Now the squatter is dropped, a template or not, and the copy made."""
+    import runner.sandbox.base as base
+
+    sb, st = tenants
+    drop, squatted = base._drop, []
+
+    def drop_then_squat(conn: psycopg.Connection[Any], name: str) -> None:
+        drop(conn, name)
+        if name == SLOT1 and not squatted:
+            with _as(sb, st, 1, "postgres") as squatter:
+                squatter.execute(f"CREATE DATABASE {SLOT1}")
+                squatter.execute(f"ALTER DATABASE {SLOT1} IS_TEMPLATE true")
+            squatted.append(name)
+
+    monkeypatch.setattr(base, "_drop", drop_then_squat)
+    base.recreate_database(sb.control, SLOT1, template="tenant", owner=st.owner(1))
+    assert squatted
+    with psycopg.connect(sb.control.dsn(SLOT1), autocommit=True) as admin:  # the snapshot's copy, not the squat
+        assert admin.execute("SELECT v FROM items WHERE id = 1").fetchone() == ("a",)
+        assert admin.execute("SELECT datistemplate FROM pg_database WHERE datname = %s", (SLOT1,)
+                             ).fetchone() == (False,)
+    st.adopt(1, SLOT1)
+    assert st.tidy(1) == []
