@@ -23,31 +23,36 @@ def sandbox(sandbox_image: str) -> Iterator[DockerSandbox]:
         yield sb
 
 
-def _queue(sb: DockerSandbox) -> tuple[psycopg.Connection[tuple[object, ...]], threading.Thread, list[BaseException]]:
+def _queue(sb: DockerSandbox, *, wait: bool = True
+           ) -> tuple[psycopg.Connection[tuple[object, ...]], threading.Thread, list[BaseException]]:
     """The attack, as a tenant (the sandbox's non-superuser role): a weak lock on `postgres` held open, and a
-    DROP DATABASE postgres that waits on it (from a session on another database), in a thread."""
-    holder = psycopg.connect(sb.dsn("postgres"))  # its transaction stays open
-    holder.execute("ALTER ROLE sandbox IN DATABASE postgres SET work_mem = '64kB'")
-    failed: list[BaseException] = []
+    DROP DATABASE postgres that waits on it (from a session on another database), in a thread. Watched from
+    a session opened first, on another database: once the drop waits, a new one to `postgres` would wait
+    too, the runner's superuser's as well. `wait`: until the drop waits (a guard may end it first)."""
+    with psycopg.connect(sb.control.dsn("crm"), autocommit=True) as admin:
+        holder = psycopg.connect(sb.dsn("postgres"))  # its transaction stays open
+        holder.execute("ALTER ROLE sandbox IN DATABASE postgres SET work_mem = '64kB'")
+        failed: list[BaseException] = []
 
-    def drop() -> None:
-        try:
-            with psycopg.connect(sb.dsn("crm"), autocommit=True) as conn:
-                conn.execute("DROP DATABASE postgres")
-        except psycopg.Error as e:
-            failed.append(e)
+        def drop() -> None:
+            try:
+                with psycopg.connect(sb.dsn("crm"), autocommit=True) as conn:
+                    conn.execute("DROP DATABASE postgres")
+            except psycopg.Error as e:
+                failed.append(e)
 
-    dropper = threading.Thread(target=drop, daemon=True)
-    dropper.start()
-    with psycopg.connect(sb.control.dsn("postgres"), autocommit=True) as admin:  # until the drop waits
-        for _ in range(200):
+        dropper = threading.Thread(target=drop, daemon=True)
+        dropper.start()
+        if not wait:
+            return holder, dropper, failed
+        for _ in range(400):
             if admin.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND database = 0 "
                              "AND mode = 'AccessExclusiveLock'").fetchone() == (1,):
-                break
+                return holder, dropper, failed
             threading.Event().wait(0.05)
-        else:
-            raise AssertionError("the drop never queued")
-    return holder, dropper, failed
+        holder.close()  # the drop, if it ever came, goes on to its ownership check and fails
+        dropper.join(10)
+        raise AssertionError("the drop never queued")
 
 
 def test_without_the_guard_a_queued_drop_holds_every_new_connection(sandbox: DockerSandbox) -> None:
@@ -62,7 +67,7 @@ def test_without_the_guard_a_queued_drop_holds_every_new_connection(sandbox: Doc
 
 def test_the_guard_ends_the_queued_session_and_new_connections_go_through(sandbox: DockerSandbox) -> None:
     with LockQueueGuard(sandbox.control.dsn("postgres")) as guard:
-        holder, dropper, failed = _queue(sandbox)
+        holder, dropper, failed = _queue(sandbox, wait=False)
         try:
             dropper.join(10)
             assert not dropper.is_alive() and isinstance(failed[0], psycopg.errors.AdminShutdown), failed
