@@ -260,14 +260,11 @@ class DockerSandbox(Sandbox):
                     self._container.remove(force=True, v=True)
                 except NotFound:
                     pass
-                except APIError as e:
-                    # the run's end-of-run sweep (or a slot replacing it) got there first: it is going
-                    if e.status_code == 409 and "already in progress" in str(e.explanation):
-                        logger.debug("container of {}: being removed already", self.id)
-                    else:
-                        logger.warning("could not remove container of {}: {}", self.id, e)
                 except DockerException as e:
-                    logger.warning("could not remove container of {}: {}", self.id, e)
+                    # a 409 "already in progress": the run's end-of-run sweep (or a replacing slot) got there first
+                    going = isinstance(e, APIError) and e.status_code == 409 \
+                        and "already in progress" in str(e.explanation)
+                    logger.log("DEBUG" if going else "WARNING", "could not remove container of {}: {}", self.id, e)
                 self._container = None
         finally:  # a worker told to stop while removing it (SIGTERM raises) still removes its directory
             if self._client is not None:
