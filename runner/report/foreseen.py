@@ -84,14 +84,14 @@ def record_lines(manifest: Manifest, record: dict[str, Any] | None, results: dic
     foresee = harness_class(manifest.harness).expected_calls
     said = []
     for spec in manifest.runs:
-        rows = results.get(str(spec.get("name")), [])
+        rows = results.get(spec.name, [])
         if not rows:
             continue
-        shapes = foresee(record, RunSpec.model_validate(spec))
+        shapes = foresee(record, RunSpec.model_validate(spec.model_dump(exclude_unset=True)))
         if shapes is None:
             return []  # a harness that cannot foresee its calls
         u = rows[-1].usage
-        said.append(f"{spec['name']}: foreseen {len(shapes)} calls, {sum(s.prompt_tokens for s in shapes):,} "
+        said.append(f"{spec.name}: foreseen {len(shapes)} calls, {sum(s.prompt_tokens for s in shapes):,} "
                     f"prompt tokens; took {u.llm_calls} calls, "
                     f"{u.input_tokens + u.cache_read_tokens + u.cache_write_tokens:,} prompt tokens")
     return said

@@ -59,6 +59,64 @@ class SentRequest(BaseModel):
     prices: str | None = None  # a cloud's model: whose prices it is billed at (the first-party ones, said so)
 
 
+CloudOverride = dict[str, str | float | None]  # a run's own settings for its cloud (runner/config.py)
+
+
+class RunModel(BaseModel):
+    """A model a run names besides its own (Atlas's teacher), as written: the config's ModelRef, its values
+    unchecked so that an output an earlier version wrote still reads."""
+
+    model_config = ConfigDict(extra="allow")
+    provider: str | None = None
+    model: str | None = None
+    sim_model: str | None = None
+    original_model: str | None = None
+    thinking: str | None = None
+    effort: str | None = None
+    thinking_tokens: int | None = None
+    bedrock: CloudOverride | None = None
+    vertex: CloudOverride | None = None
+    azure: CloudOverride | None = None
+
+    def provider_model(self) -> tuple[str | None, str | None]:
+        """(provider, model) it calls."""
+        return self.provider, self.model
+
+
+class RunCap(BaseModel):
+    """What a run may spend (the config's SpendCap)."""
+
+    model_config = ConfigDict(extra="allow")
+    usd: float | None = None
+    tokens: int | None = None
+
+
+class RunEntry(RunModel):
+    """One run as the output keeps it: its spec in the config when it ran (runner/config.RunSpec, dumped). Only
+    its name is required and no value is checked beyond its type: an earlier version's runs (fields since
+    removed or added) read, and keys this version does not know are kept."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)  # the harness's own: any JSON
+    env: dict[str, str] = Field(default_factory=dict)
+    agent: str | None = None
+    teacher: RunModel | None = None
+    batch: bool | None = None
+    budget: RunCap | None = None
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    step_limit: int | None = None
+
+    def provider_model(self) -> tuple[str | None, str | None]:
+        """(provider, model) the run's agent calls: its own fields (the built-in agents) or its params (a
+        harness's, by convention)."""
+        return (self.provider or _text(self.params.get("provider")), self.model or _text(self.params.get("model")))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 Usd = dict[str, float | None]  # band (low, expected, high) -> USD; None: a price unknown
 
 
@@ -159,7 +217,7 @@ class Manifest(BaseModel):
     sandbox: str | None = None
     image: str | None = None
     harness: str | None = None
-    runs: list[dict[str, Any]] = Field(default_factory=list)  # the runs' specs, in the report's order
+    runs: list[RunEntry] = Field(default_factory=list)  # the runs' specs, in the report's order
     requests: dict[str, list[SentRequest]] = Field(default_factory=dict)  # per run: what its models are sent
     compare_to: str | None = None
     epochs: int = 1
@@ -199,7 +257,7 @@ class Manifest(BaseModel):
                    started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields)
 
     def run_names(self) -> list[str]:
-        return [str(r.get("name")) for r in self.runs]
+        return [r.name for r in self.runs]
 
     @property
     def simulated(self) -> bool:
@@ -258,11 +316,11 @@ def check(out: Path, m: Manifest, *, force: bool) -> Manifest:
     return merged
 
 
-def _runs_kept(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _runs_kept(old: list[RunEntry], new: list[RunEntry]) -> list[RunEntry]:
     """The output's runs in their first order: this invocation's specs, the runs it left out kept, new ones
     after (the report lists runs in this order)."""
-    fresh = {r.get("name"): r for r in new}
-    return [fresh.pop(r.get("name"), r) for r in old] + list(fresh.values())
+    fresh = {r.name: r for r in new}
+    return [fresh.pop(r.name, r) for r in old] + list(fresh.values())
 
 
 def git_revision() -> str | None:

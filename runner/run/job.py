@@ -48,7 +48,7 @@ from runner.models.preflight import catalogue, check_keys, check_retirements, de
 from runner.plan import WorkItem, in_scope, make_plan
 from runner.records import file_hash, iter_records, record_offsets, rejects_path
 from runner.results import manifest as manifests
-from runner.results.manifest import ForecastEntry, InFlight, Manifest, Rejected
+from runner.results.manifest import ForecastEntry, InFlight, Manifest, Rejected, RunEntry
 from runner.results.result import Result
 from runner.results.sink import OutputLock, ResultSink, writing
 from runner.run.model_ids import check_model_ids
@@ -241,8 +241,13 @@ def _sink(cfg: Config, out: Path) -> ResultSink:
         return ResultSink(out, runs)
     from runner.report.exports.otel import TracedSink
 
-    return TracedSink(out, runs, {r.name: r.model_dump(mode="json") for r in cfg.runs}, cfg.otel.endpoint,
+    return TracedSink(out, runs, {r.name: r for r in run_entries(cfg)}, cfg.otel.endpoint,
                       capture_content=cfg.otel.capture_content)
+
+
+def run_entries(cfg: Config) -> list[RunEntry]:
+    """The config's runs as the manifest keeps them."""
+    return [RunEntry.model_validate(r.model_dump(mode="json")) for r in cfg.runs]
 
 
 def _manifest(cfg: Config, out: Path, mode: str, kind: str, run_id: str, skipped: Rejected | None,
@@ -252,7 +257,7 @@ def _manifest(cfg: Config, out: Path, mode: str, kind: str, run_id: str, skipped
         config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
         dataset_sha256=file_hash(cfg.dataset),
         shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
-        harness=cfg.harness.kind, runs=[r.model_dump(mode="json") for r in cfg.runs], requests=requests_sent(cfg, cat),
+        harness=cfg.harness.kind, runs=run_entries(cfg), requests=requests_sent(cfg, cat),
         rejected=skipped, compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
         batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
 

@@ -98,3 +98,53 @@ def test_a_forecast_need_in_the_manifest_has_the_fields_of_the_forecasts_need() 
     assert list(ForecastNeed.model_fields) == [f.name for f in fields(Need)]
     need = Need(3.0, 10.5, 20.0, 1.0, 7.25)
     assert ForecastNeed.model_validate(need.as_dict()).model_dump() == need.as_dict()
+
+
+def test_a_run_entry_has_every_field_of_the_config_s_run_spec_and_keeps_its_dump_as_it_is() -> None:
+    """RunEntry is the manifest's typed copy of runner/config.RunSpec (loose, so that an older output reads): a
+    field added to RunSpec and not to RunEntry, or to ModelRef and not to RunModel, fails here."""
+    from runner.config import ModelRef, RunSpec, load_config
+    from runner.results.manifest import RunEntry, RunModel
+
+    assert set(RunSpec.model_fields) <= set(RunEntry.model_fields)
+    assert set(ModelRef.model_fields) <= set(RunModel.model_fields)
+    root = Path(__file__).resolve().parents[2]
+    for spec in load_config(root / "configs" / "default.yaml").runs:
+        dumped = spec.model_dump(mode="json")
+        entry = RunEntry.model_validate(dumped)
+        assert entry.model_dump(mode="json", exclude_unset=True) == dumped
+        assert entry.provider_model() == (spec.provider, spec.model)
+    atlas = RunEntry.model_validate(load_config(root / "configs" / "default.yaml").runs[-1].model_dump(mode="json"))
+    assert atlas.teacher is not None and atlas.teacher.provider_model() == ("anthropic", "claude-sonnet-5-5")
+    # a harness's run names its model in its params, by convention
+    assert RunEntry(name="h", params={"provider": "openai", "model": "m"}).provider_model() == ("openai", "m")
+
+
+def test_an_older_output_s_runs_read_with_fields_since_removed_and_resume(tmp_path: Path) -> None:
+    from runner.results import manifest as manifests
+
+    old = {"config_fingerprint": "f", "dataset_sha256": "d", "config_parts": {"run:a": "1", "run:b": "2"},
+           "runs": [{"name": "a", "provider": "openai", "model": "gpt-4.1", "temperature": 0,
+                     "retired_field": {"x": [1, 2]}, "teacher": {"provider": "anthropic", "model": "c", "old": 1}},
+                    {"name": "b", "params": {"model": "m", "k": [1, {"n": None}]}}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    m = manifests.read(tmp_path)
+    assert m.run_names() == ["a", "b"] and m.runs[0].teacher is not None and m.runs[0].teacher.model == "c"
+    assert m.runs[1].provider_model() == (None, "m")
+    merged = manifests.check(tmp_path, manifests.Manifest.new(config_fingerprint="f", dataset_sha256="d",
+                                                              config_parts={"run:b": "2"}, runs=[{"name": "b"}]),
+                             force=False)
+    assert merged.run_names() == ["a", "b"]
+    kept = json.loads((tmp_path / "manifest.json").read_text())["runs"]
+    assert kept[0] == old["runs"][0]  # what this version does not know, kept as written
+
+
+def test_a_run_entry_with_a_value_of_the_wrong_type_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from runner.results.manifest import RunEntry
+
+    with pytest.raises(ValidationError):
+        RunEntry.model_validate({"name": "a", "max_output_tokens": "many"})
+    with pytest.raises(ValidationError):
+        RunEntry.model_validate({"provider": "openai"})  # a run without its name

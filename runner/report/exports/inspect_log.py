@@ -31,6 +31,7 @@ from runner.errors import ConfigError
 from runner.report.build import Analysis, analyse
 from runner.report.exports.conversation import LoggedConversation, LoggedTurn, conversation
 from runner.report.exports.junit import error_message, why_failed
+from runner.results.manifest import RunModel
 from runner.results.result import Result, outcome, share_metrics
 
 SCORER = "pgsandbox-runner"
@@ -45,12 +46,10 @@ def _ensure_inspect() -> None:
             from None
 
 
-def model_name(spec: dict[str, Any] | None, run: str) -> str:
-    """`provider/model` (Inspect's spelling) from the run's spec: its own fields (the built-in agents) or its
-    params (a harness's); else the run's name under this package."""
-    spec = spec or {}
-    params = spec.get("params") or {}
-    provider, model = spec.get("provider") or params.get("provider"), spec.get("model") or params.get("model")
+def model_name(spec: RunModel | None, run: str) -> str:
+    """`provider/model` (Inspect's spelling) from the run's spec (RunEntry.provider_model); else the run's
+    name under this package."""
+    provider, model = spec.provider_model() if spec else (None, None)
     return f"{provider}/{model}" if provider and model else f"{SCORER}/{run}"
 
 
@@ -143,10 +142,10 @@ def eval_log(a: Analysis, out: Path, run: str, rows: list[Result]) -> Any:
     from inspect_ai.model import ModelConfig, ModelUsage
 
     man = a.manifest
-    spec = next((s for s in man.runs if s.get("name") == run), {})
+    spec = next((s for s in man.runs if s.name == run), None)
     model = model_name(spec, run)
     shares = share_metrics(r for rs in a.runs.values() for r in rs)
-    teacher = spec.get("teacher")
+    teacher = spec.teacher if spec else None
     created = man.started_at or min(r.started_at for r in rows)
     epochs = max(r.epoch for r in rows)
     ids = list(dict.fromkeys(r.record_id for r in rows))
@@ -171,7 +170,7 @@ def eval_log(a: Analysis, out: Path, run: str, rows: list[Result]) -> Any:
             metadata={"pgsandbox_runner": {"output": str(out), "run": run, "mode": man.mode,
                                            "simulated": man.simulated, "harness": man.harness,
                                            "git_revision": man.git_revision}}),
-        plan=EvalPlan(steps=[EvalPlanStep(solver=man.harness or "harness", params=spec.get("params") or {})]),
+        plan=EvalPlan(steps=[EvalPlanStep(solver=man.harness or "harness", params=spec.params if spec else {})]),
         results=_results(rows, a.metrics[run], man.reducer if epochs > 1 else None),
         stats=EvalStats(started_at=created, completed_at=man.finished_at or max(r.finished_at for r in rows),
                         model_usage={model: total}),

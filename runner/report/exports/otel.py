@@ -23,6 +23,7 @@ from runner.errors import ConfigError, ExportRefused
 from runner.report.exports.spans import SpanSpec, record_trace
 from runner.resources import Resource
 from runner.results import manifest as manifests
+from runner.results.manifest import RunEntry
 from runner.results.result import Result
 from runner.results.sink import ResultSink
 
@@ -127,7 +128,7 @@ def export_output(out: Path, endpoint: str | None, *, capture_content: bool = Fa
     from runner.report.build import load_runs
 
     man = manifests.read(out)
-    specs = {str(s.get("name")): s for s in man.runs}
+    specs = {s.name: s for s in man.runs}
     url = traces_url(endpoint)
     with TraceSender(url, resource={"pgsandbox.output": str(out), "pgsandbox.run_id": man.run_id or ""}) as sender:
         for run, rows in load_runs(out).items():
@@ -143,7 +144,7 @@ class TracedSink(ResultSink):
     """The run's result sink, which also sends each result's trace as it writes it (config `otel:`); its
     spans go out in the background and the last are flushed when the sink closes (at the run's end)."""
 
-    def __init__(self, out: Path, runs: list[str], specs: dict[str, dict[str, Any]], endpoint: str,
+    def __init__(self, out: Path, runs: list[str], specs: dict[str, RunEntry], endpoint: str,
                  *, capture_content: bool = False) -> None:
         super().__init__(out, runs)
         self.specs, self.capture_content = specs, capture_content

@@ -28,6 +28,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from runner.results.manifest import RunEntry, RunModel
 from runner.results.result import Result, outcome
 
 # The conventions' attribute names (development status): the spec's own spellings, in one place.
@@ -80,14 +81,13 @@ def _ns(iso: str) -> int:
     return int(stamp.timestamp() * 1e9)
 
 
-def _models(spec: dict[str, Any], output: dict[str, Any]) -> dict[str, Model]:
+def _models(spec: RunEntry | None, output: dict[str, Any]) -> dict[str, Model]:
     """Who plays each role of the run: the agent (and Atlas's student), its teacher."""
-    params = spec.get("params") or {}
-    agent = Model(spec.get("provider") or params.get("provider") or output.get("provider"),
-                  spec.get("model") or params.get("model") or output.get("model"))
-    teacher = spec.get("teacher") or {}
+    provider, model = spec.provider_model() if spec else (None, None)
+    agent = Model(provider or output.get("provider"), model or output.get("model"))
+    teacher = spec.teacher if spec and spec.teacher else RunModel()
     return {"agent": agent, "student": agent,
-            "teacher": Model(teacher.get("provider"), teacher.get("model") or output.get("teacher_model"))}
+            "teacher": Model(teacher.provider, teacher.model or output.get("teacher_model"))}
 
 
 def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -168,9 +168,9 @@ def _children(r: Result, models: dict[str, Model], content: bool, start: int) ->
     return spans, False
 
 
-def record_trace(r: Result, spec: dict[str, Any] | None = None, *, capture_content: bool = False) -> SpanSpec:
+def record_trace(r: Result, spec: RunEntry | None = None, *, capture_content: bool = False) -> SpanSpec:
     """One result as its trace's root span; `spec`: its run's spec as the manifest keeps it."""
-    models = _models(spec or {}, r.output or {})
+    models = _models(spec, r.output or {})
     start, end = _ns(r.started_at), _ns(r.finished_at)
     children, measured = _children(r, models, capture_content, start)
     attrs = _record_attributes(r, models["agent"])

@@ -4,6 +4,7 @@ written before it did, a harness of its own): laid end to end, and said so."""
 from __future__ import annotations
 
 from runner.report.exports.spans import record_trace
+from runner.results.manifest import RunEntry
 from tests.report.exports.outputs import result
 
 
@@ -24,7 +25,7 @@ def test_calls_without_their_start_are_laid_end_to_end_from_the_record_s_start_a
 
 def test_with_the_run_s_spec_a_call_names_the_model_asked_for_and_the_one_that_answered() -> None:
     r = result("r", "rec-1", 0, "success")
-    root = record_trace(r, {"name": "r", "provider": "openai", "model": "gpt-5.4"})
+    root = record_trace(r, RunEntry(name="r", provider="openai", model="gpt-5.4"))
     chat = root.children[0]
     assert chat.name == "chat gpt-5.4" and chat.attributes["gen_ai.provider.name"] == "openai"
     assert (chat.attributes["gen_ai.request.model"], chat.attributes["gen_ai.response.model"]) == \
