@@ -198,20 +198,21 @@ def _create_from(conn: psycopg.Connection[Any], new: str, template: str, *, file
             if attempt == SQUATTED_TRIES - 1:
                 raise
             logger.warning("database {!r} was made by a record before the runner could make it: dropped", new)
-            _drop(conn, new)
+            drop_database(conn.execute, new)
     conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(new)))
 
 
-def _drop(conn: psycopg.Connection[Any], name: str) -> None:
-    # a database its owner marked a template cannot be dropped as it is (a record may mark its own)
-    conn.execute("UPDATE pg_database SET datistemplate = false WHERE datname = %s AND datistemplate", (name,))
-    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+def drop_database(execute: Callable[..., object], name: str) -> None:
+    """Drop `name` through `execute` (a connection's, or a watched query's), its sessions ended, a template or
+    not: a database its owner marked a template cannot be dropped as it is, and a record may mark its own."""
+    execute("UPDATE pg_database SET datistemplate = false WHERE datname = %s AND datistemplate", (name,))
+    execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)), ())
 
 
 def snapshot_database(endpoint: Endpoint, name: str) -> None:
     """Keep `name` as it is now as a template, for `reset: recreate` (connections to it must be closed)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        _drop(conn, template_name(name))
+        drop_database(conn.execute, template_name(name))
         _create_from(conn, template_name(name), name)
 
 
@@ -219,7 +220,7 @@ def recreate_database(endpoint: Endpoint, name: str, template: str | None = None
     """`name` back to the snapshot of `template` (itself by default): whatever the last record left
     behind is gone (sessions too)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        _drop(conn, name)
+        drop_database(conn.execute, name)
         _create_from(conn, name, template_name(template or name), owner=owner)
 
 

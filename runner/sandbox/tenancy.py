@@ -47,6 +47,7 @@ from loguru import logger
 from psycopg import sql
 
 from runner.resources import Resource
+from runner.sandbox.base import drop_database
 
 ADMIN_ROLE = "pgsr_admin"  # the runner's superuser in every sandbox it starts (never a harness's)
 SYSTEM_DATABASES = ("postgres", "template0", "template1")
@@ -240,6 +241,12 @@ class Steward(Resource):
     def login(self, slot: int) -> Login:
         return self.tenants[slot].login if self.enabled else self.tenants[0].login
 
+    def own_role(self, slot: int) -> str | None:
+        """The role `slot`'s records log in as when it is theirs alone (tenants on); None: the sandbox's user,
+        which every slot shares."""
+        tenant = self.tenants.get(slot) if self.enabled else None
+        return tenant.login.user if tenant is not None else None
+
     # ------------------------------------------------------------------ at boot
     def lock_down(self, own: list[str]) -> None:
         """Once per sandbox, before any snapshot or copy: no database open to PUBLIC but the system ones;
@@ -363,9 +370,7 @@ class Steward(Resource):
             for (name,) in self._q("SELECT datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
                                    "WHERE rolname IN (%s, %s)) AND datname <> ALL(%s)",
                                    (role, sharing_role(self.base), t.databases)):
-                made = sql.Identifier(name)
-                self._q(sql.SQL("ALTER DATABASE {} IS_TEMPLATE false").format(made))  # else it cannot be dropped
-                self._q(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(made))
+                drop_database(self._q, name)
                 undone.append(f"database {name!r} it made dropped")
             now = self._state(slot)
             if now == t.baseline:

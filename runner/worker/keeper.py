@@ -333,7 +333,5 @@ class SandboxKeeper:
 
     def cancel_queries(self, slot: int) -> None:
         if (sb := self.sandbox) is not None and sb.endpoint is not None:
-            steward = self.steward  # with tenants, the slot's role is its own
-            tenant = steward.tenants.get(slot) if steward is not None and steward.enabled else None
-            role = tenant.login.user if tenant is not None else None
+            role = self.steward.own_role(slot) if self.steward is not None else None
             cancel_queries(sb.control, self.own_databases(slot, sb), role)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -233,17 +233,17 @@ def test_a_database_name_a_record_takes_between_the_reset_s_drop_and_create_is_t
     import runner.sandbox.base as base
 
     sb, st = tenants
-    drop, squatted = base._drop, []
+    drop, squatted = base.drop_database, []
 
-    def drop_then_squat(conn: psycopg.Connection[Any], name: str) -> None:
-        drop(conn, name)
+    def drop_then_squat(execute: Callable[..., object], name: str) -> None:
+        drop(execute, name)
         if name == SLOT1 and not squatted:
             with _as(sb, st, 1, "postgres") as squatter:
                 squatter.execute(f"CREATE DATABASE {SLOT1}")
                 squatter.execute(f"ALTER DATABASE {SLOT1} IS_TEMPLATE true")
             squatted.append(name)
 
-    monkeypatch.setattr(base, "_drop", drop_then_squat)
+    monkeypatch.setattr(base, "drop_database", drop_then_squat)
     base.recreate_database(sb.control, SLOT1, template="tenant", owner=st.owner(1))
     assert squatted
     with psycopg.connect(sb.control.dsn(SLOT1), autocommit=True) as admin:  # the snapshot's copy, not the squat
