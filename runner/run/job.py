@@ -53,6 +53,7 @@ from runner.results.result import Result
 from runner.results.sink import OutputLock, ResultSink, writing
 from runner.run.model_ids import check_model_ids
 from runner.sandbox.schema import DatabaseSpec
+from runner.sandbox.settings import sandbox_settings
 from runner.select import chosen
 from runner.worker.main import WorkerSpec
 
@@ -479,9 +480,11 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
     pid = os.getpid()
 
+    sandbox = sandbox_settings(cfg, spec, kind=kind, image=image, run_id=run_id, owner_pid=pid, slots=lay.slots)
+
     def base(wid: int) -> WorkerSpec:
-        return WorkerSpec(wid, cfg, spec, kind, image, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
-                          slots=lay.slots, catalogue=cat, offsets=offsets)
+        return WorkerSpec(wid, cfg, sandbox, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
+                          catalogue=cat, offsets=offsets)
 
     prestart = warm = None
     if kind == "docker" and cfg.executor == "local":

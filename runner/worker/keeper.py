@@ -20,7 +20,6 @@ from loguru import logger
 from runner.config import SLOT_DATA_MIB
 from runner.errors import SandboxBootError, WorkerClosing
 from runner.harness.base import SandboxInfo, sandbox_info, slot_database
-from runner.sandbox import make_sandbox
 from runner.sandbox.base import (
     Launched,
     Sandbox,
@@ -33,32 +32,24 @@ from runner.sandbox.base import (
     template_name,
 )
 from runner.sandbox.lock_queue import LockQueueGuard
+from runner.sandbox.settings import SandboxSettings
 from runner.sandbox.tenancy import Steward, TenantStuck
 from runner.sandbox.witness import Incarnation, SandboxGone, Witness
 from runner.wire.messages import SandboxReplaced
 from runner.worker.turns import Turns
 
 
-def connections_for(slots: int) -> int:
-    """PostgreSQL's max_connections for K slots: a harness may hold a few per database (the CRM holds
-    two, one per database), plus the runner's own and headroom."""
-    return max(100, 4 * slots + 20)
-
-
 def new_sandbox(spec: Any, generation: int, launched: Launched | None = None) -> Sandbox:
     """The sandbox a worker (its WorkerSpec) has in its `generation`-th life, not started: the worker
     starts it, or the supervisor launches the first one ahead (engine/prestart.py)."""
-    s = spec
-    return make_sandbox(s.sandbox_kind, s.database, image=s.image, run_id=s.run_id, owner_pid=s.supervisor_pid,
-                        name_hint=f"w{s.worker}g{generation}", memory=s.cfg.sandbox_memory(s.slots),
-                        cpus=s.cfg.container_cpus, dsn=s.cfg.dsn, tmpfs=s.cfg.container_tmpfs,
-                        connections=connections_for(s.slots), network=s.cfg.sandbox_network(), launched=launched)
+    settings: SandboxSettings = spec.sandbox
+    return settings.make(f"w{spec.worker}g{generation}", launched)
 
 
 class SandboxKeeper:
     def __init__(self, spec: Any, inbox: Any, *, inline: bool) -> None:
         """`spec`: the worker's (WorkerSpec); `inline`: one slot on the main thread (no background copies)."""
-        self.spec, self.cfg, self.inbox, self.inline = spec, spec.cfg, inbox, inline
+        self.spec, self.settings, self.inbox, self.inline = spec, spec.sandbox, inbox, inline
         self.sandbox: Sandbox | None = None
         self.witness: Witness | None = None  # the worker's own session: did the sandbox serve a whole record?
         self.steward: Steward | None = None  # the runner's superuser session: each slot a tenant of its own
@@ -81,8 +72,9 @@ class SandboxKeeper:
         guard: LockQueueGuard | None = None
         try:
             assert sb.endpoint is not None
-            steward = Steward(sb.control.local_dsn(), s.database.user, sb.endpoint.password,
-                              shared=s.database.shared, connections=connections_for(s.slots), slots=s.slots,
+            db = self.settings.database
+            steward = Steward(sb.control.local_dsn(), db.user, sb.endpoint.password,
+                              shared=db.shared, connections=self.settings.connections, slots=s.slots,
                               enabled=sb.admin is not None)
             steward.start()
             # Templates while nobody is connected, then every slot's copies of them, by FILE_COPY (a
@@ -93,9 +85,9 @@ class SandboxKeeper:
             own = self.own_databases(0, sb)
             steward.lock_down(own)
             slot_dbs = own if s.slots > 1 else []
-            if slot_dbs and s.cfg.container_memory is None:
+            if slot_dbs and not self.settings.memory_given:
                 self._make_room(sb, slot_dbs)
-            names = own if self.cfg.harness.reset == "recreate" else slot_dbs
+            names = own if self.settings.recreate else slot_dbs
             for name in names:
                 snapshot_database(sb.control, name)
                 steward.neutralize(template_name(name))
@@ -214,22 +206,22 @@ class SandboxKeeper:
         self.copied[slot].wait()
 
     def main_db(self, sb: Sandbox | None = None) -> str:
-        return getattr(sb or self.sandbox, "dbname", None) or self.spec.database.name
+        return getattr(sb or self.sandbox, "dbname", None) or self.settings.database.name
 
     def slot_info(self, slot: int, sb: Sandbox | None = None) -> SandboxInfo:
         sb = sb or self.sandbox
         assert sb is not None and sb.endpoint is not None
         steward = self.steward
         login = steward.login(slot) if steward is not None and sb is self.sandbox else None
-        return sandbox_info(sb, self.spec.database, self.main_db(sb), slot,
+        return sandbox_info(sb, self.settings.database, self.main_db(sb), slot,
                             (login.user, login.password) if login is not None else None)
 
     def own_databases(self, slot: int, sb: Sandbox | None = None) -> list[str]:
         """The slot's databases but those every slot shares (which no slot resets nor cancels)."""
         sb = sb or self.sandbox
         assert sb is not None and sb.endpoint is not None
-        return [d.name for n, d in sandbox_info(sb, self.spec.database, self.main_db(sb), slot).databases.items()
-                if n not in self.spec.database.shared]
+        return [d.name for n, d in sandbox_info(sb, self.settings.database, self.main_db(sb), slot).databases.items()
+                if n not in self.settings.database.shared]
 
     def sandbox_id(self) -> str | None:
         return self.sandbox.id if self.sandbox else None

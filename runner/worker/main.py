@@ -36,7 +36,7 @@ from runner.records import RecordFile
 from runner.resources import die_with_parent, leave_forkserver
 from runner.results.result import now_iso
 from runner.sandbox.base import Launched
-from runner.sandbox.schema import DatabaseSpec
+from runner.sandbox.settings import SandboxSettings
 from runner.wire.inbox import Connection, Outbox
 from runner.wire.messages import (
     Assign,
@@ -64,9 +64,7 @@ STUCK_GRACE_SECONDS = 5.0
 class WorkerSpec:
     worker: int
     cfg: Config
-    database: DatabaseSpec
-    sandbox_kind: str
-    image: str | None
+    sandbox: SandboxSettings  # what its sandboxes are made with (the whole of what the sandbox layer reads)
     run_id: str
     supervisor_pid: int
     sim_url: str | None
@@ -75,11 +73,14 @@ class WorkerSpec:
     gateway_url: str | None = None
     gateway_token: str | None = None  # what the run's gateway admits its callers by
     lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
-    slots: int = 1
     launched: Launched | None = None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
     warm: str | None = None  # harness.python: where its slots' shims are forked (proc/warm.py)
     catalogue: Catalogue | None = None  # what each model takes, its provider asked at the run's start
     offsets: Mapping[str, tuple[int, int]] | None = None  # where each record's line is (None: read the file for them)
+
+    @property
+    def slots(self) -> int:
+        return self.sandbox.slots
 
 
 class Worker:
@@ -237,7 +238,7 @@ def log_to_file(spec: WorkerSpec) -> Path:
 def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
     """A worker's life wherever it runs (its own process, or a Ray actor's thread): boot, serve, clean
     up; returns its exit code. `inbox.put(msg)` reaches the supervisor, `tasks.get()` brings its work."""
-    logger.info("worker {} starting (pid {}, sandbox {}, harness {})", spec.worker, os.getpid(), spec.sandbox_kind,
+    logger.info("worker {} starting (pid {}, sandbox {}, harness {})", spec.worker, os.getpid(), spec.sandbox.kind,
                 spec.cfg.harness.kind)
     if limiter is not None:
         limiter.lane = spec.lane

@@ -15,6 +15,7 @@ from runner.errors import SandboxBootError
 from runner.harness.crm.harness import DATABASE as CRM
 from runner.sandbox.base import logs_in
 from runner.sandbox.docker import DockerSandbox
+from runner.sandbox.settings import sandbox_settings
 from runner.worker.keeper import SandboxKeeper
 from runner.worker.main import WorkerSpec
 from tests.conftest import TEST_RUN_ID
@@ -23,7 +24,8 @@ from tests.conftest import TEST_RUN_ID
 def _spec(tmp_path: Path, image: str, worker: int, run_id: str) -> WorkerSpec:
     cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
                                  "runs": [{"name": "r"}], "container_tmpfs": True})
-    return WorkerSpec(worker, cfg, CRM, "docker", image, run_id, os.getpid(), None, str(tmp_path), str(tmp_path))
+    sandbox = sandbox_settings(cfg, CRM, kind="docker", image=image, run_id=run_id, owner_pid=os.getpid(), slots=1)
+    return WorkerSpec(worker, cfg, sandbox, run_id, os.getpid(), None, str(tmp_path), str(tmp_path))
 
 
 def _exists(container_id: str) -> bool:
@@ -86,7 +88,7 @@ def test_a_launched_sandbox_that_is_gone_gives_way_to_a_fresh_one(tmp_path: Path
 
 def test_a_launch_that_fails_leaves_nothing_and_its_worker_starts_its_own(tmp_path: Path, sandbox_image: str) -> None:
     spec = _spec(tmp_path, "pgsandbox-runner/sandbox:no-such-image", 0, f"{TEST_RUN_ID}-bad")
-    box = DockerSandbox(spec.image or "", CRM.user, run_id=spec.run_id, owner_pid=os.getpid(), name_hint="w0g1")
+    box = DockerSandbox(spec.sandbox.image or "", CRM.user, run_id=spec.run_id, owner_pid=os.getpid(), name_hint="w0g1")
     with pytest.raises(SandboxBootError, match="missing"):
         box.launch()
     assert box._socket_home is None or not Path(box._socket_home).exists()

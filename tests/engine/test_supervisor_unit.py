@@ -26,6 +26,7 @@ from runner.engine.supervisor import Supervisor
 from runner.plan import WorkItem
 from runner.results.result import Result
 from runner.results.sink import ResultSink, read_results
+from runner.sandbox.settings import sandbox_settings
 from runner.wire.messages import Assign, Heartbeat, ItemDone, SlotReady, Stop, WorkerReady
 from runner.worker.main import WorkerSpec
 
@@ -149,8 +150,9 @@ def _supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviours: Cal
     transport = FakeTransport(inbox, behaviours)
 
     def make_spec(wid: int) -> WorkerSpec:
-        return WorkerSpec(wid, config, None, "fake", None, "run", 1, None, str(tmp_path), str(tmp_path),  # type: ignore[arg-type]
-                          slots=slots)
+        sandbox = sandbox_settings(config, None, kind="fake", image=None, run_id="run", owner_pid=1,  # type: ignore[arg-type]
+                                   slots=slots)
+        return WorkerSpec(wid, config, sandbox, "run", 1, None, str(tmp_path), str(tmp_path))
 
     pool = WorkerPool(transport, make_spec, None, heartbeat_timeout=config.heartbeat_timeout_seconds,
                       max_restarts=restart_cap(config.max_worker_restarts, workers), spawnable=spawnable)

@@ -10,6 +10,7 @@ import pytest
 from runner.config import Config
 from runner.errors import WorkerClosing
 from runner.harness.crm.harness import DATABASE as CRM
+from runner.sandbox.settings import sandbox_settings
 from runner.worker.keeper import SandboxKeeper
 from runner.worker.main import WorkerSpec
 from tests.conftest import TEST_RUN_ID
@@ -32,7 +33,9 @@ def test_a_closed_keeper_never_replaces_its_sandbox(tmp_path: Path, sandbox_imag
     run_id = f"{TEST_RUN_ID}-closed"
     cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
                                  "runs": [{"name": "r"}]})
-    spec = WorkerSpec(0, cfg, CRM, "docker", sandbox_image, run_id, os.getpid(), None, str(tmp_path), str(tmp_path))
+    sandbox = sandbox_settings(cfg, CRM, kind="docker", image=sandbox_image, run_id=run_id, owner_pid=os.getpid(),
+                               slots=1)
+    spec = WorkerSpec(0, cfg, sandbox, run_id, os.getpid(), None, str(tmp_path), str(tmp_path))
     inbox = _Inbox()
     keeper = SandboxKeeper(spec, inbox, inline=True)
     try:
