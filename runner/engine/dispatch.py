@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from loguru import logger
 
 from runner.budget.throttle import Throttle
-from runner.config import Config
 from runner.engine.pool import WorkerHandle, WorkerPool
 from runner.engine.progress import Progress
 from runner.engine.scheduler import Scheduler
@@ -25,10 +24,11 @@ OVERDUE_BOOTS = 4
 
 
 class Dispatcher:
-    def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, progress: Progress,
+    def __init__(self, conversation_limit: float, scheduler: Scheduler, pool: WorkerPool, progress: Progress,
                  throttle: Throttle | None = None,
                  prefer: Callable[[Mapping[str, int]], str | None] | None = None) -> None:
-        self.cfg, self.scheduler, self.pool, self.progress = cfg, scheduler, pool, progress
+        self.scheduler, self.pool, self.progress = scheduler, pool, progress
+        self.conversation_limit = conversation_limit  # a record's time limit, seconds
         self.throttle = throttle  # --concurrency auto: how many of the slots to keep busy
         self.prefer = prefer  # the run whose records to start first (runner/budget/priority.py), None: plan order
 
@@ -41,7 +41,7 @@ class Dispatcher:
             if self.held_back(h):
                 return  # its share of the target in use, not out of work: no Stop
             chunk = s.take(h.id, slot, prefer=self.prefer(s.left) if self.prefer is not None else None,
-                           now=time.monotonic(), limit_per_item=self.cfg.conversation_limit(),
+                           now=time.monotonic(), limit_per_item=self.conversation_limit,
                            margin=ALARM_SLACK_SECONDS + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds))
             if not chunk:
                 break

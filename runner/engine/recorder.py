@@ -9,7 +9,6 @@ from loguru import logger
 from runner.budget.gates import Gates
 from runner.budget.spend import BUDGET_WORDS
 from runner.budget.throttle import Throttle
-from runner.config import Config
 from runner.engine.progress import Progress
 from runner.engine.scheduler import Scheduler
 from runner.results.result import Result, error_result, outcome
@@ -17,9 +16,11 @@ from runner.results.sink import ResultSink
 
 
 class Recorder:
-    def __init__(self, cfg: Config, scheduler: Scheduler, sink: ResultSink, progress: Progress,
+    def __init__(self, maxfail: int | None, scheduler: Scheduler, sink: ResultSink, progress: Progress,
                  throttle: Throttle | None = None, gates: Gates | None = None) -> None:
-        self.cfg, self.scheduler, self.sink, self.progress, self.throttle = cfg, scheduler, sink, progress, throttle
+        """`maxfail`: results that failed, were cut or erred before the run stops (--maxfail); None: never."""
+        self.maxfail = maxfail
+        self.scheduler, self.sink, self.progress, self.throttle = scheduler, sink, progress, throttle
         self.gates = gates  # the runs' first-call gates (runner/budget/gates.py)
         self.read_warned: set[tuple[str, str]] = set()  # result fields already warned about (read_notes)
         self.not_successes = 0  # results that failed, were cut or ended in an error (--maxfail counts them)
@@ -47,13 +48,13 @@ class Recorder:
             live = u.llm_calls - u.cache_hits
             per_call = u.latency_seconds / live if live > 0 and u.latency_seconds else None
             self.throttle.result(per_call or result.wall_seconds or 0.0, u.rate_limited, live)
-        if self.cfg.maxfail is None or outcome(result) not in ("failure", "cut", "error"):
+        if self.maxfail is None or outcome(result) not in ("failure", "cut", "error"):
             return False
         self.not_successes += 1
-        if self.not_successes != self.cfg.maxfail:
+        if self.not_successes != self.maxfail:
             return False
         logger.warning("{} result(s) did not succeed (--maxfail {}): starting no more records; those in flight "
-                       "finish", self.not_successes, self.cfg.maxfail)
+                       "finish", self.not_successes, self.maxfail)
         return True
 
     def stop_refused_runs(self) -> None:

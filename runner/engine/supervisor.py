@@ -22,13 +22,13 @@ from loguru import logger
 
 from runner.budget.gates import Gates
 from runner.budget.throttle import Throttle
-from runner.config import Config
 from runner.engine.dispatch import Dispatcher
 from runner.engine.pool import WorkerHandle, WorkerPool
 from runner.engine.progress import Progress
 from runner.engine.recorder import Recorder
 from runner.engine.scheduler import Scheduler
 from runner.engine.services import Service, ServiceWatch
+from runner.engine.settings import EngineSettings
 from runner.engine.signals import SignalInbox
 from runner.errors import OutputUnwritable
 from runner.results.result import Result
@@ -54,16 +54,16 @@ INBOX_BATCH = 1000
 
 
 class Supervisor:
-    def __init__(self, cfg: Config, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink, progress: Progress,
-                 inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
+    def __init__(self, settings: EngineSettings, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink,
+                 progress: Progress, inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
                  on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None,
                  prefer: Callable[[Mapping[str, int]], str | None] | None = None, gates: Gates | None = None,
                  signals: SignalInbox | None = None) -> None:
-        self.cfg, self.scheduler, self.pool, self.progress = cfg, scheduler, pool, progress
+        self.settings, self.scheduler, self.pool, self.progress = settings, scheduler, pool, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
-        self.dispatcher = Dispatcher(cfg, scheduler, pool, progress, throttle, prefer)
-        self.recorder = Recorder(cfg, scheduler, sink, progress, throttle, gates)
+        self.dispatcher = Dispatcher(settings.conversation_limit, scheduler, pool, progress, throttle, prefer)
+        self.recorder = Recorder(settings.maxfail, scheduler, sink, progress, throttle, gates)
         self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
         # once every item is done, while the workers shut down (their sandboxes' removal takes ~1 s): the
         # results' last rewrite goes on meanwhile, not after
@@ -254,13 +254,13 @@ class Supervisor:
                 self.hard_stop = True
             else:
                 logger.warning("{}: finishing running records (up to {:.0f}s), then stopping; Ctrl-C again to "
-                               "stop at once", name, self.cfg.shutdown_grace_seconds)
+                               "stop at once", name, self.settings.shutdown_grace_seconds)
                 self.begin_stop(grace=True)
 
     def begin_stop(self, *, grace: bool) -> None:
         if not self.stopping:
             self.stopping = True
-            self.grace_deadline = time.monotonic() + (self.cfg.shutdown_grace_seconds if grace
+            self.grace_deadline = time.monotonic() + (self.settings.shutdown_grace_seconds if grace
                                                       else STOP_GRACE_AFTER_FAILURE_SECONDS)
             self.pool.stop_all(Stop())
 

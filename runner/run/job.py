@@ -34,6 +34,7 @@ from runner.engine.prestart import Prestart
 from runner.engine.progress import Progress, RunProgress
 from runner.engine.scheduler import Scheduler
 from runner.engine.services import Service
+from runner.engine.settings import engine_settings
 from runner.engine.signals import SignalInbox
 from runner.engine.supervisor import Supervisor
 from runner.errors import ConfigError, DatasetError, NothingSelected, RunStopped
@@ -524,8 +525,9 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
                             window=cfg.concurrency_window_seconds, round_trip=limiter.round_trip,
                             tally=limiter.tally, target=_first_target(cfg, limiter, capacity))
         progress.target, progress.target_why = throttle.target, "start"
-    return Supervisor(cfg, Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk), pool, sink, progress,
-                      transport.inbox, workers=workers, services=services, throttle=throttle,
+    scheduler = Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk)
+    return Supervisor(engine_settings(cfg), scheduler, pool, sink, progress, transport.inbox, workers=workers,
+                      services=services, throttle=throttle,
                       prefer=budget_preference(cfg, limiter, _per_item(cfg, ahead)),
                       gates=getattr(limiter, "gates", None), signals=signals,
                       on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)

@@ -22,6 +22,7 @@ from runner.config import Config
 from runner.engine.pool import WorkerPool, restart_cap
 from runner.engine.progress import Progress, RunProgress
 from runner.engine.scheduler import Scheduler
+from runner.engine.settings import engine_settings
 from runner.engine.supervisor import Supervisor
 from runner.plan import WorkItem
 from runner.results.result import Result
@@ -158,8 +159,9 @@ def _supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviours: Cal
                       max_restarts=restart_cap(config.max_worker_restarts, workers), spawnable=spawnable)
     items = [WorkItem(i, "r", f"rec-{i}", i) for i in range(records)]
     progress = Progress({"r": RunProgress(records)}, Console(file=io.StringIO()))
-    sup = Supervisor(config, Scheduler(items, max_attempts=config.max_attempts), pool, ResultSink(tmp_path, ["r"]),
-                     progress, inbox, workers=workers)  # type: ignore[arg-type]
+    scheduler = Scheduler(items, max_attempts=config.max_attempts)
+    sup = Supervisor(engine_settings(config), scheduler, pool, ResultSink(tmp_path, ["r"]), progress,
+                     inbox, workers=workers)  # type: ignore[arg-type]
     return sup, transport
 
 
