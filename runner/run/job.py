@@ -57,6 +57,7 @@ from runner.sandbox.schema import DatabaseSpec
 from runner.sandbox.settings import sandbox_settings
 from runner.select import chosen
 from runner.worker.main import WorkerSpec
+from runner.worker.settings import slot_settings
 
 if TYPE_CHECKING:  # the servers (aiohttp) load only for runs that start them: a resume of a finished job does not
     from runner.gateway.process import GatewayServer
@@ -482,9 +483,10 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
     pid = os.getpid()
 
     sandbox = sandbox_settings(cfg, spec, kind=kind, image=image, run_id=run_id, owner_pid=pid, slots=lay.slots)
+    slot = slot_settings(cfg)
 
     def base(wid: int) -> WorkerSpec:
-        return WorkerSpec(wid, cfg, sandbox, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
+        return WorkerSpec(wid, cfg, sandbox, slot, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
                           catalogue=cat, offsets=offsets)
 
     prestart = warm = None

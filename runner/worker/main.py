@@ -48,6 +48,7 @@ from runner.wire.messages import (
     WorkerRetiring,
 )
 from runner.worker.keeper import SandboxKeeper
+from runner.worker.settings import SlotSettings
 from runner.worker.slot import AlarmClock, Slot, SlotThread, running
 from runner.worker.vitals import Heart
 
@@ -65,6 +66,7 @@ class WorkerSpec:
     worker: int
     cfg: Config
     sandbox: SandboxSettings  # what its sandboxes are made with (the whole of what the sandbox layer reads)
+    slot: SlotSettings  # what its slots read of the config
     run_id: str
     supervisor_pid: int
     sim_url: str | None
@@ -86,7 +88,7 @@ class WorkerSpec:
 class Worker:
     def __init__(self, spec: WorkerSpec, inbox: Any, limiter: Budget | None) -> None:
         cfg = spec.cfg
-        self.spec, self.cfg, self.inbox = spec, cfg, inbox
+        self.spec, self.cfg, self.inbox, self.slot_settings = spec, cfg, inbox, spec.slot
         self.worker_id, self.gateway_url, self.gateway_token = spec.worker, spec.gateway_url, spec.gateway_token
         # The supervisor already checked every line and reported the bad ones; valid ones suffice here.
         self.records = RecordFile(cfg.dataset, spec.offsets, id_field=id_field(cfg), skip_invalid=cfg.skip_invalid)

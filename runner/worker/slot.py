@@ -25,7 +25,6 @@ from typing import Any, Protocol
 import psycopg
 from loguru import logger
 
-from runner.config import Config
 from runner.errors import ErrorKind, RunStopped, WorkerClosing
 from runner.gateway.process import set_trial, take_usage
 from runner.harness import Reading, build_result
@@ -36,6 +35,7 @@ from runner.records import RecordFile
 from runner.results.result import Result, Usage, error_result, now_iso, outcome
 from runner.sandbox.witness import Incarnation
 from runner.wire.messages import Assign, ItemDone, Job, SlotReady
+from runner.worker.settings import SlotSettings
 from runner.worker.turns import Turns
 
 # Which record each slot of this process runs now: marks what the harness prints in the worker's log.
@@ -69,9 +69,9 @@ class Keeper(Protocol):
 
 
 class Host(Protocol):
-    """What a slot needs of its worker: its sandbox's keeper, records, the outbox."""
+    """What a slot needs of its worker: its settings, its sandbox's keeper, records, the outbox."""
 
-    cfg: Config
+    slot_settings: SlotSettings
     worker_id: int
     gateway_url: str | None
     gateway_token: str | None
@@ -85,8 +85,7 @@ class Host(Protocol):
 
 class Slot:
     def __init__(self, n: int, host: Host, harness: Harness) -> None:
-        self.n, self.host, self.harness, self.cfg = n, host, harness, host.cfg
-        self.runs = {r.name: r for r in host.cfg.runs}
+        self.n, self.host, self.harness, self.settings = n, host, harness, host.slot_settings
         self.generation = 0  # the sandbox generation the harness is attached to
         self.caller = harness.info.caller  # whom the gateway counts this slot's calls to
         self.abandoned = False  # stuck where its Alarm cannot reach: whatever it finishes is not sent
@@ -156,7 +155,7 @@ class Slot:
             for job in lost:
                 self.host.discard(job, why)
                 discarded[job.item_id].append(f"sandbox_lost: attempt {job.attempt}")
-                if job.attempt < self.cfg.max_attempts:
+                if job.attempt < self.settings.max_attempts:
                     left.append(dataclasses.replace(job, attempt=job.attempt + 1))
                 else:
                     yield job, error_result(job.run, job.record_id, job.index,
@@ -200,7 +199,7 @@ class Slot:
     def _before_records(self) -> tuple[int, Incarnation] | None:
         """Reset the slot's databases if the harness asks for it, then which sandbox serves them (None:
         none does, so whatever runs now is lost)."""
-        if self.cfg.harness.reset == "recreate":
+        if self.settings.recreate:
             try:
                 self.host.keeper.reset_slot(self.n)
             except (psycopg.OperationalError, psycopg.InterfaceError) as e:
@@ -216,12 +215,12 @@ class Slot:
         """
         left = {j.item_id: j for j in jobs}
         tasks = [self.task(j) for j in jobs]
-        limit = self.cfg.conversation_limit() * len(jobs)
+        limit = self.settings.conversation_limit * len(jobs)
         started = (now_iso(), time.monotonic())  # a chunk's records run together
         usage: list[Usage] = []
         running[self.n] = f"{jobs[0].run}:{jobs[0].record_id}" + (f" +{len(jobs) - 1}" if len(jobs) > 1 else "")
         told = trial.set(jobs[0].epoch)  # a chunk is one trial (the scheduler's doing)
-        if self.cfg.epochs > 1 and self.host.gateway_url is not None:
+        if self.settings.epochs > 1 and self.host.gateway_url is not None:
             self._tell_gateway(jobs[0].epoch)
         clock.start(limit + (ALARM_SLACK_SECONDS if len(jobs) > 1 else 0))
         try:
@@ -239,7 +238,7 @@ class Slot:
                 yield job, build_result(task, outcome, job.index, started, self.host.reading, share=len(jobs))
         except Alarm:
             self.detach()  # the cut may have left a query half-done on a connection
-            yield from self._fail_all(left, f"over the time limit of {self.cfg.conversation_limit():g}s",
+            yield from self._fail_all(left, f"over the time limit of {self.settings.conversation_limit:g}s",
                                       "timeout", started, self._spent(len(jobs), usage))
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             yield from self._fail_all(left, str(e), "database", started, self._spent(len(jobs), usage))
@@ -300,14 +299,14 @@ class Slot:
         """Give up on a chunk whose harness code never took its Alarm (blocked in a C call that neither a
         signal nor a query cancel ends): its records become timeouts; the thread is left behind."""
         self.abandoned = True
-        limit = self.cfg.conversation_limit()
+        limit = self.settings.conversation_limit
         for job, result in self._fail_all({j.item_id: j for j in msg.jobs},
                                           f"over the time limit of {limit:g}s (stuck where the limit could not "
                                           "cut it; its worker was retired)", "timeout", since, []):
             self.send(job, result)
 
     def task(self, job: Job) -> Task:
-        return Task(job.item_id, self.runs[job.run], job.record_id, self.host.records[job.record_id].data,
+        return Task(job.item_id, self.settings.runs[job.run], job.record_id, self.host.records[job.record_id].data,
                     job.attempt, job.epoch)
 
     def close(self) -> None:

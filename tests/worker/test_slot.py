@@ -18,6 +18,7 @@ from runner.harness.base import Outcome, SandboxInfo
 from runner.records import Record
 from runner.sandbox.witness import Incarnation
 from runner.wire.messages import Job
+from runner.worker.settings import slot_settings
 from runner.worker.slot import Alarm, AlarmClock, Slot, WatchedClock
 from runner.worker.turns import Turns
 
@@ -150,7 +151,8 @@ def _slot(keeper: Any, harness: Any, record_ids: tuple[str, ...] = ("a",)) -> Sl
     """A slot over stand-ins for its worker's keeper and harness (python kind, success field `ok`)."""
     cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
                                  "runs": [{"name": "r"}], "success_field": "ok"})
-    host = SimpleNamespace(cfg=cfg, worker_id=0, gateway_url=None, inbox=None, keeper=keeper, reading=reading(cfg),
+    host = SimpleNamespace(slot_settings=slot_settings(cfg), worker_id=0, gateway_url=None, inbox=None, keeper=keeper,
+                           reading=reading(cfg),
                            discard=lambda job, why: None,
                            records={r: Record(r, n, {"id": r}) for n, r in enumerate(record_ids)})
     return Slot(0, host, harness)
