@@ -156,6 +156,51 @@ def test_in_the_shared_database_a_slot_reads_appends_and_creates_tables_that_are
             c.execute("DROP TABLE notes")
 
 
+def test_in_the_shared_database_what_a_slot_makes_is_born_with_no_privilege_beyond_reading_and_appending(
+        tenants: tuple[LocalSandbox, Steward]) -> None:
+    """Found by an independent probe: a slot set default privileges (ALL on its new tables to PUBLIC) and made
+    a view of `events`. The view went to the shared owner with that grant, and a view reaches the tables
+    under it as its owner: every slot could delete and lock the others' rows through it (19 of 20
+    neighbours' outcomes changed). Now a slot may not set default privileges there, what it makes is
+    stripped of whatever it was born with, and it cannot make large objects (they outlived the record)."""
+    sb, st = tenants
+    role = st.login(1).user
+    with _as(sb, st, 1, "ledger") as c:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="ALTER DEFAULT PRIVILEGES"):
+            c.execute("ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO PUBLIC")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT lo_from_bytea(0, 'kept for later records')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT lo_creat(-1)")
+    # default privileges the slot's role has however it came by them (set here by the runner's own session):
+    # what it makes is born without them all the same
+    with psycopg.connect(sb.control.dsn("ledger"), autocommit=True) as admin:
+        for kind in ("TABLES", "SEQUENCES"):
+            admin.execute(f'ALTER DEFAULT PRIVILEGES FOR ROLE "{role}" GRANT ALL ON {kind} TO PUBLIC')
+        try:
+            with _as(sb, st, 1, "ledger") as c, _as(sb, st, 0, "ledger") as other:
+                c.execute("CREATE VIEW ev AS SELECT * FROM events")
+                c.execute("CREATE SEQUENCE made_by_slot_1")
+                for who in (c, other):
+                    for statement in ("DELETE FROM ev", "UPDATE ev SET what = 'x'",
+                                      "LOCK TABLE ev IN ACCESS EXCLUSIVE MODE",
+                                      "SELECT setval('made_by_slot_1', 100)"):
+                        with pytest.raises(psycopg.errors.InsufficientPrivilege), who.transaction():
+                            who.execute(statement)
+                other.execute("INSERT INTO ev (what) VALUES ('appended through the view')")  # what slots may do
+                assert other.execute("SELECT count(*) FROM events WHERE what LIKE 'appended%'").fetchone() == (1,)
+            acls = admin.execute("SELECT relname, relowner::regrole::text, relacl::text FROM pg_class "
+                                 "WHERE relname IN ('ev', 'made_by_slot_1') ORDER BY relname").fetchall()
+            assert [(name, owner) for name, owner, _ in acls] == [("ev", "tenant__shared"),
+                                                                 ("made_by_slot_1", "tenant__shared")]
+            assert not any(entry.startswith("=") for _, _, acl in acls for entry in acl.strip("{}").split(","))
+        finally:
+            for kind in ("TABLES", "SEQUENCES"):
+                admin.execute(f'ALTER DEFAULT PRIVILEGES FOR ROLE "{role}" REVOKE ALL ON {kind} FROM PUBLIC')
+            admin.execute("DROP VIEW IF EXISTS ev")
+            admin.execute("DROP SEQUENCE IF EXISTS made_by_slot_1")
+
+
 def test_the_steward_hears_of_a_shared_resource_running_out_and_ends_the_session_that_holds_it(
         tenants: tuple[LocalSandbox, Steward]) -> None:
     """A record fills the server's lock table with advisory locks and keeps its session (idle, holding them):

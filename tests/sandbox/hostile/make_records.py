@@ -164,6 +164,27 @@ attack("shared-trigger", "a trigger in the shared database that refuses every in
            "CREATE TRIGGER evil BEFORE INSERT ON public.events FOR EACH ROW EXECUTE FUNCTION public.evil()"]}])
 attack("shared-lock", "LOCK the shared database's table, then sleep past the time limit",
        [{"db": "ledger", "sql": ["BEGIN", "LOCK TABLE events IN ACCESS EXCLUSIVE MODE", f"SELECT pg_sleep({LONG})"]}])
+# A view reaches the tables under it as its owner, and the shared owner owns them all (found by an independent
+# probe): a slot's default privileges (ALL to PUBLIC) went with its new view to the shared owner, and every
+# slot could delete, change and lock the others' rows through it. Its large objects outlived the record.
+def view_over_events(name: str) -> list[str]:
+    return ["ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO PUBLIC",
+            f"CREATE VIEW public.{name} AS SELECT * FROM events"]
+
+
+attack("shared-view-delete", "default privileges to PUBLIC, a view over the shared table, then delete the "
+       "neighbours' rows through it again and again",
+       [{"db": "ledger", "sql": view_over_events("ev")},
+        {"repeat": 2.5, "pause": 0.005,
+         "sql": [{"db": "ledger", "sql": ["DELETE FROM ev WHERE record_id LIKE 'b-%'"]}]}],
+       after=2)
+attack("shared-view-lock", "the same view, LOCKed (which locks the shared table as the view's owner) and held",
+       [{"db": "ledger", "sql": [*view_over_events("ev_locked"), "BEGIN",
+                                 "LOCK TABLE ev_locked IN ACCESS EXCLUSIVE MODE", f"SELECT pg_sleep({LONG})"]}],
+       after=2)
+attack("shared-large-object", "a large object in the shared database, open to every later record",
+       [{"db": "ledger", "sql": ["SELECT lo_from_bytea(424242, convert_to('planted by an attack', 'UTF8'))",
+                                 "GRANT SELECT, UPDATE ON LARGE OBJECT 424242 TO PUBLIC"]}])
 attack("alter-db-shared", "ALTER DATABASE <the shared database> SET default_transaction_read_only = on",
        [{"each": "shared", "sql": "ALTER DATABASE {db} SET default_transaction_read_only = on"}])
 attack("lockout-shared", "ALTER DATABASE <the shared database> CONNECTION LIMIT 0",
