@@ -95,15 +95,17 @@ class Witness(Resource):
         """The server's start time and which of these databases exist, or SandboxGone. `through_postmaster`:
         first make sure the postmaster takes new sessions (for a record that failed: see the module's doc)."""
         with self._lock:
-            if self._conn is None or self._conn.closed:
+            # its own reference: a slot that replaces the sandbox meanwhile stops the witness from its thread,
+            # not waiting for this look (which may wait on a frozen server)
+            conn = self._conn
+            if conn is None or conn.closed:
                 raise SandboxGone("the witness session is closed")
-            pg = self._conn.pgconn
             try:
                 if through_postmaster:
                     self.knock()
-                return self._ask(pg, _array(databases))
+                return self._ask(conn.pgconn, _array(databases))
             except SandboxGone:
-                self._conn.close()  # half a conversation with the server: never reuse it
+                conn.close()  # half a conversation with the server: never reuse it
                 raise
 
     def knock(self) -> None:

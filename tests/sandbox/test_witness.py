@@ -52,6 +52,22 @@ def test_a_healthy_postmaster_lets_the_knock_through(witness: Witness, monkeypat
     assert witness.observe(["crm"], through_postmaster=True) == witness.observe(["crm"])
 
 
+def test_a_witness_stopped_by_another_slot_while_it_looks_says_the_sandbox_is_gone(
+        witness: Witness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an independent probe: a slot that replaced the sandbox (it could not be tidied: the server had
+    crashed) stopped the witness from its thread while another slot's look knocked at the dead server. That
+    look then failed with an AttributeError (no session to close), the slot crashed and its worker died."""
+    def knock_while_replaced() -> None:
+        witness.stop()  # what the other slot's replacement does meanwhile
+        raise SandboxGone("the server takes no new session: the database system is in recovery mode")
+
+    monkeypatch.setattr(witness, "knock", knock_while_replaced)
+    with pytest.raises(SandboxGone, match="recovery mode"):
+        witness.observe(["crm"], through_postmaster=True)
+    with pytest.raises(SandboxGone, match="closed"):
+        witness.observe(["crm"])
+
+
 def test_names_are_data_not_sql(witness: Witness) -> None:
     """Database names travel as a parameter: quotes and commas in one change nothing."""
     assert witness.observe(['x", "crm', "it's,{odd}"]).databases == ""
