@@ -13,10 +13,10 @@ from typing import Any
 
 from runner.budget.ratelimit import SharedLimiter
 from runner.config import Limits, RetrySettings
-from runner.interrupts import shielded, shielded_now
+from runner.interrupts import Alarm, shielded, shielded_now
 from runner.models.base import Completion, Request
 from runner.models.client import ModelClient
-from runner.worker.slot import Alarm, WatchedClock
+from runner.worker.clock import WatchedClock
 
 CUTS = 300
 

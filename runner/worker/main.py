@@ -47,9 +47,10 @@ from runner.wire.messages import (
     WorkerReady,
     WorkerRetiring,
 )
+from runner.worker.clock import AlarmClock
 from runner.worker.keeper import SandboxKeeper
 from runner.worker.settings import SlotSettings
-from runner.worker.slot import AlarmClock, Slot, SlotThread, running
+from runner.worker.slot import Slot, SlotThread, running
 from runner.worker.vitals import Heart
 
 EXIT_BOOT_FAILED = 3

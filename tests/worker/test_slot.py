@@ -15,11 +15,13 @@ import pytest
 from runner.config import Config
 from runner.harness import reading
 from runner.harness.base import Outcome, SandboxInfo
+from runner.interrupts import Alarm
 from runner.records import Record
 from runner.sandbox.witness import Incarnation
 from runner.wire.messages import Job
+from runner.worker.clock import AlarmClock, WatchedClock
 from runner.worker.settings import slot_settings
-from runner.worker.slot import Alarm, AlarmClock, Slot, WatchedClock
+from runner.worker.slot import Slot
 from runner.worker.turns import Turns
 
 
