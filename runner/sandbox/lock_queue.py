@@ -11,15 +11,22 @@ open transaction (ALTER ROLE itself IN DATABASE ... SET, which any role may do),
 session, asks to drop it; the drop waits on the first session and every new connection waits on the drop.
 Found by an independent probe (3 slots: 6 of 10 neighbours' records timed out, in every run).
 
+The same holds for the tables of a shared database (`shared_databases`), where every slot reads and
+appends: adding a foreign key to one (SHARE ROW EXCLUSIVE) or a partition of it (ACCESS EXCLUSIVE) asks
+for its lock before the privilege or owner check, so a record that holds a weak lock on the table (an
+INSERT in an open transaction) and asks for that from a second session queues every other slot's INSERT
+behind the request (found by a second probe: the neighbours that started first timed out).
+
 No record of a tenant has a reason to wait for a strong lock on a shared object (databases, roles,
-tablespaces: the `database = 0` rows of pg_locks), so a session of a non-superuser role seen waiting for
-one is ended, within POLL_SECONDS: the waiters behind it then get their locks. The sessions waiting
-behind it ask for weak modes and are left alone.
+tablespaces: the `database = 0` rows of pg_locks) or on a relation of a shared database, so a session of
+a non-superuser role seen waiting for one is ended, within POLL_SECONDS: the waiters behind it then get
+their locks. The sessions waiting behind it ask for weak modes and are left alone.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -29,26 +36,30 @@ from runner.resources import Resource
 from runner.sandbox.tenancy import sever
 
 POLL_SECONDS = 0.1  # the longest a neighbour's new connection waits behind a queued strong lock
-# the modes that conflict with the RowExclusiveLock a connection takes on its database as it starts
+# the modes that conflict with the RowExclusiveLock a connection takes on its database as it starts, and an
+# INSERT on a table
 STRONG = ("ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
 # Functions only, no table or view (as the steward's end of a slot's sessions): a query that names a
 # relation needs a slot in the server's lock table, which a record may have filled meanwhile.
 _QUEUED = """
-SELECT l.pid, pg_get_userbyid(a.usesysid), l.mode, pg_terminate_backend(l.pid, 1000)
+SELECT l.pid, pg_get_userbyid(a.usesysid), l.mode, l.database = 0, pg_terminate_backend(l.pid, 1000)
   FROM pg_lock_status() l JOIN pg_stat_get_activity(NULL) a ON a.pid = l.pid
- WHERE NOT l.granted AND l.database = 0 AND l.mode = ANY(%s) AND a.usesysid <> ALL(%s::oid[])
+ WHERE NOT l.granted AND l.mode = ANY(%s) AND a.usesysid <> ALL(%s::oid[])
+   AND (l.database = 0 OR l.locktype = 'relation' AND l.database = ANY(%s::oid[]))
 """
 
 
 class LockQueueGuard(Resource):
     """Its own session of the runner's superuser on one sandbox, and a thread that ends, every POLL_SECONDS,
-    the tenants' sessions that wait for a strong lock on a shared object. `ended`: how many it ended."""
+    the tenants' sessions that wait for a strong lock on a shared object or on a table of a shared database
+    (`shared`: their names). `ended`: how many it ended."""
 
-    def __init__(self, admin_dsn: str, name: str = "lock-queue-guard") -> None:
-        self.admin_dsn, self.name = admin_dsn, name
+    def __init__(self, admin_dsn: str, name: str = "lock-queue-guard", *, shared: Sequence[str] = ()) -> None:
+        self.admin_dsn, self.name, self.shared = admin_dsn, name, list(shared)
         self.ended = 0
         self._conn: psycopg.Connection[Any] | None = None
         self._superusers: list[int] = []
+        self._shared_oids: list[int] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -57,6 +68,8 @@ class LockQueueGuard(Resource):
                                      application_name="pgsr_lock_guard")
         # the superusers (the runner's own role, the image's postgres): a tenant never becomes one
         self._superusers = [r[0] for r in self._conn.execute("SELECT oid FROM pg_roles WHERE rolsuper")]
+        self._shared_oids = [r[0] for r in self._conn.execute("SELECT oid FROM pg_database WHERE datname = ANY(%s)",
+                                                              (self.shared,))]
         self._thread = threading.Thread(target=self._watch, name=self.name, daemon=True)
         self._thread.start()
 
@@ -77,10 +90,11 @@ class LockQueueGuard(Resource):
         conn = self._conn
         if conn is None:
             return 0
-        ended = conn.execute(_QUEUED, (list(STRONG), self._superusers)).fetchall()
-        for pid, role, mode, _ in ended:
-            logger.warning("ended session {} of {}: it waited for {} on a database or role, which makes every "
-                           "new connection to it wait behind it", pid, role, mode)
+        ended = conn.execute(_QUEUED, (list(STRONG), self._superusers, self._shared_oids)).fetchall()
+        for pid, role, mode, on_server, _ in ended:
+            what = ("a database or role, which makes every new connection to it wait behind it" if on_server
+                    else "a table of a shared database, which makes every slot's use of it wait behind it")
+            logger.warning("ended session {} of {}: it waited for {} on {}", pid, role, mode, what)
         self.ended += len(ended)
         return len(ended)
 

@@ -110,7 +110,8 @@ class SandboxKeeper:
             witness = Witness(sb.control.local_dsn())
             witness.start()
             if steward.enabled and s.slots > 1:
-                guard = LockQueueGuard(sb.control.local_dsn(), name=f"lock-queue-guard-{s.worker}")
+                guard = LockQueueGuard(sb.control.local_dsn(), name=f"lock-queue-guard-{s.worker}",
+                                       shared=self.settings.database.shared)
                 guard.start()
         except BaseException:
             for started in (guard, witness, steward):

@@ -15,6 +15,7 @@ import pytest
 
 from runner.sandbox.base import cancel_queries, copy_databases, snapshot_database, template_name
 from runner.sandbox.local import LocalSandbox
+from runner.sandbox.lock_queue import LockQueueGuard
 from runner.sandbox.schema import DatabaseSpec
 from runner.sandbox.tenancy import Steward, slot_role
 
@@ -199,6 +200,66 @@ def test_in_the_shared_database_what_a_slot_makes_is_born_with_no_privilege_beyo
                 admin.execute(f'ALTER DEFAULT PRIVILEGES FOR ROLE "{role}" REVOKE ALL ON {kind} FROM PUBLIC')
             admin.execute("DROP VIEW IF EXISTS ev")
             admin.execute("DROP SEQUENCE IF EXISTS made_by_slot_1")
+
+
+def test_in_the_shared_database_no_slot_holds_or_queues_a_lock_that_stops_the_others_appends(
+        tenants: tuple[LocalSandbox, Steward]) -> None:
+    """Found by a second independent probe. A foreign key to the shared table locks it (SHARE ROW EXCLUSIVE)
+    against every INSERT until the transaction ends, which the record chooses: slots have no REFERENCES
+    now. Asked for while the same record holds an INSERT open, that lock queues every other slot's INSERT
+    behind it (the lock comes before the privilege check): the guard ends the queued session. A view a
+    slot makes reads with its reader's rights: no FOR UPDATE row locks on the others' rows through it."""
+    sb, st = tenants
+    with _as(sb, st, 1, "ledger") as c, _as(sb, st, 0, "ledger") as other:
+        other.execute("SET lock_timeout = '2s'")
+        c.execute("BEGIN")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("CREATE TABLE evfk (e bigint REFERENCES events(id))")
+        c.execute("ROLLBACK")
+        other.execute("INSERT INTO events (what) VALUES ('not held up by a foreign key')")
+        c.execute("CREATE VIEW ev_for_update AS SELECT * FROM events")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), c.transaction():
+            c.execute("SELECT * FROM ev_for_update FOR UPDATE")
+        assert other.execute("SELECT count(*) > 0 FROM ev_for_update").fetchone() == (True,)  # reading: as ever
+
+        holder = _as(sb, st, 1, "ledger")
+        holder.execute("BEGIN")
+        holder.execute("INSERT INTO events (what) VALUES ('held open')")
+        queued: list[BaseException] = []
+
+        def queue() -> None:
+            try:
+                with _as(sb, st, 1, "ledger") as q:
+                    q.execute("CREATE TABLE evp PARTITION OF events DEFAULT")
+            except psycopg.Error as e:
+                queued.append(e)
+
+        def waiting() -> bool:
+            with psycopg.connect(sb.control.dsn("postgres"), autocommit=True) as admin:
+                return admin.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation' "
+                                     "AND mode = 'AccessExclusiveLock'").fetchone() == (1,)
+
+        try:
+            t = threading.Thread(target=queue, daemon=True)
+            t.start()
+            for _ in range(500):
+                if waiting():
+                    break
+                time.sleep(0.02)
+            else:
+                raise AssertionError("the partition's lock never queued")
+            with pytest.raises(psycopg.errors.LockNotAvailable):  # without the guard: the INSERT waits behind it
+                other.execute("INSERT INTO events (what) VALUES ('queued behind the partition')")
+            other.execute("SET lock_timeout = '30s'")  # however long the guard takes to start on a busy machine
+            with LockQueueGuard(sb.control.dsn("postgres"), shared=["ledger"]) as guard:
+                other.execute("INSERT INTO events (what) VALUES ('through, the queued session ended')")
+                t.join(10)
+            assert guard.ended == 1 and len(queued) == 1 and not t.is_alive()
+            assert not isinstance(queued[0], psycopg.errors.LockNotAvailable)  # ended, not timed out
+        finally:
+            holder.close()
+            with psycopg.connect(sb.control.dsn("ledger"), autocommit=True) as admin:
+                admin.execute("DROP VIEW IF EXISTS ev_for_update")
 
 
 def test_the_steward_hears_of_a_shared_resource_running_out_and_ends_the_session_that_holds_it(

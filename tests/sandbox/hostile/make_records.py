@@ -185,6 +185,15 @@ attack("shared-view-lock", "the same view, LOCKed (which locks the shared table 
 attack("shared-large-object", "a large object in the shared database, open to every later record",
        [{"db": "ledger", "sql": ["SELECT lo_from_bytea(424242, convert_to('planted by an attack', 'UTF8'))",
                                  "GRANT SELECT, UPDATE ON LARGE OBJECT 424242 TO PUBLIC"]}])
+# A lock that a shared table's foreign key or partition asks for before its privilege or owner check, queued
+# behind the record's own INSERT held open: every other slot's INSERT then waits behind it (found by a
+# second probe; the lock queue guard ends such a session).
+HOLD_AN_INSERT = {"connect": "shared", "keep": True, "sql": ["BEGIN", "INSERT INTO events (record_id) VALUES ('h')"]}
+attack("shared-fk-queue", "hold an INSERT on the shared table open, then add a foreign key to it from a new table",
+       [HOLD_AN_INSERT, {"db": "ledger", "sql": ["CREATE TABLE public.evfk (r text REFERENCES events(record_id))"]}],
+       after=2)
+attack("shared-partition-queue", "hold an INSERT on the shared table open, then attach a partition to it",
+       [HOLD_AN_INSERT, {"db": "ledger", "sql": ["CREATE TABLE public.evp PARTITION OF events DEFAULT"]}], after=2)
 attack("alter-db-shared", "ALTER DATABASE <the shared database> SET default_transaction_read_only = on",
        [{"each": "shared", "sql": "ALTER DATABASE {db} SET default_transaction_read_only = on"}])
 attack("lockout-shared", "ALTER DATABASE <the shared database> CONNECTION LIMIT 0",
