@@ -202,10 +202,25 @@ def _create_from(conn: psycopg.Connection[Any], new: str, template: str, *, file
     conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(new)))
 
 
+# WITH (FORCE) ends the sessions connected to a database, not one elsewhere that holds a lock on the database
+# itself: any role may run ALTER ROLE CURRENT_USER IN DATABASE <another slot's> SET ... and leave it open in a
+# transaction, and the drop then waited for it (found by a second independent probe: every other slot's
+# reset waited until that record was cut). No session but the runner's has a reason to hold one.
+_END_LOCK_HOLDERS = """
+SELECT pg_terminate_backend(l.pid, 1000)
+  FROM pg_lock_status() l JOIN pg_stat_get_activity(NULL) a ON a.pid = l.pid
+ WHERE l.locktype = 'object' AND l.classid = 'pg_database'::regclass AND l.pid <> pg_backend_pid()
+   AND l.objid = (SELECT oid FROM pg_database WHERE datname = %s)
+   AND NOT (SELECT rolsuper FROM pg_roles WHERE oid = a.usesysid)
+"""
+
+
 def drop_database(execute: Callable[..., object], name: str) -> None:
-    """Drop `name` through `execute` (a connection's, or a watched query's), its sessions ended, a template or
-    not: a database its owner marked a template cannot be dropped as it is, and a record may mark its own."""
+    """Drop `name` through `execute` (a connection's, or a watched query's), its sessions ended, and a
+    tenant's lock on it from elsewhere, a template or not: a database its owner marked a template cannot be
+    dropped as it is, and a record may mark its own."""
     execute("UPDATE pg_database SET datistemplate = false WHERE datname = %s AND datistemplate", (name,))
+    execute(_END_LOCK_HOLDERS, (name,))
     execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)), ())
 
 

@@ -331,6 +331,38 @@ def test_at_a_slots_time_limit_its_role_is_cancelled_on_every_database_and_no_ot
     threads[0].join(10)
 
 
+def test_a_lock_a_record_holds_on_another_slot_s_database_does_not_hold_up_its_reset(
+        tenants: tuple[LocalSandbox, Steward]) -> None:
+    """Found by a second independent probe: a record held a weak lock on another slot's database from its own
+    (ALTER ROLE CURRENT_USER IN DATABASE <theirs> SET ..., any role may, left open in a transaction), and that
+    slot's reset (DROP DATABASE ... WITH (FORCE), which ends only the sessions connected to it) waited for
+    it until the record was cut. Now the reset ends the session that holds it."""
+    import runner.sandbox.base as base
+
+    sb, st = tenants
+    holder = _as(sb, st, 0, "tenant")
+    holder.execute("BEGIN")
+    holder.execute(f"ALTER ROLE CURRENT_USER IN DATABASE {SLOT1} SET work_mem = '64kB'")
+    done: list[float] = []
+
+    def reset() -> None:
+        t0 = time.monotonic()
+        base.recreate_database(sb.control, SLOT1, template="tenant", owner=st.owner(1))
+        done.append(time.monotonic() - t0)
+
+    try:
+        t = threading.Thread(target=reset, daemon=True)
+        t.start()
+        t.join(30)
+        assert done, "the reset still waits on the record's lock"
+        with pytest.raises(psycopg.OperationalError):
+            holder.execute("SELECT 1")  # its session was ended
+    finally:
+        holder.close()
+    st.adopt(1, SLOT1)
+    assert st.tidy(1) == [] and st.tidy(0) == []
+
+
 def test_a_database_name_a_record_takes_between_the_reset_s_drop_and_create_is_taken_back(
         tenants: tuple[LocalSandbox, Steward], monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by an independent probe: a record that made a database of a slot's name in the gap of its reset
