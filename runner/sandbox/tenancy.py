@@ -9,8 +9,8 @@ sees). So a record's SQL, whatever it says, can:
     take membership in the session's role);
   - not alter another slot's role or databases (both take ownership);
   - in a shared database (`shared_databases`), only read, append and create tables: its objects belong to
-    a role no slot logs in as, new ones too (SHARED_DDL), and the slots get CONNECT, USAGE, CREATE, SELECT
-    and INSERT (no UPDATE, DELETE or TRUNCATE: no lock that blocks another slot's reads or
+    a role no slot logs in as, new ones too (SHARED_DDL), and the slots get CONNECT, USAGE, CREATE, SELECT,
+    INSERT and REFERENCES (no UPDATE, DELETE or TRUNCATE: no lock that blocks another slot's reads or
     appends);
   - hold at most its share of the server's connections (its role's CONNECTION LIMIT);
   - not make other slots' new connections wait behind a strong lock it queues for on a database (the
@@ -151,9 +151,10 @@ _STATE_NAMES = ("role attributes", "password", "role and database settings", "da
 # (ALTER DEFAULT PRIVILEGES ... TO PUBLIC, which a slot may set for itself) went with the view to its new
 # owner, and every slot could then delete and lock the others' rows through it (an independent probe did:
 # 19 of 20 neighbours' outcomes changed). A slot may not set default privileges there either, and its views
-# are security_invoker (a second probe took FOR UPDATE row locks on every slot's rows through one). No
-# REFERENCES either: a foreign key to a shared table locks it against every slot's INSERT (SHARE ROW
-# EXCLUSIVE) until its transaction ends, which the record chooses.
+# are security_invoker (a second probe took FOR UPDATE row locks on every slot's rows through one).
+# REFERENCES stays (the built-in CRM's telemetry makes its tables, one referencing the other, at start), and
+# with it what docs/security.md names as remaining: a foreign key made in a transaction the record keeps
+# open holds SHARE ROW EXCLUSIVE on the table it references, against every INSERT, until the record ends.
 # Functions, operators, types and the like a slot may not create there: one in `public` could capture a
 # call another slot's SQL makes (the search-path attack PostgreSQL 15 closed for `public` by default).
 # Nor large objects (their creating functions' EXECUTE revoked in _share): one would outlive the record,
@@ -199,7 +200,7 @@ BEGIN
     IF kind = 'SEQUENCE' THEN
       EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE %s TO {sharing}', obj.object_identity);
     ELSE
-      EXECUTE format('GRANT SELECT, INSERT ON TABLE %s TO {sharing}', obj.object_identity);
+      EXECUTE format('GRANT SELECT, INSERT, REFERENCES ON TABLE %s TO {sharing}', obj.object_identity);
     END IF;
   END LOOP;
 END $$;
@@ -310,7 +311,7 @@ class Steward(Resource):
                 schema = sql.Identifier(s)
                 conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(schema, owner))
                 conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA {} TO {}").format(schema, sharing))
-                conn.execute(sql.SQL("GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                conn.execute(sql.SQL("GRANT SELECT, INSERT, REFERENCES ON ALL TABLES IN SCHEMA {} TO {}").format(
                     schema, sharing))
                 conn.execute(sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema,
                                                                                                          sharing))
