@@ -480,13 +480,12 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
     the run's warm interpreter now too (proc/warm.py): its libraries import meanwhile."""
     if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
-    pid = os.getpid()
-
-    sandbox = sandbox_settings(cfg, spec, kind=kind, image=image, run_id=run_id, owner_pid=pid, slots=lay.slots)
+    sandbox = sandbox_settings(cfg, spec, kind=kind, image=image, run_id=run_id, owner_pid=os.getpid(),
+                               slots=lay.slots)
     slot = slot_settings(cfg)
 
     def base(wid: int) -> WorkerSpec:
-        return WorkerSpec(wid, cfg, sandbox, slot, run_id, pid, None, str(out / "logs"), str(out / "scratch"),
+        return WorkerSpec(wid, cfg, sandbox, slot, None, str(out / "logs"), str(out / "scratch"),
                           catalogue=cat, offsets=offsets)
 
     prestart = warm = None

@@ -157,7 +157,7 @@ _STATE_NAMES = ("role attributes", "password", "role and database settings", "da
 # open holds SHARE ROW EXCLUSIVE on the table it references, against every INSERT, until the record ends.
 # Functions, operators, types and the like a slot may not create there: one in `public` could capture a
 # call another slot's SQL makes (the search-path attack PostgreSQL 15 closed for `public` by default).
-# Nor large objects (their creating functions' EXECUTE revoked in _share): one would outlive the record,
+# Nor large objects (their creating functions' EXECUTE revoked): one would outlive the record,
 # readable and writable by later ones.
 SHARED_DDL = """
 CREATE SCHEMA pgsr_shared;
@@ -206,10 +206,9 @@ BEGIN
 END $$;
 CREATE EVENT TRIGGER pgsr_shared_before ON ddl_command_start EXECUTE FUNCTION pgsr_shared.before_ddl();
 CREATE EVENT TRIGGER pgsr_shared_after ON ddl_command_end EXECUTE FUNCTION pgsr_shared.after_ddl();
+REVOKE EXECUTE ON FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid),
+  pg_catalog.lo_from_bytea(oid, bytea), pg_catalog.lo_import(text), pg_catalog.lo_import(text, oid) FROM PUBLIC;
 """
-SHARED_NO_LARGE_OBJECTS = ("REVOKE EXECUTE ON FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid), "
-                           "pg_catalog.lo_from_bytea(oid, bytea), pg_catalog.lo_import(text), "
-                           "pg_catalog.lo_import(text, oid) FROM PUBLIC")
 
 
 class Steward(Resource):
@@ -317,7 +316,6 @@ class Steward(Resource):
                                                                                                          sharing))
             conn.execute(sql.SQL(SHARED_DDL).format(owner=owner, sharing=sharing,
                                                     sharing_name=sql.Literal(sharing_role(self.base))))
-            conn.execute(SHARED_NO_LARGE_OBJECTS)
 
     def _reassign(self, database: str, old: str, new: str, *, fix_databases: bool = False) -> None:
         """Every object of `old` in `database` to `new`. REASSIGN OWNED moves `old`'s databases too: with

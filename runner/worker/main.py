@@ -68,8 +68,6 @@ class WorkerSpec:
     cfg: Config
     sandbox: SandboxSettings  # what its sandboxes are made with (the whole of what the sandbox layer reads)
     slot: SlotSettings  # what its slots read of the config
-    run_id: str
-    supervisor_pid: int
     sim_url: str | None
     log_dir: str
     scratch_dir: str
@@ -84,6 +82,14 @@ class WorkerSpec:
     @property
     def slots(self) -> int:
         return self.sandbox.slots
+
+    @property
+    def run_id(self) -> str:
+        return self.sandbox.run_id
+
+    @property
+    def supervisor_pid(self) -> int:
+        return self.sandbox.owner_pid  # the process that owns its sandboxes, and that it dies with
 
 
 class Worker:

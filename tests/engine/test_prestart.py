@@ -26,7 +26,7 @@ def _spec(tmp_path: Path, image: str, worker: int, run_id: str) -> WorkerSpec:
     cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
                                  "runs": [{"name": "r"}], "container_tmpfs": True})
     sandbox = sandbox_settings(cfg, CRM, kind="docker", image=image, run_id=run_id, owner_pid=os.getpid(), slots=1)
-    return WorkerSpec(worker, cfg, sandbox, slot_settings(cfg), run_id, os.getpid(), None, str(tmp_path), str(tmp_path))
+    return WorkerSpec(worker, cfg, sandbox, slot_settings(cfg), None, str(tmp_path), str(tmp_path))
 
 
 def _exists(container_id: str) -> bool:

@@ -154,7 +154,7 @@ def _supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviours: Cal
     def make_spec(wid: int) -> WorkerSpec:
         sandbox = sandbox_settings(config, None, kind="fake", image=None, run_id="run", owner_pid=1,  # type: ignore[arg-type]
                                    slots=slots)
-        return WorkerSpec(wid, config, sandbox, slot_settings(config), "run", 1, None, str(tmp_path), str(tmp_path))
+        return WorkerSpec(wid, config, sandbox, slot_settings(config), None, str(tmp_path), str(tmp_path))
 
     pool = WorkerPool(transport, make_spec, None, heartbeat_timeout=config.heartbeat_timeout_seconds,
                       max_restarts=restart_cap(config.max_worker_restarts, workers), spawnable=spawnable)

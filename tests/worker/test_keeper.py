@@ -36,7 +36,7 @@ def test_a_closed_keeper_never_replaces_its_sandbox(tmp_path: Path, sandbox_imag
                                  "runs": [{"name": "r"}]})
     sandbox = sandbox_settings(cfg, CRM, kind="docker", image=sandbox_image, run_id=run_id, owner_pid=os.getpid(),
                                slots=1)
-    spec = WorkerSpec(0, cfg, sandbox, slot_settings(cfg), run_id, os.getpid(), None, str(tmp_path), str(tmp_path))
+    spec = WorkerSpec(0, cfg, sandbox, slot_settings(cfg), None, str(tmp_path), str(tmp_path))
     inbox = _Inbox()
     keeper = SandboxKeeper(spec, inbox, inline=True)
     try:
