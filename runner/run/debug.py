@@ -80,7 +80,9 @@ def stop_command(sb: Sandbox) -> str:
     if sb.kind == "local":
         pid = getattr(sb, "pid", lambda: None)()
         data = getattr(sb, "_dir", None)
-        return f"kill {pid} && rm -rf {shlex.quote(str(data))}"
+        # the server writes its shutdown checkpoint after the signal: its files are removed once it has exited
+        return (f"kill {pid} && while kill -0 {pid} 2>/dev/null; do sleep 0.1; done && "
+                f"rm -rf {shlex.quote(str(data))}")
     return "(external database: nothing to stop)"
 
 
