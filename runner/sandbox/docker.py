@@ -38,7 +38,8 @@ from runner.sandbox.base import (
     wait_connectable,
 )
 from runner.sandbox.owner import ORPHAN_SECONDS, dir_owner, is_stale, owned_dir, owner_identity
-from runner.sandbox.tenancy import ADMIN_ROLE, SERVER_LOG_SETTINGS, server_args
+from runner.sandbox.server_log import SERVER_LOG_SETTINGS, server_args
+from runner.sandbox.tenancy import ADMIN_ROLE
 
 
 def engine_address() -> str:

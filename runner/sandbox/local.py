@@ -33,7 +33,8 @@ from runner.resources import dies_with_parent, stop_process
 from runner.sandbox.base import Endpoint, Sandbox, new_password, wait_connectable
 from runner.sandbox.owner import ORPHAN_SECONDS, OWNER_FILE, dir_owner, is_stale, owner_identity
 from runner.sandbox.schema import DatabaseSpec
-from runner.sandbox.tenancy import ADMIN_ROLE, SERVER_LOG_SETTINGS, server_args
+from runner.sandbox.server_log import SERVER_LOG_SETTINGS, server_args
+from runner.sandbox.tenancy import ADMIN_ROLE
 
 # A sandbox's directory says who owns it (the process that made it: its server dies with it) and
 # whether `runner debug` keeps it, so that one left by a process killed outright is found and removed.
@@ -268,7 +269,7 @@ class LocalSandbox(Sandbox):
         if self._dir is not None:
             with contextlib.suppress(OSError):
                 tail = (self._dir / "server.log").read_text(errors="replace")[-1500:]
-            # once its log collector runs, the server's words go to its JSON log (tenancy.SERVER_LOG_SETTINGS)
+            # once its log collector runs, the server's words go to its JSON log (server_log.SERVER_LOG_SETTINGS)
             for f in sorted((self._dir / "data" / "log").glob("*.json")):
                 with contextlib.suppress(OSError):
                     said = [json.loads(line).get("message", "") for line in f.read_text(errors="replace").splitlines()

@@ -9,7 +9,7 @@ sees). So a record's SQL, whatever it says, can:
     take membership in the session's role);
   - not alter another slot's role or databases (both take ownership);
   - in a shared database (`shared_databases`), only read, append and create tables: its objects belong to
-    a role no slot logs in as, new ones too (SHARED_DDL), and the slots get CONNECT, USAGE, CREATE, SELECT,
+    a role no slot logs in as, new ones too (sharing.py), and the slots get CONNECT, USAGE, CREATE, SELECT,
     INSERT and REFERENCES (no UPDATE, DELETE or TRUNCATE: no lock that blocks another slot's reads or
     appends);
   - hold at most its share of the server's connections (its role's CONNECTION LIMIT);
@@ -26,15 +26,13 @@ object in it, as the harness's own role does in the original.
 
 What a record can still do to its neighbours is exhaust what the server shares (its lock table, memory,
 disk) while it runs. Those errors carry SQLSTATE class 53 and the server logs them (jsonlog, read back
-here through SQL): a record that failed while its own sessions met one is not trusted, as a record whose
+through SQL: server_log.py): a record that failed while its own sessions met one is not trusted, as a record whose
 server crashed is not (runner/worker/slot.py runs it again, alone).
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import json
 import os
 import socket
 import threading
@@ -48,16 +46,12 @@ from psycopg import sql
 
 from runner.resources import Resource
 from runner.sandbox.base import drop_database
+from runner.sandbox.server_log import ServerLog
+from runner.sandbox.sharing import hand_over, shared_owner, sharing_role
 
 ADMIN_ROLE = "pgsr_admin"  # the runner's superuser in every sandbox it starts (never a harness's)
 SYSTEM_DATABASES = ("postgres", "template0", "template1")
 RESERVED_CONNECTIONS = 20  # the runner's own sessions and headroom, out of max_connections
-# What the server logs once it runs as the runner starts it (command-line settings, so a container started
-# by hand or by compose logs to its standard error as usual): errors as JSON lines in the data directory,
-# read back by `starved`; never a statement's text (a record's, which may hold what it was given).
-SERVER_LOG_SETTINGS = {"logging_collector": "on", "log_destination": "jsonlog", "log_directory": "log",
-                       "log_rotation_age": "0", "log_rotation_size": "0", "log_min_error_statement": "panic"}
-LOG_READ_BYTES = 1 << 20
 # The longest one of the runner's own statements may wait for its answer. A frozen server (`docker pause`)
 # keeps accepting bytes and never answers, and no server-side timeout fires in a frozen server: past this,
 # the runner cuts its own socket (the statement fails as a lost connection, which costs the sandbox).
@@ -81,18 +75,6 @@ def slot_role(base: str, slot: int) -> str:
 
 def objects_role(base: str) -> str:
     return f"{base}__objects"  # owns the snapshots' objects, and no database
-
-
-def shared_owner(base: str) -> str:
-    return f"{base}__shared"  # owns the shared databases and everything in them
-
-
-def sharing_role(base: str) -> str:
-    return f"{base}__sharing"  # what every slot may do in a shared database
-
-
-def server_args(settings: dict[str, str]) -> list[str]:
-    return [a for k, v in settings.items() for a in ("-c", f"{k}={v}")]
 
 
 @dataclass(frozen=True)
@@ -143,72 +125,6 @@ SELECT count(pg_terminate_backend(a.pid, 2000)) FROM pg_stat_get_activity(NULL) 
 _STATE_NAMES = ("role attributes", "password", "role and database settings", "databases", "role memberships")
 
 
-# In a shared database, what a slot creates is everybody's at once: an event trigger (the runner's, as a
-# superuser) gives each new table, view or sequence to the shared owner and grants the slots what they may
-# do with the others' (read, append), so the slot that made it can no more drop or alter it than another.
-# Its privileges are those and no more: whatever it was born with is revoked first. A view checks the
-# tables under it as its owner, the shared owner, who may do anything to them; a slot's default privileges
-# (ALTER DEFAULT PRIVILEGES ... TO PUBLIC, which a slot may set for itself) went with the view to its new
-# owner, and every slot could then delete and lock the others' rows through it (an independent probe did:
-# 19 of 20 neighbours' outcomes changed). A slot may not set default privileges there either, and its views
-# are security_invoker (a second probe took FOR UPDATE row locks on every slot's rows through one).
-# REFERENCES stays (the built-in CRM's telemetry makes its tables, one referencing the other, at start), and
-# with it what docs/security.md names as remaining: a foreign key made in a transaction the record keeps
-# open holds SHARE ROW EXCLUSIVE on the table it references, against every INSERT, until the record ends.
-# Functions, operators, types and the like a slot may not create there: one in `public` could capture a
-# call another slot's SQL makes (the search-path attack PostgreSQL 15 closed for `public` by default).
-# Nor large objects (their creating functions' EXECUTE revoked): one would outlive the record,
-# readable and writable by later ones.
-SHARED_DDL = """
-CREATE SCHEMA pgsr_shared;
-REVOKE ALL ON SCHEMA pgsr_shared FROM PUBLIC;
-CREATE FUNCTION pgsr_shared.before_ddl() RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog AS $$
-BEGIN
-  IF (tg_tag = 'ALTER DEFAULT PRIVILEGES'
-      OR tg_tag LIKE 'CREATE %' AND tg_tag NOT IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'CREATE SEQUENCE',
-                                                  'CREATE INDEX', 'CREATE VIEW'))
-     AND pg_has_role(session_user, {sharing_name}, 'MEMBER')
-     AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
-    RAISE EXCEPTION 'in a shared database a slot creates tables, views, sequences and indexes only, not %', tg_tag
-      USING ERRCODE = 'insufficient_privilege';
-  END IF;
-END $$;
-CREATE FUNCTION pgsr_shared.after_ddl() RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog AS $$
-DECLARE obj record; kind text; grantee text;
-BEGIN
-  IF NOT pg_has_role(session_user, {sharing_name}, 'MEMBER')
-     OR (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
-    RETURN;
-  END IF;
-  FOR obj IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE command_tag LIKE 'CREATE %' LOOP
-    CONTINUE WHEN obj.object_type NOT IN ('table', 'view', 'sequence');
-    kind := CASE obj.object_type WHEN 'sequence' THEN 'SEQUENCE' ELSE 'TABLE' END;
-    BEGIN  -- a serial column's sequence goes with its table
-      EXECUTE format('ALTER %s %s OWNER TO {owner}', kind, obj.object_identity);
-    EXCEPTION WHEN feature_not_supported OR object_not_in_prerequisite_state THEN NULL;
-    END;
-    IF obj.object_type = 'view' THEN  -- its readers' rights, not its owner's, reach the tables under it
-      EXECUTE format('ALTER VIEW %s SET (security_invoker = true)', obj.object_identity);
-    END IF;
-    -- what it was born with beyond its owner's own (a slot's default privileges): revoked
-    FOR grantee IN SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END
-                   FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = obj.objid AND a.grantee <> c.relowner LOOP
-      EXECUTE format('REVOKE ALL ON %s %s FROM %s CASCADE', kind, obj.object_identity, grantee);
-    END LOOP;
-    IF kind = 'SEQUENCE' THEN
-      EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE %s TO {sharing}', obj.object_identity);
-    ELSE
-      EXECUTE format('GRANT SELECT, INSERT, REFERENCES ON TABLE %s TO {sharing}', obj.object_identity);
-    END IF;
-  END LOOP;
-END $$;
-CREATE EVENT TRIGGER pgsr_shared_before ON ddl_command_start EXECUTE FUNCTION pgsr_shared.before_ddl();
-CREATE EVENT TRIGGER pgsr_shared_after ON ddl_command_end EXECUTE FUNCTION pgsr_shared.after_ddl();
-REVOKE EXECUTE ON FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid),
-  pg_catalog.lo_from_bytea(oid, bytea), pg_catalog.lo_import(text), pg_catalog.lo_import(text, oid) FROM PUBLIC;
-"""
 
 
 class Steward(Resource):
@@ -227,9 +143,7 @@ class Steward(Resource):
         self.tenants: dict[int, _Tenant] = {0: _Tenant(Login(base, base_password), [])}
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
-        self._log: tuple[str, int] | None = None  # the server's log file and how far it has been read
-        self._partial = b""
-        self._starved: dict[str, list[tuple[float, str]]] = {}
+        self._server_log = ServerLog()
 
     # ------------------------------------------------------------------ the session
     def start(self) -> None:
@@ -296,26 +210,13 @@ class Steward(Resource):
     def _share(self, name: str) -> None:
         """A shared database: owned, with everything in it, by a role nobody logs in as; the slots may
         connect, read and append, and create tables (a harness's `CREATE TABLE IF NOT EXISTS` at start),
-        which then belong to that role too (SHARED_DDL)."""
-        owner, sharing = sql.Identifier(shared_owner(self.base)), sql.Identifier(sharing_role(self.base))
+        which then belong to that role too (sharing.py)."""
         self._reassign(name, self.base, shared_owner(self.base), fix_databases=True)
         db = sql.Identifier(name)
-        self._q(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, owner))
-        self._q(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sharing))
+        self._q(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, sql.Identifier(shared_owner(self.base))))
+        self._q(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sql.Identifier(sharing_role(self.base))))
         with self._in(name) as conn:
-            schemas = [r[0] for r in conn.execute(
-                "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
-                "AND nspname <> 'information_schema'").fetchall()]
-            for s in schemas:
-                schema = sql.Identifier(s)
-                conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(schema, owner))
-                conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA {} TO {}").format(schema, sharing))
-                conn.execute(sql.SQL("GRANT SELECT, INSERT, REFERENCES ON ALL TABLES IN SCHEMA {} TO {}").format(
-                    schema, sharing))
-                conn.execute(sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema,
-                                                                                                         sharing))
-            conn.execute(sql.SQL(SHARED_DDL).format(owner=owner, sharing=sharing,
-                                                    sharing_name=sql.Literal(sharing_role(self.base))))
+            hand_over(conn, self.base)
 
     def _reassign(self, database: str, old: str, new: str, *, fix_databases: bool = False) -> None:
         """Every object of `old` in `database` to `new`. REASSIGN OWNED moves `old`'s databases too: with
@@ -444,49 +345,7 @@ class Steward(Resource):
             return None
         role = self.login(slot).user
         with self._lock:
-            self._read_log()
-            for at, what in self._starved.get(role, []):
-                if since - 1.0 <= at <= until + 1.0:
-                    return what
-        return None
-
-    def _read_log(self) -> None:
-        """The server's new log lines: remember each class-53 error by role."""
-        (name,) = self._q("SELECT pg_current_logfile('jsonlog')")[0]
-        if not name:
-            return
-        if self._log is None or self._log[0] != name:
-            self._log, self._partial = (name, 0), b""
-        while True:
-            (chunk,) = self._q("SELECT pg_read_binary_file(%s, %s, %s, true)",
-                               (name, self._log[1], LOG_READ_BYTES))[0]
-            if not chunk:
-                return
-            self._log = (name, self._log[1] + len(chunk))
-            lines = (self._partial + bytes(chunk)).split(b"\n")
-            self._partial = lines.pop()
-            for line in lines:
-                self._note(line)
-            if len(chunk) < LOG_READ_BYTES:
-                return
-
-    def _note(self, line: bytes) -> None:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            return
-        code, user = str(entry.get("state_code") or ""), entry.get("user")
-        if not code.startswith("53") or not user:
-            return
-        try:
-            at = dt.datetime.strptime(entry["timestamp"].removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S.%f").replace(
-                tzinfo=dt.UTC).timestamp()
-        except (KeyError, ValueError):
-            return
-        noted = self._starved.setdefault(str(user), [])
-        noted.append((at, f"{code} {entry.get('message', '')}".strip()))
-        del noted[:-100]  # the latest are what a record that just ended asks about
-        logger.debug("server: {} for {}", noted[-1][1], user)
+            return self._server_log.starved(role, since, until, self._q)
 
 
 class TenantStuck(Exception):
