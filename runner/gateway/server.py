@@ -4,9 +4,10 @@ Speaks Anthropic `POST /v1/messages` (+ `/v1/messages/count_tokens`) and OpenAI
 `POST /v1/chat/completions` and `POST /v1/responses`, and the clouds' paths to the same APIs (Bedrock's
 InvokeModel, Vertex AI's rawPredict, Azure OpenAI's deployments: routes.py), optionally under
 `/run/<run>/worker/<n>` so a call is counted to its run and worker. Each call: the response cache (the
-canonical request, whether streamed or not; see replay.py), then the upstream through the shared budget
-with retries (upstream.py). Counts per run at `GET /stats`; a worker takes its own since its last record with
-`POST /workers/<n>/take`, which is how each result gets its calls, tokens and cost.
+canonical request, whether streamed or not; see replay.py), then out (outbound.py): a batch, or the
+upstream through the shared budget with retries (upstream.py). Counts per run at `GET /stats`; a worker
+takes its own since its last record with `POST /workers/<n>/take`, which is how each result gets its calls,
+tokens and cost.
 API keys come from the caller's headers or the gateway's environment and are never logged or
 keyed on; a cloud is called with the gateway's own credentials (cloud_auth.py: Bedrock calls signed anew).
 """
@@ -17,7 +18,6 @@ import asyncio
 import hmac
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -28,31 +28,19 @@ from runner.budget.gates import Gates, Refused
 from runner.budget.ratelimit import Budget
 from runner.budget.spend import JOB, Spend, Spent
 from runner.cache import ResponseCache
-from runner.config import API_OF, CLOUDS, UNBATCHED, api_key
+from runner.config import API_OF
 from runner.gateway.answers import Answers
-from runner.gateway.batch_api import BATCH_PATHS, AwsBatch, BatchEndpoint, BatchRefused
-from runner.gateway.batcher import CARRIED, INTERACTIVE, Batcher
-from runner.gateway.cloud_auth import aws_signer, bedrock_signer, credential_headers
 from runner.gateway.incoming import Incoming
-from runner.gateway.journal import Journal
-from runner.gateway.replay import as_stream
+from runner.gateway.outbound import Outbound
 from runner.gateway.request import upstream_url
 from runner.gateway.routes import Route, route_of
 from runner.gateway.settings import GatewaySettings
 from runner.gateway.spending import Spending
-from runner.gateway.upstream import Upstream, UpstreamAnswer, UpstreamCall
-from runner.gateway.usage import from_body
-from runner.models.base import TRIAL_HEADER
+from runner.gateway.upstream import UpstreamAnswer
 from runner.models.capabilities import Prices, lookup
-from runner.models.usage import Counts, Tokens
+from runner.models.usage import Counts
 from runner.serving import site_for
 
-# Headers that describe the caller or the hop, not the request: never forwarded.
-_HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", "keep-alive"}
-# a caller's credentials: swapped for the provider's (Azure's api-key; a caller's SigV4 signature, made for
-# the gateway's address, is replaced by the gateway's own)
-_KEYS = {"x-api-key", "authorization", "x-runner-token", "api-key", "x-amz-date", "x-amz-security-token",
-         "x-amz-content-sha256"}
 GATE_POLL_SECONDS = 0.05
 NOT_SENT_HEADER = "x-runner-not-sent"  # on a refusal the run's gate gave without sending the call
 
@@ -63,8 +51,12 @@ def presented(headers: Any, token: str) -> bool:
     return any(hmac.compare_digest(value, token) for value in (headers.get("x-api-key") or "", bearer,
                                                                    headers.get("api-key") or "",
                                                                    headers.get("x-runner-token") or "") if value)
-SIM_DEFAULT = "sim-strong"  # who plays a model the simulator does not know
+
+
 class Gateway:
+    """One run's gateway: admits its callers, answers from the response cache, passes each call its run's
+    gate and spending cap, sends it (outbound.py) and counts it to its run and worker."""
+
     def __init__(self, settings: GatewaySettings, *, limiter: Budget | None = None,
                  cache: ResponseCache | None = None, token: str | None = None, gates: Gates | None = None,
                  spend: Spend | None = None) -> None:
@@ -77,8 +69,7 @@ class Gateway:
         self.runs: dict[str, Counts] = {}
         self.workers: dict[str, Counts] = {}
         self.trials: dict[str, int] = {}  # the trial each worker (slot) runs now, where a job has epochs
-        self.upstream: Upstream | None = None
-        self.batcher: Batcher | None = None
+        self.outbound = Outbound(settings, limiter, token, self.trials)
         self._prices: dict[tuple[str, str], Prices | None] = {}
 
     def app(self) -> web.Application:
@@ -123,23 +114,10 @@ class Gateway:
 
         session = aiohttp.ClientSession(timeout=timeout, auto_decompress=True, trust_env=True,
                                         connector=aiohttp.TCPConnector(limit=0, ssl=httpx2.create_ssl_context()))
-        self.upstream = Upstream(self.settings.retry, self.limiter, session)
-        if (batch := self.settings.batch) is not None:
-            journal = Journal(Path(self.settings.journal)) if self.settings.journal else None
-            self.batcher = Batcher(session, batch, journal)
-            pending = journal.pending() if journal is not None else []
-            unknown = journal.unknown() if journal is not None else []
-            if pending or unknown:
-                logger.info("{} batch(es) left out by an earlier run: collecting them{}", len(pending),
-                            f"; {len(unknown)} it was creating when it stopped: looking for them" if unknown else "")
-                self.batcher.resume([(batch_endpoint(self.settings, p, {}), bid, keys) for p, bid, keys in pending],
-                                    [(batch_endpoint(self.settings, i.provider, {}, i.path), i) for i in unknown])
+        self.outbound.open(session)
 
     async def _close(self, app: web.Application) -> None:
-        if self.batcher is not None:
-            await self.batcher.close()
-        if self.upstream is not None:
-            await self.upstream.session.close()
+        await self.outbound.close()
 
     async def health(self, request: web.Request) -> web.Response:
         """Whether it serves: the one answer without the token, which says nothing else."""
@@ -150,7 +128,7 @@ class Gateway:
 
     async def get_batches(self, request: web.Request) -> web.Response:
         """Batch mode's counts: batches out and ended, requests held, answered, retried, given up."""
-        b = self.batcher
+        b = self.outbound.batcher
         return web.json_response({**b.stats, **b.now(), "waited_seconds": round(b.waited, 3)} if b is not None
                                  else {})
 
@@ -176,8 +154,7 @@ class Gateway:
         call = Incoming(run, worker, Route(provider, path, path, path), b"", None)
         url = upstream_url(self.settings.upstreams[provider], provider, path) + (
             f"?{request.query_string}" if request.query_string else "")
-        assert self.upstream is not None
-        async with self.upstream.session.get(url, headers=await self._upstream_headers(request, call)) as up:
+        async with self.outbound.session().get(url, headers=await self.outbound.headers(request, call)) as up:
             body = await up.read()
             return web.Response(status=up.status, body=body, content_type=up.content_type)
 
@@ -214,7 +191,7 @@ class Gateway:
                 self.gates.no_verdict(gate or "", probing)
             return self._unsent(tallies, provider, str(e))
         with self.spending.held(ticket, provider, call.priced_as) as paid:
-            answer = await self._forward(request, call)
+            answer = await self.outbound.forward(request, call)
             if answer.status == 200:
                 paid(answer.usage, answer.batched)
         if gate is not None:
@@ -260,125 +237,10 @@ class Gateway:
         else:
             self.gates.no_verdict(key, probing)
 
-    async def _forward(self, request: web.Request, call: Incoming) -> UpstreamAnswer:
-        s = self.settings
-        if self.batcher is not None and ("*" in s.batch_runs or call.run in s.batch_runs):
-            # (a Bedrock stream is AWS event-stream framed: a batch's answer is not turned into one)
-            if call.path in BATCH_PATHS and call.provider not in UNBATCHED and call.body is not None and \
-                    not (call.provider == "bedrock" and call.streaming):
-                answer = await self._batched(request, call)
-                if answer is not None:
-                    return answer
-            else:  # what the batch APIs do not take (count_tokens, Bedrock, Vertex) goes as it came
-                self.batcher.stats["interactive_unbatchable"] += 1
-        raw = call.raw
-        cloud = call.provider in CLOUDS
-        if s.sim_models is not None and call.body is not None and call.model and not cloud:
-            raw = json.dumps({**call.body, "model": sim_model(self.settings, call.model)}).encode()
-        if cloud and call.provider not in s.upstreams:
-            return _not_set_up(call.provider)
-        url = upstream_url(s.upstreams[call.provider], call.provider, call.path) if not cloud else \
-            s.upstreams[call.provider] + call.route.upstream_path + (f"?{call.query}" if call.query else "")
-        sign = None
-        if call.provider == "bedrock":
-            if s.bedrock_region is None:
-                return _not_set_up("bedrock")
-            sign = bedrock_signer(s.bedrock_region, s.bedrock_profile, simulated=s.sim_models is not None)
-        assert self.upstream is not None
-        return await self.upstream.send(request, UpstreamCall(
-            call.provider, url, raw, await self._upstream_headers(request, call), call.streaming,
-            self._slot(call.provider, call.priced_as),
-            self.limiter.run_index(call.run) if self.limiter is not None else -1, sign=sign,
-            event_stream=call.route.event_stream))
-
-    async def _batched(self, request: web.Request, call: Incoming) -> UpstreamAnswer | None:
-        """Through a batch: held with others, answered when its result arrives; a streaming caller gets its
-        stream cut from the final message. None: past its batches' retries, it goes interactive."""
-        assert self.batcher is not None and call.body is not None
-        body = dict(call.body)
-        if call.provider == "bedrock":  # a record's modelInput is the InvokeModel body as it came
-            if self.settings.bedrock_batch is None:
-                self.batcher.stats["interactive_unbatchable"] += 1
-                return None
-        elif call.provider == "azure":  # the lines name the deployment's Global-Batch deployment
-            made = self.settings.batch_deployments
-            body["model"] = made.get(call.model) or made.get("*", call.model)
-        elif self.settings.sim_models is not None and call.model:
-            body["model"] = sim_model(self.settings, call.model)
-        headers = await self._upstream_headers(request, call)
-        ep = batch_endpoint(self.settings, call.provider, headers, call.path, model=call.model or "")
-        told = self.trials.get(call.worker or "", 1)
-        def gone() -> bool:  # the caller hung up (an SDK that timed out waiting, and may ask again)
-            return request.transport is None or request.transport.is_closing()
-
-        status, answer = await self.batcher.send(ep, call.model, body, salt=f"trial {told}" if told > 1 else "",
-                                                 gone=gone)
-        if (status, answer) == INTERACTIVE:
-            return None
-        usage = from_body(answer, call.provider) if status == 200 else Tokens()
-        if status == 200 and call.streaming and (stream := as_stream(call.path, answer, call.body)) is not None:
-            return UpstreamAnswer(200, stream, "text/event-stream", usage=usage, batched=True)  # (Azure's: SSE)
-        return UpstreamAnswer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
-
-    async def _upstream_headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
-        """The caller's headers with its key swapped for the provider's (the run's token never leaves)."""
-        provider, model = call.provider, call.priced_as
-        simulated = self.settings.sim_models is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP and k.lower() not in _KEYS}
-        if provider in CLOUDS:  # the gateway's own credentials (a Google token may be refreshed: in a thread)
-            headers.update(await asyncio.to_thread(credential_headers, provider, simulated=simulated))
-        elif self.token is None and any(k.lower() in ("x-api-key", "authorization") for k in request.headers):
-            headers.update({k: v for k, v in request.headers.items() if k.lower() in ("x-api-key", "authorization")})
-        elif key := api_key(provider) or ("sim-key" if simulated else None):
-            headers.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
-        if simulated and model and provider not in CLOUDS:  # a cloud's path names its model itself
-            headers["x-sim-plays"] = model
-            if (told := self.trials.get(call.worker or "", 1)) > 1:
-                headers[TRIAL_HEADER] = str(told)
-        return headers
-
-    def _slot(self, provider: str, model: str) -> int | None:
-        keys = self.settings.limit_keys
-        key = keys.get(f"{provider}/{model}") or keys.get(provider)
-        if self.limiter is None or key is None or key not in self.limiter.keys:
-            return None
-        return self.limiter.slot(key)
-
     def _price(self, provider: str, model: str) -> Prices | None:
         if (provider, model) not in self._prices:
             self._prices[provider, model] = lookup(model, provider, self.settings.model_overrides).prices
         return self._prices[provider, model]
-
-
-def sim_model(settings: GatewaySettings, model: str) -> str:
-    """Who plays a model on the simulator: the mapping's, a simulator model asked for by its name (the
-    built-in agents do), else the default."""
-    assert settings.sim_models is not None
-    return settings.sim_models.get(model, model if model.startswith("sim-") else SIM_DEFAULT)
-
-
-def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str], path: str = "",
-                   model: str = "") -> BatchEndpoint:
-    """Where a batch of this provider goes, with what of a caller's headers it carries; a batch left by an
-    earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
-    with a stand-in. Bedrock's is signed for each request (`model`: the model id its jobs name)."""
-    if provider == "bedrock":
-        b, region = settings.bedrock_batch, settings.bedrock_region
-        if b is None or region is None:
-            raise BatchRefused(400, "Bedrock batch inference is not set up (bedrock.batch_s3_uri, "
-                                    "bedrock.batch_role_arn)", None)
-        sign = aws_signer(region, settings.bedrock_profile, simulated=settings.sim_models is not None)
-        return BatchEndpoint(provider, b.control, {}, path, AwsBatch(b.control, b.s3, b.bucket, b.prefix, b.role_arn,
-                                                                     sign), model)
-    carried = {k: v for k, v in headers.items() if k.lower() in CARRIED}
-    if provider == "azure" and not any(k.lower() in ("api-key", "authorization") for k in carried):
-        carried.update(credential_headers("azure", simulated=settings.sim_models is not None))
-    key = api_key(provider) or ("sim-key" if settings.sim_models is not None else None)
-    if provider != "azure" and not any(k.lower() in ("x-api-key", "authorization") for k in carried) and key:
-        carried.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
-    if provider == "anthropic":
-        carried.setdefault("anthropic-version", "2023-06-01")
-    return BatchEndpoint(provider, settings.upstreams[provider], carried, path)
 
 
 def error_words(body: bytes) -> str:
@@ -399,16 +261,6 @@ def refused_unsent(provider: str, words: str) -> web.Response:
         body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
                           "code": "run_refused"}}
     return web.json_response(body, status=400, headers={NOT_SENT_HEADER: "1"})
-
-
-def _not_set_up(provider: str) -> UpstreamAnswer:
-    """A cloud the gateway was given no endpoint or region for: what to set, as a 400 the caller reads."""
-    what = {"bedrock": "bedrock.region (or AWS_REGION)",
-            "vertex": "vertex.project and vertex.region (or ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION)",
-            "azure": "azure.endpoint (or AZURE_OPENAI_ENDPOINT)"}
-    message = f"the gateway has no {provider} endpoint: set {what[provider]} in its config"
-    body = {"error": {"type": "invalid_request_error", "message": message}}
-    return UpstreamAnswer(400, json.dumps(body).encode(), "application/json")
 
 
 def _split(path: str) -> tuple[str, str | None, str]:

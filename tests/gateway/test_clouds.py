@@ -168,7 +168,7 @@ def test_in_batch_mode_azure_calls_go_through_its_global_batch_and_a_lone_bedroc
         raw = clients["bedrock"].messages.with_raw_response.create(model=BEDROCK_MODEL, max_tokens=200,
                                                                   messages=ASK)
         assert raw.headers.get("x-runner-batched") is None and raw.parse().content
-        batches = gw.gateway.batcher.stats  # type: ignore[union-attr]
+        batches = gw.gateway.outbound.batcher.stats  # type: ignore[union-attr]
         assert batches["batches_ended"] == 1
         assert batches["interactive: fewer than the 100 requests a bedrock batch takes were held"] == 1
         counts = gw.stats()["r"]
@@ -194,7 +194,7 @@ def test_in_batch_mode_100_bedrock_calls_go_as_one_batch_inference_job_over_s3(t
         with ThreadPoolExecutor(100) as pool:
             answers = list(pool.map(ask, range(100)))
         assert all(a.headers.get("x-runner-batched") == "1" and a.parse().content for a in answers)
-        batches = gw.gateway.batcher.stats  # type: ignore[union-attr]
+        batches = gw.gateway.outbound.batcher.stats  # type: ignore[union-attr]
         assert batches["batches_submitted"] == 1 and batches["requests_answered"] == 100
         assert not any(k.startswith("interactive") for k in batches)
         assert gw.stats()["r"]["batched_calls"] == 100
