@@ -30,8 +30,8 @@ from loguru import logger
 
 from runner.resources import Resource
 from runner.sandbox.base import Launched, socket_file
-from runner.worker.keeper import new_sandbox
 from runner.worker.main import WorkerSpec
+from runner.worker.sandbox_boot import new_sandbox
 
 if TYPE_CHECKING:
     from runner.sandbox.docker import DockerSandbox

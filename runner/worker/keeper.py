@@ -1,7 +1,7 @@
-"""A worker's sandbox and what keeps it: its boot (every slot's role and databases, templates for `reset:
-recreate`), the witness that tells whether one live server served a whole record, the steward that
-keeps each slot a tenant of its own (sandbox/tenancy.py), its replacement when it dies (once, for all
-slots), and the per-slot chores (reset, tidy, cancel).
+"""A worker's sandbox and what keeps it: its boots (sandbox_boot.py: every slot's role and databases,
+templates for `reset: recreate`), the witness that tells whether one live server served a whole record,
+the steward that keeps each slot a tenant of its own (sandbox/tenancy.py), its replacement when it dies
+(once, for all slots), and the per-slot chores (reset, tidy, cancel).
 
 Its slots share it: a slot that finds it dead replaces it under `lock` unless another already did (the
 `generation` it saw is gone); readers take `sandbox` once and work on that, since it may be swapped
@@ -17,36 +17,26 @@ from typing import Any
 import psycopg
 from loguru import logger
 
-from runner.config import SLOT_DATA_MIB
-from runner.errors import SandboxBootError, WorkerClosing
+from runner.errors import WorkerClosing
 from runner.harness.base import SandboxInfo, sandbox_info, slot_database
 from runner.sandbox.base import (
-    Launched,
     Sandbox,
     cancel_queries,
     copy_databases,
-    databases_bytes,
     new_password,
     recreate_database,
-    snapshot_database,
-    template_name,
 )
 from runner.sandbox.lock_queue import LockQueueGuard
-from runner.sandbox.settings import SandboxSettings
 from runner.sandbox.tenancy import Steward, TenantStuck
 from runner.sandbox.witness import Incarnation, SandboxGone, Witness
 from runner.wire.messages import SandboxReplaced
+from runner.worker import sandbox_boot
 from runner.worker.turns import Turns
 
 
-def new_sandbox(spec: Any, generation: int, launched: Launched | None = None) -> Sandbox:
-    """The sandbox a worker (its WorkerSpec) has in its `generation`-th life, not started: the worker
-    starts it, or the supervisor launches the first one ahead (engine/prestart.py)."""
-    settings: SandboxSettings = spec.sandbox
-    return settings.make(f"w{spec.worker}g{generation}", launched)
-
-
 class SandboxKeeper:
+    """A worker's sandbox through its lives (sandbox_boot.py boots each), shared by its slots."""
+
     def __init__(self, spec: Any, inbox: Any, *, inline: bool) -> None:
         """`spec`: the worker's (WorkerSpec); `inline`: one slot on the main thread (no background copies)."""
         self.spec, self.settings, self.inbox, self.inline = spec, spec.sandbox, inbox, inline
@@ -60,121 +50,25 @@ class SandboxKeeper:
         self.closed = False  # the worker is stopping: its sandbox is removed and never replaced
         # slot k's databases exist in the first sandbox once copied[k] is set (copied in the background)
         self.copied = [threading.Event() for _ in range(spec.slots)]
-        self.deferred: list[tuple[str | None, list[tuple[str, str]]]] = []  # (owner, (template, copy)) per slot
+        self.deferred: sandbox_boot.Copies = []  # (owner, [(template, copy)]) per slot from 1
         self.deferred_roles: list[tuple[int, list[str]]] = []  # (slot, its databases): made before its copies
 
     def boot(self) -> None:
         """A new sandbox with every slot's role and databases (and templates for `reset: recreate`)."""
-        s = self.spec
-        sb = self._started(new_sandbox(s, self.generation + 1, s.launched if self.generation == 0 else None))
-        steward: Steward | None = None
-        witness: Witness | None = None
-        guard: LockQueueGuard | None = None
-        try:
-            assert sb.endpoint is not None
-            db = self.settings.database
-            steward = Steward(sb.control.local_dsn(), db.user, sb.endpoint.password,
-                              shared=db.shared, connections=self.settings.connections, slots=s.slots,
-                              enabled=sb.admin is not None)
-            steward.start()
-            # Templates while nobody is connected, then every slot's copies of them, by FILE_COPY (a
-            # pair took 2-7 s by WAL once other slots ran). The first sandbox's copies are made in the
-            # background, slot after slot, each slot ready when its own are (4 workers x 63 slots took
-            # 18 s at boot, 4 % of the headline's wall); a replacement's are made here, all at once, and
-            # it is published only then: a slot that looked at it earlier would find no database of its own.
-            own = self.own_databases(0, sb)
-            steward.lock_down(own)
-            slot_dbs = own if s.slots > 1 else []
-            if slot_dbs and not self.settings.memory_given:
-                self._make_room(sb, slot_dbs)
-            names = own if self.settings.recreate else slot_dbs
-            for name in names:
-                snapshot_database(sb.control, name)
-                steward.neutralize(template_name(name))
-            copies: list[tuple[str | None, list[tuple[str, str]]]] = []
-            roles: list[tuple[int, list[str]]] = []
-            for k in range(1, s.slots):
-                mine = [slot_database(d, k) for d in slot_dbs]
-                roles.append((k, mine))
-                copies.append((steward.owner(k), [(template_name(d), new) for d, new in zip(slot_dbs, mine,
-                                                                                          strict=True)]))
-            self.deferred, self.deferred_roles = [], []
-            if self.generation == 0 and not self.inline:
-                # each slot's role is made just before its copies, in the background too: 63 roles, each
-                # with its password hashed by the server, took ~0.6 s on the way to the worker's first record
-                self.deferred, self.deferred_roles = copies, roles
-            else:
-                for k, mine in roles:
-                    steward.provision(k, mine, new_password())
-                copy_databases(sb.control, copies, self._adopting(steward, copies))
-            witness = Witness(sb.control.local_dsn())
-            witness.start()
-            if steward.enabled and s.slots > 1:
-                guard = LockQueueGuard(sb.control.local_dsn(), name=f"lock-queue-guard-{s.worker}",
-                                       shared=self.settings.database.shared)
-                guard.start()
-        except BaseException:
-            for started in (guard, witness, steward):
-                if started is not None:
-                    started.stop()
-            sb.stop()
-            raise
-        self.sandbox, self.witness, self.steward, self.guard = sb, witness, steward, guard
+        b = sandbox_boot.boot(self.spec, self.generation + 1, defer=self.generation == 0 and not self.inline)
+        self.sandbox, self.witness, self.steward, self.guard = b.sandbox, b.witness, b.steward, b.guard
+        self.deferred, self.deferred_roles = b.copies, b.roles
         self.generation += 1
         if self.generation > 1:
             for e in self.copied:  # a replacement has them all (and the background copier stops)
                 e.set()
-
-    @staticmethod
-    def _adopting(steward: Steward, copies: list[tuple[str | None, list[tuple[str, str]]]]) -> Callable[[int], bool]:
-        """After slot i + 1's copies are made: its objects are its own, its state the one tidy keeps."""
-        def done(i: int) -> bool:
-            for _, new in copies[i][1]:
-                steward.adopt(i + 1, new)
-            steward.settle(i + 1)
-            return True
-
-        return done
-
-    def _started(self, sb: Sandbox) -> Sandbox:
-        """`sb` started; one launched ahead of this worker that does not come up (its container removed
-        meanwhile, say) gives way to a fresh one, once."""
-        ahead = sb.launched is not None
-        try:
-            sb.start()
-            return sb
-        except BaseException as e:
-            sb.stop()
-            if not ahead or not isinstance(e, SandboxBootError):
-                raise
-            logger.warning("the sandbox started ahead of this worker failed ({}); starting a new one", e)
-        fresh = new_sandbox(self.spec, self.generation + 1, None)
-        try:
-            fresh.start()
-        except BaseException:
-            fresh.stop()
-            raise
-        return fresh
-
-    def _make_room(self, sb: Sandbox, names: list[str]) -> None:
-        """Databases larger than the default limit allows for, in memory, K - 1 copies and templates
-        each: raise the container's limit before copying (the server killed for memory mid-run would
-        take every slot's record with it)."""
-        assert sb.endpoint is not None
-        if not sb.data_in_memory():
-            return
-        size, k = databases_bytes(sb.control, names), self.spec.slots
-        extra = int(size * k * 1.25) - SLOT_DATA_MIB * 2**20 * (k - 1)  # a quarter more for what records write
-        if extra > 0 and sb.raise_memory(extra):
-            logger.info("sandbox memory limit raised by {} MiB: {} slots' copies of {} MiB of databases in memory",
-                        extra // 2**20, k, size // 2**20)
 
     def copy_in_background(self) -> None:
         """The first sandbox's slot databases, slot 1 first; stops at a replacement (which copies its own)."""
         self.copied[0].set()
 
         sb, steward = self.sandbox, self.steward
-        adopt = self._adopting(steward, self.deferred) if steward is not None else (lambda i: True)
+        adopt = sandbox_boot.adopting(steward, self.deferred) if steward is not None else (lambda i: True)
 
         def done(i: int) -> bool:  # slot i + 1 has its databases; go on unless the sandbox was replaced
             if self.generation != 1:
@@ -207,7 +101,8 @@ class SandboxKeeper:
         self.copied[slot].wait()
 
     def main_db(self, sb: Sandbox | None = None) -> str:
-        return getattr(sb or self.sandbox, "dbname", None) or self.settings.database.name
+        sb = sb or self.sandbox
+        return sandbox_boot.main_db(self.settings, sb) if sb is not None else self.settings.database.name
 
     def slot_info(self, slot: int, sb: Sandbox | None = None) -> SandboxInfo:
         sb = sb or self.sandbox
@@ -220,9 +115,8 @@ class SandboxKeeper:
     def own_databases(self, slot: int, sb: Sandbox | None = None) -> list[str]:
         """The slot's databases but those every slot shares (which no slot resets nor cancels)."""
         sb = sb or self.sandbox
-        assert sb is not None and sb.endpoint is not None
-        return [d.name for n, d in sandbox_info(sb, self.settings.database, self.main_db(sb), slot).databases.items()
-                if n not in self.settings.database.shared]
+        assert sb is not None
+        return sandbox_boot.own_databases(self.settings, sb, slot)
 
     def sandbox_id(self) -> str | None:
         return self.sandbox.id if self.sandbox else None
