@@ -43,11 +43,12 @@ import aiohttp
 from loguru import logger
 
 from runner.config import BatchSettings
-from runner.gateway.batch_api import BatchEndpoint, BatchFailed, BatchRefused, Outcome
+from runner.gateway.batch_api import BatchEndpoint, BatchFailed
 from runner.gateway.courier import Courier, Unmade
 from runner.gateway.inherited import Inherited
 from runner.gateway.journal import Intent, Journal
 from runner.gateway.request import canonical, unstreamed
+from runner.gateway.succession import Succession
 from runner.results.manifest import INTERACTIVE_PREFIX
 
 # The answer meaning "not through a batch: send it interactively" (batch.then: interactive).
@@ -174,6 +175,9 @@ class ProviderQueue:
 
 
 class Batcher:
+    """Batch mode's calls: held by (provider, base, model, path, headers), flushed as batches within the
+    providers' queue limits, each caller answered from its batch's results or sent on (interactive)."""
+
     def __init__(self, session: aiohttp.ClientSession, settings: BatchSettings, journal: Journal | None = None
                  ) -> None:
         self.session, self.settings, self.journal = session, settings, journal
@@ -384,46 +388,17 @@ class Batcher:
     # ------------------------------------------------------------------ a predecessor's batches
     def resume(self, pending: list[tuple[BatchEndpoint, str, dict[str, str]]],
                unknown: list[tuple[BatchEndpoint, Intent]] | None = None) -> None:
-        """Watch the batches a gateway before this one left out: their answers go to whoever asks again. Look for
-        the ones it was creating when it died (`unknown`): their requests wait for the search."""
+        """Watch the batches a gateway before this one left out (succession.py): their answers go to whoever
+        asks again. Look for the ones it was creating when it died (`unknown`): their requests wait for the
+        search."""
+        heir = Succession(self.courier, self.journal, self.inherited, self.stats)
         for ep, batch_id, keys in pending:
             self.inherited.out |= set(keys.values())
             self.stats["batches_resumed"] += 1
-            self._spawn(self._collect_resumed(ep, batch_id, keys))
+            self._spawn(heir.collect(ep, batch_id, keys))
         for ep, intent in unknown or []:
             self.inherited.out |= set(intent.keys.values())
-            self._spawn(self._recover(ep, intent))
-
-    async def _collect_resumed(self, ep: BatchEndpoint, batch_id: str, keys: dict[str, str]) -> None:
-        try:
-            outcomes = await self.courier.watch(ep, batch_id)
-        except BatchFailed:
-            outcomes = {}
-        for cid, key in keys.items():
-            self.inherited.collected(key, outcomes.get(cid))
-        logger.info("batch {} (left by an earlier gateway) collected", batch_id)
-
-    async def _recover(self, ep: BatchEndpoint, intent: Intent) -> None:
-        """An intent never journaled as submitted: its batch, if the provider holds one, is claimed (an OpenAI
-        batch by its metadata; an Anthropic batch made since, by its results holding the intent's custom ids),
-        else its requests go out again, once."""
-        claimed: dict[str, Outcome] = {}
-        try:
-            found = await self.courier.find(ep, intent)
-            if found is not None:
-                if self.journal is not None:
-                    self.journal.submitted(intent.id, ep.provider, found, intent.keys)
-                self.stats["batches_resumed"] += 1
-                claimed = await self.courier.watch(ep, found)
-            elif ep.provider == "anthropic":
-                claimed = await self.courier.claim(ep, intent)
-        except (BatchFailed, BatchRefused, aiohttp.ClientError, TimeoutError, ValueError) as e:
-            logger.warning("looking for the batch of an interrupted create ({}): {}", intent.id[:8], e)
-        if self.journal is not None:
-            self.journal.settled(intent.id)
-        for cid, key in intent.keys.items():
-            self.inherited.collected(key, claimed.get(cid))
-        self.stats["intents_recovered" if claimed else "intents_not_found"] += 1
+            self._spawn(heir.recover(ep, intent))
 
     def now(self) -> dict[str, int]:
         """What is waiting right now: calls held for the next batch, calls in batches out, and those batches
