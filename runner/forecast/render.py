@@ -38,25 +38,41 @@ def table(f: Forecast) -> Group:
     if not any(r.items for r in f.runs):
         return Group(Text("nothing left to do: every item of the config's runs has a result in its output "
                           "(`runner run` would only write the report again; --rerun-errors or --lf plan reruns)"))
+    return Group(_calls(f), _costs(f), _floors(f), *_words(f))
+
+
+def _calls(f: Forecast) -> Table:
     t = Table(title="plan: the model calls of what is left to do (expected)")
     for col in ("run", "items", "from", "calls", "input", "cache read", "cache write", "output"):
         t.add_column(col, justify="left" if col in ("run", "from") else "right")
+    for r in f.runs:
+        if r.source in ("unknown", "done"):
+            t.add_row(r.run, str(r.items), r.source, *(["-"] * 5))
+            continue
+        n = r.need()
+        t.add_row(r.run, str(r.items), r.source, f"{n.calls:,.0f}", _tokens(n.input_tokens),
+                  _tokens(n.cache_read_tokens), _tokens(n.cache_write_tokens), _tokens(n.output_tokens))
+    return t
+
+
+def _costs(f: Forecast) -> Table:
     c = Table(title="plan: cost in USD, expected (low-high)")
     for col in ("run", "as configured", "interactive", "with prompt caching", "batch"):
         c.add_column(col, justify="left" if col == "run" else "right")
+    modes = (None, "interactive", "cached", "batch")
     for r in f.runs:
-        n = r.need()
         if r.source in ("unknown", "done"):
-            t.add_row(r.run, str(r.items), r.source, *(["-"] * 5))
             c.add_row(r.run, *(["-"] * 4))
             continue
-        t.add_row(r.run, str(r.items), r.source, f"{n.calls:,.0f}", _tokens(n.input_tokens),
-                  _tokens(n.cache_read_tokens), _tokens(n.cache_write_tokens), _tokens(n.output_tokens))
         c.add_row(r.run, *(_band(r.cost(mode, "expected"), r.cost(mode, "low"), r.cost(mode, "high"))
-                           for mode in (None, "interactive", "cached", "batch")))
+                           for mode in modes))
     c.add_section()
     c.add_row("total", *(_band(f.cost("expected", mode), f.cost("low", mode), f.cost("high", mode))
-                         for mode in (None, "interactive", "cached", "batch")))
+                         for mode in modes))
+    return c
+
+
+def _floors(f: Forecast) -> Table:
     b = Table(title="time: the rate limits' floor per budget")
     for col in ("budget", "requests", "input tokens", "output tokens", "limits (per minute)", "from", "floor",
                 "binds"):
@@ -66,14 +82,18 @@ def table(f: Forecast) -> Group:
                                                       ("otpm", x.limits.otpm)) if v) or "none"
         b.add_row(x.key, f"{x.asked[0]:,.0f}", _tokens(x.asked[1]), _tokens(x.asked[2]), lim, x.where,
                   seconds(x.seconds), x.bound_by or "-")
-    lines = [Text(f"the cost column is each run's own mode ({', '.join(sorted({MODE_WORDS[r.mode] for r in f.runs}))})"
+    return b
+
+
+def _words(f: Forecast) -> list[Text]:
+    modes = ", ".join(sorted({MODE_WORDS[r.mode] for r in f.runs}))
+    lines = [Text(f"the cost column is each run's own mode ({modes})"
                   "; figures from: " + "; ".join(f"{r.run}: {r.why}" for r in f.runs))]
     top = f.floor
     floor_words = f"rate-limit floor {seconds(top.seconds)} ({top.key}: {top.bound_by})" if top and top.bound_by \
         else "no rate limit binds"
     lines.append(Text(f"time: {floor_words}; expected wall {seconds(f.wall_seconds)} at {f.concurrency_why}"))
-    lines += [Text(n, style="yellow") for n in f.notes]
-    return Group(t, c, b, *lines)
+    return lines + [Text(n, style="yellow") for n in f.notes]
 
 
 def beside(plan: Mapping[str, Any], actual: Mapping[str, Mapping[str, float]]) -> Table:

@@ -184,7 +184,6 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
     _say_forecast(ahead)
     if plan:
         manifest.forecasts = [*manifest.forecasts, ForecastEntry.model_validate({"run_id": run_id, **ahead.as_dict()})]
-    if plan:
         forkserver.warm(cfg)  # at the latest: before the image check and the servers, not at the first spawn
     image = _image(spec, kind, manifest) if plan else None
     sup: Supervisor | None = None
@@ -207,10 +206,7 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
                               signals, ahead)
             sup.on_booted = on_booted
             sup.on_done = lambda: sink.finalize(order)  # `_finish` finds it done
-            if (spend := getattr(limiter, "spend", None)) is not None:
-                sup.progress.spent = lambda: spend.spent()[JOB][0]
-                sup.progress.spent_before = spend.spent()[JOB][0]
-                sup.progress.budget_usd, sup.progress.forecast_usd = spend.cap()[0], ahead.cost()
+            _show_spend(sup, getattr(limiter, "spend", None), ahead)
             if gateway is not None and cfg.batch_runs():
                 _watch_batches(gateway, sup.progress, stack)
             with sup.progress:
@@ -222,6 +218,15 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
             _note_spend(manifest, getattr(limiter, "spend", None))
             _note_invocation(manifest, sup, sim, gateway)
     return _ended(cfg, sink, order, out, manifest, picked, kind, mode, sup)
+
+
+def _show_spend(sup: Supervisor, spend: Spend | None, ahead: Forecast) -> None:
+    """The progress line's spend, against the job's cap and the forecast (a shared budget's spend only)."""
+    if spend is None:
+        return
+    sup.progress.spent = lambda: spend.spent()[JOB][0]
+    sup.progress.spent_before = spend.spent()[JOB][0]
+    sup.progress.budget_usd, sup.progress.forecast_usd = spend.cap()[0], ahead.cost()
 
 
 def _ended(cfg: Config, sink: ResultSink, order: dict[str, int], out: Path, manifest: Manifest,

@@ -31,7 +31,7 @@ from runner.errors import ConfigError
 from runner.report.build import Analysis, analyse
 from runner.report.exports.conversation import LoggedConversation, LoggedTurn, conversation
 from runner.report.exports.junit import error_message, why_failed
-from runner.results.manifest import RunModel
+from runner.results.manifest import Manifest, RunEntry, RunModel
 from runner.results.result import Result, outcome, share_metrics
 
 SCORER = "pgsandbox-runner"
@@ -138,43 +138,56 @@ def _results(rows: list[Result], m: dict[str, Any], reducer: str | None) -> Any:
 
 def eval_log(a: Analysis, out: Path, run: str, rows: list[Result]) -> Any:
     """One run of the output as an Inspect EvalLog."""
-    from inspect_ai.log import EvalConfig, EvalDataset, EvalError, EvalLog, EvalPlan, EvalPlanStep, EvalSpec, EvalStats
-    from inspect_ai.model import ModelConfig, ModelUsage
+    from inspect_ai.log import EvalError, EvalLog, EvalPlan, EvalPlanStep, EvalStats
 
     man = a.manifest
     spec = next((s for s in man.runs if s.name == run), None)
     model = model_name(spec, run)
     shares = share_metrics(r for rs in a.runs.values() for r in rs)
-    teacher = spec.teacher if spec else None
     created = man.started_at or min(r.started_at for r in rows)
     epochs = max(r.epoch for r in rows)
-    ids = list(dict.fromkeys(r.record_id for r in rows))
-    each = [_usage(r) for r in rows]
-    costs = [u.total_cost for u in each]
-    total = ModelUsage(**{k: sum(getattr(u, k) for u in each) for k in ("input_tokens", "output_tokens", "total_tokens",
-                                                                        "input_tokens_cache_read",
-                                                                        "input_tokens_cache_write")},
-                       total_cost=None if None in costs else sum(c or 0.0 for c in costs))
     status, error = ("cancelled", None) if man.interrupted else ("error", EvalError(
         message=man.error, traceback=man.error, traceback_ansi=man.error)) if man.error else ("success", None)
     return EvalLog(
         status=status, error=error,
-        eval=EvalSpec(
-            created=created, task=run, task_id=_id(str(man.run_id), run), eval_id=_id(str(man.run_id), run, "eval"),
-            run_id=man.run_id or _id(str(out)), model=model,
-            model_roles={"teacher": ModelConfig(model=model_name(teacher, "teacher"))} if teacher else None,
-            dataset=EvalDataset(name=Path(man.dataset).stem if man.dataset else None, location=man.dataset,
-                                samples=len(ids), sample_ids=ids),
-            config=EvalConfig(epochs=epochs, epochs_reducer=[man.reducer] if epochs > 1 else None),
-            packages={"pgsandbox-runner": man.package_version or __version__},
-            metadata={"pgsandbox_runner": {"output": str(out), "run": run, "mode": man.mode,
-                                           "simulated": man.simulated, "harness": man.harness,
-                                           "git_revision": man.git_revision}}),
+        eval=_eval_spec(man, out, run, spec, rows, created),
         plan=EvalPlan(steps=[EvalPlanStep(solver=man.harness or "harness", params=spec.params if spec else {})]),
         results=_results(rows, a.metrics[run], man.reducer if epochs > 1 else None),
         stats=EvalStats(started_at=created, completed_at=man.finished_at or max(r.finished_at for r in rows),
-                        model_usage={model: total}),
+                        model_usage={model: _total_usage(rows)}),
         samples=[sample(r, model, shares) for r in sorted(rows, key=lambda r: (r.index, r.epoch))])
+
+
+def _eval_spec(man: Manifest, out: Path, run: str, spec: RunEntry | None, rows: list[Result], created: str) -> Any:
+    """What the run was: its task, model (and teacher), dataset, epochs and where it came from."""
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalSpec
+    from inspect_ai.model import ModelConfig
+
+    teacher = spec.teacher if spec else None
+    epochs = max(r.epoch for r in rows)
+    ids = list(dict.fromkeys(r.record_id for r in rows))
+    return EvalSpec(
+        created=created, task=run, task_id=_id(str(man.run_id), run), eval_id=_id(str(man.run_id), run, "eval"),
+        run_id=man.run_id or _id(str(out)), model=model_name(spec, run),
+        model_roles={"teacher": ModelConfig(model=model_name(teacher, "teacher"))} if teacher else None,
+        dataset=EvalDataset(name=Path(man.dataset).stem if man.dataset else None, location=man.dataset,
+                            samples=len(ids), sample_ids=ids),
+        config=EvalConfig(epochs=epochs, epochs_reducer=[man.reducer] if epochs > 1 else None),
+        packages={"pgsandbox-runner": man.package_version or __version__},
+        metadata={"pgsandbox_runner": {"output": str(out), "run": run, "mode": man.mode,
+                                       "simulated": man.simulated, "harness": man.harness,
+                                       "git_revision": man.git_revision}})
+
+
+def _total_usage(rows: list[Result]) -> Any:
+    """The run's tokens and cost summed (Inspect's ModelUsage); no cost where any result's is unknown."""
+    from inspect_ai.model import ModelUsage
+
+    each = [_usage(r) for r in rows]
+    costs = [u.total_cost for u in each]
+    fields = ("input_tokens", "output_tokens", "total_tokens", "input_tokens_cache_read", "input_tokens_cache_write")
+    return ModelUsage(**{k: sum(getattr(u, k) for u in each) for k in fields},
+                      total_cost=None if None in costs else sum(c or 0.0 for c in costs))
 
 
 def log_name(created: str, task: str, task_id: str) -> str:
