@@ -99,6 +99,7 @@ test: image browser $(LITELLM) $(INSPECT) $(RAY) $(HELPDESK)
 
 lint: install
 	$(BIN)/ruff check runner tests bench examples
+	$(BIN)/ruff format --check runner
 	$(BIN)/mypy
 
 # The main job: three baselines and Atlas over the committed sample, every worker with its own

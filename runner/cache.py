@@ -49,11 +49,15 @@ class ResponseCache:
     def _prepare(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, provider TEXT, model TEXT,"
-                         " value TEXT NOT NULL, created REAL NOT NULL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, provider TEXT, model TEXT,"
+            " value TEXT NOT NULL, created REAL NOT NULL)"
+        )
         # Expected final states (gold replays), keyed by conversation content and schema: one replay
         # serves every worker and every rerun.
-        self._db.execute("CREATE TABLE IF NOT EXISTS expected_states (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS expected_states (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         try:
@@ -79,9 +83,11 @@ class ResponseCache:
         return self._read("SELECT value FROM responses WHERE key = ?", key)
 
     def put(self, key: str, provider: str, model: str, value: dict[str, Any]) -> None:
-        self._write("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
-                    # key order kept: a replayed tool call must be the call the model made, byte for byte
-                    (key, provider, model, json.dumps(value), time.time()))
+        self._write(
+            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
+            # key order kept: a replayed tool call must be the call the model made, byte for byte
+            (key, provider, model, json.dumps(value), time.time()),
+        )
 
     def get_state(self, key: str) -> dict[str, Any] | None:
         return self._read("SELECT value FROM expected_states WHERE key = ?", key)
@@ -90,11 +96,16 @@ class ResponseCache:
         self._write("INSERT OR REPLACE INTO expected_states VALUES (?, ?)", (key, json.dumps(value)))
 
     def stats(self) -> dict[str, Any]:
-        rows = self._db.execute("SELECT provider, model, count(*), sum(length(value)) FROM responses "
-                                "GROUP BY provider, model ORDER BY provider, model").fetchall()
-        return {"path": str(self.path), "entries": sum(r[2] for r in rows),
-                "bytes": self.path.stat().st_size if self.path.exists() else 0,
-                "by_model": [{"provider": p, "model": m, "entries": n, "value_bytes": b} for p, m, n, b in rows]}
+        rows = self._db.execute(
+            "SELECT provider, model, count(*), sum(length(value)) FROM responses "
+            "GROUP BY provider, model ORDER BY provider, model"
+        ).fetchall()
+        return {
+            "path": str(self.path),
+            "entries": sum(r[2] for r in rows),
+            "bytes": self.path.stat().st_size if self.path.exists() else 0,
+            "by_model": [{"provider": p, "model": m, "entries": n, "value_bytes": b} for p, m, n, b in rows],
+        }
 
     def clear(self) -> int:
         n = self._db.execute("SELECT count(*) FROM responses").fetchone()[0]

@@ -55,14 +55,18 @@ def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
         return ", ".join(names[:10]) + (f" (+{len(names) - 10} more)" if len(names) > 10 else "")
 
     for run, rows in results.items():
-        for what, picked in (("failed", [r for r in rows if outcome(r) == "failure"]),
-                             ("error(s) or cut turn(s)", [r for r in rows if outcome(r) in ("error", "cut")]),
-                             ("flaky (failed, then succeeded asked again)", [r for r in rows if flaky(r)])):
+        for what, picked in (
+            ("failed", [r for r in rows if outcome(r) == "failure"]),
+            ("error(s) or cut turn(s)", [r for r in rows if outcome(r) in ("error", "cut")]),
+            ("flaky (failed, then succeeded asked again)", [r for r in rows if flaky(r)]),
+        ):
             if picked:
                 click.echo(f"{run}: {len(picked)} {what}: {ids(picked)}")
     if any(outcome(r) in ("failure", "error", "cut") for rows in results.values() for r in rows):
         # the same command, for the records whose last result was not a success (pytest's --lf)
-        click.echo(f"to run those again: {_same_command('--lf', '--rerun-errors')}")  # --lf asks the models again
+        click.echo(
+            f"to run those again: {_same_command('--lf', '--rerun-errors')}"
+        )  # --lf asks the models again
     click.echo(f"report: {(out / 'report.html').resolve()}")
 
 
@@ -83,8 +87,9 @@ def _thresholds(pairs: tuple[str, ...]) -> dict[str, float]:
         try:
             out[run] = float(rate)
         except ValueError:
-            raise click.BadParameter(f"{pair!r}: expected RUN=RATE, e.g. atlas=0.8", param_hint="--fail-under") \
-                from None
+            raise click.BadParameter(
+                f"{pair!r}: expected RUN=RATE, e.g. atlas=0.8", param_hint="--fail-under"
+            ) from None
         if not run or not 0 <= out[run] <= 1:
             raise click.BadParameter(f"{pair!r}: RATE is a share from 0 to 1", param_hint="--fail-under")
     return out
@@ -103,7 +108,9 @@ def _select_runs(cfg: Config, names: str | None) -> Config:
     if unknown:
         from runner.errors import ConfigError
 
-        raise ConfigError(f"--runs: unknown run(s) {', '.join(unknown)}; the config has {', '.join(sorted(known))}")
+        raise ConfigError(
+            f"--runs: unknown run(s) {', '.join(unknown)}; the config has {', '.join(sorted(known))}"
+        )
     return cfg.model_copy(update={"runs": [r for r in cfg.runs if r.name in wanted]})
 
 
@@ -125,62 +132,141 @@ class ConcurrencyType(click.ParamType):
 _RUN_OPTIONS = [
     click.argument("config", required=False, type=click.Path(dir_okay=False)),
     click.option("--workers", "-w", type=int, help="Worker processes, each with its own sandbox."),
-    click.option("--slots", type=int, help="Records each worker runs at once, each on its own database (default 1)."),
-    click.option("--concurrency", "-c", type=ConcurrencyType(),
-                  help="Records in flight in all, split into workers x slots from cores and memory; 'auto': start "
-                       "small, grow while the slots are full and no 429s come, cut on 429s and rising latency."),
+    click.option(
+        "--slots", type=int, help="Records each worker runs at once, each on its own database (default 1)."
+    ),
+    click.option(
+        "--concurrency",
+        "-c",
+        type=ConcurrencyType(),
+        help="Records in flight in all, split into workers x slots from cores and memory; 'auto': start "
+        "small, grow while the slots are full and no 429s come, cut on 429s and rising latency.",
+    ),
     click.option("--runs", help="Only these runs (comma-separated names from the config)."),
-    click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
-                  help="Where each worker's database runs (auto: docker if an engine answers, else local)."),
+    click.option(
+        "--sandbox",
+        type=click.Choice(["auto", "docker", "local", "external"]),
+        help="Where each worker's database runs (auto: docker if an engine answers, else local).",
+    ),
     click.option("--dsn", help="Database for --sandbox external."),
-    click.option("--executor", type=click.Choice(["local", "ray"]),
-                  help="Where workers run: local processes (default), or Ray actors over a cluster (extra: ray)."),
-    click.option("--ray-address", help="The Ray cluster for --executor ray (default: RAY_ADDRESS, else a local Ray)."),
+    click.option(
+        "--executor",
+        type=click.Choice(["local", "ray"]),
+        help="Where workers run: local processes (default), or Ray actors over a cluster (extra: ray).",
+    ),
+    click.option(
+        "--ray-address", help="The Ray cluster for --executor ray (default: RAY_ADDRESS, else a local Ray)."
+    ),
     click.option("--dataset", type=click.Path(dir_okay=False), help="Conversations JSONL."),
     click.option("--limit", type=int, help="Only the first K conversations (after sharding)."),
     click.option("--shard", help="i/n: this shard of the conversations (stable by id)."),
     click.option("--out", "output_dir", type=click.Path(file_okay=False), help="Output directory."),
-    click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]),
-                  help="auto: real APIs when keys are set, else the simulator."),
+    click.option(
+        "--providers",
+        "providers_mode",
+        type=click.Choice(["auto", "real", "sim"]),
+        help="auto: real APIs when keys are set, else the simulator.",
+    ),
     click.option("--no-cache", is_flag=True, help="Do not read or write the response cache."),
-    click.option("--batch", is_flag=True, help="Every run's model calls through the providers' batch APIs: half the "
-                                                "price, minutes to hours per step (batch: in the config)."),
+    click.option(
+        "--batch",
+        is_flag=True,
+        help="Every run's model calls through the providers' batch APIs: half the "
+        "price, minutes to hours per step (batch: in the config).",
+    ),
     click.option("--cache-dir", type=click.Path(file_okay=False), help="Where the response cache lives."),
-    click.option("--rerun-errors", is_flag=True, help="Redo conversations whose recorded result is an error."),
-    click.option("-k", "select", metavar="EXPR", help="Only records whose id, tags or fields match EXPR: words joined "
-                  "by and, or, not, parentheses (pytest's -k)."),
-    click.option("--ids", metavar="FILE|LIST", help="Only these record ids: a comma-separated list, or a file of one "
-                  "id a line."),
-    click.option("-x", "exitfirst", is_flag=True, help="Stop at the first result that fails (= --maxfail 1)."),
-    click.option("--maxfail", type=click.IntRange(min=1), help="After N results that failed, were cut or ended in an "
-                  "error, start no more records (those in flight finish) and exit 1."),
-    click.option("--lf", "last_failed", is_flag=True,
-                 help="Only the records whose last result failed, was cut or ended in an error: run them again, "
-                      "asking the models again (the response cache is not used). Both results stay: one that then "
-                      "succeeds is marked flaky."),
-    click.option("--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl)."),
-    click.option("--force-resume", "force", is_flag=True,
-                  help="Resume into an output dir written with another config or dataset."),
-    click.option("--timeout", "conversation_timeout_seconds", type=float, help="Per-conversation time limit (s)."),
-    click.option("--original-models", is_flag=True,
-                  help="Run each run's original_model (the seeds' model ids) instead of its current model."),
+    click.option(
+        "--rerun-errors", is_flag=True, help="Redo conversations whose recorded result is an error."
+    ),
+    click.option(
+        "-k",
+        "select",
+        metavar="EXPR",
+        help="Only records whose id, tags or fields match EXPR: words joined "
+        "by and, or, not, parentheses (pytest's -k).",
+    ),
+    click.option(
+        "--ids",
+        metavar="FILE|LIST",
+        help="Only these record ids: a comma-separated list, or a file of one id a line.",
+    ),
+    click.option(
+        "-x", "exitfirst", is_flag=True, help="Stop at the first result that fails (= --maxfail 1)."
+    ),
+    click.option(
+        "--maxfail",
+        type=click.IntRange(min=1),
+        help="After N results that failed, were cut or ended in an "
+        "error, start no more records (those in flight finish) and exit 1.",
+    ),
+    click.option(
+        "--lf",
+        "last_failed",
+        is_flag=True,
+        help="Only the records whose last result failed, was cut or ended in an error: run them again, "
+        "asking the models again (the response cache is not used). Both results stay: one that then "
+        "succeeds is marked flaky.",
+    ),
+    click.option(
+        "--skip-invalid", is_flag=True, help="Skip bad dataset lines (written to DATASET.rejects.jsonl)."
+    ),
+    click.option(
+        "--force-resume",
+        "force",
+        is_flag=True,
+        help="Resume into an output dir written with another config or dataset.",
+    ),
+    click.option(
+        "--timeout", "conversation_timeout_seconds", type=float, help="Per-conversation time limit (s)."
+    ),
+    click.option(
+        "--original-models",
+        is_flag=True,
+        help="Run each run's original_model (the seeds' model ids) instead of its current model.",
+    ),
     click.option("--allow-retired", is_flag=True, help="Start even if a model is past its retirement date."),
-    click.option("--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input)."),
-    click.option("--fail-on-error/--no-fail-on-error", default=None,
-                  help="Exit 1 if any result ended in an error: provider, sandbox, harness, time limit (default: on "
-                       "where CI is set)."),
-    click.option("--fail-under", "fail_under", multiple=True, metavar="RUN=RATE",
-                  help="Exit 1 if RUN's success rate is below RATE (0..1); repeatable. YAML: fail_under: {RUN: RATE}."),
-    click.option("--epochs", type=click.IntRange(min=1, max=100), help="Run each record N times, as independent "
-                  "trials (own cache keys): error bars clustered by record, pass@k, pass^k. YAML: epochs."),
-    click.option("--reducer", help="With --epochs, the headline success of a record's trials: mean (default), all, "
-                                   "any, at_least_K. YAML: reducer."),
-    click.option("--budget", "budget_usd", type=click.FloatRange(min=0, min_open=True), metavar="USD",
-                 help="What the job may spend in all, at the models' prices: a call that would pass it is not sent, "
-                      "the run stops there (exit 6) and the same command with a higher --budget resumes. YAML: "
-                      "budget: {usd: ...}; per run: runs[].budget."),
-    click.option("--budget-tokens", type=click.IntRange(min=1), metavar="N",
-                 help="As --budget, in tokens (input and output). YAML: budget: {tokens: ...}."),
+    click.option(
+        "--no-prompt-cache", is_flag=True, help="No Anthropic cache_control breakpoints (pay full input)."
+    ),
+    click.option(
+        "--fail-on-error/--no-fail-on-error",
+        default=None,
+        help="Exit 1 if any result ended in an error: provider, sandbox, harness, time limit (default: on "
+        "where CI is set).",
+    ),
+    click.option(
+        "--fail-under",
+        "fail_under",
+        multiple=True,
+        metavar="RUN=RATE",
+        help="Exit 1 if RUN's success rate is below RATE (0..1); repeatable. YAML: fail_under: {RUN: RATE}.",
+    ),
+    click.option(
+        "--epochs",
+        type=click.IntRange(min=1, max=100),
+        help="Run each record N times, as independent "
+        "trials (own cache keys): error bars clustered by record, pass@k, pass^k. YAML: epochs.",
+    ),
+    click.option(
+        "--reducer",
+        help="With --epochs, the headline success of a record's trials: mean (default), all, "
+        "any, at_least_K. YAML: reducer.",
+    ),
+    click.option(
+        "--budget",
+        "budget_usd",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="USD",
+        help="What the job may spend in all, at the models' prices: a call that would pass it is not sent, "
+        "the run stops there (exit 6) and the same command with a higher --budget resumes. YAML: "
+        "budget: {usd: ...}; per run: runs[].budget.",
+    ),
+    click.option(
+        "--budget-tokens",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="As --budget, in tokens (input and output). YAML: budget: {tokens: ...}.",
+    ),
 ]
 
 
@@ -193,8 +279,11 @@ def _run_options(f: Any) -> Any:
 
 @cli.command()
 @_run_options
-@click.option("--dry-run", is_flag=True, help="Say what the run would call, cost and take (as `runner plan`), and "
-              "start nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what the run would call, cost and take (as `runner plan`), and start nothing.",
+)
 @click.option("--wide", is_flag=True, help="The closing tables with every column, however wide the terminal.")
 def run(config: str | None, runs: str | None, wide: bool, dry_run: bool, **o: Any) -> None:
     """Run the config's runs over its dataset, every worker with its own disposable PostgreSQL.
@@ -226,9 +315,18 @@ def run(config: str | None, runs: str | None, wide: bool, dry_run: bool, **o: An
         _finish_run(cfg, summary, results, metrics, interrupted=summary.interrupted or late)
 
 
-def _run_and_report(cfg: Config, wide: bool, signals: Any) -> tuple[Any, dict[str, list[Result]], dict[str, Any]]:
+def _run_and_report(
+    cfg: Config, wide: bool, signals: Any
+) -> tuple[Any, dict[str, list[Result]], dict[str, Any]]:
     """The job, then its tables and reports (also after an error: report.html shows what results/ holds)."""
-    from runner.report.build import analyse, load_runs, print_gateway, print_summary, reports_current, write_reports
+    from runner.report.build import (
+        analyse,
+        load_runs,
+        print_gateway,
+        print_summary,
+        reports_current,
+        write_reports,
+    )
     from runner.report.renderer import WarmRenderer
     from runner.run.job import run_job
 
@@ -252,8 +350,9 @@ def _run_and_report(cfg: Config, wide: bool, signals: Any) -> tuple[Any, dict[st
         renderer.stop()
 
 
-def _finish_run(cfg: Config, summary: Any, results: dict[str, list[Result]], metrics: dict[str, Any], *,
-                interrupted: bool) -> None:
+def _finish_run(
+    cfg: Config, summary: Any, results: dict[str, list[Result]], metrics: dict[str, Any], *, interrupted: bool
+) -> None:
     """The closing lines and the exit code: the run's error (2), an interrupt (130), a run stopped by a refusal
     (2), -x/--maxfail (1), the gates (1), else 0."""
     summary.raise_error()
@@ -262,18 +361,26 @@ def _finish_run(cfg: Config, summary: Any, results: dict[str, list[Result]], met
         sys.exit(INTERRUPTED)
     refused = {run: why for run, why in summary.stopped_runs.items() if not why.startswith(BUDGET_WORDS)}
     for run, why in refused.items():
-        click.echo(f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
-                   "runs the rest)", err=True)
+        click.echo(
+            f"run {run} stopped at its first refused call: {why} (fix the config; the same command then "
+            "runs the rest)",
+            err=True,
+        )
     if refused:
         sys.exit(2)
     if summary.stopped_at_budget:
         _closing_lines(summary.about(results), summary.out)
-        click.echo(f"{summary.stopped_at_budget}: what finished is recorded; the same command with a higher "
-                   "--budget (or runs[].budget) runs the rest", err=True)
+        click.echo(
+            f"{summary.stopped_at_budget}: what finished is recorded; the same command with a higher "
+            "--budget (or runs[].budget) runs the rest",
+            err=True,
+        )
         sys.exit(STOPPED_AT_BUDGET)
     if summary.stopped_early:
-        click.echo(f"stopped early (--maxfail {cfg.maxfail}): the same command without -x/--maxfail runs the rest",
-                   err=True)
+        click.echo(
+            f"stopped early (--maxfail {cfg.maxfail}): the same command without -x/--maxfail runs the rest",
+            err=True,
+        )
         sys.exit(1)
     mine = summary.about(results)
     _closing_lines(mine, summary.out)
@@ -290,26 +397,55 @@ def _run_config(config: str | None, o: dict[str, Any]) -> Config:
         shard = parse_shard(o["shard"])
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--shard") from None
-    cfg = load_config(config, _overrides(
-        workers=o["workers"], slots=o["slots"], concurrency=o["concurrency"], sandbox=o["sandbox"], dsn=o["dsn"],
-        executor=o["executor"], dataset=o["dataset"], limit=o["limit"], shard=shard, output_dir=o["output_dir"],
-        providers_mode=o["providers_mode"], cache=False if o["no_cache"] else None, cache_dir=o["cache_dir"],
-        rerun_errors=o["rerun_errors"] or None, skip_invalid=o["skip_invalid"] or None, force=o["force"] or None,
-        conversation_timeout_seconds=o["conversation_timeout_seconds"],
-        original_models=o["original_models"] or None, allow_retired=o["allow_retired"] or None,
-        prompt_cache=False if o["no_prompt_cache"] else None, fail_on_error=o["fail_on_error"],
-        fail_under=_thresholds(o["fail_under"]) or None, select=o["select"], ids=_id_list(o["ids"]),
-        last_failed=o["last_failed"] or None, maxfail=1 if o["exitfirst"] else o["maxfail"], epochs=o["epochs"],
-        reducer=o["reducer"]))
+    cfg = load_config(
+        config,
+        _overrides(
+            workers=o["workers"],
+            slots=o["slots"],
+            concurrency=o["concurrency"],
+            sandbox=o["sandbox"],
+            dsn=o["dsn"],
+            executor=o["executor"],
+            dataset=o["dataset"],
+            limit=o["limit"],
+            shard=shard,
+            output_dir=o["output_dir"],
+            providers_mode=o["providers_mode"],
+            cache=False if o["no_cache"] else None,
+            cache_dir=o["cache_dir"],
+            rerun_errors=o["rerun_errors"] or None,
+            skip_invalid=o["skip_invalid"] or None,
+            force=o["force"] or None,
+            conversation_timeout_seconds=o["conversation_timeout_seconds"],
+            original_models=o["original_models"] or None,
+            allow_retired=o["allow_retired"] or None,
+            prompt_cache=False if o["no_prompt_cache"] else None,
+            fail_on_error=o["fail_on_error"],
+            fail_under=_thresholds(o["fail_under"]) or None,
+            select=o["select"],
+            ids=_id_list(o["ids"]),
+            last_failed=o["last_failed"] or None,
+            maxfail=1 if o["exitfirst"] else o["maxfail"],
+            epochs=o["epochs"],
+            reducer=o["reducer"],
+        ),
+    )
     if o["budget_usd"] is not None or o["budget_tokens"] is not None:
         from runner.config import SpendCap
 
         was = cfg.budget or SpendCap()
-        cfg = cfg.model_copy(update={"budget": SpendCap(usd=o["budget_usd"] or was.usd,
-                                                        tokens=o["budget_tokens"] or was.tokens)})
+        cfg = cfg.model_copy(
+            update={
+                "budget": SpendCap(usd=o["budget_usd"] or was.usd, tokens=o["budget_tokens"] or was.tokens)
+            }
+        )
     if o["batch"]:
-        cfg = cfg.model_copy(update={"batch": cfg.batch.model_copy(update={"enabled": True}),
-                                     "runs": [r.model_copy(update={"batch": None}) for r in cfg.runs]})
+        cfg = cfg.model_copy(
+            update={
+                "batch": cfg.batch.model_copy(update={"enabled": True}),
+                "runs": [r.model_copy(update={"batch": None}) for r in cfg.runs],
+            }
+        )
     if o["ray_address"]:
         ray = cfg.ray.model_copy(update={"address": o["ray_address"]})
         cfg = cfg.model_copy(update={"executor": "ray", "ray": ray})
@@ -320,8 +456,10 @@ def _same_command(flag: str, *instead_of: str) -> str:
     """This command as typed, with `flag` (--lf, --rerun-errors) at its end, in place of `instead_of`; a
     password in --dsn shown as *** (the line lands in CI logs)."""
     args = [a for a in sys.argv[1:] if a not in (flag, *instead_of)]
-    args = [_hide_password(a) if i and (args[i - 1] == "--dsn" or a.startswith("--dsn=")) else a
-            for i, a in enumerate(args)]
+    args = [
+        _hide_password(a) if i and (args[i - 1] == "--dsn" or a.startswith("--dsn=")) else a
+        for i, a in enumerate(args)
+    ]
     return " ".join(shlex.quote(a) for a in ["runner", *args, flag])
 
 
@@ -343,35 +481,60 @@ def _gates_failed(cfg: Config, results: dict[str, list[Result]], metrics: dict[s
     failed = False
     for run, rows in results.items():
         if rows and all(outcome(r) == "error" for r in rows):
-            click.echo(f"ERROR   {run}: every one of its {len(rows)} result(s) ended in an error, not an outcome of "
-                       "the agent: nothing was measured", err=True)
+            click.echo(
+                f"ERROR   {run}: every one of its {len(rows)} result(s) ended in an error, not an outcome of "
+                "the agent: nothing was measured",
+                err=True,
+            )
             failed = True
     errors = Counter(str(r.error_kind) for rows in results.values() for r in rows if outcome(r) == "error")
     if errors:  # never silent: an error is not the model's failure
-        click.echo(f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
-                   f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); to run them again: "
-                   f"{_same_command('--rerun-errors')}", err=True)
+        click.echo(
+            f"ERROR   {sum(errors.values())} result(s) ended in an error, not an outcome of the agent "
+            f"({', '.join(f'{k}: {v}' for k, v in sorted(errors.items()))}); to run them again: "
+            f"{_same_command('--rerun-errors')}",
+            err=True,
+        )
         failed = failed or (cfg.fail_on_error if cfg.fail_on_error is not None else environment().ci)
     for run, least in cfg.fail_under.items():
         rate = metrics.get(run, {}).get("success_rate")
         if rate is None or rate < least:
-            click.echo(f"ERROR   {run}: success {'unknown' if rate is None else f'{rate:.1%}'} is under its "
-                       f"fail_under of {least:.1%}", err=True)
+            click.echo(
+                f"ERROR   {run}: success {'unknown' if rate is None else f'{rate:.1%}'} is under its "
+                f"fail_under of {least:.1%}",
+                err=True,
+            )
             failed = True
     return failed
 
 
 @cli.command()
 @_run_options
-@click.option("--measured", multiple=True, type=click.Path(file_okay=False), metavar="OUT",
-              help="Also read what this earlier output (a pilot: runner run --limit 10 --out OUT) measured of the same "
-                   "runs; repeatable. The config's own output is always read.")
-@click.option("--tier", "tier_names", multiple=True, metavar="PROVIDER=TIER",
-              help="The time floor under a provider's published tier (anthropic=start|build|scale, "
-                   "openai=tier1..tier5) instead of the config's rate_limits; repeatable.")
+@click.option(
+    "--measured",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    metavar="OUT",
+    help="Also read what this earlier output (a pilot: runner run --limit 10 --out OUT) measured of the same "
+    "runs; repeatable. The config's own output is always read.",
+)
+@click.option(
+    "--tier",
+    "tier_names",
+    multiple=True,
+    metavar="PROVIDER=TIER",
+    help="The time floor under a provider's published tier (anthropic=start|build|scale, "
+    "openai=tier1..tier5) instead of the config's rate_limits; repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The plan as JSON, for scripts.")
-def plan(config: str | None, runs: str | None, measured: tuple[str, ...], tier_names: tuple[str, ...],
-         as_json: bool, **o: Any) -> None:
+def plan(
+    config: str | None,
+    runs: str | None,
+    measured: tuple[str, ...],
+    tier_names: tuple[str, ...],
+    as_json: bool,
+    **o: Any,
+) -> None:
     """What a `runner run` with the same config and options would call, cost and take, before anything is
     spent: per run the records left to do, model calls, tokens, cost (low, expected, high; interactive, with
     prompt caching, batch) and the time the rate limits force. No model is called, no container started.
@@ -406,8 +569,13 @@ def _print_plan(cfg: Config, measured: tuple[str, ...], tiers: dict[str, str], *
 
 @cli.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "output_dir", required=True, type=click.Path(file_okay=False),
-              help="The merged output directory (created).")
+@click.option(
+    "--out",
+    "output_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The merged output directory (created).",
+)
 def merge(dirs: tuple[str, ...], output_dir: str) -> None:
     """Merge shard outputs (e.g. a CI matrix) into one output, as if run unsharded."""
     from pathlib import Path
@@ -423,17 +591,34 @@ def merge(dirs: tuple[str, ...], output_dir: str) -> None:
 
 @cli.command()
 @click.argument("conversation_id")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="The run config (default: built in).")
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False), help="The run config (default: built in)."
+)
 @click.option("--run", "run_name", help="Which run of the config plays it (default: the first).")
-@click.option("--sandbox", type=click.Choice(["auto", "docker", "local", "external"]),
-              help="Where the database runs (auto: docker if an engine answers, else local).")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "docker", "local", "external"]),
+    help="Where the database runs (auto: docker if an engine answers, else local).",
+)
 @click.option("--dsn", help="A database that is already running (with --sandbox external).")
 @click.option("--dataset", type=click.Path(dir_okay=False), help="Conversations JSONL.")
-@click.option("--providers", "providers_mode", type=click.Choice(["auto", "real", "sim"]),
-              help="auto: real APIs when keys are set, else the simulator.")
+@click.option(
+    "--providers",
+    "providers_mode",
+    type=click.Choice(["auto", "real", "sim"]),
+    help="auto: real APIs when keys are set, else the simulator.",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
-def debug(conversation_id: str, config_path: str | None, run_name: str | None, sandbox: str | None,
-          dsn: str | None, dataset: str | None, providers_mode: str | None, no_cache: bool) -> None:
+def debug(
+    conversation_id: str,
+    config_path: str | None,
+    run_name: str | None,
+    sandbox: str | None,
+    dsn: str | None,
+    dataset: str | None,
+    providers_mode: str | None,
+    no_cache: bool,
+) -> None:
     """Replay one record live in one sandbox and leave the database running: a CRM conversation with its
     transcript streamed, or a record of your own harness (python or command) with its result."""
     from rich.console import Console
@@ -441,9 +626,16 @@ def debug(conversation_id: str, config_path: str | None, run_name: str | None, s
     from runner.config import load_config
     from runner.run.debug import debug as do_debug
 
-    cfg = load_config(config_path, _overrides(sandbox=sandbox or ("external" if dsn else None), dsn=dsn,
-                                              dataset=dataset, providers_mode=providers_mode,
-                                              cache=False if no_cache else None))
+    cfg = load_config(
+        config_path,
+        _overrides(
+            sandbox=sandbox or ("external" if dsn else None),
+            dsn=dsn,
+            dataset=dataset,
+            providers_mode=providers_mode,
+            cache=False if no_cache else None,
+        ),
+    )
     do_debug(cfg, conversation_id, run_name, Console())
 
 
@@ -473,8 +665,10 @@ def show(record_id: str, out_dir: str, run_name: str | None) -> None:
     ids = {r.record_id for rows in runs.values() for r in rows}
     if record_id not in ids:
         near = difflib.get_close_matches(record_id, sorted(ids), n=3)
-        raise ConfigError(f"{record_id}: no result for this record in {out}"
-                          + (f"; did you mean {', '.join(near)}?" if near else ""))
+        raise ConfigError(
+            f"{record_id}: no result for this record in {out}"
+            + (f"; did you mean {', '.join(near)}?" if near else "")
+        )
     console = Console()
     show_record(console, runs, record_id)
     _show_foreseen(console, out, runs, record_id)
@@ -505,17 +699,37 @@ def _show_foreseen(console: Any, out: Path, runs: dict[str, list[Result]], recor
 @cli.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("other", required=False, type=click.Path(exists=True, file_okay=False))
-@click.option("--allow-different-datasets", is_flag=True,
-              help="Compare outputs of different dataset files (refused by default).")
+@click.option(
+    "--allow-different-datasets",
+    is_flag=True,
+    help="Compare outputs of different dataset files (refused by default).",
+)
 @click.option("--wide", is_flag=True, help="Every column, however wide the terminal (default: what fits).")
-@click.option("--json", "as_json", is_flag=True, help="report.json on standard output, no tables (for scripts).")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
-              help="Also write JUnit XML for CI test reports: a testcase per record, a testsuite per run.")
-@click.option("--summary", "summary_path", type=click.Path(dir_okay=False),
-              help="Also write the summary and comparisons as markdown (- : standard output); appended to "
-                   "$GITHUB_STEP_SUMMARY when that is set.")
-def report(out_dir: str, other: str | None, allow_different_datasets: bool, wide: bool, as_json: bool,
-           junit_path: str | None, summary_path: str | None) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="report.json on standard output, no tables (for scripts)."
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False),
+    help="Also write JUnit XML for CI test reports: a testcase per record, a testsuite per run.",
+)
+@click.option(
+    "--summary",
+    "summary_path",
+    type=click.Path(dir_okay=False),
+    help="Also write the summary and comparisons as markdown (- : standard output); appended to "
+    "$GITHUB_STEP_SUMMARY when that is set.",
+)
+def report(
+    out_dir: str,
+    other: str | None,
+    allow_different_datasets: bool,
+    wide: bool,
+    as_json: bool,
+    junit_path: str | None,
+    summary_path: str | None,
+) -> None:
     """Tables, report.json and report.html for OUT_DIR; with OTHER, each run of OTHER against the same run of
     OUT_DIR on the records both have (difference in success with its interval, McNemar, won and lost
     records, cost and latency), written to OTHER/compare.json and shown in OTHER/report.html. --junit and
@@ -566,7 +780,9 @@ def dataset() -> None:
 @dataset.command("generate")
 @click.option("--n", "n", default=1200, show_default=True, type=int, help="How many conversations.")
 @click.option("--seed", default=7, show_default=True, type=int, help="The same seed gives the same file.")
-@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="The JSONL file to write.")
+@click.option(
+    "-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="The JSONL file to write."
+)
 def dataset_generate(n: int, seed: int, out: str) -> None:
     """Generate N deterministic CRM conversations."""
     from runner.harness.crm.dataset import Conversation
@@ -631,8 +847,10 @@ def cache_clear(cache_dir: str | None, yes: bool) -> None:
     with _cache(cache_dir) as c:
         if not yes:
             if not sys.stdin.isatty():
-                raise click.UsageError("cache clear asks before it deletes, and nothing here can answer (no "
-                                       "terminal): pass --yes to delete every cached response")
+                raise click.UsageError(
+                    "cache clear asks before it deletes, and nothing here can answer (no "
+                    "terminal): pass --yes to delete every cached response"
+                )
             n = c.stats().get("entries", "all")
             click.confirm(f"delete {n} cached responses? A rerun then pays for every call again", abort=True)
         click.echo(f"removed {c.clear()} entries")
@@ -653,7 +871,9 @@ def _database(config: str | None):  # type: ignore[no-untyped-def]
 @image.command("build")
 @click.argument("config", required=False, type=click.Path(dir_okay=False))
 @click.option("--rebuild", "force", is_flag=True, help="Build again even if the image exists.")
-@click.option("--also-tag", help="Another name for the image (compose/ uses pgsandbox-runner/sandbox:compose).")
+@click.option(
+    "--also-tag", help="Another name for the image (compose/ uses pgsandbox-runner/sandbox:compose)."
+)
 def image_build(config: str | None, force: bool, also_tag: str | None) -> None:
     """Build the sandbox image for CONFIG's database (default: the built-in CRM's) if missing; print the tag."""
     from runner.sandbox.image import ensure_image
@@ -676,10 +896,21 @@ def image_tag_cmd(config: str | None) -> None:
 @click.option("--port", default=8790, show_default=True, type=int, help="0 = any free port")
 @click.option("--upstream-sim", "sim_url", help="Send calls to this simulator instead of the real APIs.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
-@click.option("--settings-json", hidden=True, help="The gateway's settings as JSON (used when a run starts it).")
-@click.option("--listen-fd", type=int, hidden=True, help="Serve on this inherited listening socket (a run's).")
-def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_cache: bool,
-            settings_json: str | None, listen_fd: int | None) -> None:
+@click.option(
+    "--settings-json", hidden=True, help="The gateway's settings as JSON (used when a run starts it)."
+)
+@click.option(
+    "--listen-fd", type=int, hidden=True, help="Serve on this inherited listening socket (a run's)."
+)
+def gateway(
+    config: str | None,
+    host: str,
+    port: int,
+    sim_url: str | None,
+    no_cache: bool,
+    settings_json: str | None,
+    listen_fd: int | None,
+) -> None:
     """One local endpoint for Anthropic and OpenAI SDK calls: CONFIG's rate limits as one budget, retries,
     response cache. Point SDKs at it with ANTHROPIC_BASE_URL / OPENAI_BASE_URL and give them its token as
     their API key (RUNNER_GATEWAY_TOKEN sets it; else one is made and printed): it calls the providers with
@@ -700,16 +931,30 @@ def gateway(config: str | None, host: str, port: int, sim_url: str | None, no_ca
     made = token is None and not settings_json
     if made:
         token = secrets.token_urlsafe(24)
-    serve(build_gateway(settings, token=token), host, port, listen_fd=listen_fd,
-          token_line=f"token: {token} (your SDKs' API key for this gateway; set {TOKEN_ENV} to choose it)"
-          if made else None)
+    serve(
+        build_gateway(settings, token=token),
+        host,
+        port,
+        listen_fd=listen_fd,
+        token_line=f"token: {token} (your SDKs' API key for this gateway; set {TOKEN_ENV} to choose it)"
+        if made
+        else None,
+    )
 
 
 @cli.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="Show this config's `models:` overrides applied (with --live: ask about its models only).")
-@click.option("--live", is_flag=True, help="Ask each provider's models endpoint (the SDKs' models API) and show its "
-              "answer beside the table: the real APIs when their keys are set, else the simulator's.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="Show this config's `models:` overrides applied (with --live: ask about its models only).",
+)
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Ask each provider's models endpoint (the SDKs' models API) and show its "
+    "answer beside the table: the real APIs when their keys are set, else the simulator's.",
+)
 def models(config_path: str | None, live: bool) -> None:
     """The models table: what each model takes (sampling, thinking), its limits, prices (with their date and
     source) and retirement, as the runner uses them (docs/configuration.md#models)."""
@@ -740,13 +985,26 @@ def sim() -> None:
 @sim.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (keep it local).")
 @click.option("--port", default=8765, show_default=True, type=int, help="0 = any free port")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Take simulator: from this config.")
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False), help="Take simulator: from this config."
+)
 @click.option("--settings-json", hidden=True, help="Settings as JSON (used when a run starts the simulator).")
-@click.option("--listen-fd", type=int, hidden=True, help="Serve on this inherited listening socket (a run's).")
-@click.option("--warm", help="The wire formats to resolve the SDK types of at start (anthropic,openai; default "
-              "both); another is resolved when first asked.")
-def sim_serve(host: str, port: int, config_path: str | None, settings_json: str | None,
-              listen_fd: int | None, warm: str | None) -> None:
+@click.option(
+    "--listen-fd", type=int, hidden=True, help="Serve on this inherited listening socket (a run's)."
+)
+@click.option(
+    "--warm",
+    help="The wire formats to resolve the SDK types of at start (anthropic,openai; default "
+    "both); another is resolved when first asked.",
+)
+def sim_serve(
+    host: str,
+    port: int,
+    config_path: str | None,
+    settings_json: str | None,
+    listen_fd: int | None,
+    warm: str | None,
+) -> None:
     """Serve POST /v1/messages, POST /v1/chat/completions, GET /stats until interrupted."""
     from runner.config import SimSettings, load_config
     from runner.models.sim.server import serve
@@ -766,15 +1024,29 @@ def sim_serve(host: str, port: int, config_path: str | None, settings_json: str 
 
 @cli.command()
 @click.argument("out_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--format", "fmt", required=True, type=click.Choice(["inspect", "otel"]),
-              help="inspect: an Inspect AI eval log per run (extra: inspect); otel: OpenTelemetry traces over "
-                   "OTLP/HTTP, a trace per record (extra: otel).")
-@click.option("--out", "dest", type=click.Path(file_okay=False),
-              help="inspect: the log directory to write (default OUT_DIR/inspect).")
-@click.option("--endpoint", help="otel: the OTLP/HTTP collector (default: OTEL_EXPORTER_OTLP_ENDPOINT, else "
-                                 "http://127.0.0.1:4318).")
-@click.option("--capture-content", is_flag=True, help="otel: tool calls' arguments and results on their spans (they "
-                                                      "may hold what the records hold).")
+@click.option(
+    "--format",
+    "fmt",
+    required=True,
+    type=click.Choice(["inspect", "otel"]),
+    help="inspect: an Inspect AI eval log per run (extra: inspect); otel: OpenTelemetry traces over "
+    "OTLP/HTTP, a trace per record (extra: otel).",
+)
+@click.option(
+    "--out",
+    "dest",
+    type=click.Path(file_okay=False),
+    help="inspect: the log directory to write (default OUT_DIR/inspect).",
+)
+@click.option(
+    "--endpoint",
+    help="otel: the OTLP/HTTP collector (default: OTEL_EXPORTER_OTLP_ENDPOINT, else http://127.0.0.1:4318).",
+)
+@click.option(
+    "--capture-content",
+    is_flag=True,
+    help="otel: tool calls' arguments and results on their spans (they may hold what the records hold).",
+)
 def export(out_dir: str, fmt: str, dest: str | None, endpoint: str | None, capture_content: bool) -> None:
     """OUT_DIR's results where other tools read them: Inspect AI eval logs (`inspect view --log-dir DIR`) or
     OpenTelemetry traces with the GenAI semantic conventions' names (docs/exports.md)."""
@@ -801,8 +1073,16 @@ def _verbose_everywhere(group: click.Group) -> None:
         if isinstance(cmd, click.Group):
             _verbose_everywhere(cmd)
         elif not any("--verbose" in p.opts for p in cmd.params):
-            cmd.params.append(click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True,
-                                           callback=_verbose, help="Debug output on the console."))
+            cmd.params.append(
+                click.Option(
+                    ["-v", "--verbose"],
+                    is_flag=True,
+                    expose_value=False,
+                    is_eager=True,
+                    callback=_verbose,
+                    help="Debug output on the console.",
+                )
+            )
 
 
 _verbose_everywhere(cli)

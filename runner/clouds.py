@@ -31,8 +31,12 @@ from runner.errors import ConfigError
 DEFAULT_TIMEOUT_SECONDS = 60.0
 # What the runner presents to the simulator in each cloud's place: an AWS key pair to sign with (20
 # characters, as an access key id is), a Google access token, an Azure key.
-SIM_CREDENTIALS = {"aws_access_key": SIM_AWS_KEY[0], "aws_secret_key": SIM_AWS_KEY[1],
-                   "vertex_token": "simulator-token", "azure_key": "simulator-key"}
+SIM_CREDENTIALS = {
+    "aws_access_key": SIM_AWS_KEY[0],
+    "aws_secret_key": SIM_AWS_KEY[1],
+    "vertex_token": "simulator-token",
+    "azure_key": "simulator-key",
+}
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,11 @@ class VertexTarget:
         it for the region: the global and multi-region hosts apart."""
         if self.base_url:
             return self.base_url
-        hosts = {"global": "aiplatform.googleapis.com", "us": "aiplatform.us.rep.googleapis.com",
-                 "eu": "aiplatform.eu.rep.googleapis.com"}
+        hosts = {
+            "global": "aiplatform.googleapis.com",
+            "us": "aiplatform.us.rep.googleapis.com",
+            "eu": "aiplatform.eu.rep.googleapis.com",
+        }
         host = hosts.get(self.region, f"{self.region}-aiplatform.googleapis.com")
         return f"https://{host}/v1"
 
@@ -120,20 +127,37 @@ def target(cfg: Config, ref: ModelRef, *, mode: Literal["real", "sim"], who: str
 
     timeout = s.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
     if isinstance(s, BedrockSettings):
-        return BedrockTarget(required(s.region, "region", "AWS_REGION", "AWS_DEFAULT_REGION"),
-                             s.profile or env.get("AWS_PROFILE"),
-                             s.base_url or env.get("ANTHROPIC_BEDROCK_BASE_URL"), timeout, s.batch_s3_uri,
-                             s.batch_role_arn, s.control_url, s.s3_url)
+        return BedrockTarget(
+            required(s.region, "region", "AWS_REGION", "AWS_DEFAULT_REGION"),
+            s.profile or env.get("AWS_PROFILE"),
+            s.base_url or env.get("ANTHROPIC_BEDROCK_BASE_URL"),
+            timeout,
+            s.batch_s3_uri,
+            s.batch_role_arn,
+            s.control_url,
+            s.s3_url,
+        )
     if isinstance(s, VertexSettings):
-        return VertexTarget(required(s.project, "project", "ANTHROPIC_VERTEX_PROJECT_ID"),
-                            required(s.region, "region", "CLOUD_ML_REGION"),
-                            s.base_url or env.get("ANTHROPIC_VERTEX_BASE_URL"), timeout)
+        return VertexTarget(
+            required(s.project, "project", "ANTHROPIC_VERTEX_PROJECT_ID"),
+            required(s.region, "region", "CLOUD_ML_REGION"),
+            s.base_url or env.get("ANTHROPIC_VERTEX_BASE_URL"),
+            timeout,
+        )
     assert isinstance(s, AzureSettings)
-    resource = required(s.endpoint, "endpoint", "AZURE_OPENAI_ENDPOINT") if mode == "real" \
+    resource = (
+        required(s.endpoint, "endpoint", "AZURE_OPENAI_ENDPOINT")
+        if mode == "real"
         else s.endpoint or env.get("AZURE_OPENAI_ENDPOINT", "")
+    )
     deployment = s.deployment or ref.model
-    return AzureTarget(resource.rstrip("/"), required(s.api_version, "api_version", "OPENAI_API_VERSION"),
-                       deployment, s.batch_deployment or deployment, timeout)
+    return AzureTarget(
+        resource.rstrip("/"),
+        required(s.api_version, "api_version", "OPENAI_API_VERSION"),
+        deployment,
+        s.batch_deployment or deployment,
+        timeout,
+    )
 
 
 # What each cloud's client needs beyond the SDK itself (the anthropic SDK's own extras): botocore signs every
@@ -153,8 +177,9 @@ def check_extras(provider: str, who: str, *, needs_google_auth: bool) -> None:
     except ModuleNotFoundError:  # a parent package missing (google)
         found = False
     if not found:
-        raise ConfigError(f"{provider} needs {package} (needed by {who}): "
-                          "pip install 'pgsandbox-runner[clouds]'")
+        raise ConfigError(
+            f"{provider} needs {package} (needed by {who}): pip install 'pgsandbox-runner[clouds]'"
+        )
 
 
 def check_credentials(provider: str, target: Target, who: str) -> None:
@@ -180,10 +205,14 @@ def check_credentials(provider: str, target: Target, who: str) -> None:
             found = False
     if not found:
         sets = " or ".join("+".join(names) for names in CLOUD_CREDENTIALS[provider])
-        extra = {"bedrock": ", or an AWS profile with credentials",
-                 "vertex": ", or Application Default Credentials (gcloud auth application-default login)"}
-        raise ConfigError(f"no {provider} credentials: set {sets}{extra.get(provider, '')} (needed by {who}; "
-                          "or run on the simulator: --providers sim)")
+        extra = {
+            "bedrock": ", or an AWS profile with credentials",
+            "vertex": ", or Application Default Credentials (gcloud auth application-default login)",
+        }
+        raise ConfigError(
+            f"no {provider} credentials: set {sets}{extra.get(provider, '')} (needed by {who}; "
+            "or run on the simulator: --providers sim)"
+        )
 
 
 def azure_deployments(cfg: Config) -> dict[str, str]:
@@ -203,8 +232,12 @@ def azure_deployments(cfg: Config) -> dict[str, str]:
 def gateway_target(cfg: Config, cloud: str, mode: Literal["real", "sim"]) -> Target | None:
     """The one place a gateway sends a cloud's calls: the first run's of that cloud, else the config's block
     and the environment; None where they say too little (no region: the gateway then refuses those calls)."""
-    refs = [ref for r in cfg.model_runs() for ref in (r.model_ref(), r.teacher)
-            if ref is not None and ref.provider == cloud]
+    refs = [
+        ref
+        for r in cfg.model_runs()
+        for ref in (r.model_ref(), r.teacher)
+        if ref is not None and ref.provider == cloud
+    ]
     try:
         return target(cfg, refs[0] if refs else ModelRef(provider=cloud, model=""), mode=mode)
     except ConfigError:
@@ -220,8 +253,9 @@ def cloud_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
     out: dict[str, str] = {}
     refs = [(r.name, ref) for r in cfg.model_runs() for ref in (r.model_ref(), r.teacher) if ref is not None]
     for cloud in sorted(clouds_used(cfg)):
-        mine = [(run, ref) for run, ref in refs if ref.provider == cloud] or \
-            [("", ModelRef(provider=cloud, model=""))]
+        mine = [(run, ref) for run, ref in refs if ref.provider == cloud] or [
+            ("", ModelRef(provider=cloud, model=""))
+        ]
         for run, ref in mine:
             try:
                 where = target(cfg, ref, mode=mode).endpoint()
@@ -234,6 +268,19 @@ def cloud_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
     return out
 
 
-__all__ = ["CLOUDS", "SIM_CREDENTIALS", "AzureTarget", "BedrockTarget", "Target", "VertexTarget",
-           "azure_deployments", "check_credentials", "check_extras", "cloud_endpoints", "clouds_used",
-           "gateway_target", "settings_of", "target"]
+__all__ = [
+    "CLOUDS",
+    "SIM_CREDENTIALS",
+    "AzureTarget",
+    "BedrockTarget",
+    "Target",
+    "VertexTarget",
+    "azure_deployments",
+    "check_credentials",
+    "check_extras",
+    "cloud_endpoints",
+    "clouds_used",
+    "gateway_target",
+    "settings_of",
+    "target",
+]

@@ -31,27 +31,52 @@ Provider = Literal["anthropic", "openai", "bedrock", "vertex", "azure"]
 CLOUDS = ("bedrock", "vertex", "azure")
 # The wire format each provider speaks: Amazon Bedrock (InvokeModel) and Google Vertex AI (rawPredict) take
 # Anthropic's Messages body, Azure OpenAI takes OpenAI's Chat Completions body.
-API_OF = {"anthropic": "anthropic", "openai": "openai", "bedrock": "anthropic", "vertex": "anthropic",
-          "azure": "openai"}
+API_OF = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "bedrock": "anthropic",
+    "vertex": "anthropic",
+    "azure": "openai",
+}
 # Clouds whose batch service the runner does not use (Vertex AI batch prediction: jobs over Cloud Storage
 # files): their calls go interactive, counted and budgeted as any other.
 UNBATCHED = frozenset({"vertex"})
 # A cloud's credential when it is one token, read from the variable its SDK reads (Bedrock API key, Azure
 # OpenAI key) or, for Vertex, which has none, a Google OAuth access token (the variable Terraform's google
 # provider reads); the gateway gives a user's harness the run's token under these names.
-CLOUD_KEY_ENV = {"bedrock": "AWS_BEARER_TOKEN_BEDROCK", "vertex": "GOOGLE_OAUTH_ACCESS_TOKEN",
-                 "azure": "AZURE_OPENAI_API_KEY"}
+CLOUD_KEY_ENV = {
+    "bedrock": "AWS_BEARER_TOKEN_BEDROCK",
+    "vertex": "GOOGLE_OAUTH_ACCESS_TOKEN",
+    "azure": "AZURE_OPENAI_API_KEY",
+}
 # What each cloud's SDK reads from the environment (settings and credentials), read once here.
-CLOUD_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-             "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "ANTHROPIC_BEDROCK_BASE_URL", "CLOUD_ML_REGION",
-             "ANTHROPIC_VERTEX_PROJECT_ID", "ANTHROPIC_VERTEX_BASE_URL", "GOOGLE_OAUTH_ACCESS_TOKEN",
-             "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY",
-             "AZURE_OPENAI_AD_TOKEN", "OPENAI_API_VERSION")
+CLOUD_ENV = (
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_PROFILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "CLOUD_ML_REGION",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "GOOGLE_OAUTH_ACCESS_TOKEN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_OPENAI_ENDPOINT",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_AD_TOKEN",
+    "OPENAI_API_VERSION",
+)
 # Any one of these sets of variables holds a cloud's credentials (as its SDK finds them: a Bedrock API key or
 # an AWS key pair or profile; a Google access token or a service account's key file; an Azure key or token).
 CLOUD_CREDENTIALS = {
-    "bedrock": (("AWS_BEARER_TOKEN_BEDROCK",), ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
-                ("AWS_PROFILE",)),
+    "bedrock": (
+        ("AWS_BEARER_TOKEN_BEDROCK",),
+        ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+        ("AWS_PROFILE",),
+    ),
     "vertex": (("GOOGLE_OAUTH_ACCESS_TOKEN",), ("GOOGLE_APPLICATION_CREDENTIALS",)),
     "azure": (("AZURE_OPENAI_API_KEY",), ("AZURE_OPENAI_AD_TOKEN",)),
 }
@@ -121,9 +146,12 @@ ANTHROPIC_TIERS = {
 
 class LimitSpec(Limits):
     preset: Literal["tier1", "tier2", "tier3", "tier4"] | None = None
-    covers: list[str] = Field(default_factory=list, description="more calls this budget pays for, as keys: "
-                              "provider or provider/model (e.g. bedrock under anthropic: a Bedrock Claude "
-                              "and a first-party Claude drawing on one budget; by default each has its own)")
+    covers: list[str] = Field(
+        default_factory=list,
+        description="more calls this budget pays for, as keys: "
+        "provider or provider/model (e.g. bedrock under anthropic: a Bedrock Claude "
+        "and a first-party Claude drawing on one budget; by default each has its own)",
+    )
 
     def resolved(self) -> Limits:
         base = ANTHROPIC_TIERS[self.preset] if self.preset else Limits()
@@ -152,22 +180,42 @@ class BatchSettings(_Frozen):
     own result arrives (usually minutes, at most 24 h)."""
 
     enabled: bool = Field(False, description="every run in batch mode (a run's own `batch:` decides for it)")
-    window_seconds: float = Field(2.0, gt=0, description="calls are held this long after the first of a batch")
-    max_requests: int = Field(1000, ge=1, le=50_000, description="a batch goes as soon as this many calls are held "
-                                                                 "(the APIs take up to 100,000 and 50,000)")
-    poll_min_seconds: float = Field(1.0, gt=0, description="first wait before asking whether a batch has ended")
+    window_seconds: float = Field(
+        2.0, gt=0, description="calls are held this long after the first of a batch"
+    )
+    max_requests: int = Field(
+        1000,
+        ge=1,
+        le=50_000,
+        description="a batch goes as soon as this many calls are held "
+        "(the APIs take up to 100,000 and 50,000)",
+    )
+    poll_min_seconds: float = Field(
+        1.0, gt=0, description="first wait before asking whether a batch has ended"
+    )
     poll_max_seconds: float = Field(60.0, gt=0, description="the wait between asks doubles up to this")
-    retries: int = Field(2, ge=0, description="an errored, expired or cancelled request goes into the next batch "
-                                              "this many times")
-    max_queued: dict[str, int] = Field(default_factory=dict, description="per provider, requests in batches not "
-                                       "yet ended at most (your tier's batch queue limit); more wait their turn")
+    retries: int = Field(
+        2,
+        ge=0,
+        description="an errored, expired or cancelled request goes into the next batch this many times",
+    )
+    max_queued: dict[str, int] = Field(
+        default_factory=dict,
+        description="per provider, requests in batches not "
+        "yet ended at most (your tier's batch queue limit); more wait their turn",
+    )
     max_queued_tokens: dict[str, int] = Field(
-        default_factory=dict, description="per model (key provider/model, or provider for each of its models), "
+        default_factory=dict,
+        description="per model (key provider/model, or provider for each of its models), "
         "input tokens in batches not yet ended at most (OpenAI's enqueued-token limit; estimated as a quarter of "
-        "each request's bytes); more wait their turn")
-    then: Literal["interactive", "error"] = Field("interactive", description="past `retries`: the request goes "
-                                                  "interactive (full price, the per-minute budget), or the caller "
-                                                  "gets the error")
+        "each request's bytes); more wait their turn",
+    )
+    then: Literal["interactive", "error"] = Field(
+        "interactive",
+        description="past `retries`: the request goes "
+        "interactive (full price, the per-minute budget), or the caller "
+        "gets the error",
+    )
 
 
 class OtelSettings(_Frozen):
@@ -175,20 +223,30 @@ class OtelSettings(_Frozen):
     conventions' names, sent over OTLP/HTTP as the result is written. Headers (a hosted backend's key) come
     from OTEL_EXPORTER_OTLP_HEADERS, never from this file."""
 
-    endpoint: str | None = Field(None, pattern=r"^https?://", description="an OTLP/HTTP collector, e.g. "
-                                 "http://127.0.0.1:4318 (/v1/traces is added); unset: no live export")
-    capture_content: bool = Field(False, description="tool calls' arguments and results on their spans (they may "
-                                                     "hold what the records hold)")
+    endpoint: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="an OTLP/HTTP collector, e.g. "
+        "http://127.0.0.1:4318 (/v1/traces is added); unset: no live export",
+    )
+    capture_content: bool = Field(
+        False,
+        description="tool calls' arguments and results on their spans (they may hold what the records hold)",
+    )
 
 
 class ProviderSettings(_Frozen):
-    base_url: str | None = Field(None, description="what the provider's SDK takes as base_url (OpenAI's ends in "
-                                                   "/v1, Anthropic's does not)")
+    base_url: str | None = Field(
+        None,
+        description="what the provider's SDK takes as base_url (OpenAI's ends in /v1, Anthropic's does not)",
+    )
     timeout_seconds: float = Field(60.0, gt=0)
     transport: Literal["auto", "sdk", "lean"] = Field(
-        "auto", description="sdk: every call through the official SDK's request code; lean: the SDK's request "
-                            "learned once, then sent over the runner's own connections (CPU for the simulator); "
-                            "auto: sdk on the real APIs, lean on the simulator")
+        "auto",
+        description="sdk: every call through the official SDK's request code; lean: the SDK's request "
+        "learned once, then sent over the runner's own connections (CPU for the simulator); "
+        "auto: sdk on the real APIs, lean on the simulator",
+    )
 
 
 class BedrockSettings(_Frozen):
@@ -197,20 +255,31 @@ class BedrockSettings(_Frozen):
     key in AWS_BEARER_TOKEN_BEDROCK."""
 
     region: str | None = Field(None, description="default: AWS_REGION, else AWS_DEFAULT_REGION")
-    profile: str | None = Field(None, description="an AWS profile (default: AWS_PROFILE, else the SDK's "
-                                                  "chain)")
-    base_url: str | None = Field(None, description="default: ANTHROPIC_BEDROCK_BASE_URL, else "
-                                                   "https://bedrock-runtime.{region}.amazonaws.com")
+    profile: str | None = Field(
+        None, description="an AWS profile (default: AWS_PROFILE, else the SDK's chain)"
+    )
+    base_url: str | None = Field(
+        None,
+        description="default: ANTHROPIC_BEDROCK_BASE_URL, else "
+        "https://bedrock-runtime.{region}.amazonaws.com",
+    )
     timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
-    batch_s3_uri: str | None = Field(None, pattern=r"^s3://[^/]+(/.*)?$", description="batch mode: where its "
-                                     "jobs' input and output files go, s3://bucket/prefix/ (required)")
-    batch_role_arn: str | None = Field(None, pattern=r"^arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+$",
-                                       description="batch mode: the service role its batch inference jobs run as "
-                                                   "(required)")
-    control_url: str | None = Field(None, description="batch mode: the control plane (default: "
-                                                      "https://bedrock.{region}.amazonaws.com)")
-    s3_url: str | None = Field(None, description="batch mode: S3, path-style (default: "
-                                                 "https://s3.{region}.amazonaws.com)")
+    batch_s3_uri: str | None = Field(
+        None,
+        pattern=r"^s3://[^/]+(/.*)?$",
+        description="batch mode: where its jobs' input and output files go, s3://bucket/prefix/ (required)",
+    )
+    batch_role_arn: str | None = Field(
+        None,
+        pattern=r"^arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+$",
+        description="batch mode: the service role its batch inference jobs run as (required)",
+    )
+    control_url: str | None = Field(
+        None, description="batch mode: the control plane (default: https://bedrock.{region}.amazonaws.com)"
+    )
+    s3_url: str | None = Field(
+        None, description="batch mode: S3, path-style (default: https://s3.{region}.amazonaws.com)"
+    )
 
 
 class VertexSettings(_Frozen):
@@ -219,10 +288,14 @@ class VertexSettings(_Frozen):
     or `gcloud auth application-default login`)."""
 
     project: str | None = Field(None, description="default: ANTHROPIC_VERTEX_PROJECT_ID")
-    region: str | None = Field(None, description="a location such as us-east5, or global (default: "
-                                                 "CLOUD_ML_REGION)")
-    base_url: str | None = Field(None, description="default: ANTHROPIC_VERTEX_BASE_URL, else the region's "
-                                                   "https://{region}-aiplatform.googleapis.com/v1")
+    region: str | None = Field(
+        None, description="a location such as us-east5, or global (default: CLOUD_ML_REGION)"
+    )
+    base_url: str | None = Field(
+        None,
+        description="default: ANTHROPIC_VERTEX_BASE_URL, else the region's "
+        "https://{region}-aiplatform.googleapis.com/v1",
+    )
     timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
 
 
@@ -230,12 +303,17 @@ class AzureSettings(_Frozen):
     """Azure OpenAI (openai.AzureOpenAI): GPT models through a resource's deployments. Credentials:
     AZURE_OPENAI_API_KEY (or a Microsoft Entra token in AZURE_OPENAI_AD_TOKEN)."""
 
-    endpoint: str | None = Field(None, pattern=r"^https?://", description="the resource, e.g. "
-                                 "https://my-resource.openai.azure.com (default: AZURE_OPENAI_ENDPOINT)")
+    endpoint: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="the resource, e.g. "
+        "https://my-resource.openai.azure.com (default: AZURE_OPENAI_ENDPOINT)",
+    )
     api_version: str | None = Field(None, description="e.g. 2024-10-21 (default: OPENAI_API_VERSION)")
     deployment: str | None = Field(None, description="the deployment calls name (default: the run's model)")
-    batch_deployment: str | None = Field(None, description="batch mode: the Global-Batch deployment its "
-                                                           "batch lines name (default: deployment)")
+    batch_deployment: str | None = Field(
+        None, description="batch mode: the Global-Batch deployment its batch lines name (default: deployment)"
+    )
     timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
 
 
@@ -267,23 +345,38 @@ class BatchTurnaround(_Frozen):
     the end of the window expires."""
 
     median_seconds: float = Field(2.0, gt=0, description="median time a request in a batch takes to be done")
-    p95_seconds: float | None = Field(None, gt=0, description="95th percentile (None: every request the median)")
-    window_seconds: float = Field(86400.0, gt=0, description="the batch's 24 h: a request not done by then expires")
+    p95_seconds: float | None = Field(
+        None, gt=0, description="95th percentile (None: every request the median)"
+    )
+    window_seconds: float = Field(
+        86400.0, gt=0, description="the batch's 24 h: a request not done by then expires"
+    )
     errored: float = Field(0.0, ge=0, le=1, description="share of requests that end in an API error (a 500)")
     expired: float = Field(0.0, ge=0, le=1, description="share of requests that never finish (they expire)")
     seed: int = 0
-    scale: float = Field(1.0, gt=0, description="the providers' seconds one second of these turnarounds stands for "
-                                                "(a bench that runs batches 60 x faster than real sets 60): prompt-"
-                                                "cache entries age at the providers' pace inside batches")
+    scale: float = Field(
+        1.0,
+        gt=0,
+        description="the providers' seconds one second of these turnarounds stands for "
+        "(a bench that runs batches 60 x faster than real sets 60): prompt-"
+        "cache entries age at the providers' pace inside batches",
+    )
     busy: float = Field(0.0, ge=0, le=1, description="share of batch creates answered 429 (with retry-after)")
     busy_first: int = Field(0, ge=0, description="the first this many batch creates are answered 429")
-    create_seconds: float = Field(0.0, ge=0, description="how long a batch create takes to answer (the batch "
-                                                         "exists from its start: a caller killed meanwhile "
-                                                         "leaves it made)")
+    create_seconds: float = Field(
+        0.0,
+        ge=0,
+        description="how long a batch create takes to answer (the batch "
+        "exists from its start: a caller killed meanwhile "
+        "leaves it made)",
+    )
     retry_after_seconds: float = Field(1.0, ge=0, description="what a busy answer's retry-after says")
-    enqueued_tokens: dict[str, int] = Field(default_factory=dict, description="OpenAI: per model, the prompt "
-                                            "tokens batches not yet ended may hold; a batch past it fails "
-                                            "('Enqueued token limit reached')")
+    enqueued_tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="OpenAI: per model, the prompt "
+        "tokens batches not yet ended may hold; a batch past it fails "
+        "('Enqueued token limit reached')",
+    )
 
 
 # The AWS key the runner signs its Bedrock calls to the simulator with (its secret is no secret: the simulator
@@ -295,26 +388,44 @@ class SimSettings(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(0, ge=0, le=65535)
     latency: Latency = Latency()
-    limits: dict[str, Limits] = Field(default_factory=dict, description="per model: the simulator model, or the "
-                                      "real one a caller says it plays (x-sim-plays), as the real APIs limit per model")
+    limits: dict[str, Limits] = Field(
+        default_factory=dict,
+        description="per model: the simulator model, or the "
+        "real one a caller says it plays (x-sim-plays), as the real APIs limit per model",
+    )
     faults: Faults = Faults()
     seed: int = 0
     stream_interval_ms: float = Field(0.0, ge=0, description="pause between streamed events (a slow stream)")
-    compress: bool = Field(False, description="answer gzip/deflate-encoded to clients that accept it, as the real "
-                                              "APIs do (off by default: it costs the simulator CPU)")
+    compress: bool = Field(
+        False,
+        description="answer gzip/deflate-encoded to clients that accept it, as the real "
+        "APIs do (off by default: it costs the simulator CPU)",
+    )
     batches: BatchTurnaround = BatchTurnaround()
-    state_dir: str | None = Field(None, description="where batches outlive the simulator's process, as a "
-                                                    "provider's do (a run sets its output's simulator/)")
-    tls_cert: str | None = Field(None, description="serve HTTPS with this certificate (PEM; with tls_key): a "
-                                                   "provider behind TLS, for tests of trust stores and proxies")
+    state_dir: str | None = Field(
+        None,
+        description="where batches outlive the simulator's process, as a "
+        "provider's do (a run sets its output's simulator/)",
+    )
+    tls_cert: str | None = Field(
+        None,
+        description="serve HTTPS with this certificate (PEM; with tls_key): a "
+        "provider behind TLS, for tests of trust stores and proxies",
+    )
     tls_key: str | None = None
-    deployments: dict[str, str] = Field(default_factory=dict, description="Azure OpenAI: deployment -> the "
-                                        "model it serves, as a resource's deployments are made (a run adds "
-                                        "its own); a deployment named as a model serves that model")
-    aws_keys: dict[str, str] = Field(default_factory=lambda: dict([SIM_AWS_KEY]), description="Bedrock: access "
-                                     "key id -> secret, the keys its account has: a SigV4 signature is checked "
-                                     "with its key's secret, a key not here is refused as unknown (the runner's "
-                                     "stand-in key is one)")
+    deployments: dict[str, str] = Field(
+        default_factory=dict,
+        description="Azure OpenAI: deployment -> the "
+        "model it serves, as a resource's deployments are made (a run adds "
+        "its own); a deployment named as a model serves that model",
+    )
+    aws_keys: dict[str, str] = Field(
+        default_factory=lambda: dict([SIM_AWS_KEY]),
+        description="Bedrock: access "
+        "key id -> secret, the keys its account has: a SigV4 signature is checked "
+        "with its key's secret, a key not here is refused as unknown (the runner's "
+        "stand-in key is one)",
+    )
 
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
@@ -325,12 +436,20 @@ class Thinking(_Frozen):
     told not to, and their thinking tokens come out of the same output limit as the answer."""
 
     thinking: Literal["model-default", "off", "on"] = Field(
-        "model-default", description="off: disabled where the model thinks by default; on: adaptive where taken, "
-                                     "else a budget; model-default: send nothing (the start line says what it does)")
-    effort: Effort | None = Field(None, description="Anthropic output_config.effort / OpenAI reasoning_effort")
-    thinking_tokens: int = Field(4096, ge=0, description="added to max_output_tokens whenever the model thinks, so "
-                                                         "thinking cannot starve the answer (the budget, for "
-                                                         "budget_tokens models)")
+        "model-default",
+        description="off: disabled where the model thinks by default; on: adaptive where taken, "
+        "else a budget; model-default: send nothing (the start line says what it does)",
+    )
+    effort: Effort | None = Field(
+        None, description="Anthropic output_config.effort / OpenAI reasoning_effort"
+    )
+    thinking_tokens: int = Field(
+        4096,
+        ge=0,
+        description="added to max_output_tokens whenever the model thinks, so "
+        "thinking cannot starve the answer (the budget, for "
+        "budget_tokens models)",
+    )
 
     @field_validator("thinking", mode="before")
     @classmethod
@@ -377,7 +496,9 @@ class RunSpec(Thinking, CloudOverrides):
     """One named run: its parameters and env for any harness; provider/model for the model-calling ones."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
-    params: dict[str, Any] = Field(default_factory=dict, description="handed to the harness; {name} in templates")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="handed to the harness; {name} in templates"
+    )
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for this run's records")
     provider: Provider | None = None
     model: str | None = None
@@ -385,10 +506,16 @@ class RunSpec(Thinking, CloudOverrides):
     original_model: str | None = Field(None, description="the seeds' model id, used with --original-models")
     agent: Literal["baseline", "atlas"] = "baseline"
     teacher: ModelRef | None = None
-    batch: bool | None = Field(None, description="this run's model calls through the providers' batch APIs (None: "
-                                                 "as `batch.enabled`); not part of what makes runs comparable")
-    budget: SpendCap | None = Field(None, description="what this run may spend (usd, tokens): at the cap it stops; "
-                                                      "not part of what makes runs comparable")
+    batch: bool | None = Field(
+        None,
+        description="this run's model calls through the providers' batch APIs (None: "
+        "as `batch.enabled`); not part of what makes runs comparable",
+    )
+    budget: SpendCap | None = Field(
+        None,
+        description="what this run may spend (usd, tokens): at the cap it stops; "
+        "not part of what makes runs comparable",
+    )
     temperature: float = Field(0.0, ge=0, le=2)
     max_output_tokens: int = Field(800, ge=1)
     step_limit: int = Field(8, ge=1, le=100)
@@ -401,18 +528,28 @@ class RunSpec(Thinking, CloudOverrides):
             raise ValueError("provider and model go together")
         self._only_its_cloud(self.provider)
         if self.batch and self.provider in UNBATCHED:
-            raise ValueError(f"batch: the runner does not use {self.provider}'s batch service (jobs over "
-                             "cloud storage files): its calls go interactive; leave batch unset")
+            raise ValueError(
+                f"batch: the runner does not use {self.provider}'s batch service (jobs over "
+                "cloud storage files): its calls go interactive; leave batch unset"
+            )
         return self
 
     def model_ref(self) -> ModelRef:
         """This run's model; only runs of model-calling harnesses (crm) have one."""
         if self.provider is None or self.model is None:
             raise ValueError(f"run {self.name} has no provider/model")
-        return ModelRef(provider=self.provider, model=self.model, sim_model=self.sim_model,
-                        original_model=self.original_model, thinking=self.thinking, effort=self.effort,
-                        thinking_tokens=self.thinking_tokens, bedrock=self.bedrock, vertex=self.vertex,
-                        azure=self.azure)
+        return ModelRef(
+            provider=self.provider,
+            model=self.model,
+            sim_model=self.sim_model,
+            original_model=self.original_model,
+            thinking=self.thinking,
+            effort=self.effort,
+            thinking_tokens=self.thinking_tokens,
+            bedrock=self.bedrock,
+            vertex=self.vertex,
+            azure=self.azure,
+        )
 
     def template_values(self) -> dict[str, str]:
         """{run} and each parameter, for env and argv templates."""
@@ -429,17 +566,29 @@ class HarnessSettings(_Frozen):
     """What runs one record: the built-in CRM, a Python function, or a command (docs/harness.md)."""
 
     kind: Literal["crm", "python", "command"] = "crm"
-    entrypoint: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
-                                   description="python: package.module:function")
+    entrypoint: str | None = Field(
+        None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description="python: package.module:function"
+    )
     pythonpath: list[Path] = Field(default_factory=list, description="python: put on sys.path first")
-    python: Path | None = Field(None, description="python: run the function in this interpreter (a virtualenv's "
-                                "bin/python, or the virtualenv's directory) instead of the runner's; command: what "
-                                "{python} means")
-    warm: bool = Field(True, description="python with python: fork each slot's interpreter from one that imported "
-                       "the harness's libraries once (false: each slot starts its own)")
+    python: Path | None = Field(
+        None,
+        description="python: run the function in this interpreter (a virtualenv's "
+        "bin/python, or the virtualenv's directory) instead of the runner's; command: what "
+        "{python} means",
+    )
+    warm: bool = Field(
+        True,
+        description="python with python: fork each slot's interpreter from one that imported "
+        "the harness's libraries once (false: each slot starts its own)",
+    )
     command: list[str] | None = Field(None, min_length=1, description="command: argv template")
-    chunk_size: int | None = Field(None, ge=1, le=10_000, description="command: records per invocation (default 4; "
-                                   "1 with reset: recreate, which resets between invocations)")
+    chunk_size: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="command: records per invocation (default 4; "
+        "1 with reset: recreate, which resets between invocations)",
+    )
     cwd: Path | None = Field(None, description="where the harness runs (default: the config's directory)")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment, templates allowed")
     env_file: Path | None = Field(None, description="default: .env next to the config, if there is one")
@@ -459,9 +608,11 @@ class HarnessSettings(_Frozen):
             if missing:
                 raise ValueError(f"command must contain {' and '.join(missing)}")
         if self.kind == "command" and self.reset == "recreate" and (self.chunk_size or 1) > 1:
-            raise ValueError(f"chunk_size: {self.chunk_size} with reset: recreate: the databases are made afresh "
-                             f"between invocations, so {self.chunk_size} records of one invocation would share "
-                             "them; set chunk_size: 1, or reset: none if the command resets them itself")
+            raise ValueError(
+                f"chunk_size: {self.chunk_size} with reset: recreate: the databases are made afresh "
+                f"between invocations, so {self.chunk_size} records of one invocation would share "
+                "them; set chunk_size: 1, or reset: none if the command resets them itself"
+            )
         return self
 
     @property
@@ -485,26 +636,39 @@ class DatabaseSettings(_Frozen):
     """The sandbox's database: the harness's own schema files, names and PostgreSQL version."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    schema_files: list[Path] = Field(default_factory=list, alias="schema",
-                                     description=".sql, .sql.gz, .sh files or directories, applied in order")
+    schema_files: list[Path] = Field(
+        default_factory=list,
+        alias="schema",
+        description=".sql, .sql.gz, .sh files or directories, applied in order",
+    )
     name: str = "sandbox"
-    user: str = Field("sandbox", description="the role the harness logs in as: never the superuser unless "
-                                             "allow_superuser (docs/security.md)")
-    allow_superuser: bool = Field(False, description="let the harness log in as postgres, the superuser: its SQL "
-                                                     "(or a model's, through it) can then run programs and read "
-                                                     "files in the sandbox")
+    user: str = Field(
+        "sandbox",
+        description="the role the harness logs in as: never the superuser unless "
+        "allow_superuser (docs/security.md)",
+    )
+    allow_superuser: bool = Field(
+        False,
+        description="let the harness log in as postgres, the superuser: its SQL "
+        "(or a model's, through it) can then run programs and read "
+        "files in the sandbox",
+    )
     extra_databases: dict[str, list[Path] | None] = Field(default_factory=dict)
-    shared_databases: list[str] = Field(default_factory=list,
-                                        description="extra databases a worker's slots share instead of each having"
-                                                    " its own copy (telemetry, logs: written at once, never reset)")
+    shared_databases: list[str] = Field(
+        default_factory=list,
+        description="extra databases a worker's slots share instead of each having"
+        " its own copy (telemetry, logs: written at once, never reset)",
+    )
     postgres: Literal["15", "16", "17"] = "15"
 
     @model_validator(mode="after")
     def _no_superuser_unless_asked(self) -> DatabaseSettings:
         if self.user == "postgres" and not self.allow_superuser:
-            raise ValueError("user: postgres is the superuser: a harness's SQL (or a model's, through a SQL tool) "
-                             "could run shell commands in the sandbox (COPY ... TO PROGRAM) and read its files. Use "
-                             "a role of its own (the default: sandbox), or set allow_superuser: true")
+            raise ValueError(
+                "user: postgres is the superuser: a harness's SQL (or a model's, through a SQL tool) "
+                "could run shell commands in the sandbox (COPY ... TO PROGRAM) and read its files. Use "
+                "a role of its own (the default: sandbox), or set allow_superuser: true"
+            )
         return self
 
 
@@ -515,8 +679,12 @@ class PriceSpec(_Frozen):
     output: float = Field(ge=0)
     cache_write: float = Field(ge=0)
     cache_read: float = Field(ge=0)
-    cache_write_1h: float | None = Field(None, ge=0, description="Anthropic's one-hour cache write (batch mode's "
-                                         "Claude requests use it); default: the 5-minute write's")
+    cache_write_1h: float | None = Field(
+        None,
+        ge=0,
+        description="Anthropic's one-hour cache write (batch mode's "
+        "Claude requests use it); default: the 5-minute write's",
+    )
 
 
 class ModelSpec(_Frozen):
@@ -534,11 +702,15 @@ class ModelSpec(_Frozen):
 class RaySettings(_Frozen):
     """executor: ray -- which cluster, and what each worker actor asks of it (docs/scale-out.md)."""
 
-    address: str | None = Field(None, description="host:port or ray://host:port; default: RAY_ADDRESS, else a "
-                                                  "Ray started on this machine for the run")
+    address: str | None = Field(
+        None,
+        description="host:port or ray://host:port; default: RAY_ADDRESS, else a "
+        "Ray started on this machine for the run",
+    )
     cpus_per_worker: float = Field(1.0, ge=0, description="Ray CPUs each worker actor reserves")
-    memory_per_worker_mb: int | None = Field(None, gt=0, description="Ray memory each worker actor reserves "
-                                                                     "(its sandbox included)")
+    memory_per_worker_mb: int | None = Field(
+        None, gt=0, description="Ray memory each worker actor reserves (its sandbox included)"
+    )
 
 
 class Config(_Frozen):
@@ -547,19 +719,30 @@ class Config(_Frozen):
     database: DatabaseSettings | None = Field(None, description="default: the built-in CRM's")
     id_field: str | None = Field(None, description="default: the first of id, conversation_id present")
     success_field: str | None = Field(None, description="dotted path into the harness's result")
-    metrics: dict[str, str] | None = Field(None, description="name: dotted path into the result (report columns)")
+    metrics: dict[str, str] | None = Field(
+        None, description="name: dotted path into the result (report columns)"
+    )
     group_by: dict[str, str] | None = Field(None, description="name: dotted path (record.x or output.x)")
     config_dir: Path = Field(Path("."), exclude=True, description="relative harness paths start here")
     runs: list[RunSpec] = Field(min_length=1)
     workers: int | None = Field(None, ge=1, le=256, description="default: 4, or split from concurrency")
-    slots: int | None = Field(None, ge=1, le=256, description="records in flight per worker, each on its own "
-                                                                "database; default: 1, or split from concurrency")
-    concurrency: int | Literal["auto"] | None = Field(None, description="records in flight in all (or auto: found "
-                                                                     "by AIMD while the run goes), split into "
-                                                                       "workers x slots from cores and memory")
+    slots: int | None = Field(
+        None,
+        ge=1,
+        le=256,
+        description="records in flight per worker, each on its own "
+        "database; default: 1, or split from concurrency",
+    )
+    concurrency: int | Literal["auto"] | None = Field(
+        None,
+        description="records in flight in all (or auto: found "
+        "by AIMD while the run goes), split into "
+        "workers x slots from cores and memory",
+    )
     sandbox: Literal["auto", "docker", "local", "external"] = "auto"
-    executor: Literal["local", "ray"] = Field("local", description="where workers run: local processes, or "
-                                                                     "Ray actors over a cluster (extra: ray)")
+    executor: Literal["local", "ray"] = Field(
+        "local", description="where workers run: local processes, or Ray actors over a cluster (extra: ray)"
+    )
     ray: RaySettings = RaySettings()
     dsn: str | None = None
     output_dir: Path = Path("out/default")  # YAML `out` (EXTERNAL_NAMES); output_dir still reads
@@ -567,55 +750,105 @@ class Config(_Frozen):
     limit: int | None = Field(None, ge=1)
     shard: tuple[int, int] | None = None
     conversation_timeout_seconds: float | None = Field(
-        None, gt=0, description="per-conversation time limit; unset: 300 s, or 24 h where a run is in batch mode "
-                                "(each step waits on a batch: minutes, at most 24 h)")
+        None,
+        gt=0,
+        description="per-conversation time limit; unset: 300 s, or 24 h where a run is in batch mode "
+        "(each step waits on a batch: minutes, at most 24 h)",
+    )
     max_attempts: int = Field(3, ge=1, le=10, description="per record, across worker crashes")
     max_worker_restarts: int | None = Field(None, ge=0, description="default: 3 x workers + 10")
     heartbeat_timeout_seconds: float = Field(60.0, gt=0)
     shutdown_grace_seconds: float = Field(30.0, ge=0)
-    container_memory: str | None = Field(None, description="per sandbox; default: 256m, plus 24m per slot beyond "
-                                                               "the first (8m without container_tmpfs)")
+    container_memory: str | None = Field(
+        None,
+        description="per sandbox; default: 256m, plus 24m per slot beyond "
+        "the first (8m without container_tmpfs)",
+    )
     container_cpus: float = Field(1.0, gt=0)
-    container_tmpfs: bool = Field(True, description="data directory in memory: files are created and unlinked "
-                                                    "(TRUNCATE, CREATE DATABASE) far faster than on disk")
+    container_tmpfs: bool = Field(
+        True,
+        description="data directory in memory: files are created and unlinked "
+        "(TRUNCATE, CREATE DATABASE) far faster than on disk",
+    )
     container_network: Literal["auto", "none", "bridge"] = Field(
-        "auto", description="none: the sandbox has no network at all (no route out, not even to this machine), "
+        "auto",
+        description="none: the sandbox has no network at all (no route out, not even to this machine), "
         "reached through a Unix socket: DB_HOST is that socket's directory. bridge: Docker's default network, its "
         "port published on 127.0.0.1. auto: none for the built-in CRM (which connects through the socket), bridge "
-        "for a user's harness (which may build its own host:port URL)")
+        "for a user's harness (which may build its own host:port URL)",
+    )
     cache: bool = True
     cache_dir: Path | None = None
     rerun_errors: bool = False
-    select: str | None = Field(None, exclude=True, description="-k: records whose id, tags or fields match "
-                                                               "(and, or, not: runner/select.py)")
+    select: str | None = Field(
+        None,
+        exclude=True,
+        description="-k: records whose id, tags or fields match (and, or, not: runner/select.py)",
+    )
     ids: list[str] | None = Field(None, exclude=True, description="--ids: only these records")
-    maxfail: int | None = Field(None, ge=1, exclude=True, description="-x / --maxfail N: after N results that "
-                                "failed, were cut or ended in an error, start no more records (those in flight "
-                                "finish) and exit 1")
-    last_failed: bool = Field(False, exclude=True, description="--lf: only the records whose last result failed "
-                                                               "or ended in an error, run again, the models asked "
-                                                               "again (the response cache neither read nor written)")
-    skip_invalid: bool = Field(False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping")
-    force: bool = Field(False, description="YAML force_resume, flag --force-resume (the old key force still reads)")
-    fail_on_error: bool | None = Field(None, description="exit 1 when any result ended in an error (provider, "
-                                                         "sandbox, harness, time limit; not a cut turn); default: "
-                                                         "on where CI is set")
-    epochs: int = Field(1, ge=1, le=100, description="trials per record: each record run N times as independent "
-                                                    "items (own cache keys), for error bars and pass@k")
-    reducer: str = Field("mean", description="with epochs, the headline success of a record's trials: mean, all "
-                                             "(every trial succeeded), any, or at_least_K")
-    compare_to: str | None = Field(None, description="the reference run: every other run is compared against it "
-                                                     "on the records both finished (default: the first run)")
-    fail_under: dict[str, float] = Field(default_factory=dict, description="run: the least success rate (0..1) "
-                                                                           "it must reach, else exit 1 (CI gates)")
-    rate_limits: dict[str, LimitSpec] = Field(default_factory=dict,
-                                              description="key: provider or provider/model")
-    budget: SpendCap | None = Field(None, description="what the job may spend in all (usd, tokens; --budget, "
-                                                      "--budget-tokens): at the cap it stops, and the same command "
-                                                      "with a higher cap resumes")
+    maxfail: int | None = Field(
+        None,
+        ge=1,
+        exclude=True,
+        description="-x / --maxfail N: after N results that "
+        "failed, were cut or ended in an error, start no more records (those in flight "
+        "finish) and exit 1",
+    )
+    last_failed: bool = Field(
+        False,
+        exclude=True,
+        description="--lf: only the records whose last result failed "
+        "or ended in an error, run again, the models asked "
+        "again (the response cache neither read nor written)",
+    )
+    skip_invalid: bool = Field(
+        False, description="bad dataset lines go to DATASET.rejects.jsonl instead of stopping"
+    )
+    force: bool = Field(
+        False, description="YAML force_resume, flag --force-resume (the old key force still reads)"
+    )
+    fail_on_error: bool | None = Field(
+        None,
+        description="exit 1 when any result ended in an error (provider, "
+        "sandbox, harness, time limit; not a cut turn); default: "
+        "on where CI is set",
+    )
+    epochs: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="trials per record: each record run N times as independent "
+        "items (own cache keys), for error bars and pass@k",
+    )
+    reducer: str = Field(
+        "mean",
+        description="with epochs, the headline success of a record's trials: mean, all "
+        "(every trial succeeded), any, or at_least_K",
+    )
+    compare_to: str | None = Field(
+        None,
+        description="the reference run: every other run is compared against it "
+        "on the records both finished (default: the first run)",
+    )
+    fail_under: dict[str, float] = Field(
+        default_factory=dict,
+        description="run: the least success rate (0..1) it must reach, else exit 1 (CI gates)",
+    )
+    rate_limits: dict[str, LimitSpec] = Field(
+        default_factory=dict, description="key: provider or provider/model"
+    )
+    budget: SpendCap | None = Field(
+        None,
+        description="what the job may spend in all (usd, tokens; --budget, "
+        "--budget-tokens): at the cap it stops, and the same command "
+        "with a higher cap resumes",
+    )
     concurrency_window_seconds: float | None = Field(
-        None, gt=0, description="concurrency auto: how long the throttle watches before each decision (default: "
-                                "3 round trips of a model call, as the shared budget times them; 10 s until one is)")
+        None,
+        gt=0,
+        description="concurrency auto: how long the throttle watches before each decision (default: "
+        "3 round trips of a model call, as the shared budget times them; 10 s until one is)",
+    )
     adaptive_concurrency: bool | None = Field(None, description="default: on where no limit is configured")
     retry: RetrySettings = RetrySettings()
     batch: BatchSettings = BatchSettings()
@@ -626,15 +859,19 @@ class Config(_Frozen):
     vertex: VertexSettings = VertexSettings()
     azure: AzureSettings = AzureSettings()
     models: dict[str, ModelSpec] = Field(default_factory=dict, description="per-model capability overrides")
-    prompt_cache: bool = Field(True, description="Anthropic cache_control breakpoints on tools, system, transcript")
+    prompt_cache: bool = Field(
+        True, description="Anthropic cache_control breakpoints on tools, system, transcript"
+    )
     allow_retired: bool = False
     original_models: bool = Field(False, description="run each model's original_model (the seeds' ids)")
     simulator: SimSettings = SimSettings()
     telemetry_dsn: str | None = None
     gateway: bool | Literal["auto"] = Field(
-        "auto", description="python/command harnesses: their SDK calls go through the runner's gateway (one budget, "
-                            "retries, cache). auto: when a model call can happen (an API key in the environment, or "
-                            "providers: sim); true: always; false: never")
+        "auto",
+        description="python/command harnesses: their SDK calls go through the runner's gateway (one budget, "
+        "retries, cache). auto: when a model call can happen (an API key in the environment, or "
+        "providers: sim); true: always; false: never",
+    )
 
     @model_validator(mode="after")
     def _checks(self) -> Config:
@@ -651,7 +888,9 @@ class Config(_Frozen):
         if not re.fullmatch(r"mean|all|any|at_least_[1-9][0-9]*", self.reducer):
             raise ValueError(f"reducer: {self.reducer!r} is none of mean, all, any, at_least_K")
         if self.compare_to is not None and self.compare_to not in names:
-            raise ValueError(f"compare_to: {self.compare_to!r} is not a run of this config ({', '.join(names)})")
+            raise ValueError(
+                f"compare_to: {self.compare_to!r} is not a run of this config ({', '.join(names)})"
+            )
         for run, least in self.fail_under.items():
             if run not in names:
                 raise ValueError(f"fail_under: {run!r} is not a run of this config ({', '.join(names)})")
@@ -691,21 +930,32 @@ class Config(_Frozen):
 
     def fingerprint(self) -> str:
         """What makes two runs comparable (resume refuses a different one): not workers or timing."""
-        keep = self.model_dump(mode="json", include={"runs", "providers_mode", "models", "harness", "database",
-                                                     "id_field"},
-                               exclude={"runs": {"__all__": {"batch", "budget"}}, **SPEED_ONLY})
+        keep = self.model_dump(
+            mode="json",
+            include={"runs", "providers_mode", "models", "harness", "database", "id_field"},
+            exclude={"runs": {"__all__": {"batch", "budget"}}, **SPEED_ONLY},
+        )
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
     def fingerprint_parts(self) -> dict[str, str]:
         """The fingerprint by part: each run apart (`run:NAME`), so a resume may narrow or widen the runs
         (`--runs`) and a refusal can say which part changed."""
+
         def digest(v: Any) -> str:
             return hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16]
 
-        whole = self.model_dump(mode="json", include={"providers_mode", "models", "harness", "database", "id_field"},
-                                exclude=SPEED_ONLY)
-        return {**{k: digest(v) for k, v in whole.items()},
-                **{f"run:{r.name}": digest(r.model_dump(mode="json", exclude={"batch", "budget"})) for r in self.runs}}
+        whole = self.model_dump(
+            mode="json",
+            include={"providers_mode", "models", "harness", "database", "id_field"},
+            exclude=SPEED_ONLY,
+        )
+        return {
+            **{k: digest(v) for k, v in whole.items()},
+            **{
+                f"run:{r.name}": digest(r.model_dump(mode="json", exclude={"batch", "budget"}))
+                for r in self.runs
+            },
+        }
 
     def conversation_limit(self) -> float:
         """The per-conversation time limit in force: as set, else the default for how the runs call."""
@@ -716,18 +966,24 @@ class Config(_Frozen):
     def batch_runs(self) -> set[str]:
         """The runs whose model calls go through the batch APIs (not those on a cloud the runner does not
         batch for: theirs go interactive)."""
-        return {r.name for r in self.runs if (r.batch if r.batch is not None else self.batch.enabled)
-                and r.provider not in UNBATCHED}
+        return {
+            r.name
+            for r in self.runs
+            if (r.batch if r.batch is not None else self.batch.enabled) and r.provider not in UNBATCHED
+        }
 
     def model_overrides(self) -> dict[str, dict[str, Any]]:
         return {k: v.model_dump(exclude_none=True) for k, v in self.models.items()}
 
     def with_original_models(self) -> Config:
         """Each run (and teacher) on its original_model where one is given: the seeds' exact job."""
+
         def swap(ref: Any) -> Any:
             return ref.model_copy(update={"model": ref.original_model}) if ref.original_model else ref
 
-        runs = [swap(r).model_copy(update={"teacher": swap(r.teacher) if r.teacher else None}) for r in self.runs]
+        runs = [
+            swap(r).model_copy(update={"teacher": swap(r.teacher) if r.teacher else None}) for r in self.runs
+        ]
         return self.model_copy(update={"runs": runs, "original_models": True})
 
 
@@ -737,8 +993,10 @@ def _covers_problem(rate_limits: dict[str, LimitSpec]) -> str | None:
     for key, spec in rate_limits.items():
         for covered in spec.covers:
             if covered in rate_limits:
-                return f"rate_limits.{key}.covers: {covered} has a budget of its own " \
-                       f"(rate_limits.{covered}): drop one of them"
+                return (
+                    f"rate_limits.{key}.covers: {covered} has a budget of its own "
+                    f"(rate_limits.{covered}): drop one of them"
+                )
             if covered in owner:
                 return f"rate_limits: {covered} is covered by both {owner[covered]} and {key}"
             owner[covered] = key
@@ -756,8 +1014,10 @@ PROVIDER_BASE_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https
 
 def model_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
     """Where each provider's calls go, as SDK base URLs: the simulator, else the config's or the provider's own."""
-    return {p: sdk_base_url(sim_url, p) if sim_url else getattr(cfg, p).base_url or url
-            for p, url in PROVIDER_BASE_URLS.items()}
+    return {
+        p: sdk_base_url(sim_url, p) if sim_url else getattr(cfg, p).base_url or url
+        for p, url in PROVIDER_BASE_URLS.items()
+    }
 
 
 def sdk_base_url(root: str, provider: str) -> str:
@@ -774,11 +1034,15 @@ def _base_url_problem(provider: str, url: str | None) -> str | None:
         return None
     versioned = url.rstrip("/").endswith("/v1")
     if provider == "openai" and not versioned:
-        return (f"openai.base_url: {url} is not what the OpenAI SDK takes: its base URL ends in /v1 "
-                f"(e.g. https://api.openai.com/v1, or {url.rstrip('/')}/v1)")
+        return (
+            f"openai.base_url: {url} is not what the OpenAI SDK takes: its base URL ends in /v1 "
+            f"(e.g. https://api.openai.com/v1, or {url.rstrip('/')}/v1)"
+        )
     if provider == "anthropic" and versioned:
-        return (f"anthropic.base_url: {url} ends in /v1, which the Anthropic SDK adds itself: give "
-                f"{url.rstrip('/')[:-3]} (e.g. https://api.anthropic.com)")
+        return (
+            f"anthropic.base_url: {url} ends in /v1, which the Anthropic SDK adds itself: give "
+            f"{url.rstrip('/')[:-3]} (e.g. https://api.anthropic.com)"
+        )
     return None
 
 
@@ -795,14 +1059,18 @@ def check_harness_python(cfg: Config) -> None:
     """Fail at start, naming the key, on an interpreter that is not there."""
     p = harness_python(cfg)
     if p is not None and not (p.is_file() and os.access(p, os.X_OK)):
-        raise ConfigError(f"harness.python: {p} is not an executable Python interpreter (give a virtualenv's "
-                          "bin/python or its directory)")
+        raise ConfigError(
+            f"harness.python: {p} is not an executable Python interpreter (give a virtualenv's "
+            "bin/python or its directory)"
+        )
 
 
 def gateway_use(cfg: Config) -> str | None:
     """Why a user's harness gets the gateway's variables, or None: it gets none of ours (no base URL, no key
     it did not have), so a harness that turns a judge on when a key is set behaves as it would alone."""
-    if cfg.harness.kind == "crm":  # its calls go through the runner's own clients, batched ones by the gateway
+    if (
+        cfg.harness.kind == "crm"
+    ):  # its calls go through the runner's own clients, batched ones by the gateway
         return f"batch mode for {', '.join(sorted(runs))}" if (runs := cfg.batch_runs()) else None
     if cfg.gateway is False:
         return None
@@ -868,6 +1136,7 @@ def _variables(config_dir: Path) -> dict[str, str]:
 def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) -> None:
     """Fill ${VAR} in every string of the document, in place; an unset one without a default names file:line."""
     if isinstance(node, yaml.ScalarNode) and "$" in node.value:
+
         def fill(m: re.Match[str]) -> str:
             if m.group(0) == "$${":
                 return "${"
@@ -876,8 +1145,11 @@ def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) 
                 return variables[name]
             if default is not None:
                 return default
-            raise ConfigError(f"${{{name}}} is not set (export it, put it in the .env beside the config, or write "
-                              f"${{{name}:-default}})", where=f"{path}:{node.start_mark.line + 1}")
+            raise ConfigError(
+                f"${{{name}}} is not set (export it, put it in the .env beside the config, or write "
+                f"${{{name}:-default}})",
+                where=f"{path}:{node.start_mark.line + 1}",
+            )
 
         value = _VAR.sub(fill, node.value)
         if value != node.value:
@@ -893,12 +1165,26 @@ def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) 
 
 
 # What `runner gateway` reads of a config; a file holding only these is a whole gateway config.
-GATEWAY_KEYS = ("rate_limits", "retry", "anthropic", "openai", "bedrock", "vertex", "azure", "models",
-                "cache", "cache_dir", "adaptive_concurrency", "batch", "out")
+GATEWAY_KEYS = (
+    "rate_limits",
+    "retry",
+    "anthropic",
+    "openai",
+    "bedrock",
+    "vertex",
+    "azure",
+    "models",
+    "cache",
+    "cache_dir",
+    "adaptive_concurrency",
+    "batch",
+    "out",
+)
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None, *,
-                gateway_only: bool = False) -> Config:
+def load_config(
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None, *, gateway_only: bool = False
+) -> Config:
     """Read, fill ${VAR}s, merge flags, validate. Relative paths in the file are relative to the file.
     `gateway_only`: the file may hold only GATEWAY_KEYS (no dataset or runs: the gateway runs none)."""
     path = Path(path) if path else DEFAULT_CONFIG
@@ -942,7 +1228,9 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         raise _invalid(e, node, path, overrides or {}) from None
 
 
-def _invalid(e: ValidationError, node: yaml.Node | None, path: Path, overrides: dict[str, Any]) -> ConfigError:
+def _invalid(
+    e: ValidationError, node: yaml.Node | None, path: Path, overrides: dict[str, Any]
+) -> ConfigError:
     """The first validation error as one line: the field as the user wrote it, where (file:line, or the
     command line), what is wrong with it."""
     first = e.errors()[0]
@@ -963,8 +1251,13 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     "Extra inputs are not permitted", and no hint)."""
     known = _settings_at(loc[:-1])
     near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    return "not a setting" + (f"; did you mean {near[0]}?" if near else
-                              f" here (there: {', '.join(sorted(known))})" if 0 < len(known) <= 12 else "")
+    return "not a setting" + (
+        f"; did you mean {near[0]}?"
+        if near
+        else f" here (there: {', '.join(sorted(known))})"
+        if 0 < len(known) <= 12
+        else ""
+    )
 
 
 def _settings_at(loc: tuple[int | str, ...]) -> list[str]:

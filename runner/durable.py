@@ -28,7 +28,7 @@ def replace(path: Path, data: bytes, *, sync: bool = True) -> None:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             if sync:
                 os.fsync(fd)
         finally:
@@ -44,7 +44,9 @@ def replace(path: Path, data: bytes, *, sync: bool = True) -> None:
 
 def sync_dir(directory: Path) -> None:
     """Flush a directory's entries (a rename or a new file in it) to disk."""
-    with contextlib.suppress(OSError):  # some file systems take no fsync of a directory: nothing more to do there
+    with contextlib.suppress(
+        OSError
+    ):  # some file systems take no fsync of a directory: nothing more to do there
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
@@ -98,7 +100,7 @@ class Log:
             end = os.lseek(fd, 0, os.SEEK_END)
             try:
                 while data:
-                    data = data[os.write(fd, data):]
+                    data = data[os.write(fd, data) :]
                 if self.sync:
                     os.fsync(fd)
             except OSError:

@@ -39,20 +39,20 @@ from typing import Literal
 
 # Why a record's result is an error: the one list results, reports and tests use.
 ErrorKind = Literal[
-    "timeout",           # over the per-record time limit
-    "database",          # a query failed on a database that is still up
-    "sandbox_lost",      # the sandbox did not serve the whole record, on every attempt
-    "provider_rejected", # the API refused this record's request (400/413/422)
+    "timeout",  # over the per-record time limit
+    "database",  # a query failed on a database that is still up
+    "sandbox_lost",  # the sandbox did not serve the whole record, on every attempt
+    "provider_rejected",  # the API refused this record's request (400/413/422)
     "provider_gave_up",  # retries ran out on transient errors or 429s
-    "bad_record",        # the record's own data is wrong (a dataset check cannot see it until it runs)
-    "harness_error",     # the harness raised (its traceback is the error) or wrote no/garbage output
-    "worker_died",       # the worker process died holding this record, on every attempt
+    "bad_record",  # the record's own data is wrong (a dataset check cannot see it until it runs)
+    "harness_error",  # the harness raised (its traceback is the error) or wrote no/garbage output
+    "worker_died",  # the worker process died holding this record, on every attempt
     # the model did not finish a turn (its stop reason): an outcome of its own, neither success nor error
-    "max_tokens",        # cut by the output limit (max_tokens / finish_reason length): thinking included
-    "refusal",           # the model refused (stop_reason refusal, a content filter, OpenAI's refusal field)
-    "context_window",    # the transcript outgrew the model's context window
-    "pause_turn",        # the API paused a long turn (server tools) and the agent does not resume it
-    "not_run",           # not sent: its run stopped on a refusal every request of it repeats (never written)
+    "max_tokens",  # cut by the output limit (max_tokens / finish_reason length): thinking included
+    "refusal",  # the model refused (stop_reason refusal, a content filter, OpenAI's refusal field)
+    "context_window",  # the transcript outgrew the model's context window
+    "pause_turn",  # the API paused a long turn (server tools) and the agent does not resume it
+    "not_run",  # not sent: its run stopped on a refusal every request of it repeats (never written)
 ]
 # Turns the model did not finish: reported apart from the machine's and the provider's errors.
 CUT_KINDS: tuple[ErrorKind, ...] = ("max_tokens", "refusal", "context_window", "pause_turn")

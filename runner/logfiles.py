@@ -21,8 +21,12 @@ def add_log_file(path: Path, level: str = "DEBUG") -> int:
 
 
 def add_console(verbose: bool) -> int:
-    return logger.add(sys.stderr, level="DEBUG" if verbose else "INFO", format="<level>{level: <7}</level> {message}",
-                      diagnose=False)
+    return logger.add(
+        sys.stderr,
+        level="DEBUG" if verbose else "INFO",
+        format="<level>{level: <7}</level> {message}",
+        diagnose=False,
+    )
 
 
 def capture_output(marker: Callable[[], str]) -> None:

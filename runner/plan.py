@@ -32,9 +32,13 @@ def in_scope(cfg: Config, record_ids: Iterable[str]) -> list[tuple[int, str]]:
     return ids[: cfg.limit] if cfg.limit is not None else ids
 
 
-def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str, int]] = frozenset(),
-              chosen: Set[tuple[str, str]] | Set[str] | None = None,
-              work: Mapping[str, float] | None = None) -> list[WorkItem]:
+def make_plan(
+    cfg: Config,
+    record_ids: Iterable[str],
+    done: Set[tuple[str, str, int]] = frozenset(),
+    chosen: Set[tuple[str, str]] | Set[str] | None = None,
+    work: Mapping[str, float] | None = None,
+) -> list[WorkItem]:
     """Interleaved run x record items, so every run progresses together; with epochs, every record's first
     trial before any second one (an output stopped halfway holds whole passes over the records).
 
@@ -51,8 +55,9 @@ def make_plan(cfg: Config, record_ids: Iterable[str], done: Set[tuple[str, str, 
     for epoch in range(1, cfg.epochs + 1):
         for index, cid in scope:
             for run in cfg.runs:
-                if (run.name, cid, epoch) not in done and (chosen is None or cid in chosen
-                                                           or (run.name, cid) in chosen):
+                if (run.name, cid, epoch) not in done and (
+                    chosen is None or cid in chosen or (run.name, cid) in chosen
+                ):
                     items.append(WorkItem(len(items), run.name, cid, index, epoch))
     return items
 
@@ -65,6 +70,8 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     except ValueError:
         raise ValueError(f"--shard takes i/n, e.g. 2/3 (got {text!r})") from None
     if not 1 <= i <= n:  # 0/3 would select no record at all, and say nothing
-        raise ValueError(f"--shard i/n counts from 1: i in 1..{n} (got {text!r}; a Kubernetes "
-                         "JOB_COMPLETION_INDEX counts from 0, so pass $((JOB_COMPLETION_INDEX + 1))/n)")
+        raise ValueError(
+            f"--shard i/n counts from 1: i in 1..{n} (got {text!r}; a Kubernetes "
+            "JOB_COMPLETION_INDEX counts from 0, so pass $((JOB_COMPLETION_INDEX + 1))/n)"
+        )
     return i, n

@@ -29,20 +29,46 @@ _PLUGIN = "runner-gateway-session"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("runner-gateway", "pgsandbox-runner's model gateway (docs/pytest.md)")
-    group.addoption("--runner-gateway", metavar="CONFIG", default=None,
-                    help="start one model gateway for the session from CONFIG (a YAML with rate_limits, retry, "
-                         "cache_dir, batch...) and point every worker's SDKs at it")
-    group.addoption("--runner-gateway-url", metavar="URL", default=None,
-                    help="use a gateway that already runs (a team's `runner gateway`) instead of starting one")
-    group.addoption("--runner-gateway-sim", metavar="URL", default=None,
-                    help="the gateway calls this simulator (`runner sim serve`) instead of the real APIs")
-    group.addoption("--runner-gateway-batch", action="store_true", default=False,
-                    help="send the calls through the providers' batch APIs (half the price, slower answers)")
-    group.addoption("--runner-gateway-no-cache", action="store_true", default=False,
-                    help="neither read nor write the response cache")
-    group.addoption("--runner-gateway-run", metavar="NAME", default=RUN,
-                    help=f"the name the session's calls are counted under (default {RUN})")
-    parser.addini("runner_gateway", "CONFIG for --runner-gateway, relative to the ini file", type="paths", default=[])
+    group.addoption(
+        "--runner-gateway",
+        metavar="CONFIG",
+        default=None,
+        help="start one model gateway for the session from CONFIG (a YAML with rate_limits, retry, "
+        "cache_dir, batch...) and point every worker's SDKs at it",
+    )
+    group.addoption(
+        "--runner-gateway-url",
+        metavar="URL",
+        default=None,
+        help="use a gateway that already runs (a team's `runner gateway`) instead of starting one",
+    )
+    group.addoption(
+        "--runner-gateway-sim",
+        metavar="URL",
+        default=None,
+        help="the gateway calls this simulator (`runner sim serve`) instead of the real APIs",
+    )
+    group.addoption(
+        "--runner-gateway-batch",
+        action="store_true",
+        default=False,
+        help="send the calls through the providers' batch APIs (half the price, slower answers)",
+    )
+    group.addoption(
+        "--runner-gateway-no-cache",
+        action="store_true",
+        default=False,
+        help="neither read nor write the response cache",
+    )
+    group.addoption(
+        "--runner-gateway-run",
+        metavar="NAME",
+        default=RUN,
+        help=f"the name the session's calls are counted under (default {RUN})",
+    )
+    parser.addini(
+        "runner_gateway", "CONFIG for --runner-gateway, relative to the ini file", type="paths", default=[]
+    )
 
 
 def config_path(config: pytest.Config) -> str | None:
@@ -97,7 +123,9 @@ class SessionGateway:
 
         if self.external:
             self.url = self.external.rstrip("/")
-            self.token = os.environ.get(TOKEN_ENV) or None  # the team's gateway's token, given to this session
+            self.token = (
+                os.environ.get(TOKEN_ENV) or None
+            )  # the team's gateway's token, given to this session
         else:
             from runner.gateway import gateway_settings
             from runner.gateway.process import GatewayServer, new_token
@@ -117,8 +145,11 @@ class SessionGateway:
         """Where the gateway's log and batch journal go: pytest's cache directory (-o cache_dir), kept
         between sessions as a run's output is."""
         cache = getattr(self.config, "cache", None)  # None with -p no:cacheprovider
-        home = Path(cache.mkdir("runner-gateway")) if cache is not None else \
-            Path(self.config.rootpath) / ".pytest_cache" / "d" / "runner-gateway"
+        home = (
+            Path(cache.mkdir("runner-gateway"))
+            if cache is not None
+            else Path(self.config.rootpath) / ".pytest_cache" / "d" / "runner-gateway"
+        )
         home.mkdir(parents=True, exist_ok=True)
         return home
 
@@ -130,8 +161,10 @@ class SessionGateway:
 
         path = config_path(self.config)
         if path is None or not Path(path).is_file():
-            raise pytest.UsageError(f"--runner-gateway {path}: no such file (a YAML of the gateway's keys: "
-                                    "rate_limits, retry, cache_dir, batch; docs/pytest.md)")
+            raise pytest.UsageError(
+                f"--runner-gateway {path}: no such file (a YAML of the gateway's keys: "
+                "rate_limits, retry, cache_dir, batch; docs/pytest.md)"
+            )
         try:
             cfg = load_config(path, gateway_only=True)
         except ConfigError as e:
@@ -154,10 +187,17 @@ class SessionGateway:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         try:
             counts = _get(f"{self.url}/stats", self.token).get(self.run, {})
-            batches = _get(f"{self.url}/batches", self.token) if self.config.getoption("runner_gateway_batch") else {}
+            batches = (
+                _get(f"{self.url}/batches", self.token)
+                if self.config.getoption("runner_gateway_batch")
+                else {}
+            )
             # a worker's counts are kept by its name alone: only a gateway of this session's own has ours
-            per_worker = {w: _take(self.url, w, self.token) for w in self.workers or [MAIN]} \
-                if not self.external else {}
+            per_worker = (
+                {w: _take(self.url, w, self.token) for w in self.workers or [MAIN]}
+                if not self.external
+                else {}
+            )
         except OSError as e:
             terminalreporter.write_line(f"model gateway at {self.url}: no counts ({e})", yellow=True)
             return
@@ -168,24 +208,35 @@ class SessionGateway:
             terminalreporter.write_line(f"gateway log: {self.log_path}")
 
 
-def usage_lines(counts: dict[str, Any], per_worker: dict[str, dict[str, Any]], batches: dict[str, Any]) -> list[str]:
+def usage_lines(
+    counts: dict[str, Any], per_worker: dict[str, dict[str, Any]], batches: dict[str, Any]
+) -> list[str]:
     """What a session's model calls were and cost, from the gateway's counts (GET /stats, one run's)."""
     calls = int(counts.get("llm_calls", 0))
     hits, errors = int(counts.get("cache_hits", 0)), int(counts.get("errors", 0))
     answered = calls - hits - errors
-    cost = "unknown (a model without a known price)" if counts.get("unpriced_calls") else \
-        f"${float(counts.get('cost_usd', 0.0)):.4f}"
+    cost = (
+        "unknown (a model without a known price)"
+        if counts.get("unpriced_calls")
+        else f"${float(counts.get('cost_usd', 0.0)):.4f}"
+    )
     latency = f", {float(counts.get('latency_seconds', 0.0)) / answered:.2f} s each" if answered > 0 else ""
-    lines = [f"{calls} model call(s): {answered} answered by the model{latency}, {hits} from the response cache, "
-             f"{errors} error(s) passed to the caller; {int(counts.get('retries', 0))} retried "
-             f"({int(counts.get('rate_limited', 0))} after a 429)",
-             f"tokens: {int(counts.get('input_tokens', 0))} in (+{int(counts.get('cache_read_tokens', 0))} read from "
-             f"the prompt cache), {int(counts.get('output_tokens', 0))} out; cost {cost}"]
+    lines = [
+        f"{calls} model call(s): {answered} answered by the model{latency}, {hits} from the response cache, "
+        f"{errors} error(s) passed to the caller; {int(counts.get('retries', 0))} retried "
+        f"({int(counts.get('rate_limited', 0))} after a 429)",
+        f"tokens: {int(counts.get('input_tokens', 0))} in (+{int(counts.get('cache_read_tokens', 0))} read from "
+        f"the prompt cache), {int(counts.get('output_tokens', 0))} out; cost {cost}",
+    ]
     if per_worker:
-        lines.append("by worker: " + ", ".join(f"{w} {int(c.get('llm_calls', 0))}" for w, c in per_worker.items()))
+        lines.append(
+            "by worker: " + ", ".join(f"{w} {int(c.get('llm_calls', 0))}" for w, c in per_worker.items())
+        )
     if batches:
-        lines.append(f"batch mode: {int(batches.get('batches_submitted', 0))} batch(es), "
-                     f"{int(batches.get('requests_answered', 0))} call(s) answered through them")
+        lines.append(
+            f"batch mode: {int(batches.get('batches_submitted', 0))} batch(es), "
+            f"{int(batches.get('requests_answered', 0))} call(s) answered through them"
+        )
     return lines
 
 
@@ -196,8 +247,12 @@ def _get(url: str, token: str | None) -> dict[str, Any]:
 
 
 def _take(url: str, worker: str, token: str | None) -> dict[str, Any]:
-    req = urllib.request.Request(f"{url}/workers/{worker}/take", method="POST", data=b"",
-                                 headers={"x-runner-token": token} if token else {})
+    req = urllib.request.Request(
+        f"{url}/workers/{worker}/take",
+        method="POST",
+        data=b"",
+        headers={"x-runner-token": token} if token else {},
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         return dict(json.loads(r.read()))
 
@@ -205,8 +260,12 @@ def _take(url: str, worker: str, token: str | None) -> dict[str, Any]:
 def pytest_configure(config: pytest.Config) -> None:
     given = getattr(config, "workerinput", {}).get("runner_gateway")
     if given:  # an xdist worker: the controller's gateway, this worker's name in the path
-        point_sdks(given["url"], given["run"], str(config.workerinput["workerid"]),  # type: ignore[attr-defined]
-                   token=given["token"])
+        point_sdks(
+            given["url"],
+            given["run"],
+            str(config.workerinput["workerid"]),  # type: ignore[attr-defined]
+            token=given["token"],
+        )
         return
     if hasattr(config, "workerinput"):
         return

@@ -49,7 +49,9 @@ def record_id(raw: dict[str, Any], id_field: str | None) -> str:
             return v
         if isinstance(v, int) and not isinstance(v, bool):
             return str(v)
-    raise ValueError(f"no id: the record needs a non-empty string or integer {' or '.join(map(repr, fields))}")
+    raise ValueError(
+        f"no id: the record needs a non-empty string or integer {' or '.join(map(repr, fields))}"
+    )
 
 
 def _depth_and_text(value: Any) -> tuple[int, str | None]:
@@ -78,20 +80,27 @@ def _may_nest_or_escape(raw_line: bytes) -> bool:
     """Whether the line could nest past MAX_DEPTH (it takes that many brackets) or hold a lone surrogate (only
     an escape writes one: the bytes themselves were UTF-8): the walk of the parsed record was 40 % of the
     loading of an ordinary dataset, and an ordinary line has neither."""
-    return raw_line.count(b"[") + raw_line.count(b"{") > MAX_DEPTH or _SURROGATE_ESCAPE.search(raw_line) is not None
+    return (
+        raw_line.count(b"[") + raw_line.count(b"{") > MAX_DEPTH
+        or _SURROGATE_ESCAPE.search(raw_line) is not None
+    )
 
 
-def _parse(raw_line: bytes, lineno: int, path: Path, id_field: str | None, check: Check | None,
-           offset: int = 0) -> Record:
+def _parse(
+    raw_line: bytes, lineno: int, path: Path, id_field: str | None, check: Check | None, offset: int = 0
+) -> Record:
     try:
         line = raw_line.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DatasetError(f"not UTF-8 (byte 0x{raw_line[e.start]:02x} at column {e.start + 1})", path=str(path),
-                           line=lineno) from None
+        raise DatasetError(
+            f"not UTF-8 (byte 0x{raw_line[e.start]:02x} at column {e.start + 1})", path=str(path), line=lineno
+        ) from None
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as e:
-        raise DatasetError(f"not valid JSON ({e.msg} at column {e.colno})", path=str(path), line=lineno) from None
+        raise DatasetError(
+            f"not valid JSON ({e.msg} at column {e.colno})", path=str(path), line=lineno
+        ) from None
     except RecursionError:
         raise DatasetError(f"nested deeper than {MAX_DEPTH} levels", path=str(path), line=lineno) from None
     if not isinstance(raw, dict):
@@ -102,8 +111,12 @@ def _parse(raw_line: bytes, lineno: int, path: Path, id_field: str | None, check
     if bad is not None:
         at = _SURROGATE.search(bad)
         assert at is not None
-        raise DatasetError(f"a string escape that is no character (\\u{ord(at.group()):04x}, a lone surrogate) "
-                           f"in {bad[:40]!r}", path=str(path), line=lineno)
+        raise DatasetError(
+            f"a string escape that is no character (\\u{ord(at.group()):04x}, a lone surrogate) "
+            f"in {bad[:40]!r}",
+            path=str(path),
+            line=lineno,
+        )
     try:
         rid = record_id(raw, id_field)
         if check is not None:
@@ -119,9 +132,15 @@ def rejects_path(path: str | Path) -> Path:
     return Path(path).with_suffix(".rejects.jsonl")
 
 
-def iter_records(path: str | Path, *, id_field: str | None = None, check: Check | None = None,
-                 skip_invalid: bool = False, rejects: str | Path | None = None,
-                 rejected: list[tuple[int, str]] | None = None) -> Iterator[Record]:
+def iter_records(
+    path: str | Path,
+    *,
+    id_field: str | None = None,
+    check: Check | None = None,
+    skip_invalid: bool = False,
+    rejects: str | Path | None = None,
+    rejected: list[tuple[int, str]] | None = None,
+) -> Iterator[Record]:
     """Yield records in file order; raise DatasetError on the first bad line unless skip_invalid.
     `rejected`: the skipped lines' (number, reason) are appended there, so no caller drops them unsaid."""
     path = Path(path)
@@ -150,8 +169,9 @@ def iter_records(path: str | Path, *, id_field: str | None = None, check: Check 
                     rejects_file.write(json.dumps({"line": lineno, "reason": str(e), "text": text}) + "\n")
                     continue
                 if rec.id in seen:
-                    raise DatasetError(f"duplicate id {rec.id!r} (first on line {seen[rec.id]})", path=str(path),
-                                       line=lineno)
+                    raise DatasetError(
+                        f"duplicate id {rec.id!r} (first on line {seen[rec.id]})", path=str(path), line=lineno
+                    )
                 seen[rec.id] = lineno
                 yield rec
     finally:
@@ -172,12 +192,19 @@ class RecordFile:
     file once to find them; the same if a record is no longer where it was (a node's own copy of the file,
     its lines in another order). Safe from the slots' threads (each read opens the file)."""
 
-    def __init__(self, path: str | Path, offsets: Mapping[str, tuple[int, int]] | None = None, *,
-                 id_field: str | None = None, skip_invalid: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        offsets: Mapping[str, tuple[int, int]] | None = None,
+        *,
+        id_field: str | None = None,
+        skip_invalid: bool = False,
+    ) -> None:
         self.path, self.id_field = Path(path), id_field
         if offsets is None:
-            offsets = record_offsets(iter_records(self.path, id_field=id_field, skip_invalid=skip_invalid,
-                                                  rejects=os.devnull))
+            offsets = record_offsets(
+                iter_records(self.path, id_field=id_field, skip_invalid=skip_invalid, rejects=os.devnull)
+            )
         self.offsets = offsets
         self._lock = threading.Lock()
 
@@ -186,12 +213,14 @@ class RecordFile:
         if rec is None:  # its lines moved (a node's copy of the file, written otherwise): found again, once
             with self._lock:
                 if self._at(record_id) is None:
-                    self.offsets = record_offsets(iter_records(self.path, id_field=self.id_field, skip_invalid=True,
-                                                               rejects=os.devnull))
+                    self.offsets = record_offsets(
+                        iter_records(self.path, id_field=self.id_field, skip_invalid=True, rejects=os.devnull)
+                    )
             rec = self._at(record_id)
         if rec is None:  # its results would not be of its record
-            raise DatasetError(f"changed since the run started: record {record_id!r} is no longer in it",
-                               path=str(self.path))
+            raise DatasetError(
+                f"changed since the run started: record {record_id!r} is no longer in it", path=str(self.path)
+            )
         return rec
 
     def _at(self, record_id: str) -> Record | None:

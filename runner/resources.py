@@ -48,7 +48,9 @@ class Resource(ABC):
             raise
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
@@ -58,7 +60,9 @@ _PR_SET_NAME = 15
 # The backlog of a run's server sockets: calls made before the server serves wait there, as do bursts of a
 # run's first calls (bound here, listened on again by aiohttp: serving.py).
 BACKLOG = 1024
-SERVER_COMM_PREFIX = "pgsr-"  # `ps -o comm` of a server forked from the forkserver: pgsr-simulator, not a worker
+SERVER_COMM_PREFIX = (
+    "pgsr-"  # `ps -o comm` of a server forked from the forkserver: pgsr-simulator, not a worker
+)
 
 
 def name_process(name: str) -> None:
@@ -146,7 +150,9 @@ def parent_of(pid: int) -> int | None:
         return None
 
 
-def stop_process(proc: subprocess.Popen[Any] | None, *, sig: int = signal.SIGINT, timeout: float = 10.0) -> None:
+def stop_process(
+    proc: subprocess.Popen[Any] | None, *, sig: int = signal.SIGINT, timeout: float = 10.0
+) -> None:
     """Ask a child to stop (SIGINT: PostgreSQL's fast shutdown, aiohttp's clean exit), then kill it."""
     if proc is None or proc.poll() is not None:
         return
@@ -170,11 +176,23 @@ class ServerProcess(Resource):
     name = "server"
     program = [sys.executable, "-m", "runner"]
 
-    def __init__(self, args: list[str], *, boot_timeout: float = 30.0, log_path: str | None = None,
-                 listen: tuple[str, int] | None = None, wait: bool = True, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        boot_timeout: float = 30.0,
+        log_path: str | None = None,
+        listen: tuple[str, int] | None = None,
+        wait: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.args, self.boot_timeout, self.listen, self.wait = args, boot_timeout, listen, wait
-        self.env = env or {}  # for the process alone, beside this one's environment (never on its command line)
-        self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"pgsandbox-{self.name}-{os.getpid()}.log")
+        self.env = (
+            env or {}
+        )  # for the process alone, beside this one's environment (never on its command line)
+        self.log_path = log_path or os.path.join(
+            tempfile.gettempdir(), f"pgsandbox-{self.name}-{os.getpid()}.log"
+        )
         self.url = ""
         self.starts = 0
         self._proc: Any = None  # subprocess.Popen, or a ForkedServer
@@ -236,7 +254,9 @@ class ServerProcess(Resource):
         try:
             return socket.create_server(self.listen, backlog=BACKLOG)
         except OSError as e:  # a port of the config's that something else holds
-            raise RunStopped(f"the {self.name} cannot listen on {self.listen[0]}:{self.listen[1]}: {e}") from e
+            raise RunStopped(
+                f"the {self.name} cannot listen on {self.listen[0]}:{self.listen[1]}: {e}"
+            ) from e
 
     def spawn(self, extra: list[str], sock: socket.socket | None) -> Any:
         """The server's process: Popen, or what stands for one (stdout: where it says it listens)."""
@@ -244,10 +264,13 @@ class ServerProcess(Resource):
         # so the log still holds the last words of the one that died.
         with open(self.log_path, "w" if self.starts == 1 else "a") as log:
             return subprocess.Popen(
-                [*self.program, *self.args, *extra], stdout=subprocess.PIPE, stderr=log,
+                [*self.program, *self.args, *extra],
+                stdout=subprocess.PIPE,
+                stderr=log,
                 env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())},
                 pass_fds=(sock.fileno(),) if sock is not None else (),
-                start_new_session=True)  # Ctrl-C goes to the supervisor, which stops us last
+                start_new_session=True,
+            )  # Ctrl-C goes to the supervisor, which stops us last
 
     def _confirm(self, *, block: bool) -> None:
         """Read its first line: done once it says it listens; RunStopped if it said something else, exited
@@ -296,14 +319,26 @@ class ForkedServer:
     # supervisor's terminal (the forkserver's stderr, not yet the server's log). aiohttp takes both.
     stop_signal = signal.SIGTERM
 
-    def __init__(self, name: str, ctx: Any, target: str, args: tuple[Any, ...], log_path: str, append: bool,
-                 listen: socket.socket) -> None:
+    def __init__(
+        self,
+        name: str,
+        ctx: Any,
+        target: str,
+        args: tuple[Any, ...],
+        log_path: str,
+        append: bool,
+        listen: socket.socket,
+    ) -> None:
         """`target`: "module:function", called as function(listen_fd, *args) in the child (named, not
         passed: the supervisor need not import the server's modules to start it)."""
         said, self._said = socket.socketpair()
         try:
-            self.proc = ctx.Process(target=_forked_main, args=(name, os.getpid(), log_path, append, said, listen,
-                                                                target, args), name=name, daemon=False)
+            self.proc = ctx.Process(
+                target=_forked_main,
+                args=(name, os.getpid(), log_path, append, said, listen, target, args),
+                name=name,
+                daemon=False,
+            )
             self.proc.start()
         finally:
             said.close()  # the child's alone: its death reads as the end of what it says
@@ -334,8 +369,16 @@ class ForkedServer:
         self.send_signal(signal.SIGKILL)
 
 
-def _forked_main(name: str, parent: int, log_path: str, append: bool, said: socket.socket, listen: socket.socket,
-                 target: str, args: tuple[Any, ...]) -> None:
+def _forked_main(
+    name: str,
+    parent: int,
+    log_path: str,
+    append: bool,
+    said: socket.socket,
+    listen: socket.socket,
+    target: str,
+    args: tuple[Any, ...],
+) -> None:
     """In a server forked from the forkserver: be what a started one is (its own session, so Ctrl-C goes
     to the supervisor alone; gone with the supervisor; stdout to the supervisor, stderr to its log), then
     serve on `listen`."""
@@ -348,4 +391,6 @@ def _forked_main(name: str, parent: int, log_path: str, append: bool, said: sock
     os.dup2(said.fileno(), 1)
     said.close()
     module, _, function = target.partition(":")
-    getattr(importlib.import_module(module), function)(listen.fileno(), *args)  # `listen` stays open meanwhile
+    getattr(importlib.import_module(module), function)(
+        listen.fileno(), *args
+    )  # `listen` stays open meanwhile

@@ -40,10 +40,13 @@ def keyword(expr: str) -> Callable[[str, dict[str, Any]], bool]:
     code = " ".join(t if t in _OPERATORS or t in "()" else f"({t.lower()!r} in h)" for t in tokens)
     try:
         compiled = compile(code, "<-k>", "eval")
-        eval(compiled, {"__builtins__": {}}, {"h": ""})  # two words with no operator between compile, then fail
+        eval(
+            compiled, {"__builtins__": {}}, {"h": ""}
+        )  # two words with no operator between compile, then fail
     except (SyntaxError, TypeError):
-        raise ConfigError(f"-k {expr!r}: words joined by and, or, not and parentheses (pytest's -k)",
-                          where="command line") from None
+        raise ConfigError(
+            f"-k {expr!r}: words joined by and, or, not and parentheses (pytest's -k)", where="command line"
+        ) from None
 
     def match(record_id: str, data: dict[str, Any]) -> bool:
         return bool(eval(compiled, {"__builtins__": {}}, {"h": _haystack(record_id, data)}))
@@ -51,12 +54,16 @@ def keyword(expr: str) -> Callable[[str, dict[str, Any]], bool]:
     return match
 
 
-def chosen(records: Iterable[tuple[str, dict[str, Any]]], expr: str | None, ids: list[str] | None
-           ) -> set[str] | None:
+def chosen(
+    records: Iterable[tuple[str, dict[str, Any]]], expr: str | None, ids: list[str] | None
+) -> set[str] | None:
     """The ids to run, or None for all: those matching -k and among --ids (both when both are given)."""
     if expr is None and ids is None:
         return None
     match = keyword(expr) if expr is not None else None
     wanted = set(ids) if ids is not None else None
-    return {rid for rid, data in records if (wanted is None or rid in wanted)
-            and (match is None or match(rid, data))}
+    return {
+        rid
+        for rid, data in records
+        if (wanted is None or rid in wanted) and (match is None or match(rid, data))
+    }

@@ -12,8 +12,9 @@ from aiohttp import web
 from runner.resources import BACKLOG
 
 
-def site_for(runner: web.AppRunner, host: str, port: int, listen_fd: int | None,
-             tls: ssl.SSLContext | None = None) -> web.BaseSite:
+def site_for(
+    runner: web.AppRunner, host: str, port: int, listen_fd: int | None, tls: ssl.SSLContext | None = None
+) -> web.BaseSite:
     if listen_fd is None:
         return web.TCPSite(runner, host, port, backlog=BACKLOG, ssl_context=tls)
     return web.SockSite(runner, socket.socket(fileno=listen_fd), backlog=BACKLOG, ssl_context=tls)

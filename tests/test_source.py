@@ -6,6 +6,8 @@ function (a function-level import is no way out of a cycle, only a way to hide o
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -111,6 +113,15 @@ def test_classes_and_functions_stay_within_their_limits_and_those_past_the_guida
         if guide < n <= limit:
             warnings.warn(f"{where}: {n} lines (guidance {guide}): split it if it holds two things", stacklevel=1)
     assert [f"{where}: {n} lines (limit {limit})" for where, n, _, limit in sizes if n > limit] == []
+
+
+def test_the_package_is_as_its_formatter_writes_it() -> None:
+    """`ruff format` (pyproject.toml pins its minor release, whose style it keeps): one statement a line,
+    code wrapped at 110 columns, so that no line is packed to fit a size."""
+    ruff = Path(sys.executable).parent / "ruff"
+    p = subprocess.run([str(ruff), "format", "--check", "--diff", str(RUNNER)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, f"run `ruff format runner`:\n{p.stdout[-3000:]}{p.stderr[-1000:]}"
 
 
 def test_no_import_cycle_even_through_function_level_imports() -> None:

@@ -69,16 +69,23 @@ def run_metrics(rows: list[Result], reducer: str = "mean") -> dict[str, Any]:
     calls = total("llm_calls")
     return {
         # records, and results: one per record, or one per trial with epochs (errors and the rest count those)
-        "records": len({r.record_id for r in rows}), "results": len(rows),
-        "ok": len(ok), "errors": kinds["error"], "cut": kinds["cut"],
-        "successes": kinds["success"], "failures": kinds["failure"], "unscored": kinds["unscored"],
+        "records": len({r.record_id for r in rows}),
+        "results": len(rows),
+        "ok": len(ok),
+        "errors": kinds["error"],
+        "cut": kinds["cut"],
+        "successes": kinds["success"],
+        "failures": kinds["failure"],
+        "unscored": kinds["unscored"],
         # earlier attempts' results thrown away: their sandbox did not serve the whole record
         "discarded": sum(len(r.discarded) for r in rows),
         # results a rerun replaced (kept under each result's `earlier`), and records that failed, then passed
-        "reruns": sum(len(r.earlier) for r in rows), "flaky": sum(1 for r in rows if flaky(r)),
+        "reruns": sum(len(r.earlier) for r in rows),
+        "flaky": sum(1 for r in rows if flaky(r)),
         # fields the harness wrote that are not numbers at all (their mean leaves those records out)
-        "unreadable": dict(Counter(f for r in rows for f, note in r.read_notes.items()
-                                   if note.startswith("not a number"))),
+        "unreadable": dict(
+            Counter(f for r in rows for f, note in r.read_notes.items() if note.startswith("not a number"))
+        ),
         "errors_by_kind": dict(Counter(str(r.error_kind) for r in rows if not r.ok)),
         # successes among the records the agent finished (errors and cut turns are shown beside, not in it) ...
         "success_rate": kinds["success"] / decided if decided else None,
@@ -88,14 +95,20 @@ def run_metrics(rows: list[Result], reducer: str = "mean") -> dict[str, Any]:
         "metrics": metric_means(rows),
         # every prompt token, then its split: uncached, read from and written to the provider's prompt cache
         "prompt_tokens": total("input_tokens") + total("cache_read_tokens") + total("cache_write_tokens"),
-        "input_tokens": total("input_tokens"), "output_tokens": total("output_tokens"),
-        "cost_usd": _cost_sum(bill, "cost_usd"), "input_cost_usd": _cost_sum(bill, "input_cost_usd"),
-        "cache_read_tokens": total("cache_read_tokens"), "cache_write_tokens": total("cache_write_tokens"),
+        "input_tokens": total("input_tokens"),
+        "output_tokens": total("output_tokens"),
+        "cost_usd": _cost_sum(bill, "cost_usd"),
+        "input_cost_usd": _cost_sum(bill, "input_cost_usd"),
+        "cache_read_tokens": total("cache_read_tokens"),
+        "cache_write_tokens": total("cache_write_tokens"),
         "cache_saved_usd": round(sum(a.usage.cache_saved_usd for a in bill), 6),
         "batched_calls": total("batched_calls"),
         "batch_saved_usd": round(sum(a.usage.batch_saved_usd for a in bill), 6),
-        "latency_p50_s": round(percentile(lat, 0.5), 4), "latency_p95_s": round(percentile(lat, 0.95), 4),
-        "retries": total("retries"), "rate_limited": total("rate_limited"), "llm_calls": calls,
+        "latency_p50_s": round(percentile(lat, 0.5), 4),
+        "latency_p95_s": round(percentile(lat, 0.95), 4),
+        "retries": total("retries"),
+        "rate_limited": total("rate_limited"),
+        "llm_calls": calls,
         "cache_hit_rate": total("cache_hits") / calls if calls else 0.0,
         **(_trials(rows, reducer) if repeated(rows) else {}),
     }
@@ -105,4 +118,8 @@ def _trials(rows: list[Result], reducer: str) -> dict[str, Any]:
     trials = summary(rows, reducer)
     rate, ci = trials.pop("headline")
     finished = trials["records"] > 0
-    return {"success_rate": rate if finished else None, "success_ci95": ci if finished else None, "trials": trials}
+    return {
+        "success_rate": rate if finished else None,
+        "success_ci95": ci if finished else None,
+        "trials": trials,
+    }

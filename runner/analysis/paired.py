@@ -49,7 +49,9 @@ class Paired:
     won: list[str]  # succeeded in the run, failed in the reference
     lost: list[str]  # the other way round
     difference: float  # success rate of the run minus the reference's, on the paired records
-    ci95: tuple[float, float] | None  # None: too few records for one (repeated trials), or no spread to make one
+    ci95: (
+        tuple[float, float] | None
+    )  # None: too few records for one (repeated trials), or no spread to make one
     p_value: float | None  # None: too few records (repeated trials)
     mde: float | None  # smallest difference detectable at 80 % power; None: `mde_note` says why
     mde_note: str | None  # why there is no detectable difference: TOO_FEW, or NOTHING_VARIES
@@ -86,16 +88,20 @@ MIN_RECORDS_FOR_TRIALS = 10
 MIN_PAIRS = 6
 TOO_FEW = "too few records"  # no difference up to the largest these records could show would be seen
 NOTHING_VARIES = "nothing varies"  # every record came out the same in both runs, at 0 % or 100 %
-VERDICTS = {"better": "the interval lies above 0 and p < 0.05", "worse": "the interval lies below 0 and p < 0.05",
-            "borderline": "the interval and the test disagree (one says different, the other not): too close to call",
-            "no clear difference": "the interval takes in 0 and p >= 0.05, on records enough to see the detectable "
-                                   "difference",
-            "too few records to tell": "these records could not show a difference at all (see detectable)",
-            "no records both finished": "nothing to compare"}
+VERDICTS = {
+    "better": "the interval lies above 0 and p < 0.05",
+    "worse": "the interval lies below 0 and p < 0.05",
+    "borderline": "the interval and the test disagree (one says different, the other not): too close to call",
+    "no clear difference": "the interval takes in 0 and p >= 0.05, on records enough to see the detectable "
+    "difference",
+    "too few records to tell": "these records could not show a difference at all (see detectable)",
+    "no records both finished": "nothing to compare",
+}
 
 
-def verdict(difference: float, paired: int, ci95: tuple[float, float] | None, p: float | None,
-            mde_note: str | None) -> str:
+def verdict(
+    difference: float, paired: int, ci95: tuple[float, float] | None, p: float | None, mde_note: str | None
+) -> str:
     """One word for the comparison that agrees with its interval, its p-value and its detectable difference
     (VERDICTS says what each means). Before, "worse" stood beside p = 0.062 on a merged 20-record job."""
     if not paired:
@@ -146,11 +152,25 @@ def pair(reference: str, ref_rows: list[Result], run: str, run_rows: list[Result
     mde, p = paired_mde(n, discordance), mcnemar(len(lost), len(won))
     note = None if mde is not None else NOTHING_VARIES if n >= MIN_PAIRS and discordance <= 0 else TOO_FEW
     return Paired(
-        reference=reference, run=run, shared=len(shared), paired=n, both=both, neither=neither, won=won, lost=lost,
-        difference=diff, ci95=(lo, hi), p_value=p, mde=mde, mde_note=note,
-        verdict=verdict(diff, n, (lo, hi), p, note), **_sides([a[i] for i in done], [b[i] for i in done]),
-        only_in_reference=[i for i in a if i not in b], only_in_run=[i for i in b if i not in a],
-        unfinished=[i for i in shared if i not in finished])
+        reference=reference,
+        run=run,
+        shared=len(shared),
+        paired=n,
+        both=both,
+        neither=neither,
+        won=won,
+        lost=lost,
+        difference=diff,
+        ci95=(lo, hi),
+        p_value=p,
+        mde=mde,
+        mde_note=note,
+        verdict=verdict(diff, n, (lo, hi), p, note),
+        **_sides([a[i] for i in done], [b[i] for i in done]),
+        only_in_reference=[i for i in a if i not in b],
+        only_in_run=[i for i in b if i not in a],
+        unfinished=[i for i in shared if i not in finished],
+    )
 
 
 def _sides(ra: list[Result], rb: list[Result]) -> dict[str, Any]:
@@ -158,13 +178,17 @@ def _sides(ra: list[Result], rb: list[Result]) -> dict[str, Any]:
     every trial): success, cost per result and per success, mean latency, the harness's metrics."""
     sa, sb = sum(1 for r in ra if r.success), sum(1 for r in rb if r.success)
     names = [k for k in dict.fromkeys(k for r in ra for k in r.metrics) if any(k in r.metrics for r in rb)]
-    return {"success": Delta(sa / len(ra) if ra else None, sb / len(rb) if rb else None),
-            "cost_per_record": Delta(_per(_cost(ra), len(ra)), _per(_cost(rb), len(rb))),
-            "cost_per_success": Delta(_per(_cost(ra), sa), _per(_cost(rb), sb)),
-            "latency_s": Delta(statistics.fmean(r.wall_seconds for r in ra) if ra else None,
-                               statistics.fmean(r.wall_seconds for r in rb) if rb else None),
-            "metrics": {k: Delta(_metric(ra, k), _metric(rb, k)) for k in names},
-            "cached": any(r.usage.cache_hits for r in (*ra, *rb))}
+    return {
+        "success": Delta(sa / len(ra) if ra else None, sb / len(rb) if rb else None),
+        "cost_per_record": Delta(_per(_cost(ra), len(ra)), _per(_cost(rb), len(rb))),
+        "cost_per_success": Delta(_per(_cost(ra), sa), _per(_cost(rb), sb)),
+        "latency_s": Delta(
+            statistics.fmean(r.wall_seconds for r in ra) if ra else None,
+            statistics.fmean(r.wall_seconds for r in rb) if rb else None,
+        ),
+        "metrics": {k: Delta(_metric(ra, k), _metric(rb, k)) for k in names},
+        "cached": any(r.usage.cache_hits for r in (*ra, *rb)),
+    }
 
 
 def _pair_trials(reference: str, ref_rows: list[Result], run: str, run_rows: list[Result]) -> Paired:
@@ -184,15 +208,31 @@ def _pair_trials(reference: str, ref_rows: list[Result], run: str, run_rows: lis
     rb = [r for r in run_rows if r.record_id in ta and outcome(r) in FINISHED]
     shared = [i for i in ids_a if i in ids_b]
     return Paired(
-        reference=reference, run=run, shared=len(shared), paired=n, both=sum(1 for d in diffs if d == 0), neither=0,
-        won=won, lost=lost, difference=mean, ci95=ci, p_value=p, mde=mde, mde_note=note,
-        verdict=verdict(mean, n, ci, p, note), **_sides(ra, rb),  # cost per record: per trial here
-        only_in_reference=[i for i in ids_a if i not in ids_b], only_in_run=[i for i in ids_b if i not in ids_a],
-        unfinished=[i for i in shared if i not in tb or i not in ta], method="paired-means")
+        reference=reference,
+        run=run,
+        shared=len(shared),
+        paired=n,
+        both=sum(1 for d in diffs if d == 0),
+        neither=0,
+        won=won,
+        lost=lost,
+        difference=mean,
+        ci95=ci,
+        p_value=p,
+        mde=mde,
+        mde_note=note,
+        verdict=verdict(mean, n, ci, p, note),
+        **_sides(ra, rb),  # cost per record: per trial here
+        only_in_reference=[i for i in ids_a if i not in ids_b],
+        only_in_run=[i for i in ids_b if i not in ids_a],
+        unfinished=[i for i in shared if i not in tb or i not in ta],
+        method="paired-means",
+    )
 
 
-def _spread(diffs: list[float], won: list[str], lost: list[str]
-            ) -> tuple[tuple[float, float] | None, float | None, float | None, str | None]:
+def _spread(
+    diffs: list[float], won: list[str], lost: list[str]
+) -> tuple[tuple[float, float] | None, float | None, float | None, str | None]:
     """Interval, p, detectable difference and why none, from the records' differences: by their spread (a
     normal approximation) from MIN_RECORDS_FOR_TRIALS records on; where they do not spread at all (every
     record moved alike), no interval and the exact sign test on the records that moved."""
@@ -214,8 +254,11 @@ def best(runs: dict[str, list[Result]], rates: dict[str, float | None]) -> str |
     if len(runs) < 2 or not known:
         return None
     leader = max(known, key=lambda name: known[name])
-    if any(pair(other, rows, leader, runs[leader]).verdict != "better" for other, rows in runs.items()
-           if other != leader):
+    if any(
+        pair(other, rows, leader, runs[leader]).verdict != "better"
+        for other, rows in runs.items()
+        if other != leader
+    ):
         return None
     return leader
 

@@ -15,7 +15,9 @@ def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     # at 0 or n successes the bound is exactly 0 or 1; floating point would leave 1e-16 off
-    return (0.0 if successes == 0 else max(0.0, centre - half)), (1.0 if successes == n else min(1.0, centre + half))
+    return (0.0 if successes == 0 else max(0.0, centre - half)), (
+        1.0 if successes == n else min(1.0, centre + half)
+    )
 
 
 def mcnemar(only_a: int, only_b: int) -> float:
@@ -24,15 +26,16 @@ def mcnemar(only_a: int, only_b: int) -> float:
     n = only_a + only_b
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2 ** n
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 
 Z80 = 0.8416212335729143  # one-sided: 80 % power
 
 
-def paired_difference(both: int, only_first: int, only_second: int, neither: int,
-                      z: float = Z95) -> tuple[float, float, float]:
+def paired_difference(
+    both: int, only_first: int, only_second: int, neither: int, z: float = Z95
+) -> tuple[float, float, float]:
     """p_first - p_second for two success rates measured on the same records, with Newcombe's (1998)
     method 10 interval: the two Wilson intervals combined, corrected for the pairs' correlation ("square
     and add"). Good coverage at small n and near 0 or 1, and never outside -1..1, unlike the Wald interval."""
@@ -53,10 +56,14 @@ def paired_difference(both: int, only_first: int, only_second: int, neither: int
     return d, max(-1.0, lower), min(1.0, upper)
 
 
-def paired_records_needed(delta: float, discordant: float, z_alpha: float = Z95, z_beta: float = Z80) -> float:
+def paired_records_needed(
+    delta: float, discordant: float, z_alpha: float = Z95, z_beta: float = Z80
+) -> float:
     """Records a paired comparison needs to detect a difference `delta` in success (McNemar, two-sided 5 %,
     80 % power) when a share `discordant` of records differ in outcome between the runs (Connor 1987)."""
-    return (z_alpha * math.sqrt(discordant) + z_beta * math.sqrt(max(0.0, discordant - delta ** 2))) ** 2 / delta ** 2
+    return (
+        z_alpha * math.sqrt(discordant) + z_beta * math.sqrt(max(0.0, discordant - delta**2))
+    ) ** 2 / delta**2
 
 
 def paired_mde(n: int, discordant: float) -> float | None:

@@ -93,16 +93,29 @@ def summary(rows: list[Result], reducer: str) -> dict[str, Any]:
     mean = statistics.fmean(values) if values else 0.0
     naive = statistics.pstdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0
     # pass@k and pass^k over the records with at least k finished trials (a record's errors shorten its n)
-    at = {k: _mean([pass_at_k(len(ts), sum(ts), k) for ts in recs.values() if len(ts) >= k]) for k in range(1, n + 1)}
-    hat = {k: _mean([pass_hat_k(len(ts), sum(ts), k) for ts in recs.values() if len(ts) >= k])
-           for k in range(1, n + 1)}
+    at = {
+        k: _mean([pass_at_k(len(ts), sum(ts), k) for ts in recs.values() if len(ts) >= k])
+        for k in range(1, n + 1)
+    }
+    hat = {
+        k: _mean([pass_hat_k(len(ts), sum(ts), k) for ts in recs.values() if len(ts) >= k])
+        for k in range(1, n + 1)
+    }
     several = [ts for ts in recs.values() if len(ts) > 1]
-    return {"headline": _headline(recs, reducer), "reducer": reducer, "trials_per_record": n,
-            "records": len(recs), "finished_trials": len(values),
-            "mean": mean, "se_clustered": clustered_se(clusters), "se_if_independent": naive,
-            "pass_at_k": at, "pass_hat_k": hat,
-            # records whose trials disagree: a success and a failure among them
-            "flip_share": sum(1 for ts in several if 0 < sum(ts) < len(ts)) / len(several) if several else 0.0}
+    return {
+        "headline": _headline(recs, reducer),
+        "reducer": reducer,
+        "trials_per_record": n,
+        "records": len(recs),
+        "finished_trials": len(values),
+        "mean": mean,
+        "se_clustered": clustered_se(clusters),
+        "se_if_independent": naive,
+        "pass_at_k": at,
+        "pass_hat_k": hat,
+        # records whose trials disagree: a success and a failure among them
+        "flip_share": sum(1 for ts in several if 0 < sum(ts) < len(ts)) / len(several) if several else 0.0,
+    }
 
 
 def _mean(values: list[float]) -> float | None:

@@ -52,8 +52,9 @@ def slot_mib(cfg: Config) -> int:
     return WAITING_SLOT_MIB if waiting else SLOT_MIB
 
 
-def split(concurrency: int, *, cores: int | None = None, memory_mib: float | None = None,
-          slot_mib: int = SLOT_MIB) -> Layout:
+def split(
+    concurrency: int, *, cores: int | None = None, memory_mib: float | None = None, slot_mib: int = SLOT_MIB
+) -> Layout:
     """Workers x slots for `concurrency` records in flight on this machine."""
     cores = cores or os.cpu_count() or 1
     memory_mib = available_mib() if memory_mib is None else memory_mib
@@ -77,7 +78,9 @@ def layout(cfg: Config, *, items: int, chunk: int = 1, kind: str = "docker") -> 
     if kind == "external":
         return Layout(1, 1, "the external sandbox is one database")
     if cfg.concurrency is not None:
-        total = min(AUTO_CEILING, max(1, -(-items // chunk))) if cfg.concurrency == "auto" else cfg.concurrency
+        total = (
+            min(AUTO_CEILING, max(1, -(-items // chunk))) if cfg.concurrency == "auto" else cfg.concurrency
+        )
         base = split(total, slot_mib=slot_mib(cfg))
         workers, slots = cfg.workers, cfg.slots
         if workers is None and slots is None:

@@ -100,7 +100,7 @@ class Gates:
     def message(self, key: str) -> str:
         with self._locked() as m:
             at = self._at(key) + _SLOT
-            return bytes(m[at:at + MESSAGE_BYTES]).split(b"\0", 1)[0].decode(errors="replace")
+            return bytes(m[at : at + MESSAGE_BYTES]).split(b"\0", 1)[0].decode(errors="replace")
 
     def enter(self, key: str, deadline: float | None = None) -> bool:
         """Pass the gate: True if this caller probes (its call decides), False if the gate is open. Waits while
@@ -166,14 +166,14 @@ class Gates:
                 self._write(m, at, [UNTRIED if probing else state, 0 if probing else holder, count, new])
                 return False
             self._write(m, at, [SHUT, 0, count, new])
-            raw = words.encode()[:MESSAGE_BYTES - 1] + b"\0"
-            m[at + _SLOT:at + _SLOT + len(raw)] = raw
+            raw = words.encode()[: MESSAGE_BYTES - 1] + b"\0"
+            m[at + _SLOT : at + _SLOT + len(raw)] = raw
             return True
 
     def close(self, words: str, run: str | None = None) -> None:
         """Shut the gates of `run` (None: every run's) with `words`, whatever their state: its budget is spent
         (runner/budget/spend.py), and no call of it may go."""
-        raw = words.encode()[:MESSAGE_BYTES - 1] + b"\0"
+        raw = words.encode()[: MESSAGE_BYTES - 1] + b"\0"
         keys = [k for k in self.keys if run is None or k == run or k.startswith(run + "/")]
         with self._locked() as m:
             for key in keys:
@@ -181,7 +181,7 @@ class Gates:
                 state, _, count, digest = self._read(m, at)
                 if state != SHUT:
                     self._write(m, at, [SHUT, 0, count, digest])
-                    m[at + _SLOT:at + _SLOT + len(raw)] = raw
+                    m[at + _SLOT : at + _SLOT + len(raw)] = raw
 
     def shut(self) -> dict[str, str]:
         """Every shut gate and why."""

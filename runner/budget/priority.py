@@ -32,8 +32,12 @@ from runner.config import Config
 SPENT = 0.1  # a budget with less than this share of a minute's worth left is spent for now
 AHEAD = 1.05  # runs with records left within 5 % of the run furthest ahead are even (at the start, all)
 MIN_CALLS = 10  # a run's settled calls on a budget before their tokens per call are measured, not forecast
-HEDGE = 0.5  # while a budget's need is forecast, not measured, runs within this share of the top need take turns
-PerItem = Mapping[str, Mapping[str, tuple[float, float, float]]]  # run -> budget key -> (calls, input, output)
+HEDGE = (
+    0.5  # while a budget's need is forecast, not measured, runs within this share of the top need take turns
+)
+PerItem = Mapping[
+    str, Mapping[str, tuple[float, float, float]]
+]  # run -> budget key -> (calls, input, output)
 
 
 def run_keys(cfg: Config, limiter: SharedLimiter) -> dict[str, list[int]]:
@@ -46,8 +50,9 @@ def run_keys(cfg: Config, limiter: SharedLimiter) -> dict[str, list[int]]:
     return keys
 
 
-def budget_preference(cfg: Config, limiter: object, per_item: PerItem | None = None
-                      ) -> Callable[[Mapping[str, int]], str | None] | None:
+def budget_preference(
+    cfg: Config, limiter: object, per_item: PerItem | None = None
+) -> Callable[[Mapping[str, int]], str | None] | None:
     """Given each run's records left to finish, the run to start next (None: plan order); None when no
     budget has limits to weigh. `per_item`: what the forecast expects an item of each run to ask of each
     budget key."""
@@ -80,7 +85,9 @@ class CriticalPath:
 
     REFRESH_SECONDS = 1.0
 
-    def __init__(self, keys: dict[str, list[int]], limiter: SharedLimiter, per_item: PerItem | None = None) -> None:
+    def __init__(
+        self, keys: dict[str, list[int]], limiter: SharedLimiter, per_item: PerItem | None = None
+    ) -> None:
         self.keys, self.limiter = keys, limiter
         self.per_item = per_item
         self.totals: dict[str, int] | None = None  # each run's records at the start (the first `left`)
@@ -99,7 +106,7 @@ class CriticalPath:
             return self._order
         k = self._turn % self._hedged  # a free slot each: runs whose needs are not yet known apart take turns
         self._turn += 1
-        return self._order[k:self._hedged] + self._order[:k] + self._order[self._hedged:]
+        return self._order[k : self._hedged] + self._order[:k] + self._order[self._hedged :]
 
     def _compute(self, left: Mapping[str, int]) -> list[str] | None:
         if self.per_item is not None:
@@ -114,12 +121,19 @@ class CriticalPath:
             t = tally[key]
             if done <= 0 or not any(t.used):
                 continue
-            need[slot] = max((used * rest / done / cap for used, cap in zip(t.used, t.caps, strict=True)
-                              if cap != INF and cap > 0), default=0.0)
+            need[slot] = max(
+                (
+                    used * rest / done / cap
+                    for used, cap in zip(t.used, t.caps, strict=True)
+                    if cap != INF and cap > 0
+                ),
+                default=0.0,
+            )
         return self._ranked(need, left)
 
-    def _ranked(self, need: Mapping[int, float], left: Mapping[str, int],
-                 guessed: frozenset[int] = frozenset()) -> list[str] | None:
+    def _ranked(
+        self, need: Mapping[int, float], left: Mapping[str, int], guessed: frozenset[int] = frozenset()
+    ) -> list[str] | None:
         """The runs by the need of their neediest budget; `guessed`: budgets whose need is a forecast's (the
         leading runs within HEDGE of the top, where one such budget leads, take turns)."""
         self._hedged = 0
@@ -154,6 +168,8 @@ class CriticalPath:
                 asked = [asked[0] + n, asked[1] + n * each[0], asked[2] + n * each[1]]
             if asked[0] <= 0:
                 continue
-            need[slot] = max((a / cap for a, cap in zip(asked, tally[key].caps, strict=True) if cap != INF and cap > 0),
-                             default=0.0)
+            need[slot] = max(
+                (a / cap for a, cap in zip(asked, tally[key].caps, strict=True) if cap != INF and cap > 0),
+                default=0.0,
+            )
         return self._ranked(need, left, frozenset(guessed))

@@ -31,8 +31,29 @@ from runner.budget.xlock import ProcessLock
 from runner.config import Config, Limits
 from runner.interrupts import shielded
 
-(_RPM_CAP, _RPM, _ITPM_CAP, _ITPM, _OTPM_CAP, _OTPM, _STAMP, _PAUSED, _CONC, _INFLIGHT, _ADAPTIVE,
- _CONC_MAX, _SSTHRESH, _FULL_AT, _RTT, _WAITED, _ADMITTED, _USED_REQ, _USED_IN, _USED_OUT, _TIMES) = range(21)
+(
+    _RPM_CAP,
+    _RPM,
+    _ITPM_CAP,
+    _ITPM,
+    _OTPM_CAP,
+    _OTPM,
+    _STAMP,
+    _PAUSED,
+    _CONC,
+    _INFLIGHT,
+    _ADAPTIVE,
+    _CONC_MAX,
+    _SSTHRESH,
+    _FULL_AT,
+    _RTT,
+    _WAITED,
+    _ADMITTED,
+    _USED_REQ,
+    _USED_IN,
+    _USED_OUT,
+    _TIMES,
+) = range(21)
 _F = _TIMES + timings.BUCKETS  # floats per key: the counters, then the call-time histogram
 INF = float("inf")
 _BUCKETS = ((_RPM_CAP, _RPM), (_ITPM_CAP, _ITPM), (_OTPM_CAP, _OTPM))  # (cap, level) per bucket
@@ -49,7 +70,11 @@ class Tally:
     admitted: int
     times: tuple[float, ...] = ()
     used: tuple[float, float, float] = (0.0, 0.0, 0.0)  # requests, input and output tokens settled
-    caps: tuple[float, float, float] = (INF, INF, INF)  # its limits per minute: requests, input, output tokens
+    caps: tuple[float, float, float] = (
+        INF,
+        INF,
+        INF,
+    )  # its limits per minute: requests, input, output tokens
 
 
 @dataclass(frozen=True)
@@ -73,8 +98,6 @@ class Held:
         with shielded():  # settled and marked so together: a cut between would settle it twice
             self.limiter.settle(self.res, input_tokens, output_tokens)
             self.settled = True
-
-
 
 
 class Budget:
@@ -113,8 +136,15 @@ class Budget:
         times = [t for t in (self.snapshot(s)["round_trip"] for s in range(len(self.keys))) if t > 0]
         return max(times, default=None)
 
-    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None, waited: float = 0.0, run: int = -1) -> Reservation | float:
+    def try_acquire(
+        self,
+        slot: int,
+        input_tokens: float,
+        output_tokens: float | None = None,
+        lane: int | None = None,
+        waited: float = 0.0,
+        run: int = -1,
+    ) -> Reservation | float:
         """A reservation, or the seconds to wait before trying again. `waited`: how long this caller has
         waited for it so far (counted once admitted: the budget's queueing, a signal for the throttle);
         `run`: whose call it is (run_index)."""
@@ -127,16 +157,25 @@ class Budget:
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
         raise NotImplementedError
 
-    def acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                deadline: float | None = None, *, taken: Callable[[Reservation], None] | None = None,
-                run: int = -1) -> Reservation | None:
+    def acquire(
+        self,
+        slot: int,
+        input_tokens: float,
+        output_tokens: float | None = None,
+        deadline: float | None = None,
+        *,
+        taken: Callable[[Reservation], None] | None = None,
+        run: int = -1,
+    ) -> Reservation | None:
         """Block until admitted (None if the deadline passes first). `taken` is called with the reservation
         inside the shield that admitted it (runner/interrupts.py): a caller the time limit may cut records it
         there, with no instruction between admission and its record."""
         first = time.monotonic()
         while True:
             with shielded():
-                r = self.try_acquire(slot, input_tokens, output_tokens, waited=time.monotonic() - first, run=run)
+                r = self.try_acquire(
+                    slot, input_tokens, output_tokens, waited=time.monotonic() - first, run=run
+                )
                 if isinstance(r, Reservation):
                     if taken is not None:
                         taken(r)
@@ -146,15 +185,27 @@ class Budget:
             time.sleep(min(max(r, 0.005), 0.5))  # waiting is the caller's time: a cut may land here
 
     @contextmanager
-    def reserving(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                  deadline: float | None = None, run: int = -1) -> Iterator[Held | None]:
+    def reserving(
+        self,
+        slot: int,
+        input_tokens: float,
+        output_tokens: float | None = None,
+        deadline: float | None = None,
+        run: int = -1,
+    ) -> Iterator[Held | None]:
         """`acquire` and `held` in one, for a caller the time limit may cut anywhere: the reservation is this
         block's from the instant it is admitted, so no cut can fall between admission and the `finally` that
         settles it. None if the deadline passes first."""
         box: list[Held] = []
         try:
-            self.acquire(slot, input_tokens, output_tokens, deadline, taken=lambda r: box.append(Held(self, r)),
-                         run=run)
+            self.acquire(
+                slot,
+                input_tokens,
+                output_tokens,
+                deadline,
+                taken=lambda r: box.append(Held(self, r)),
+                run=run,
+            )
             yield box[0] if box else None
         finally:
             if box and not box[0].settled:
@@ -176,9 +227,17 @@ class Budget:
 class SharedLimiter(Budget):
     """Created once by the supervisor, handed to workers at spawn (shared memory + one lock)."""
 
-    def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], *, start_concurrency: float = 8,
-                 max_concurrency: float = 256, out_estimate: float = 200, lanes: int = 0,
-                 runs: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        limits: dict[str, Limits],
+        adaptive: dict[str, bool],
+        *,
+        start_concurrency: float = 8,
+        max_concurrency: float = 256,
+        out_estimate: float = 200,
+        lanes: int = 0,
+        runs: list[str] | None = None,
+    ) -> None:
         self.keys = sorted(limits)
         self.runs = list(runs or [])
         self.out_estimate = out_estimate
@@ -199,8 +258,11 @@ class SharedLimiter(Budget):
         for i, k in enumerate(self.keys):
             lim = limits[k]
             base = i * _F
-            for cap_i, lvl_i, cap in ((_RPM_CAP, _RPM, lim.rpm), (_ITPM_CAP, _ITPM, lim.itpm),
-                                      (_OTPM_CAP, _OTPM, lim.otpm)):
+            for cap_i, lvl_i, cap in (
+                (_RPM_CAP, _RPM, lim.rpm),
+                (_ITPM_CAP, _ITPM, lim.itpm),
+                (_OTPM_CAP, _OTPM, lim.otpm),
+            ):
                 self._arr[base + cap_i] = cap or INF
                 self._arr[base + lvl_i] = cap or INF
             self._arr[base + _STAMP] = now
@@ -231,8 +293,15 @@ class SharedLimiter(Budget):
             if cap != INF:
                 a[base + lvl_i] = min(cap, a[base + lvl_i] + dt * cap / 60.0)
 
-    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None, waited: float = 0.0, run: int = -1) -> Reservation | float:
+    def try_acquire(
+        self,
+        slot: int,
+        input_tokens: float,
+        output_tokens: float | None = None,
+        lane: int | None = None,
+        waited: float = 0.0,
+        run: int = -1,
+    ) -> Reservation | float:
         """A reservation, or the seconds to wait before trying again; in-flight counted on `lane` (the
         caller's, default this process's)."""
         out = self.out_estimate if output_tokens is None else output_tokens
@@ -248,8 +317,11 @@ class SharedLimiter(Budget):
                 a[base + _FULL_AT] = now
                 return 0.02
             waits = []
-            for cap_i, lvl_i, need in ((_RPM_CAP, _RPM, 1.0), (_ITPM_CAP, _ITPM, input_tokens),
-                                       (_OTPM_CAP, _OTPM, out)):
+            for cap_i, lvl_i, need in (
+                (_RPM_CAP, _RPM, 1.0),
+                (_ITPM_CAP, _ITPM, input_tokens),
+                (_OTPM_CAP, _OTPM, out),
+            ):
                 cap = a[base + cap_i]
                 need = min(need, cap)  # a request larger than a whole minute's budget waits for a full bucket
                 if cap != INF and a[base + lvl_i] < need:
@@ -337,32 +409,51 @@ class SharedLimiter(Budget):
             self._refill(base, now)
             if a[base + _PAUSED] > now:
                 return 0.0
-            shares = [max(0.0, a[base + lvl_i]) / a[base + cap_i]
-                      for cap_i, lvl_i in _BUCKETS
-                      if a[base + cap_i] != INF]
+            shares = [
+                max(0.0, a[base + lvl_i]) / a[base + cap_i]
+                for cap_i, lvl_i in _BUCKETS
+                if a[base + cap_i] != INF
+            ]
             return min(shares, default=1.0)
 
     def tally(self) -> dict[str, Tally]:
         a = self._arr
         with self._locked():
-            return {key: Tally(a[b + _WAITED], int(a[b + _ADMITTED]), tuple(a[b + _TIMES:b + _F]),
-                               (a[b + _USED_REQ], a[b + _USED_IN], a[b + _USED_OUT]),
-                               (a[b + _RPM_CAP], a[b + _ITPM_CAP], a[b + _OTPM_CAP]))
-                    for key, b in ((key, i * _F) for i, key in enumerate(self.keys))}
+            return {
+                key: Tally(
+                    a[b + _WAITED],
+                    int(a[b + _ADMITTED]),
+                    tuple(a[b + _TIMES : b + _F]),
+                    (a[b + _USED_REQ], a[b + _USED_IN], a[b + _USED_OUT]),
+                    (a[b + _RPM_CAP], a[b + _ITPM_CAP], a[b + _OTPM_CAP]),
+                )
+                for key, b in ((key, i * _F) for i, key in enumerate(self.keys))
+            }
 
     def per_run(self) -> dict[str, dict[str, tuple[float, float, float]]]:
         n = len(self.keys)
         with self._locked():
             u = list(self._usage)
-        return {run: {key: (u[(r * n + k) * 3], u[(r * n + k) * 3 + 1], u[(r * n + k) * 3 + 2])
-                      for k, key in enumerate(self.keys)} for r, run in enumerate(self.runs)}
+        return {
+            run: {
+                key: (u[(r * n + k) * 3], u[(r * n + k) * 3 + 1], u[(r * n + k) * 3 + 2])
+                for k, key in enumerate(self.keys)
+            }
+            for r, run in enumerate(self.runs)
+        }
 
     def snapshot(self, slot: int) -> dict[str, float]:
         a, base = self._arr, slot * _F
         with self._locked():
-            return {"requests": a[base + _RPM], "input_tokens": a[base + _ITPM], "output_tokens": a[base + _OTPM],
-                    "concurrency": a[base + _CONC], "in_flight": a[base + _INFLIGHT], "round_trip": a[base + _RTT],
-                    "paused_for": max(0.0, a[base + _PAUSED] - time.monotonic())}
+            return {
+                "requests": a[base + _RPM],
+                "input_tokens": a[base + _ITPM],
+                "output_tokens": a[base + _OTPM],
+                "concurrency": a[base + _CONC],
+                "in_flight": a[base + _INFLIGHT],
+                "round_trip": a[base + _RTT],
+                "paused_for": max(0.0, a[base + _PAUSED] - time.monotonic()),
+            }
 
 
 def limiter_key(cfg: Config, provider: str, model: str) -> str:
@@ -389,8 +480,10 @@ def budget_spec(cfg: Config) -> tuple[dict[str, Limits], dict[str, bool]]:
         if r.teacher:
             keys.add(limiter_key(cfg, r.teacher.provider, r.teacher.model))
     limits = {k: cfg.rate_limits[k].resolved() if k in cfg.rate_limits else Limits() for k in keys}
-    adaptive = {k: (cfg.adaptive_concurrency if cfg.adaptive_concurrency is not None
-                    else k not in cfg.rate_limits) for k in keys}
+    adaptive = {
+        k: (cfg.adaptive_concurrency if cfg.adaptive_concurrency is not None else k not in cfg.rate_limits)
+        for k in keys
+    }
     return limits, adaptive
 
 

@@ -29,7 +29,9 @@ INF = float("inf")
 (_CAP_USD, _CAP_TOKENS, _USD, _TOKENS, _HELD_USD, _HELD_TOKENS, _REACHED) = range(7)
 _F = 7  # floats per scope
 JOB = "job"
-BUDGET_WORDS = "stopped at budget"  # how every refusal of a cap begins (the recorder, the CLI and the report read it)
+BUDGET_WORDS = (
+    "stopped at budget"  # how every refusal of a cap begins (the recorder, the CLI and the report read it)
+)
 
 
 class Spent(Exception):
@@ -74,8 +76,13 @@ class Spend:
     """In a file every process of the run maps (workers, the gateway, the supervisor): made by the supervisor,
     it travels as its path and scopes."""
 
-    def __init__(self, runs: list[str], caps: Mapping[str, Cap] | None = None,
-                 spent: Mapping[str, tuple[float, float]] | None = None, path: str | None = None) -> None:
+    def __init__(
+        self,
+        runs: list[str],
+        caps: Mapping[str, Cap] | None = None,
+        spent: Mapping[str, tuple[float, float]] | None = None,
+        path: str | None = None,
+    ) -> None:
         """`caps`: by scope (JOB or a run's name); `spent`: what earlier invocations spent, by scope; `path`:
         the file of a Spend made elsewhere (then neither caps nor spent)."""
         self.scopes = [JOB, *runs]
@@ -138,8 +145,10 @@ class Spend:
         with self._locked() as a:
             for i in scopes:
                 b = i * _F
-                for cap_i, used_i, held_i, amount in ((_CAP_USD, _USD, _HELD_USD, usd),
-                                                      (_CAP_TOKENS, _TOKENS, _HELD_TOKENS, tokens)):
+                for cap_i, used_i, held_i, amount in (
+                    (_CAP_USD, _USD, _HELD_USD, usd),
+                    (_CAP_TOKENS, _TOKENS, _HELD_TOKENS, tokens),
+                ):
                     if a[b + _REACHED] or a[b + used_i] + a[b + held_i] + amount > a[b + cap_i]:
                         a[b + _REACHED] = 1.0
                         raise Spent(self._words(i), self.scopes[i])
@@ -174,8 +183,10 @@ class Spend:
         what = "the job" if i == 0 else f"run {self.scopes[i]}"
         if a[b + _USD] + a[b + _HELD_USD] >= a[b + _CAP_USD] or a[b + _CAP_TOKENS] == INF:
             return f"{BUDGET_WORDS}: ${a[b + _USD]:.4f} of ${a[b + _CAP_USD]:.2f} spent ({what}'s --budget)"
-        return (f"{BUDGET_WORDS}: {a[b + _TOKENS]:,.0f} of {a[b + _CAP_TOKENS]:,.0f} tokens "
-                f"({what}'s --budget-tokens)")
+        return (
+            f"{BUDGET_WORDS}: {a[b + _TOKENS]:,.0f} of {a[b + _CAP_TOKENS]:,.0f} tokens "
+            f"({what}'s --budget-tokens)"
+        )
 
     def spent(self) -> dict[str, tuple[float, float]]:
         """By scope: USD and tokens spent (earlier invocations' included)."""

@@ -118,7 +118,9 @@ class Throttle:
     _probe: _Probe | None = None
     _prev_flight: float | None = None  # the last window's records in flight, on average
     _changed: bool = False  # the last window's decision changed the target
-    _ramp_seen: dict[str, deque[_Seen]] = field(default_factory=dict)  # slow start's recent rounds, per stream
+    _ramp_seen: dict[str, deque[_Seen]] = field(
+        default_factory=dict
+    )  # slow start's recent rounds, per stream
     _rounds: int = 0
 
     def __post_init__(self) -> None:
@@ -149,7 +151,9 @@ class Throttle:
         self._flight_sum += in_flight
         self._flight_n += 1
         if self._untimed and now - self._asked >= ASK_EVERY_SECONDS:  # opened before any call was timed:
-            self._asked = now  # paced by the first timing that comes (asked now and then: on Ray a remote call)
+            self._asked = (
+                now  # paced by the first timing that comes (asked now and then: on Ray a remote call)
+            )
             self._length = self._next_length()
         if now - start < self._length:
             return False
@@ -178,20 +182,28 @@ class Throttle:
         # came down to it and held there for a window: they come down only as they finish, and calls that end
         # in a window began up to a round trip earlier.
         moved = self._changed  # the last decision changed the target
-        settled = not moved and self._prev_flight is not None and \
-            abs(flight - self._prev_flight) <= SETTLED * max(self._prev_flight, 1.0)
+        settled = (
+            not moved
+            and self._prev_flight is not None
+            and abs(flight - self._prev_flight) <= SETTLED * max(self._prev_flight, 1.0)
+        )
         self._prev_flight, self._changed = flight, False
         if self._rate_limited > RATE_LIMITED_SHARE * self._calls:
             self._probe = None
             self.slow_start = False
-            return self._set(now, int(self.target * CUT_ON_429), "429s",
-                             f"{self._rate_limited} 429s in {self._calls} calls in {self._length:.3g}s")
+            return self._set(
+                now,
+                int(self.target * CUT_ON_429),
+                "429s",
+                f"{self._rate_limited} 429s in {self._calls} calls in {self._length:.3g}s",
+            )
         medians, bound = self._read_window()
         if self._probe is not None and self._probe.stream in medians:
             if (flight > FLIGHT_RISE * self.target or not settled) and self._probe.waited < PROBE_WINDOWS:
                 self._probe.waited += 1  # the cut has not reached the records in flight yet: no evidence
-                return self._hold("latency", f"waiting for the records in flight ({flight:.0f}) to settle at "
-                                             f"{self.target}")
+                return self._hold(
+                    "latency", f"waiting for the records in flight ({flight:.0f}) to settle at {self.target}"
+                )
             return self._judge_probe(now, medians, flight)
         if bound:
             self._remember(medians, flight)
@@ -200,15 +212,25 @@ class Throttle:
             return self._ramp(now, pending, medians, flight, moved)
         for stream, median in medians.items():
             base = self.baseline(stream)
-            if base is not None and median > LATENCY_RISE * base.median and flight > FLIGHT_RISE * base.in_flight:
+            if (
+                base is not None
+                and median > LATENCY_RISE * base.median
+                and flight > FLIGHT_RISE * base.in_flight
+            ):
                 self._probe = _Probe(self.target, stream, median, flight)
-                return self._set(now, int(self.target * CUT_ON_LATENCY), "latency",
-                                 f"{stream} latency {median:.2f}s at {flight:.0f} in flight against "
-                                 f"{base.median:.2f}s at {base.in_flight:.0f}: trying fewer")
+                return self._set(
+                    now,
+                    int(self.target * CUT_ON_LATENCY),
+                    "latency",
+                    f"{stream} latency {median:.2f}s at {flight:.0f} in flight against "
+                    f"{base.median:.2f}s at {base.in_flight:.0f}: trying fewer",
+                )
         self._remember(medians, flight)
         return self._grow(now, pending)
 
-    def _ramp(self, now: float, pending: bool, medians: Mapping[str, float], flight: float, moved: bool) -> bool:
+    def _ramp(
+        self, now: float, pending: bool, medians: Mapping[str, float], flight: float, moved: bool
+    ) -> bool:
         """Slow start: a round trip a window, doubling. It ends early (as TCP's HyStart ends it) when a model's
         calls take RAMP_RISE x the fastest of its recent rounds while twice as many records are in flight:
         back to the level of that fast round, and measured growth from there. Only rounds of the ramp are held
@@ -222,11 +244,17 @@ class Throttle:
             low = min(self._ramp_seen.get(stream, ()), key=lambda s: s.median, default=None)
             if low is not None and median > RAMP_RISE * low.median and flight > 2 * low.in_flight:
                 self.slow_start = False
-                return self._set(now, round(low.in_flight), "latency",
-                                 f"{stream} latency {median:.2f}s at {flight:.0f} in flight, {median / low.median:.1f} "
-                                 f"x its {low.median:.2f}s at {low.in_flight:.0f}: the ramp ends there, growing slowly")
+                return self._set(
+                    now,
+                    round(low.in_flight),
+                    "latency",
+                    f"{stream} latency {median:.2f}s at {flight:.0f} in flight, {median / low.median:.1f} "
+                    f"x its {low.median:.2f}s at {low.in_flight:.0f}: the ramp ends there, growing slowly",
+                )
             if self._rounds > 1:
-                self._ramp_seen.setdefault(stream, deque(maxlen=BASELINE_WINDOWS)).append(_Seen(median, flight))
+                self._ramp_seen.setdefault(stream, deque(maxlen=BASELINE_WINDOWS)).append(
+                    _Seen(median, flight)
+                )
         return self._grow(now, pending)
 
     def _read_window(self) -> tuple[dict[str, float], str]:
@@ -267,19 +295,32 @@ class Throttle:
             self._knee[probe.stream] = _Seen(median, flight)
             if self.target > self.floor:
                 self._probe = _Probe(probe.before, probe.stream, median, flight, descending=True)
-            return self._set(now, int(self.target * CUT_ON_LATENCY), "latency",
-                             f"{probe.stream} latency {median:.2f}s at {flight:.0f} in flight, down from "
-                             f"{probe.high:.2f}s at {probe.flight:.0f}: load; trying fewer still")
+            return self._set(
+                now,
+                int(self.target * CUT_ON_LATENCY),
+                "latency",
+                f"{probe.stream} latency {median:.2f}s at {flight:.0f} in flight, down from "
+                f"{probe.high:.2f}s at {probe.flight:.0f}: load; trying fewer still",
+            )
         if probe.descending:
             self._remember(medians, flight)
-            return self._set(now, round(probe.flight), "latency",
-                             f"{probe.stream} latency {median:.2f}s at {flight:.0f} in flight, no faster than at "
-                             f"{probe.flight:.0f}: the knee, held there")
+            return self._set(
+                now,
+                round(probe.flight),
+                "latency",
+                f"{probe.stream} latency {median:.2f}s at {flight:.0f} in flight, no faster than at "
+                f"{probe.flight:.0f}: the knee, held there",
+            )
         self._seen.pop(probe.stream, None)
         self._knee.pop(probe.stream, None)
         self._remember(medians, flight)
-        return self._set(now, probe.before, "work", f"{probe.stream} latency {median:.2f}s at fewer in flight "
-                                                    "too: the work's, not load (baseline moved)")
+        return self._set(
+            now,
+            probe.before,
+            "work",
+            f"{probe.stream} latency {median:.2f}s at fewer in flight "
+            "too: the work's, not load (baseline moved)",
+        )
 
     def _remember(self, medians: Mapping[str, float], flight: float) -> None:
         for stream, median in medians.items():

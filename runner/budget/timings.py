@@ -41,4 +41,4 @@ def median(counts: Sequence[float]) -> float | None:
             share = (half - seen) / n
             return FIRST * RATIO ** (i + share)
         seen += n
-    return FIRST * RATIO ** BUCKETS
+    return FIRST * RATIO**BUCKETS

@@ -24,13 +24,21 @@ OVERDUE_BOOTS = 4
 
 
 class Dispatcher:
-    def __init__(self, conversation_limit: float, scheduler: Scheduler, pool: WorkerPool, progress: Progress,
-                 throttle: Throttle | None = None,
-                 prefer: Callable[[Mapping[str, int]], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        conversation_limit: float,
+        scheduler: Scheduler,
+        pool: WorkerPool,
+        progress: Progress,
+        throttle: Throttle | None = None,
+        prefer: Callable[[Mapping[str, int]], str | None] | None = None,
+    ) -> None:
         self.scheduler, self.pool, self.progress = scheduler, pool, progress
         self.conversation_limit = conversation_limit  # a record's time limit, seconds
         self.throttle = throttle  # --concurrency auto: how many of the slots to keep busy
-        self.prefer = prefer  # the run whose records to start first (runner/budget/priority.py), None: plan order
+        self.prefer = (
+            prefer  # the run whose records to start first (runner/budget/priority.py), None: plan order
+        )
 
     def assign(self, h: WorkerHandle) -> None:
         """A chunk for each free slot of the worker; Stop once there is no work left and it holds none."""
@@ -40,16 +48,29 @@ class Dispatcher:
         for slot in s.free_slots(h.id, h.ready_slots):
             if self.held_back(h):
                 return  # its share of the target in use, not out of work: no Stop
-            chunk = s.take(h.id, slot, prefer=self.prefer(s.left) if self.prefer is not None else None,
-                           now=time.monotonic(), limit_per_item=self.conversation_limit,
-                           margin=ALARM_SLACK_SECONDS + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds))
+            chunk = s.take(
+                h.id,
+                slot,
+                prefer=self.prefer(s.left) if self.prefer is not None else None,
+                now=time.monotonic(),
+                limit_per_item=self.conversation_limit,
+                margin=ALARM_SLACK_SECONDS + max(OVERDUE_FLOOR_SECONDS, OVERDUE_BOOTS * h.boot_seconds),
+            )
             if not chunk:
                 break
-            h.send(Assign(tuple(Job(a.item.id, a.item.run, a.item.record_id, a.item.index, a.attempt, a.item.epoch)
-                                for a in chunk), slot))
+            h.send(
+                Assign(
+                    tuple(
+                        Job(a.item.id, a.item.run, a.item.record_id, a.item.index, a.attempt, a.item.epoch)
+                        for a in chunk
+                    ),
+                    slot,
+                )
+            )
             first, held = chunk[0].item, s.slots_held(h.id)
             self.progress.worker(h.id).item = f"{first.run}:{first.record_id}" + (
-                f" +{held - 1} slots" if held > 1 else f" +{len(chunk) - 1}" if len(chunk) > 1 else "")
+                f" +{held - 1} slots" if held > 1 else f" +{len(chunk) - 1}" if len(chunk) > 1 else ""
+            )
         if not s.busy(h.id):
             h.send(Stop())
             h.stopping = True
@@ -57,8 +78,10 @@ class Dispatcher:
     def held_back(self, h: WorkerHandle) -> bool:
         """Under --concurrency auto: the target is in use, or this worker holds its share of it."""
         t = self.throttle
-        return t is not None and (self.scheduler.in_flight() >= t.target
-                                  or self.scheduler.holds(h.id) >= -(-t.target // max(1, len(self.pool.workers))))
+        return t is not None and (
+            self.scheduler.in_flight() >= t.target
+            or self.scheduler.holds(h.id) >= -(-t.target // max(1, len(self.pool.workers)))
+        )
 
     def steer(self) -> None:
         """--concurrency auto: let the throttle judge the window; when it allows more, fill slots."""

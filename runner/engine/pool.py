@@ -108,8 +108,12 @@ class ProcessTransport:
     def start(self, spec: WorkerSpec, limiter: Any) -> ProcessLink:
         tasks = Tasks(self.ctx)
         writer = self.inbox.open(self.ctx)
-        proc = self.ctx.Process(target=worker_main, args=(spec, writer, tasks, limiter), name=f"worker-{spec.worker}",
-                                daemon=False)
+        proc = self.ctx.Process(
+            target=worker_main,
+            args=(spec, writer, tasks, limiter),
+            name=f"worker-{spec.worker}",
+            daemon=False,
+        )
         try:
             proc.start()
         finally:
@@ -149,9 +153,16 @@ def restart_cap(configured: int | None, workers: int) -> int:
 
 
 class WorkerPool:
-    def __init__(self, transport: Transport, make_spec: Callable[[int], WorkerSpec], limiter: Any,
-                 *, heartbeat_timeout: float, max_restarts: int,
-                 spawnable: Callable[[int], bool] | None = None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        make_spec: Callable[[int], WorkerSpec],
+        limiter: Any,
+        *,
+        heartbeat_timeout: float,
+        max_restarts: int,
+        spawnable: Callable[[int], bool] | None = None,
+    ) -> None:
         """`spawnable(id)`: whether worker id's spec is made without waiting (its sandbox launched ahead
         is): the supervisor's loop spawns the first workers as they can be, instead of waiting on each."""
         self.transport, self.make_spec, self.limiter = transport, make_spec, limiter
@@ -169,8 +180,9 @@ class WorkerPool:
         taken = {h.lane for h in self.workers.values()}
         lane = next((n for n in range(self.limiter.lanes if self.limiter else 0) if n not in taken), -1)
         spec = dataclasses.replace(self.make_spec(wid), lane=lane)
-        h = self.workers[wid] = WorkerHandle(wid, self.transport.start(spec, self.limiter), slots=spec.slots,
-                                             lane=lane)
+        h = self.workers[wid] = WorkerHandle(
+            wid, self.transport.start(spec, self.limiter), slots=spec.slots, lane=lane
+        )
         return h
 
     def spawn_first(self, *, stopping: bool) -> list[WorkerHandle]:
@@ -192,7 +204,9 @@ class WorkerPool:
     def get(self, wid: int) -> WorkerHandle | None:
         return self.workers.get(wid)
 
-    def note(self, msg: WorkerReady | Heartbeat | SandboxReplaced | SlotReady | WorkerRetiring) -> WorkerHandle | None:
+    def note(
+        self, msg: WorkerReady | Heartbeat | SandboxReplaced | SlotReady | WorkerRetiring
+    ) -> WorkerHandle | None:
         """What a worker says of its own state; its handle, if it is still one of ours."""
         h = self.workers.get(msg.worker)
         if h is not None and isinstance(msg, WorkerReady | Heartbeat):
@@ -200,11 +214,21 @@ class WorkerPool:
         match msg:
             case WorkerReady() if h is not None:  # its sandbox answers and its harness is attached
                 h.ready, h.boot_seconds = True, msg.boot_seconds
-                logger.info("worker {} ready: {} sandbox {} in {:.2f}s", msg.worker, msg.sandbox_kind, msg.sandbox_id,
-                            msg.boot_seconds)
+                logger.info(
+                    "worker {} ready: {} sandbox {} in {:.2f}s",
+                    msg.worker,
+                    msg.sandbox_kind,
+                    msg.sandbox_id,
+                    msg.boot_seconds,
+                )
             case SandboxReplaced():
-                logger.warning("worker {}: sandbox {} died ({}); replaced by {}", msg.worker, msg.old_id, msg.reason,
-                               msg.new_id)
+                logger.warning(
+                    "worker {}: sandbox {} died ({}); replaced by {}",
+                    msg.worker,
+                    msg.old_id,
+                    msg.reason,
+                    msg.new_id,
+                )
             case SlotReady():
                 if h is not None:
                     h.ready_slots.add(msg.slot)
@@ -219,8 +243,10 @@ class WorkerPool:
         harness that kills every worker it runs in would otherwise be restarted forever)."""
         self.restarts += 1
         if self.restarts > self.max_restarts:
-            return (f"workers died {self.restarts} times (max_worker_restarts {self.max_restarts}); stopping "
-                    "(see logs/worker-*.log)")
+            return (
+                f"workers died {self.restarts} times (max_worker_restarts {self.max_restarts}); stopping "
+                "(see logs/worker-*.log)"
+            )
         return None
 
     def excuse_stall(self) -> None:
@@ -228,7 +254,9 @@ class WorkerPool:
         suspended VM), every worker would look silent. A loop turn that late: judged from now."""
         now = time.monotonic()
         if now - self.last_turn > STALL_SECONDS:
-            logger.warning("the supervisor did not run for {:.0f}s; heartbeats judged from now", now - self.last_turn)
+            logger.warning(
+                "the supervisor did not run for {:.0f}s; heartbeats judged from now", now - self.last_turn
+            )
             for h in self.workers.values():
                 h.last_beat = max(h.last_beat, now)
         self.last_turn = now
@@ -243,7 +271,9 @@ class WorkerPool:
                     continue  # being killed: gone when its exit code shows
                 stale = h.ready and now - h.last_beat > self.heartbeat_timeout
                 if stale or h.id in overdue:
-                    logger.warning("worker {} {}; killing it", h.id, "stopped beating" if stale else "is overdue")
+                    logger.warning(
+                        "worker {} {}; killing it", h.id, "stopped beating" if stale else "is overdue"
+                    )
                     self.kill(h)
                 if h.exitcode is None:
                     continue
@@ -258,7 +288,9 @@ class WorkerPool:
         h.link.join(1)
         self.workers.pop(h.id, None)
         if self.limiter is not None and h.exitcode is not None and (freed := self.limiter.reclaim(h.lane)):
-            logger.info("worker {} died holding {:g} model call(s) in the shared budget: given back", h.id, freed)
+            logger.info(
+                "worker {} died holding {:g} model call(s) in the shared budget: given back", h.id, freed
+            )
         code = h.exitcode
         if code is not None and code < 0:
             with contextlib.suppress(ValueError):
@@ -277,7 +309,10 @@ class WorkerPool:
         they stop, and returns True to stop them at once (a second Ctrl-C): the wait is then cut short."""
         self.stop_all(msg)
         deadline = time.monotonic() + (HARD_STOP_WAIT_SECONDS if hard else STOP_WAIT_SECONDS)
-        while any(h.exitcode is None for h in self.workers.values()) and (left := deadline - time.monotonic()) > 0:
+        while (
+            any(h.exitcode is None for h in self.workers.values())
+            and (left := deadline - time.monotonic()) > 0
+        ):
             if meanwhile(min(left, STOP_POLL_SECONDS)) and not hard:
                 hard = True
                 deadline = min(deadline, time.monotonic() + HARD_STOP_WAIT_SECONDS)

@@ -56,8 +56,9 @@ class Prestart(Resource):
             assert isinstance(sandbox, DockerSandbox), "only docker sandboxes are launched ahead"
             launch: Future[Launched] = Future()
             self._launches[spec.worker] = launch
-            t = threading.Thread(target=self._launch, args=(sandbox, launch), daemon=True,
-                                 name=f"prestart-{spec.worker}")
+            t = threading.Thread(
+                target=self._launch, args=(sandbox, launch), daemon=True, name=f"prestart-{spec.worker}"
+            )
             t.start()
             self._threads.append(t)
 
@@ -80,8 +81,12 @@ class Prestart(Resource):
                 deadline = t1 + BOOT_TURN_SECONDS
                 while not (os.path.exists(ready) or self._stopping.is_set() or time.monotonic() > deadline):
                     time.sleep(0.01)
-            logger.debug("{} launched in {:.2f}s, its server up {:.2f}s later", launched.id, t1 - t0,
-                         time.monotonic() - t1)
+            logger.debug(
+                "{} launched in {:.2f}s, its server up {:.2f}s later",
+                launched.id,
+                t1 - t0,
+                time.monotonic() - t1,
+            )
 
     def launched(self, worker: int) -> bool:
         """Whether take(worker) answers at once (its launch ended, or it has none)."""

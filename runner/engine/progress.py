@@ -65,7 +65,9 @@ class Progress:
     discarded: int = 0  # results thrown away (their sandbox did not serve the whole record) and run again
     status_path: Path | None = None  # where the state is written every second, for whoever watches the run
     batches: str = ""  # batch mode: what is waiting on the batch APIs now (set from the gateway's counts)
-    spent: Callable[[], float] | None = None  # what the job has spent so far, every call counted (budget/spend.py)
+    spent: Callable[[], float] | None = (
+        None  # what the job has spent so far, every call counted (budget/spend.py)
+    )
     spent_before: float = 0.0  # of it, what earlier invocations of this output spent
     budget_usd: float | None = None  # the job's cap (--budget)
     forecast_usd: float | None = None  # what the forecast expected this invocation's items to cost
@@ -116,9 +118,15 @@ class Progress:
                 self._write_status(t)
 
     def _write_status(self, t: float) -> None:
-        state = {"elapsed_seconds": t, "in_flight": self.in_flight, "capacity": self.capacity, "target": self.target,
-                 "target_why": self.target_why,
-                 "done": sum(p.done for p in self.runs.values()), "total": sum(p.total for p in self.runs.values())}
+        state = {
+            "elapsed_seconds": t,
+            "in_flight": self.in_flight,
+            "capacity": self.capacity,
+            "target": self.target,
+            "target_why": self.target_why,
+            "done": sum(p.done for p in self.runs.values()),
+            "total": sum(p.total for p in self.runs.values()),
+        }
         try:
             assert self.status_path is not None
             replace(self.status_path, json.dumps(state).encode(), sync=False)  # rewritten every second
@@ -160,10 +168,22 @@ class Progress:
         self._last_state = state
         for name, p in self.runs.items():
             # solved, failed (the agent's fault) and errors: the words the report and the summary use
-            logger.info("{}: {}/{} done: {} solved, {} failed, {} errors{}, {} calls, {} retries, {} 429s, {} cache "
-                        "hits, {}", name, p.done, p.total, p.success, p.ok - p.success, p.errors,
-                        f" ({p.cut} cut: turns the model did not finish)" if p.cut else "", p.llm_calls, p.retries,
-                        p.rate_limited, p.cache_hits, p.cost)
+            logger.info(
+                "{}: {}/{} done: {} solved, {} failed, {} errors{}, {} calls, {} retries, {} 429s, {} cache "
+                "hits, {}",
+                name,
+                p.done,
+                p.total,
+                p.success,
+                p.ok - p.success,
+                p.errors,
+                f" ({p.cut} cut: turns the model did not finish)" if p.cut else "",
+                p.llm_calls,
+                p.retries,
+                p.rate_limited,
+                p.cache_hits,
+                p.cost,
+            )
         if self.discarded:
             logger.info("{} result(s) discarded (sandbox lost mid-record) and run again", self.discarded)
         if self.batches:
@@ -171,8 +191,12 @@ class Progress:
         if spending := self.spending():
             logger.info("{}", spending)
         if self.capacity > 1:
-            logger.info("in flight: {} of {}{}", self.in_flight, self.capacity,
-                        f" (target {self.target}: {self.target_why})" if self.target is not None else "")
+            logger.info(
+                "in flight: {} of {}{}",
+                self.in_flight,
+                self.capacity,
+                f" (target {self.target}: {self.target_why})" if self.target is not None else "",
+            )
 
     def _render(self) -> Group:
         elapsed = time.monotonic() - self.started
@@ -186,16 +210,36 @@ class Progress:
         if spending := self.spending():
             flying += f", {spending}"
         t = Table(title=f"runs ({elapsed:.0f}s{flying})", expand=False)
-        for col in ("run", "done", "solved", "failed", "errors", "rate/s", "ETA", "retries", "429s", "cache hits",
-                    "cost"):
+        for col in (
+            "run",
+            "done",
+            "solved",
+            "failed",
+            "errors",
+            "rate/s",
+            "ETA",
+            "retries",
+            "429s",
+            "cache hits",
+            "cost",
+        ):
             t.add_column(col, justify="right" if col != "run" else "left")
         for name, p in self.runs.items():
             rate = p.done / elapsed if elapsed > 0 else 0.0
             eta = (p.total - p.done) / rate if rate > 0 else float("inf")
-            t.add_row(name, f"{p.done}/{p.total}", str(p.success), str(p.ok - p.success),
-                      f"{p.errors} ({p.cut} cut)" if p.cut else str(p.errors), f"{rate:.2f}",
-                      "-" if eta == float("inf") else f"{eta:.0f}s", str(p.retries), str(p.rate_limited),
-                      f"{p.cache_hits}/{p.llm_calls}", p.cost)
+            t.add_row(
+                name,
+                f"{p.done}/{p.total}",
+                str(p.success),
+                str(p.ok - p.success),
+                f"{p.errors} ({p.cut} cut)" if p.cut else str(p.errors),
+                f"{rate:.2f}",
+                "-" if eta == float("inf") else f"{eta:.0f}s",
+                str(p.retries),
+                str(p.rate_limited),
+                f"{p.cache_hits}/{p.llm_calls}",
+                p.cost,
+            )
         w = Table(title="workers", expand=False)
         for col in ("worker", "sandbox", "record", "RSS MiB", "CPU %"):
             w.add_column(col)

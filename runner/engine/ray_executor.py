@@ -126,15 +126,23 @@ class WorkerActor:
 class BudgetActor:
     """The built-in agents' one budget for the whole cluster: a SharedLimiter in one process."""
 
-    def __init__(self, limits: dict[str, Limits], adaptive: dict[str, bool], lanes: int,
-                 runs: list[str] | None = None) -> None:
+    def __init__(
+        self, limits: dict[str, Limits], adaptive: dict[str, bool], lanes: int, runs: list[str] | None = None
+    ) -> None:
         self.limiter = SharedLimiter(limits, adaptive, lanes=lanes, runs=runs)
 
     def describe(self) -> tuple[list[str], int, float, list[str]]:
         return self.limiter.keys, self.limiter.lanes, self.limiter.out_estimate, self.limiter.runs
 
-    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None, lane: int,
-                    waited: float = 0.0, run: int = -1) -> Reservation | float:
+    def try_acquire(
+        self,
+        slot: int,
+        input_tokens: float,
+        output_tokens: float | None,
+        lane: int,
+        waited: float = 0.0,
+        run: int = -1,
+    ) -> Reservation | float:
         return self.limiter.try_acquire(slot, input_tokens, output_tokens, lane, waited, run)
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, ok: bool) -> None:
@@ -165,10 +173,20 @@ class RemoteBudget(Budget):
         self.keys, self.lanes, self.out_estimate, self.runs = ray.get(actor.describe.remote())
         self.lane = -1
 
-    def try_acquire(self, slot: int, input_tokens: float, output_tokens: float | None = None,
-                    lane: int | None = None, waited: float = 0.0, run: int = -1) -> Reservation | float:
-        r: Reservation | float = ray.get(self.actor.try_acquire.remote(
-            slot, input_tokens, output_tokens, self.lane if lane is None else lane, waited, run))
+    def try_acquire(
+        self,
+        slot: int,
+        input_tokens: float,
+        output_tokens: float | None = None,
+        lane: int | None = None,
+        waited: float = 0.0,
+        run: int = -1,
+    ) -> Reservation | float:
+        r: Reservation | float = ray.get(
+            self.actor.try_acquire.remote(
+                slot, input_tokens, output_tokens, self.lane if lane is None else lane, waited, run
+            )
+        )
         return r
 
     def settle(self, res: Reservation, input_tokens: float, output_tokens: float, *, ok: bool = True) -> None:
@@ -229,6 +247,7 @@ class RayLink:
 
     def abort(self) -> None:
         """Its stacks, then the kill, in a thread of their own: the supervisor's loop never waits on them."""
+
         def stacks_then_kill() -> None:
             with contextlib.suppress(Exception):
                 ray.get(self.actor.stacks.remote(), timeout=KILL_WAIT_SECONDS)
@@ -300,9 +319,11 @@ class RayTransport:
             self._connect()
             if self.cfg.model_runs():
                 here = ray.get_runtime_context().get_node_id()
-                actor = ray.remote(num_cpus=0, max_restarts=0)(BudgetActor).options(
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
-                        *budget_spec(self.cfg), self.lanes, [r.name for r in self.cfg.runs])
+                actor = (
+                    ray.remote(num_cpus=0, max_restarts=0)(BudgetActor)
+                    .options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+                    .remote(*budget_spec(self.cfg), self.lanes, [r.name for r in self.cfg.runs])
+                )
                 self.budget = RemoteBudget(actor)
         except BaseException:
             self.close()
@@ -321,8 +342,12 @@ class RayTransport:
         extra: dict[str, Any] = {} if address else {"include_dashboard": False}
         ray.init(address=address, runtime_env=env, log_to_driver=False, configure_logging=False, **extra)
         self.started_ray = True
-        logger.info("ray: {} node(s), {:g} CPUs ({})", len([n for n in ray.nodes() if n.get("Alive")]),
-                    ray.cluster_resources().get("CPU", 0), address or "started here")
+        logger.info(
+            "ray: {} node(s), {:g} CPUs ({})",
+            len([n for n in ray.nodes() if n.get("Alive")]),
+            ray.cluster_resources().get("CPU", 0),
+            address or "started here",
+        )
 
     def node_address(self) -> str:
         """Where workers on other nodes reach this one (127.0.0.1 on a cluster of one machine)."""
@@ -331,8 +356,12 @@ class RayTransport:
 
     def start(self, spec: WorkerSpec, limiter: Any) -> RayLink:
         r = self.cfg.ray
-        opts: dict[str, Any] = {"num_cpus": r.cpus_per_worker, "max_restarts": 0, "max_task_retries": 0,
-                                "max_concurrency": 4}  # run, deliver, poll, stacks
+        opts: dict[str, Any] = {
+            "num_cpus": r.cpus_per_worker,
+            "max_restarts": 0,
+            "max_task_retries": 0,
+            "max_concurrency": 4,
+        }  # run, deliver, poll, stacks
         if r.memory_per_worker_mb:
             opts["memory"] = r.memory_per_worker_mb * 1024 * 1024
         actor = self.worker_class.options(**opts).remote()
@@ -352,4 +381,3 @@ class RayTransport:
         if self.started_ray:
             ray.shutdown()
             self.started_ray = False
-

@@ -16,8 +16,15 @@ from runner.results.sink import ResultSink
 
 
 class Recorder:
-    def __init__(self, maxfail: int | None, scheduler: Scheduler, sink: ResultSink, progress: Progress,
-                 throttle: Throttle | None = None, gates: Gates | None = None) -> None:
+    def __init__(
+        self,
+        maxfail: int | None,
+        scheduler: Scheduler,
+        sink: ResultSink,
+        progress: Progress,
+        throttle: Throttle | None = None,
+        gates: Gates | None = None,
+    ) -> None:
         """`maxfail`: results that failed, were cut or erred before the run stops (--maxfail); None: never."""
         self.maxfail = maxfail
         self.scheduler, self.sink, self.progress, self.throttle = scheduler, sink, progress, throttle
@@ -41,8 +48,14 @@ class Recorder:
             kind = note.partition(":")[0]
             if (field, kind) not in self.read_warned:  # once per field and way of reading: not per record
                 self.read_warned.add((field, kind))
-                logger.warning("{}: {} in {}:{} (and perhaps others){}", field, note, result.run, result.record_id,
-                               "" if kind == "read from a string" else ": the report leaves it out")
+                logger.warning(
+                    "{}: {} in {}:{} (and perhaps others){}",
+                    field,
+                    note,
+                    result.run,
+                    result.record_id,
+                    "" if kind == "read from a string" else ": the report leaves it out",
+                )
         if self.throttle is not None:
             u = result.usage
             live = u.llm_calls - u.cache_hits
@@ -53,8 +66,11 @@ class Recorder:
         self.not_successes += 1
         if self.not_successes != self.maxfail:
             return False
-        logger.warning("{} result(s) did not succeed (--maxfail {}): starting no more records; those in flight "
-                       "finish", self.not_successes, self.maxfail)
+        logger.warning(
+            "{} result(s) did not succeed (--maxfail {}): starting no more records; those in flight finish",
+            self.not_successes,
+            self.maxfail,
+        )
         return True
 
     def stop_refused_runs(self) -> None:
@@ -68,15 +84,35 @@ class Recorder:
             self.stopped_runs[run] = why
             dropped = self.scheduler.stop_run(run)
             if why.startswith(BUDGET_WORDS):
-                logger.warning("run {} {}; {} record(s) not started, and those a refused call cut are not recorded "
-                               "(the same command with a higher cap runs them)", run, why, dropped)
+                logger.warning(
+                    "run {} {}; {} record(s) not started, and those a refused call cut are not recorded "
+                    "(the same command with a higher cap runs them)",
+                    run,
+                    why,
+                    dropped,
+                )
                 continue
-            logger.error("run {} stopped: every request of it is refused ({}); {} record(s) not sent. Fix the "
-                         "config and run the same command: it resumes", run, why, dropped)
+            logger.error(
+                "run {} stopped: every request of it is refused ({}); {} record(s) not sent. Fix the "
+                "config and run the same command: it resumes",
+                run,
+                why,
+                dropped,
+            )
 
     def lost(self, worker: int, how: str) -> list[Result]:
         """What a gone worker held goes back in line; the error results of what ran out of attempts (the
         caller records them, as any result)."""
-        return [error_result(a.item.run, a.item.record_id, a.item.index, f"worker {how} on each of {a.attempt} "
-                             "attempts", kind="worker_died", item_id=a.item.id, attempt=a.attempt, epoch=a.item.epoch)
-                for a in self.scheduler.lose(worker)]
+        return [
+            error_result(
+                a.item.run,
+                a.item.record_id,
+                a.item.index,
+                f"worker {how} on each of {a.attempt} attempts",
+                kind="worker_died",
+                item_id=a.item.id,
+                attempt=a.attempt,
+                epoch=a.item.epoch,
+            )
+            for a in self.scheduler.lose(worker)
+        ]

@@ -56,8 +56,16 @@ class Scheduler:
         self.left = Counter(i.run for i in items)  # per run, items not yet completed (pending or held)
         self.stopped: set[str] = set()  # runs stopped for a refusal every request of theirs repeats
 
-    def take(self, worker: int, slot: int = 0, *, prefer: str | None = None, now: float = 0.0,
-             limit_per_item: float = math.inf, margin: float = 0.0) -> list[Assignment]:
+    def take(
+        self,
+        worker: int,
+        slot: int = 0,
+        *,
+        prefer: str | None = None,
+        now: float = 0.0,
+        limit_per_item: float = math.inf,
+        margin: float = 0.0,
+    ) -> list[Assignment]:
         """Up to chunk_size pending items of one run (a harness call serves one run) for a free slot of the
         worker, overdue past `now` + limit_per_item x their number + margin; [] when none.
         `prefer`: that run's next items if one is among the next PREFER_SCAN, else plan order.
@@ -90,8 +98,9 @@ class Scheduler:
             chunk.append(a)
         self.pending.extendleft(reversed(skipped))
         if chunk:
-            self.holding.setdefault(worker, {})[slot] = Holding({a.item.id: a for a in chunk}, now,
-                                                             limit_per_item * len(chunk) + margin)
+            self.holding.setdefault(worker, {})[slot] = Holding(
+                {a.item.id: a for a in chunk}, now, limit_per_item * len(chunk) + margin
+            )
         return chunk
 
     def _bring_forward(self, run: str) -> None:
@@ -144,8 +153,11 @@ class Scheduler:
 
     def overdue(self, now: float, workers: Iterable[int] | None = None) -> set[int]:
         """Workers holding a chunk past its deadline: stuck where their own alarm cannot reach them."""
-        return {w for w, slots in self.holding.items() if (workers is None or w in workers)
-                and any(h.overdue(now) for h in slots.values())}
+        return {
+            w
+            for w, slots in self.holding.items()
+            if (workers is None or w in workers) and any(h.overdue(now) for h in slots.values())
+        }
 
     def free_slots(self, worker: int, ready: Iterable[int]) -> list[int]:
         held = self.holding.get(worker, {})
@@ -170,8 +182,9 @@ class Scheduler:
         unfinished = [a for a in held.values() if a.item.id not in self.completed]
         alone = len(unfinished) > 1
         for a in unfinished:
-            (exhausted if a.attempt >= self.max_attempts else retry).append(Assignment(a.item, a.attempt + 1,
-                                                                                       alone or a.alone))
+            (exhausted if a.attempt >= self.max_attempts else retry).append(
+                Assignment(a.item, a.attempt + 1, alone or a.alone)
+            )
         self.pending.extendleft(reversed(retry))
         return [Assignment(a.item, a.attempt - 1) for a in exhausted]
 

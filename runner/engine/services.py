@@ -37,9 +37,13 @@ class ServiceWatch:
             if service.alive():
                 continue
             if restarts >= SERVICE_MAX_RESTARTS:
-                return (f"the {service.name} died {restarts + 1} times ({service.exit_description()}); stopping "
-                        f"(see logs/{service.name}.log)")
-            logger.error("the {} died ({}); restarting it on its port", service.name, service.exit_description())
+                return (
+                    f"the {service.name} died {restarts + 1} times ({service.exit_description()}); stopping "
+                    f"(see logs/{service.name}.log)"
+                )
+            logger.error(
+                "the {} died ({}); restarting it on its port", service.name, service.exit_description()
+            )
             self.restarts[service] = restarts + 1
             try:
                 service.restart()

@@ -16,5 +16,8 @@ class EngineSettings:
 
 
 def engine_settings(cfg: Config) -> EngineSettings:
-    return EngineSettings(conversation_limit=cfg.conversation_limit(),
-                          shutdown_grace_seconds=cfg.shutdown_grace_seconds, maxfail=cfg.maxfail)
+    return EngineSettings(
+        conversation_limit=cfg.conversation_limit(),
+        shutdown_grace_seconds=cfg.shutdown_grace_seconds,
+        maxfail=cfg.maxfail,
+    )

@@ -54,17 +54,31 @@ INBOX_BATCH = 1000
 
 
 class Supervisor:
-    def __init__(self, settings: EngineSettings, scheduler: Scheduler, pool: WorkerPool, sink: ResultSink,
-                 progress: Progress, inbox: Inbox, *, workers: int, services: Sequence[Service] = (),
-                 on_worker_lost: Callable[[int], None] | None = None, throttle: Throttle | None = None,
-                 prefer: Callable[[Mapping[str, int]], str | None] | None = None, gates: Gates | None = None,
-                 signals: SignalInbox | None = None) -> None:
+    def __init__(
+        self,
+        settings: EngineSettings,
+        scheduler: Scheduler,
+        pool: WorkerPool,
+        sink: ResultSink,
+        progress: Progress,
+        inbox: Inbox,
+        *,
+        workers: int,
+        services: Sequence[Service] = (),
+        on_worker_lost: Callable[[int], None] | None = None,
+        throttle: Throttle | None = None,
+        prefer: Callable[[Mapping[str, int]], str | None] | None = None,
+        gates: Gates | None = None,
+        signals: SignalInbox | None = None,
+    ) -> None:
         self.settings, self.scheduler, self.pool, self.progress = settings, scheduler, pool, progress
         self.inbox, self.target_workers, self.services = inbox, workers, ServiceWatch(services)
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
         self.dispatcher = Dispatcher(settings.conversation_limit, scheduler, pool, progress, throttle, prefer)
         self.recorder = Recorder(settings.maxfail, scheduler, sink, progress, throttle, gates)
-        self.on_booted: Callable[[], None] | None = None  # once every first worker is ready (start-up is over)
+        self.on_booted: Callable[[], None] | None = (
+            None  # once every first worker is ready (start-up is over)
+        )
         # once every item is done, while the workers shut down (their sandboxes' removal takes ~1 s): the
         # results' last rewrite goes on meanwhile, not after
         self.on_done: Callable[[], object] | None = None
@@ -137,7 +151,9 @@ class Supervisor:
             case WorkerReady() | Heartbeat() | SandboxReplaced() | SlotReady() | WorkerRetiring():
                 self.on_state(msg)
             case WorkerFailed():
-                self.fail(f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: {msg.error}")
+                self.fail(
+                    f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: {msg.error}"
+                )
             case _:
                 raise TypeError(f"unexpected message {msg!r}")
 
@@ -253,18 +269,27 @@ class Supervisor:
                     logger.warning("second {}: stopping now", name)
                 self.hard_stop = True
             else:
-                logger.warning("{}: finishing running records (up to {:.0f}s), then stopping; Ctrl-C again to "
-                               "stop at once", name, self.settings.shutdown_grace_seconds)
+                logger.warning(
+                    "{}: finishing running records (up to {:.0f}s), then stopping; Ctrl-C again to "
+                    "stop at once",
+                    name,
+                    self.settings.shutdown_grace_seconds,
+                )
                 self.begin_stop(grace=True)
 
     def begin_stop(self, *, grace: bool) -> None:
         if not self.stopping:
             self.stopping = True
-            self.grace_deadline = time.monotonic() + (self.settings.shutdown_grace_seconds if grace
-                                                      else STOP_GRACE_AFTER_FAILURE_SECONDS)
+            self.grace_deadline = time.monotonic() + (
+                self.settings.shutdown_grace_seconds if grace else STOP_GRACE_AFTER_FAILURE_SECONDS
+            )
             self.pool.stop_all(Stop())
 
     @property
     def interrupted(self) -> bool:
         """Stopped by a signal with records left (--maxfail's stop is `stopped_early`, an error's `error`)."""
-        return self.signalled and not self.error and bool(self.scheduler.has_pending() or self.scheduler.in_flight())
+        return (
+            self.signalled
+            and not self.error
+            and bool(self.scheduler.has_pending() or self.scheduler.in_flight())
+        )

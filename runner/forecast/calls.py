@@ -29,8 +29,12 @@ from runner.models.thinking import ThinkingPlan
 OPENAI_CACHE_MIN, OPENAI_CACHE_STEP = 1024, 128
 # Thinking tokens per call by effort: (low, expected). Orders of magnitude, not measurements (see above).
 THINKING: dict[str, tuple[float, float]] = {
-    "minimal": (0.0, 50.0), "low": (50.0, 200.0), "medium": (100.0, 400.0), "high": (200.0, 800.0),
-    "xhigh": (400.0, 1600.0), "max": (800.0, 3200.0),
+    "minimal": (0.0, 50.0),
+    "low": (50.0, 200.0),
+    "medium": (100.0, 400.0),
+    "high": (200.0, 800.0),
+    "xhigh": (400.0, 1600.0),
+    "max": (800.0, 3200.0),
 }
 DEFAULT_EFFORT = "medium"
 # How far a model may stray from the record's gold path, for a forecast from the records alone: fewer
@@ -58,13 +62,23 @@ class ThinkingBand:
         return cls(low, expected, float(max(allowance, expected)), echoed=provider == "anthropic")
 
 
-def need(shapes: Sequence[CallShape], caps: Capabilities, *, prompt_cache: bool, thinking: ThinkingBand,
-         band: str = "expected", first: bool = False) -> Need:
+def need(
+    shapes: Sequence[CallShape],
+    caps: Capabilities,
+    *,
+    prompt_cache: bool,
+    thinking: ThinkingBand,
+    band: str = "expected",
+    first: bool = False,
+) -> Need:
     """The tokens of one role's calls of one record (`band`: low, expected or high). `first`: the run's first
     record, whose first call finds no fixed part in the cache (it writes it for the others)."""
     think = getattr(thinking, band)
-    calls_k, prompt_k, answer_k = {"low": (CALLS_LOW, PROMPT_LOW, ANSWER_LOW), "expected": (1.0, 1.0, 1.0),
-                                   "high": (CALLS_HIGH, PROMPT_HIGH, ANSWER_HIGH)}[band]
+    calls_k, prompt_k, answer_k = {
+        "low": (CALLS_LOW, PROMPT_LOW, ANSWER_LOW),
+        "expected": (1.0, 1.0, 1.0),
+        "high": (CALLS_HIGH, PROMPT_HIGH, ANSWER_HIGH),
+    }[band]
     fixed = shapes[0].marked_prefix_tokens if shapes else 0  # a first call's prefix: tools and system prompt
     echoed = 0.0  # thinking of earlier calls the transcript carries
     uncached = read = written = output = 0.0
@@ -85,7 +99,9 @@ def need(shapes: Sequence[CallShape], caps: Capabilities, *, prompt_cache: bool,
     return Need(len(shapes) * k, uncached * k, read * k, written * k, output * k)
 
 
-def _cached(caps: Capabilities, prompt: float, prefix: float, prompt_cache: bool) -> tuple[float, float, float]:
+def _cached(
+    caps: Capabilities, prompt: float, prefix: float, prompt_cache: bool
+) -> tuple[float, float, float]:
     """One prompt's input tokens: (uncached, read from, written to) the provider's prompt cache."""
     if caps.provider == "anthropic":
         if not prompt_cache or prompt < caps.min_cache_tokens:

@@ -31,16 +31,27 @@ class Floor:
     bound_by: str | None  # None: no limit at all
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "requests": round(self.asked[0]), "input_tokens": round(self.asked[1]),
-                "output_tokens": round(self.asked[2]), "rpm": self.limits.rpm, "itpm": self.limits.itpm,
-                "otpm": self.limits.otpm, "limits_from": self.where, "seconds": round(self.seconds, 1),
-                "bound_by": self.bound_by}
+        return {
+            "key": self.key,
+            "requests": round(self.asked[0]),
+            "input_tokens": round(self.asked[1]),
+            "output_tokens": round(self.asked[2]),
+            "rpm": self.limits.rpm,
+            "itpm": self.limits.itpm,
+            "otpm": self.limits.otpm,
+            "limits_from": self.where,
+            "seconds": round(self.seconds, 1),
+            "bound_by": self.bound_by,
+        }
 
 
 def floor(key: str, asked: tuple[float, float, float], limits: Limits, where: str) -> Floor:
     caps = (limits.rpm, limits.itpm, limits.otpm)
-    per = {dim: max(0.0, amount - cap) / cap * 60.0 for dim, amount, cap in zip(DIMENSIONS, asked, caps, strict=True)
-           if cap}
+    per = {
+        dim: max(0.0, amount - cap) / cap * 60.0
+        for dim, amount, cap in zip(DIMENSIONS, asked, caps, strict=True)
+        if cap
+    }
     if not per:
         return Floor(key, asked, limits, where, 0.0, None)
     dim = max(per, key=lambda d: per[d])

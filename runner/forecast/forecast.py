@@ -67,9 +67,13 @@ class Part:
     cost: dict[str, dict[str, float | None]]  # mode -> band -> USD (None: price unknown)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "provider": self.provider, "model": self.model,
-                "need": {b: n.as_dict() for b, n in self.need.items()},
-                "cost_usd": {m: {b: _usd(v) for b, v in by.items()} for m, by in self.cost.items()}}
+        return {
+            "role": self.role,
+            "provider": self.provider,
+            "model": self.model,
+            "need": {b: n.as_dict() for b, n in self.need.items()},
+            "cost_usd": {m: {b: _usd(v) for b, v in by.items()} for m, by in self.cost.items()},
+        }
 
 
 @dataclass(frozen=True)
@@ -90,13 +94,22 @@ class RunForecast:
         if self.measured_cost is not None:
             return self.measured_cost[band]
         values = [p.cost[mode or self.mode][band] for p in self.parts]
-        return None if not values or any(v is None for v in values) else sum(v for v in values if v is not None)
+        return (
+            None if not values or any(v is None for v in values) else sum(v for v in values if v is not None)
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "items": self.items, "source": self.source, "why": self.why, "mode": self.mode,
-                "need": {b: self.need(b).as_dict() for b in BANDS},
-                "cost_usd": {m: {b: _usd(self.cost(m, b)) for b in BANDS} for m in MODES},
-                "seconds_per_call": self.seconds_per_call, "parts": [p.as_dict() for p in self.parts]}
+        return {
+            "run": self.run,
+            "items": self.items,
+            "source": self.source,
+            "why": self.why,
+            "mode": self.mode,
+            "need": {b: self.need(b).as_dict() for b in BANDS},
+            "cost_usd": {m: {b: _usd(self.cost(m, b)) for b in BANDS} for m in MODES},
+            "seconds_per_call": self.seconds_per_call,
+            "parts": [p.as_dict() for p in self.parts],
+        }
 
 
 @dataclass(frozen=True)
@@ -132,14 +145,19 @@ class Forecast:
 
     def as_dict(self) -> dict[str, Any]:
         f = self.floor
-        return {"format": FORMAT, "runs": [r.as_dict() for r in self.runs],
-                "cost_usd": {m: {b: _usd(self.cost(b, m)) for b in BANDS} for m in MODES},
-                "cost_expected_usd": _usd(self.cost()),
-                "floor_seconds": round(f.seconds, 1) if f else 0.0, "bound_by": _binding(f),
-                "budgets": [x.as_dict() for x in self.floors], "concurrency": self.concurrency,
-                "concurrency_why": self.concurrency_why,
-                "wall_seconds": None if self.wall_seconds is None else round(self.wall_seconds, 1),
-                "notes": list(self.notes)}
+        return {
+            "format": FORMAT,
+            "runs": [r.as_dict() for r in self.runs],
+            "cost_usd": {m: {b: _usd(self.cost(b, m)) for b in BANDS} for m in MODES},
+            "cost_expected_usd": _usd(self.cost()),
+            "floor_seconds": round(f.seconds, 1) if f else 0.0,
+            "bound_by": _binding(f),
+            "budgets": [x.as_dict() for x in self.floors],
+            "concurrency": self.concurrency,
+            "concurrency_why": self.concurrency_why,
+            "wall_seconds": None if self.wall_seconds is None else round(self.wall_seconds, 1),
+            "notes": list(self.notes),
+        }
 
 
 def _usd(v: float | None) -> float | None:
@@ -192,17 +210,31 @@ class Inputs:
     tier: Mapping[str, str] = field(default_factory=dict)  # provider -> a published tier's name
 
 
-def gather(cfg: Config, *, records: Mapping[str, dict[str, Any]] | None = None,
-           results: Mapping[str, Iterable[Result]] | None = None, foresight: Foresight | None = None,
-           measured_from: Iterable[Path] = (), tier: Mapping[str, str] | None = None) -> Inputs:
+def gather(
+    cfg: Config,
+    *,
+    records: Mapping[str, dict[str, Any]] | None = None,
+    results: Mapping[str, Iterable[Result]] | None = None,
+    foresight: Foresight | None = None,
+    measured_from: Iterable[Path] = (),
+    tier: Mapping[str, str] | None = None,
+) -> Inputs:
     """Everything a forecast reads. Given (`runner run`): the records, their foresight and each run's latest
     results; else read here as `runner run` would, writing nothing (`runner plan`)."""
     if records is None:
-        records = {r.id: r.data for r in iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
-                                                      skip_invalid=cfg.skip_invalid)}
+        records = {
+            r.id: r.data
+            for r in iter_records(
+                cfg.dataset, id_field=id_field(cfg), check=record_check(cfg), skip_invalid=cfg.skip_invalid
+            )
+        }
     out = cfg.output_dir.resolve()
-    latest = {run.name: list(results[run.name]) if results is not None and run.name in results
-              else list({r.trial: r for r in read_results(results_path(out, run.name))}.values()) for run in cfg.runs}
+    latest = {
+        run.name: list(results[run.name])
+        if results is not None and run.name in results
+        else list({r.trial: r for r in read_results(results_path(out, run.name))}.values())
+        for run in cfg.runs
+    }
     inputs = Inputs(foresight or Foresight(cfg, records), latest, tier=dict(tier or {}))
     extra = [Path(p).resolve() for p in measured_from]
     for run in cfg.runs:
@@ -220,17 +252,27 @@ def _items(cfg: Config, inputs: Inputs) -> list[WorkItem]:
     records, latest = inputs.foresight.records, inputs.latest
     order = {rid: i for i, rid in enumerate(records)}
     picked: set[str] | set[tuple[str, str]] | None = chosen(records.items(), cfg.select, cfg.ids)
-    done = {(run, r.record_id, r.epoch) for run, rows in latest.items() for r in rows if r.ok or not cfg.rerun_errors}
+    done = {
+        (run, r.record_id, r.epoch)
+        for run, rows in latest.items()
+        for r in rows
+        if r.ok or not cfg.rerun_errors
+    }
     if cfg.last_failed:
-        failed = {(run, r.record_id, r.epoch) for run, rows in latest.items() for r in rows
-                  if outcome(r) in ("failure", "cut", "error")}
+        failed = {
+            (run, r.record_id, r.epoch)
+            for run, rows in latest.items()
+            for r in rows
+            if outcome(r) in ("failure", "cut", "error")
+        }
         done -= failed
         picked = {(run, rid) for run, rid, _ in failed if picked is None or rid in picked}
     return make_plan(cfg, order, done, picked, inputs.foresight.work())
 
 
-def forecast(cfg: Config, inputs: Inputs, *, items: list[WorkItem] | None = None,
-             concurrency: int | None = None) -> Forecast:
+def forecast(
+    cfg: Config, inputs: Inputs, *, items: list[WorkItem] | None = None, concurrency: int | None = None
+) -> Forecast:
     """`items`: what the run plans (else what `runner run` would, from `inputs`)."""
     items = _items(cfg, inputs) if items is None else items
     todo: dict[str, list[str]] = {r.name: [] for r in cfg.runs}
@@ -241,8 +283,11 @@ def forecast(cfg: Config, inputs: Inputs, *, items: list[WorkItem] | None = None
     floors = _floors(cfg, runs, inputs.tier, notes)
     lay = layout(cfg, items=len(items) or 1, chunk=cfg.harness.chunk)
     slots = concurrency or lay.in_flight
-    why = f"{slots} records in flight" + (" (--concurrency auto: the most it makes ready)"
-                                           if cfg.concurrency == "auto" and slots == AUTO_CEILING else "")
+    why = f"{slots} records in flight" + (
+        " (--concurrency auto: the most it makes ready)"
+        if cfg.concurrency == "auto" and slots == AUTO_CEILING
+        else ""
+    )
     return Forecast(runs, floors, slots, why, _wall(cfg, runs, floors, slots), tuple(notes))
 
 
@@ -260,23 +305,42 @@ def _mode(cfg: Config, run: RunSpec) -> str:
 def _run(cfg: Config, run: RunSpec, todo: list[str], inputs: Inputs, notes: list[str]) -> RunForecast:
     mode, m = _mode(cfg, run), inputs.measured.get(run.name)
     roles = _roles(cfg, run)
-    shapes = {rid: inputs.foresight.of(run.name, rid) for rid in set(todo) | set(m.records if m else ())
-              if rid in inputs.foresight.records}
+    shapes = {
+        rid: inputs.foresight.of(run.name, rid)
+        for rid in set(todo) | set(m.records if m else ())
+        if rid in inputs.foresight.records
+    }
     if not todo:
         return RunForecast(run.name, 0, "done", "every item is done", mode)
     seconds = m.seconds_per_call() if m else None
     if m is not None and roles and all(shapes.get(rid) is not None for rid in m.records):
         parts = tuple(_scaled_part(cfg, role, ref, todo, shapes, m) for role, ref in roles)
-        return RunForecast(run.name, len(todo), "measured", _from(m, "scaled by the records' own foresight"), mode,
-                           parts, seconds)
+        return RunForecast(
+            run.name,
+            len(todo),
+            "measured",
+            _from(m, "scaled by the records' own foresight"),
+            mode,
+            parts,
+            seconds,
+        )
     if m is not None:
         return _measured_whole(run.name, len(todo), m, mode)
     if roles and all(shapes.get(rid) is not None for rid in todo):
         parts = tuple(_foreseen_part(cfg, role, ref, todo, shapes) for role, ref in roles)
-        return RunForecast(run.name, len(todo), "records", "foreseen from the records (no run measured yet)", mode,
-                           parts, seconds)
-    notes.append(f"{run.name}: its harness cannot foresee its calls and no earlier output measured it: run a few "
-                 f"records (runner run --limit 10 --runs {run.name}), then plan again")
+        return RunForecast(
+            run.name,
+            len(todo),
+            "records",
+            "foreseen from the records (no run measured yet)",
+            mode,
+            parts,
+            seconds,
+        )
+    notes.append(
+        f"{run.name}: its harness cannot foresee its calls and no earlier output measured it: run a few "
+        f"records (runner run --limit 10 --runs {run.name}), then plan again"
+    )
     return RunForecast(run.name, len(todo), "unknown", "cannot know before a run measures it", mode)
 
 
@@ -298,9 +362,15 @@ def _role_shapes(shapes: list[CallShape] | None, role: str) -> list[CallShape]:
     return [s for s in shapes or [] if (s.role == "student" and role == "agent") or s.role == role]
 
 
-def _foreseen(cfg: Config, role: str, ref: ModelRef, rids: Iterable[str],
-              shapes: Mapping[str, list[CallShape] | None], run: RunSpec | None = None,
-              starts: bool = False) -> dict[str, Need]:
+def _foreseen(
+    cfg: Config,
+    role: str,
+    ref: ModelRef,
+    rids: Iterable[str],
+    shapes: Mapping[str, list[CallShape] | None],
+    run: RunSpec | None = None,
+    starts: bool = False,
+) -> dict[str, Need]:
     """`starts`: the first of `rids` is the run's first record (its first call writes the fixed part)."""
     caps = _caps(cfg, ref)
     think = _thinking(cfg, run, ref, caps) if run is not None else calls.ThinkingBand()
@@ -308,8 +378,9 @@ def _foreseen(cfg: Config, role: str, ref: ModelRef, rids: Iterable[str],
     for n, rid in enumerate(rids):
         mine = _role_shapes(shapes.get(rid), role)
         for b in BANDS:
-            total[b] += calls.need(mine, caps, prompt_cache=cfg.prompt_cache, thinking=think, band=b,
-                                   first=starts and n == 0)
+            total[b] += calls.need(
+                mine, caps, prompt_cache=cfg.prompt_cache, thinking=think, band=b, first=starts and n == 0
+            )
     return total
 
 
@@ -333,14 +404,21 @@ def _part(cfg: Config, role: str, ref: ModelRef, need: dict[str, Need]) -> Part:
     return Part(role, ref.provider, ref.model, need, costs)
 
 
-def _foreseen_part(cfg: Config, role: str, ref: ModelRef, todo: list[str],
-                   shapes: Mapping[str, list[CallShape] | None]) -> Part:
+def _foreseen_part(
+    cfg: Config, role: str, ref: ModelRef, todo: list[str], shapes: Mapping[str, list[CallShape] | None]
+) -> Part:
     run = _run_of(cfg, ref)
     return _part(cfg, role, ref, _foreseen(cfg, role, ref, todo, shapes, run, starts=True))
 
 
-def _scaled_part(cfg: Config, role: str, ref: ModelRef, todo: list[str],
-                 shapes: Mapping[str, list[CallShape] | None], m: Measured) -> Part:
+def _scaled_part(
+    cfg: Config,
+    role: str,
+    ref: ModelRef,
+    todo: list[str],
+    shapes: Mapping[str, list[CallShape] | None],
+    m: Measured,
+) -> Part:
     """The records' foresight, scaled by what the measured records spent against their own foresight: calls,
     prompt and output each by its own ratio, the prompt split into uncached, read and written as measured."""
     run = _run_of(cfg, ref)
@@ -352,17 +430,26 @@ def _scaled_part(cfg: Config, role: str, ref: ModelRef, todo: list[str],
         mine = _foreseen(cfg, role, ref, [rid], shapes, run)["expected"]
         seen, foreseen = seen + spent, foreseen + mine
         if mine.prompt_tokens + mine.output_tokens:
-            per.append((spent.prompt_tokens + spent.output_tokens) / (mine.prompt_tokens + mine.output_tokens))
+            per.append(
+                (spent.prompt_tokens + spent.output_tokens) / (mine.prompt_tokens + mine.output_tokens)
+            )
 
     def ratio(a: float, b: float) -> float:
         return a / b if b else 0.0
+
     prompt = ahead.prompt_tokens * ratio(seen.prompt_tokens, foreseen.prompt_tokens)
     whole = seen.prompt_tokens or 1.0
-    expected = Need(ahead.calls * ratio(seen.calls, foreseen.calls), prompt * seen.input_tokens / whole,
-                    prompt * seen.cache_read_tokens / whole, prompt * seen.cache_write_tokens / whole,
-                    ahead.output_tokens * ratio(seen.output_tokens, foreseen.output_tokens))
+    expected = Need(
+        ahead.calls * ratio(seen.calls, foreseen.calls),
+        prompt * seen.input_tokens / whole,
+        prompt * seen.cache_read_tokens / whole,
+        prompt * seen.cache_write_tokens / whole,
+        ahead.output_tokens * ratio(seen.output_tokens, foreseen.output_tokens),
+    )
     k = _band(per)
-    return _part(cfg, role, ref, {"low": expected.scaled(1 - k), "expected": expected, "high": expected.scaled(1 + k)})
+    return _part(
+        cfg, role, ref, {"low": expected.scaled(1 - k), "expected": expected, "high": expected.scaled(1 + k)}
+    )
 
 
 def _band(samples: list[float]) -> float:
@@ -380,26 +467,55 @@ def _measured_whole(run: str, items: int, m: Measured, mode: str) -> RunForecast
     needs = [sum(roles.values(), Need()) for roles in m.records.values()]
     mean = sum(needs, Need()).scaled(1 / len(needs))
     k = _band([n.prompt_tokens + n.output_tokens for n in needs])
-    need = {"low": mean.scaled(items * (1 - k)), "expected": mean.scaled(items), "high": mean.scaled(items * (1 + k))}
+    need = {
+        "low": mean.scaled(items * (1 - k)),
+        "expected": mean.scaled(items),
+        "high": mean.scaled(items * (1 + k)),
+    }
     priced = list(m.cost_usd.values())
     cost_each = statistics.fmean(priced) if priced else None
-    measured_cost = None if cost_each is None else {"low": cost_each * items * (1 - k),
-                                                    "expected": cost_each * items,
-                                                    "high": cost_each * items * (1 + k)}
-    part = Part(HARNESS, None, None, need, {mode: {b: None if measured_cost is None else measured_cost[b]
-                                                    for b in BANDS} for mode in MODES})
-    return RunForecast(run, items, "measured", _from(m, "its mean per record (the harness does not foresee its "
-                       "calls; cost as the gateway measured it)"), mode, (part,), m.seconds_per_call(), measured_cost)
+    measured_cost = (
+        None
+        if cost_each is None
+        else {
+            "low": cost_each * items * (1 - k),
+            "expected": cost_each * items,
+            "high": cost_each * items * (1 + k),
+        }
+    )
+    part = Part(
+        HARNESS,
+        None,
+        None,
+        need,
+        {mode: {b: None if measured_cost is None else measured_cost[b] for b in BANDS} for mode in MODES},
+    )
+    return RunForecast(
+        run,
+        items,
+        "measured",
+        _from(
+            m, "its mean per record (the harness does not foresee its calls; cost as the gateway measured it)"
+        ),
+        mode,
+        (part,),
+        m.seconds_per_call(),
+        measured_cost,
+    )
 
 
-def _floors(cfg: Config, runs: Iterable[RunForecast], tier: Mapping[str, str], notes: list[str]) -> tuple[Floor, ...]:
+def _floors(
+    cfg: Config, runs: Iterable[RunForecast], tier: Mapping[str, str], notes: list[str]
+) -> tuple[Floor, ...]:
     asked: dict[str, list[float]] = {}
     provider_of: dict[str, tuple[str, str]] = {}
     for r in runs:
         for p in r.parts:
             if p.provider is None or p.model is None:
                 continue
-            key = limiter_key(cfg, p.provider, p.model) if p.provider not in tier else f"{p.provider}/{p.model}"
+            key = (
+                limiter_key(cfg, p.provider, p.model) if p.provider not in tier else f"{p.provider}/{p.model}"
+            )
             n = p.need["expected"]
             a = asked.setdefault(key, [0.0, 0.0, 0.0])
             a[0] += n.calls
@@ -414,8 +530,9 @@ def _floors(cfg: Config, runs: Iterable[RunForecast], tier: Mapping[str, str], n
     return tuple(floors)
 
 
-def _limits(cfg: Config, key: str, provider: str, model: str, tier: Mapping[str, str],
-            notes: list[str]) -> tuple[Limits, str]:
+def _limits(
+    cfg: Config, key: str, provider: str, model: str, tier: Mapping[str, str], notes: list[str]
+) -> tuple[Limits, str]:
     if provider in tier:
         found = tiers.limits(provider, tier[provider], model)
         if found is None:
@@ -436,7 +553,7 @@ def _call_seconds(cfg: Config, runs: Iterable[RunForecast]) -> float:
         if lat.p50_ms <= 0:
             return 0.0
         sigma = math.log(lat.p95_ms / lat.p50_ms) / 1.6449 if lat.p95_ms and lat.p95_ms > lat.p50_ms else 0.0
-        return lat.p50_ms / 1000 * lat.scale * math.exp(sigma ** 2 / 2)  # the lognormal's mean
+        return lat.p50_ms / 1000 * lat.scale * math.exp(sigma**2 / 2)  # the lognormal's mean
     return REAL_CALL_SECONDS
 
 

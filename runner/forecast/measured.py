@@ -26,7 +26,9 @@ class Measured:
 
     run: str
     records: dict[str, dict[str, Need]] = field(default_factory=dict)  # record id -> role -> need
-    cost_usd: dict[str, float] = field(default_factory=dict)  # record id -> measured cost (None where unpriced)
+    cost_usd: dict[str, float] = field(
+        default_factory=dict
+    )  # record id -> measured cost (None where unpriced)
     call_seconds: float = 0.0  # the calls' time, summed
     sources: list[str] = field(default_factory=list)
 
@@ -60,8 +62,13 @@ def _per_role(r: Result) -> dict[str, Need] | None:
 
 
 def _of_usage(u: Usage) -> Need:
-    return Need(float(max(0, u.llm_calls - u.cache_hits)), float(u.input_tokens), float(u.cache_read_tokens),
-                float(u.cache_write_tokens), float(u.output_tokens))
+    return Need(
+        float(max(0, u.llm_calls - u.cache_hits)),
+        float(u.input_tokens),
+        float(u.cache_read_tokens),
+        float(u.cache_write_tokens),
+        float(u.output_tokens),
+    )
 
 
 def of_rows(run: str, rows: Iterable[Result], source: str) -> Measured | None:
@@ -92,8 +99,13 @@ def merge(a: Measured | None, b: Measured | None) -> Measured | None:
     """Two outputs' measurements of one run; a record both measured counts as `b` has it."""
     if a is None or b is None:
         return a or b
-    out = Measured(a.run, {**a.records, **b.records}, {**a.cost_usd, **b.cost_usd}, a.call_seconds + b.call_seconds,
-                   a.sources + b.sources)
+    out = Measured(
+        a.run,
+        {**a.records, **b.records},
+        {**a.cost_usd, **b.cost_usd},
+        a.call_seconds + b.call_seconds,
+        a.sources + b.sources,
+    )
     return out
 
 

@@ -20,13 +20,22 @@ class Need:
     output_tokens: float = 0.0
 
     def __add__(self, other: Need) -> Need:
-        return Need(self.calls + other.calls, self.input_tokens + other.input_tokens,
-                    self.cache_read_tokens + other.cache_read_tokens,
-                    self.cache_write_tokens + other.cache_write_tokens, self.output_tokens + other.output_tokens)
+        return Need(
+            self.calls + other.calls,
+            self.input_tokens + other.input_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.output_tokens + other.output_tokens,
+        )
 
     def scaled(self, k: float) -> Need:
-        return Need(self.calls * k, self.input_tokens * k, self.cache_read_tokens * k, self.cache_write_tokens * k,
-                    self.output_tokens * k)
+        return Need(
+            self.calls * k,
+            self.input_tokens * k,
+            self.cache_read_tokens * k,
+            self.cache_write_tokens * k,
+            self.output_tokens * k,
+        )
 
     @property
     def prompt_tokens(self) -> float:
@@ -38,8 +47,12 @@ class Need:
         return Need(self.calls, self.prompt_tokens, 0.0, 0.0, self.output_tokens)
 
     def tokens(self) -> Tokens:
-        return Tokens(round(self.input_tokens), round(self.output_tokens), round(self.cache_write_tokens),
-                      round(self.cache_read_tokens))
+        return Tokens(
+            round(self.input_tokens),
+            round(self.output_tokens),
+            round(self.cache_write_tokens),
+            round(self.cache_read_tokens),
+        )
 
     def limited_input(self, provider: str) -> float:
         """What these calls draw from an input-token-per-minute limit (Anthropic: not cache reads)."""

@@ -33,7 +33,9 @@ def _tiers(provider: str) -> dict[str, Any]:
     section = _table().get(provider, {})
     tiers = dict(section.get("tiers", {}))
     legacy = section.get("tiers_legacy", {})
-    tiers.update({k: v for k, v in legacy.items() if isinstance(v, dict) and "models" in v and k not in tiers})
+    tiers.update(
+        {k: v for k, v in legacy.items() if isinstance(v, dict) and "models" in v and k not in tiers}
+    )
     return tiers
 
 
@@ -55,9 +57,19 @@ def limits(provider: str, tier: str, model: str) -> tuple[Limits, str] | None:
     if not isinstance(t, dict):
         raise KeyError(f"{provider} has no tier {tier!r} (tiers with figures: {', '.join(names(provider))})")
     for key, row in (t.get("models") or {}).items():
-        if isinstance(row, dict) and _covers(key, model) and (row.get("rpm") or row.get("itpm") or row.get("tpm")):
-            lim = Limits(rpm=row.get("rpm") or None, itpm=row.get("itpm") or row.get("tpm") or None,
-                         otpm=row.get("otpm") or None)
-            return lim, f"{provider} {tier}: {key} ({row.get('src') or t.get('src') or 'published.yaml'}, " \
-                        f"{row.get('quality', 'unrated')})"
+        if (
+            isinstance(row, dict)
+            and _covers(key, model)
+            and (row.get("rpm") or row.get("itpm") or row.get("tpm"))
+        ):
+            lim = Limits(
+                rpm=row.get("rpm") or None,
+                itpm=row.get("itpm") or row.get("tpm") or None,
+                otpm=row.get("otpm") or None,
+            )
+            return (
+                lim,
+                f"{provider} {tier}: {key} ({row.get('src') or t.get('src') or 'published.yaml'}, "
+                f"{row.get('quality', 'unrated')})",
+            )
     return None

@@ -57,8 +57,10 @@ class Answers:
         if call.streaming:
             framed = call.route.event_stream
             message = final_message(call.path, answer.body, event_stream=framed)
-            replayed = message is not None and \
-                as_stream(call.path, message, call.body or {}, event_stream=framed) is not None
+            replayed = (
+                message is not None
+                and as_stream(call.path, message, call.body or {}, event_stream=framed) is not None
+            )
             if replayed:
                 entry["body"] = json.dumps(message)
             elif framed:
@@ -71,8 +73,10 @@ class Answers:
 def _stream_response(body: bytes, event_stream: bool) -> web.Response:
     """A stream replayed: server-sent events, or (Bedrock) AWS event-stream messages."""
     if event_stream:
-        return web.Response(body=body, headers={"content-type": EVENT_STREAM,
-                                                "x-amzn-bedrock-content-type": "application/json"})
+        return web.Response(
+            body=body,
+            headers={"content-type": EVENT_STREAM, "x-amzn-bedrock-content-type": "application/json"},
+        )
     return _sse(body)
 
 

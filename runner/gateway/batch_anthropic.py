@@ -20,22 +20,35 @@ from runner.gateway.batch_wire import (
 )
 
 # Anthropic's error types as the HTTP status an interactive call would have had
-_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
-           "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429}
+_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+}
 
 
-async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[tuple[str, dict[str, Any]]],
-                 intent: str) -> tuple[str, str | None]:
+async def submit(
+    session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[tuple[str, dict[str, Any]]], intent: str
+) -> tuple[str, str | None]:
     payload = {"requests": [{"custom_id": cid, "params": body} for cid, body in items]}
-    return str((await fetch_json(session, "POST", ep.url("/v1/messages/batches"), ep, json=payload))["id"]), None
+    return str(
+        (await fetch_json(session, "POST", ep.url("/v1/messages/batches"), ep, json=payload))["id"]
+    ), None
 
 
-async def state(session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
+async def state(
+    session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str
+) -> tuple[bool, dict[str, Any]]:
     b = await fetch_batch(session, ep.url(f"/v1/messages/batches/{batch_id}"), ep, batch_id)
     return b.get("processing_status") == "ended", b
 
 
-async def collect(session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict[str, Any]) -> dict[str, Outcome]:
+async def collect(
+    session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict[str, Any]
+) -> dict[str, Outcome]:
     raw = await fetch_results(session, str(batch["results_url"]), ep)
     return {r["custom_id"]: _outcome(r["result"]) for r in json_lines(raw)}
 

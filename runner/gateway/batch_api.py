@@ -26,35 +26,58 @@ from runner.gateway.batch_wire import (
     Outcome,
 )
 
-__all__ = ["BATCH_PATHS", "INTENT_KEY", "AwsBatch", "BatchApi", "BatchEndpoint", "BatchFailed", "BatchGone",
-           "BatchRefused", "Outcome", "of"]
+__all__ = [
+    "BATCH_PATHS",
+    "INTENT_KEY",
+    "AwsBatch",
+    "BatchApi",
+    "BatchEndpoint",
+    "BatchFailed",
+    "BatchGone",
+    "BatchRefused",
+    "Outcome",
+    "of",
+]
 
 
 class BatchApi(Protocol):
     """One provider's batch API (a module of these four functions)."""
 
-    async def submit(self, session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[tuple[str, dict[str, Any]]],
-                     intent: str) -> tuple[str, str | None]:
+    async def submit(
+        self,
+        session: aiohttp.ClientSession,
+        ep: BatchEndpoint,
+        items: list[tuple[str, dict[str, Any]]],
+        intent: str,
+    ) -> tuple[str, str | None]:
         """One batch of (custom_id, request body without `stream`), made by the journaled `intent`: its id,
         and the file uploaded for it (OpenAI, Bedrock), if one was."""
 
-    async def state(self, session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str
-                    ) -> tuple[bool, dict[str, Any]]:
+    async def state(
+        self, session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str
+    ) -> tuple[bool, dict[str, Any]]:
         """(ended, the batch object); BatchGone for a batch the provider does not know."""
 
-    async def collect(self, session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict[str, Any]
-                      ) -> dict[str, Outcome]:
+    async def collect(
+        self, session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict[str, Any]
+    ) -> dict[str, Outcome]:
         """What each request of an ended batch came to, by custom_id (ids missing here: worth another try);
         what it uploaded and produced deleted once read. BatchFailed for a batch that failed whole; BatchGone
         where its results are no longer kept."""
 
-    async def listed(self, session: aiohttp.ClientSession, ep: BatchEndpoint, since: float) -> list[dict[str, Any]]:
+    async def listed(
+        self, session: aiohttp.ClientSession, ep: BatchEndpoint, since: float
+    ) -> list[dict[str, Any]]:
         """The batches of this account the provider lists that were made at `since` (epoch seconds) or later:
         the candidates for one an earlier gateway made and could not journal (killed during the call)."""
 
 
-_APIS: dict[str, BatchApi] = {"anthropic": batch_anthropic, "openai": batch_openai, "azure": batch_openai,
-                              "bedrock": batch_bedrock}
+_APIS: dict[str, BatchApi] = {
+    "anthropic": batch_anthropic,
+    "openai": batch_openai,
+    "azure": batch_openai,
+    "bedrock": batch_bedrock,
+}
 
 
 def of(ep: BatchEndpoint) -> BatchApi:

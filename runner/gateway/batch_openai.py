@@ -33,32 +33,48 @@ from runner.gateway.batch_wire import (
 _ENDED = ("completed", "expired", "cancelled", "failed")
 
 
-async def submit(session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[tuple[str, dict[str, Any]]],
-                 intent: str) -> tuple[str, str | None]:
+async def submit(
+    session: aiohttp.ClientSession, ep: BatchEndpoint, items: list[tuple[str, dict[str, Any]]], intent: str
+) -> tuple[str, str | None]:
     path = ep.path or "/v1/chat/completions"
-    lines = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": path, "body": body}) + "\n"
-                    for cid, body in items)
+    lines = "".join(
+        json.dumps({"custom_id": cid, "method": "POST", "url": path, "body": body}) + "\n"
+        for cid, body in items
+    )
     endpoint = path.removeprefix("/v1") if ep.provider == "azure" else path  # azure.batch.create
     form = aiohttp.FormData()
     form.add_field("purpose", "batch")
     form.add_field("file", lines.encode(), filename="batch.jsonl", content_type="application/jsonl")
     upload = await fetch_json(session, "POST", ep.url("/v1/files"), ep, data=form)
     try:
-        created = await fetch_json(session, "POST", ep.url("/v1/batches"), ep, json={
-            "input_file_id": upload["id"], "endpoint": endpoint, "completion_window": "24h",
-            "metadata": {INTENT_KEY: intent}})
+        created = await fetch_json(
+            session,
+            "POST",
+            ep.url("/v1/batches"),
+            ep,
+            json={
+                "input_file_id": upload["id"],
+                "endpoint": endpoint,
+                "completion_window": "24h",
+                "metadata": {INTENT_KEY: intent},
+            },
+        )
     except BatchRefused:
         await delete_file(session, ep, str(upload["id"]))  # a batch that was not made leaves no file behind
         raise
     return str(created["id"]), str(upload["id"])
 
 
-async def state(session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str) -> tuple[bool, dict[str, Any]]:
+async def state(
+    session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str
+) -> tuple[bool, dict[str, Any]]:
     b = await fetch_batch(session, ep.url(f"/v1/batches/{batch_id}"), ep, batch_id)
     return str(b.get("status")).lower() in _ENDED, b
 
 
-async def collect(session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict[str, Any]) -> dict[str, Outcome]:
+async def collect(
+    session: aiohttp.ClientSession, ep: BatchEndpoint, batch: dict[str, Any]
+) -> dict[str, Outcome]:
     if str(batch.get("status")).lower() == "failed":
         await delete_file(session, ep, str(batch.get("input_file_id") or ""))
         errors = (batch.get("errors") or {}).get("data") or []

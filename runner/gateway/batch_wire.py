@@ -87,8 +87,9 @@ def json_lines(raw: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in raw.splitlines() if line.strip()]
 
 
-async def fetch_json(session: aiohttp.ClientSession, method: str, url: str, ep: BatchEndpoint,
-                     **kw: Any) -> dict[str, Any]:
+async def fetch_json(
+    session: aiohttp.ClientSession, method: str, url: str, ep: BatchEndpoint, **kw: Any
+) -> dict[str, Any]:
     """A call of a key-authenticated batch API (Anthropic's, OpenAI's, Azure's) and its JSON answer;
     BatchRefused for any other status than 200."""
     async with session.request(method, url, headers=ep.headers, **kw) as r:
@@ -98,7 +99,9 @@ async def fetch_json(session: aiohttp.ClientSession, method: str, url: str, ep: 
         return found
 
 
-async def fetch_batch(session: aiohttp.ClientSession, url: str, ep: BatchEndpoint, batch_id: str) -> dict[str, Any]:
+async def fetch_batch(
+    session: aiohttp.ClientSession, url: str, ep: BatchEndpoint, batch_id: str
+) -> dict[str, Any]:
     """A batch object as those APIs serve it; BatchGone for one they do not know (404)."""
     try:
         return await fetch_json(session, "GET", url, ep)

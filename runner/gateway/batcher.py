@@ -58,8 +58,17 @@ INTERACTIVE: tuple[int, dict[str, Any]] = (0, {})
 MAX_BATCH_BYTES = 150 * 2**20
 
 # What of a caller's headers a batch carries upstream: its key and API version, the simulator's markers.
-CARRIED = ("x-api-key", "authorization", "api-key", "anthropic-version", "anthropic-beta",
-           "openai-organization", "openai-project", "x-sim-plays", "x-sim-trial")
+CARRIED = (
+    "x-api-key",
+    "authorization",
+    "api-key",
+    "anthropic-version",
+    "anthropic-beta",
+    "openai-organization",
+    "openai-project",
+    "x-sim-plays",
+    "x-sim-trial",
+)
 
 
 def request_key(provider: str, body: dict[str, Any], salt: str = "") -> str:
@@ -72,6 +81,7 @@ def hour_cache(body: dict[str, Any]) -> dict[str, Any]:
     """A Claude request's prompt-cache breakpoints with the one-hour lifetime ("Since batches can take longer
     than 5 minutes to process, consider using the 1-hour cache duration", Anthropic's batch processing page,
     read 2026-11-26); a breakpoint that names its lifetime keeps it."""
+
     def marked(value: Any) -> Any:
         if isinstance(value, dict):
             out = {k: marked(v) for k, v in value.items()}
@@ -153,8 +163,11 @@ class ProviderQueue:
             h = group.held[take]
             if take and size + h.size > MAX_BATCH_BYTES:
                 break
-            if tokens_limit is not None and queued_tokens + tokens + tokens_of(h) > tokens_limit and \
-                    (take or queued_tokens):
+            if (
+                tokens_limit is not None
+                and queued_tokens + tokens + tokens_of(h) > tokens_limit
+                and (take or queued_tokens)
+            ):
                 break
             size, tokens, take = size + h.size, tokens + tokens_of(h), take + 1
         return take
@@ -178,8 +191,9 @@ class Batcher:
     """Batch mode's calls: held by (provider, base, model, path, headers), flushed as batches within the
     providers' queue limits, each caller answered from its batch's results or sent on (interactive)."""
 
-    def __init__(self, session: aiohttp.ClientSession, settings: BatchSettings, journal: Journal | None = None
-                 ) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, settings: BatchSettings, journal: Journal | None = None
+    ) -> None:
         self.session, self.settings, self.journal = session, settings, journal
         self.groups: dict[tuple[str, ...], Group] = {}
         self.inherited = Inherited()  # what a gateway before this one left out
@@ -193,8 +207,14 @@ class Batcher:
         self.said: set[str] = set()  # reasons for leaving batch mode already logged
         self.courier = Courier(session, settings, journal, self.stats)  # each batch's life at its provider
 
-    async def send(self, endpoint: BatchEndpoint, model: str, body: dict[str, Any], salt: str = "",
-                   gone: Callable[[], bool] = lambda: False) -> tuple[int, dict[str, Any]]:
+    async def send(
+        self,
+        endpoint: BatchEndpoint,
+        model: str,
+        body: dict[str, Any],
+        salt: str = "",
+        gone: Callable[[], bool] = lambda: False,
+    ) -> tuple[int, dict[str, Any]]:
         """The caller's answer (status, body), once its batch has it; `gone` says whether this caller has
         hung up. The same request asked again once its caller hung up (an SDK that timed out waiting and
         tried again) joins the one held, and is one request in one batch; the same request from another
@@ -232,7 +252,9 @@ class Batcher:
             same, inherited = self.holding.get(key), self.inherited.taken(key)
             if free is None and not inherited and (same is None or same.abandoned()):
                 free = key
-            if same is None and not inherited and not self.inherited.holds(key):  # past every occurrence in use
+            if (
+                same is None and not inherited and not self.inherited.holds(key)
+            ):  # past every occurrence in use
                 assert free is not None
                 return free
         raise AssertionError("unreachable")
@@ -246,8 +268,13 @@ class Batcher:
             self.stats["answers_kept_for_a_retry"] += 1
 
     def _hold(self, endpoint: BatchEndpoint, model: str, held: Waiting) -> None:
-        gkey = (endpoint.provider, endpoint.base, model, endpoint.path,
-                *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())))
+        gkey = (
+            endpoint.provider,
+            endpoint.base,
+            model,
+            endpoint.path,
+            *(f"{k}:{v}" for k, v in sorted(endpoint.headers.items())),
+        )
         group = self.groups.setdefault(gkey, Group(endpoint, model))
         group.held.append(held)
         group.size += held.size
@@ -255,7 +282,9 @@ class Batcher:
         if len(group.held) >= self.settings.max_requests or group.size >= MAX_BATCH_BYTES:
             self._flush(gkey)
         elif group.timer is None:
-            group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
+            group.timer = asyncio.get_running_loop().call_later(
+                self.settings.window_seconds, self._flush, gkey
+            )
 
     def _flush(self, gkey: tuple[str, ...]) -> None:
         group = self.groups.get(gkey)
@@ -267,18 +296,25 @@ class Batcher:
         if len(group.held) < (least := group.endpoint.min_requests):  # Bedrock's jobs: at least 100 records
             if len(group.held) > group.counted:  # still growing: another window
                 group.counted = len(group.held)
-                group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
+                group.timer = asyncio.get_running_loop().call_later(
+                    self.settings.window_seconds, self._flush, gkey
+                )
                 return
             held, group.held, group.size, group.counted = group.held, [], 0, 0
             for h in held:  # a window with no new call: they will not make a batch
-                self._leave(group.endpoint, h, f"fewer than the {least} requests a {group.endpoint.provider} "
-                                               "batch takes were held")
+                self._leave(
+                    group.endpoint,
+                    h,
+                    f"fewer than the {least} requests a {group.endpoint.provider} batch takes were held",
+                )
             return
         group.counted = 0
         take = self.queue.room(group)
         if take == 0:  # the provider's queue is full: try again once a batch may have ended
             self.stats["flushes_waiting_for_queue"] += 1
-            group.timer = asyncio.get_running_loop().call_later(self.settings.poll_min_seconds, self._flush, gkey)
+            group.timer = asyncio.get_running_loop().call_later(
+                self.settings.poll_min_seconds, self._flush, gkey
+            )
             return
         batch, group.held = group.held[:take], group.held[take:]
         group.size -= sum(h.size for h in batch)
@@ -299,7 +335,9 @@ class Batcher:
         finally:
             self.queue.count(group, batch, -1)
 
-    async def _submit_and_answer(self, ep: BatchEndpoint, gkey: tuple[str, ...], batch: list[Waiting]) -> None:
+    async def _submit_and_answer(
+        self, ep: BatchEndpoint, gkey: tuple[str, ...], batch: list[Waiting]
+    ) -> None:
         # alphanumeric: each API's custom ids take it (Bedrock's record ids take nothing else)
         by_id = {f"r{next(self.ids)}k{h.key[:16]}": h for h in batch}
         keys = {cid: h.key for cid, h in by_id.items()}
@@ -335,15 +373,22 @@ class Batcher:
                 self.stats["requests_answered"] += 1
         self._again(ep, gkey, retry, why="errored, expired or cancelled in a batch")
 
-    def _failed_whole(self, ep: BatchEndpoint, gkey: tuple[str, ...], batch_id: str, held: list[Waiting],
-                      words: str) -> None:
+    def _failed_whole(
+        self, ep: BatchEndpoint, gkey: tuple[str, ...], batch_id: str, held: list[Waiting], words: str
+    ) -> None:
         """A batch that failed as a whole: over the model's enqueued-token limit, its requests wait for the
         batches ahead of them (the limit learned, the tries not spent); else they go again, the reason kept."""
         model = gkey[2]
         if "enqueued token limit" in words.lower() and self.queue.learn(ep.provider, model, held):
             self.stats["batches_over_token_limit"] += 1
-            logger.info("batch {} refused for {}'s enqueued-token limit ({}): its {} request(s) wait for the "
-                        "batches ahead", batch_id, model, words[:160], len(held))
+            logger.info(
+                "batch {} refused for {}'s enqueued-token limit ({}): its {} request(s) wait for the "
+                "batches ahead",
+                batch_id,
+                model,
+                words[:160],
+                len(held),
+            )
             self._requeue(ep, gkey, held)
             return
         self._again(ep, gkey, held, why=f"a batch failed whole ({words[:160]})")
@@ -370,11 +415,15 @@ class Batcher:
             self.stats[f"{INTERACTIVE_PREFIX}{why}"] += 1
             if why not in self.said:
                 self.said.add(why)
-                logger.warning("calls leave batch mode for interactive ones (full price, the per-minute "
-                               "budget): {}", why)
+                logger.warning(
+                    "calls leave batch mode for interactive ones (full price, the per-minute budget): {}", why
+                )
         if not h.done.done():
-            h.done.set_result(INTERACTIVE if interactive else
-                              (500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}")))
+            h.done.set_result(
+                INTERACTIVE
+                if interactive
+                else (500, _error(ep.provider, f"gave up after {h.tries} batch(es): {why}"))
+            )
 
     def _requeue(self, ep: BatchEndpoint, gkey: tuple[str, ...], held: list[Waiting]) -> None:
         if not held:
@@ -383,11 +432,16 @@ class Batcher:
         group.held.extend(held)
         group.size += sum(h.size for h in held)
         if group.timer is None:
-            group.timer = asyncio.get_running_loop().call_later(self.settings.window_seconds, self._flush, gkey)
+            group.timer = asyncio.get_running_loop().call_later(
+                self.settings.window_seconds, self._flush, gkey
+            )
 
     # ------------------------------------------------------------------ a predecessor's batches
-    def resume(self, pending: list[tuple[BatchEndpoint, str, dict[str, str]]],
-               unknown: list[tuple[BatchEndpoint, Intent]] | None = None) -> None:
+    def resume(
+        self,
+        pending: list[tuple[BatchEndpoint, str, dict[str, str]]],
+        unknown: list[tuple[BatchEndpoint, Intent]] | None = None,
+    ) -> None:
         """Watch the batches a gateway before this one left out (succession.py): their answers go to whoever
         asks again. Look for the ones it was creating when it died (`unknown`): their requests wait for the
         search."""
@@ -404,8 +458,11 @@ class Batcher:
         """What is waiting right now: calls held for the next batch, calls in batches out, and those batches
         (an earlier gateway's, being collected, among them)."""
         out = self.stats["batches_submitted"] + self.stats["batches_resumed"] - self.stats["batches_ended"]
-        return {"held_now": sum(len(g.held) for g in self.groups.values()), "out_now": self.out,
-                "batches_out": max(0, out)}
+        return {
+            "held_now": sum(len(g.held) for g in self.groups.values()),
+            "out_now": self.out,
+            "batches_out": max(0, out),
+        }
 
     async def close(self) -> None:
         for task in list(self.tasks):

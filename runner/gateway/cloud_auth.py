@@ -36,8 +36,11 @@ def credential_headers(provider: str, *, simulated: bool) -> dict[str, str]:
             return {"authorization": f"Bearer {token}"}
         return {"api-key": key} if (key := env.get("AZURE_OPENAI_API_KEY")) else {}
     if provider == "vertex":
-        token = SIM_CREDENTIALS["vertex_token"] if simulated else env.get("GOOGLE_OAUTH_ACCESS_TOKEN") \
-            or GOOGLE.token()
+        token = (
+            SIM_CREDENTIALS["vertex_token"]
+            if simulated
+            else env.get("GOOGLE_OAUTH_ACCESS_TOKEN") or GOOGLE.token()
+        )
         return {"authorization": f"Bearer {token}"} if token else {}
     if provider == "bedrock" and not simulated and (key := env.get("AWS_BEARER_TOKEN_BEDROCK")):
         return {"authorization": f"Bearer {key}"}
@@ -71,8 +74,10 @@ def aws_signer(region: str, profile: str | None, *, simulated: bool) -> AwsSigne
 
     def sign(method: str, url: str, body: bytes, headers: dict[str, str], service: str) -> dict[str, str]:
         if creds is None:
-            raise RuntimeError("no AWS credentials in the gateway's environment (AWS_ACCESS_KEY_ID and "
-                               "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or AWS_BEARER_TOKEN_BEDROCK)")
+            raise RuntimeError(
+                "no AWS credentials in the gateway's environment (AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or AWS_BEARER_TOKEN_BEDROCK)"
+            )
         # refreshable credentials (a role's) are read frozen at each signature; `connection` is not signed,
         # as the SDK leaves it out (a proxy may drop it)
         kept = {k: v for k, v in headers.items() if k.lower() != "connection"}

@@ -36,8 +36,13 @@ class Unmade(Exception):
 
 
 class Courier:
-    def __init__(self, session: aiohttp.ClientSession, settings: BatchSettings, journal: Journal | None,
-                 stats: Counter[str]) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        settings: BatchSettings,
+        journal: Journal | None,
+        stats: Counter[str],
+    ) -> None:
         self.session, self.settings, self.journal, self.stats = session, settings, journal, stats
 
     async def create(self, ep: BatchEndpoint, intent: Intent, items: list[tuple[str, dict[str, Any]]]) -> str:
@@ -53,8 +58,12 @@ class Courier:
                     wait = e.retry_after if e.retry_after is not None else backoff
                     backoff = min(60.0, backoff * 2)
                     self.stats["batch_create_waits"] += 1
-                    logger.info("the batch API answered {} to a batch of {}: asking again in {:.0f}s, as it said",
-                                e.status, len(items), wait)
+                    logger.info(
+                        "the batch API answered {} to a batch of {}: asking again in {:.0f}s, as it said",
+                        e.status,
+                        len(items),
+                        wait,
+                    )
                     await asyncio.sleep(wait)
                     waited += wait
                     continue
@@ -82,8 +91,11 @@ class Courier:
                 self._ended(batch_id)
                 raise
             except BatchGone:
-                logger.warning("batch {} is unknown to {}, or its results are gone: its requests go out again",
-                               batch_id, ep.provider)
+                logger.warning(
+                    "batch {} is unknown to {}, or its results are gone: its requests go out again",
+                    batch_id,
+                    ep.provider,
+                )
                 self._ended(batch_id)
                 return {}
             except BatchRefused as e:
@@ -95,8 +107,11 @@ class Courier:
                 failures += 1
                 logger.warning("batch {}: {} (polling on)", batch_id, e)
             if failures >= COLLECT_TRIES:
-                logger.warning("batch {}: no answer {} times in a row: given up, its requests go out again",
-                               batch_id, failures)
+                logger.warning(
+                    "batch {}: no answer {} times in a row: given up, its requests go out again",
+                    batch_id,
+                    failures,
+                )
                 self._ended(batch_id)
                 return {}
             wait = min(self.settings.poll_max_seconds, wait * 2)

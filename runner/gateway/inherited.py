@@ -58,5 +58,3 @@ class Inherited:
                 fut.set_result(outcome)
         if outcome is not None and not waiting:
             self.ready[key] = outcome
-
-

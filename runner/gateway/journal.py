@@ -39,17 +39,29 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = Log(path, sync=True)  # on disk before the batch goes out: a kill -9 a moment later loses nothing
+        self._log = Log(
+            path, sync=True
+        )  # on disk before the batch goes out: a kill -9 a moment later loses nothing
 
     def _write(self, event: dict[str, Any]) -> None:
         self._log.append(json.dumps(event, sort_keys=True))
 
     def intend(self, intent: Intent) -> None:
-        self._write({"event": "intend", "intent": intent.id, "provider": intent.provider, "path": intent.path,
-                     "at": intent.at, "keys": intent.keys})
+        self._write(
+            {
+                "event": "intend",
+                "intent": intent.id,
+                "provider": intent.provider,
+                "path": intent.path,
+                "at": intent.at,
+                "keys": intent.keys,
+            }
+        )
 
     def submitted(self, intent: str, provider: str, batch_id: str, keys: dict[str, str]) -> None:
-        self._write({"event": "submitted", "intent": intent, "provider": provider, "batch": batch_id, "keys": keys})
+        self._write(
+            {"event": "submitted", "intent": intent, "provider": provider, "batch": batch_id, "keys": keys}
+        )
 
     def collected(self, batch_id: str) -> None:
         self._write({"event": "collected", "batch": batch_id})
@@ -84,7 +96,9 @@ class Journal:
         for e in self._events():
             kind, iid = e.get("event"), e.get("intent")
             if kind == "intend" and iid:
-                intents[iid] = Intent(iid, e["provider"], e.get("path") or "", float(e.get("at") or 0.0), e["keys"])
+                intents[iid] = Intent(
+                    iid, e["provider"], e.get("path") or "", float(e.get("at") or 0.0), e["keys"]
+                )
             elif kind in ("submitted", "settled") and iid:
                 intents.pop(str(iid), None)
         return list(intents.values())

@@ -33,8 +33,15 @@ from runner.models.usage import Tokens
 _HOP = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", "keep-alive"}
 # a caller's credentials: swapped for the provider's (Azure's api-key; a caller's SigV4 signature, made for
 # the gateway's address, is replaced by the gateway's own)
-_KEYS = {"x-api-key", "authorization", "x-runner-token", "api-key", "x-amz-date", "x-amz-security-token",
-         "x-amz-content-sha256"}
+_KEYS = {
+    "x-api-key",
+    "authorization",
+    "x-runner-token",
+    "api-key",
+    "x-amz-date",
+    "x-amz-security-token",
+    "x-amz-content-sha256",
+}
 SIM_DEFAULT = "sim-strong"  # who plays a model the simulator does not know
 
 
@@ -42,8 +49,9 @@ class Outbound:
     """The gateway's way out: its upstream session, and its batcher in batch mode. `trials`: the trial each
     worker runs now (the gateway's, read at each call); `token`: the run's, which never leaves."""
 
-    def __init__(self, settings: GatewaySettings, limiter: Budget | None, token: str | None,
-                 trials: Mapping[str, int]) -> None:
+    def __init__(
+        self, settings: GatewaySettings, limiter: Budget | None, token: str | None, trials: Mapping[str, int]
+    ) -> None:
         self.settings, self.limiter, self.token, self.trials = settings, limiter, token, trials
         self.upstream: Upstream | None = None
         self.batcher: Batcher | None = None
@@ -59,10 +67,15 @@ class Outbound:
             pending = journal.pending() if journal is not None else []
             unknown = journal.unknown() if journal is not None else []
             if pending or unknown:
-                logger.info("{} batch(es) left out by an earlier run: collecting them{}", len(pending),
-                            f"; {len(unknown)} it was creating when it stopped: looking for them" if unknown else "")
-                self.batcher.resume([(batch_endpoint(self.settings, p, {}), bid, keys) for p, bid, keys in pending],
-                                    [(batch_endpoint(self.settings, i.provider, {}, i.path), i) for i in unknown])
+                logger.info(
+                    "{} batch(es) left out by an earlier run: collecting them{}",
+                    len(pending),
+                    f"; {len(unknown)} it was creating when it stopped: looking for them" if unknown else "",
+                )
+                self.batcher.resume(
+                    [(batch_endpoint(self.settings, p, {}), bid, keys) for p, bid, keys in pending],
+                    [(batch_endpoint(self.settings, i.provider, {}, i.path), i) for i in unknown],
+                )
 
     async def close(self) -> None:
         if self.batcher is not None:
@@ -78,8 +91,12 @@ class Outbound:
         s = self.settings
         if self.batcher is not None and ("*" in s.batch_runs or call.run in s.batch_runs):
             # (a Bedrock stream is AWS event-stream framed: a batch's answer is not turned into one)
-            if call.path in BATCH_PATHS and call.provider not in UNBATCHED and call.body is not None and \
-                    not (call.provider == "bedrock" and call.streaming):
+            if (
+                call.path in BATCH_PATHS
+                and call.provider not in UNBATCHED
+                and call.body is not None
+                and not (call.provider == "bedrock" and call.streaming)
+            ):
                 answer = await self._batched(request, call)
                 if answer is not None:
                     return answer
@@ -91,19 +108,33 @@ class Outbound:
             raw = json.dumps({**call.body, "model": sim_model(self.settings, call.model)}).encode()
         if cloud and call.provider not in s.upstreams:
             return _not_set_up(call.provider)
-        url = upstream_url(s.upstreams[call.provider], call.provider, call.path) if not cloud else \
-            s.upstreams[call.provider] + call.route.upstream_path + (f"?{call.query}" if call.query else "")
+        url = (
+            upstream_url(s.upstreams[call.provider], call.provider, call.path)
+            if not cloud
+            else s.upstreams[call.provider]
+            + call.route.upstream_path
+            + (f"?{call.query}" if call.query else "")
+        )
         sign = None
         if call.provider == "bedrock":
             if s.bedrock_region is None:
                 return _not_set_up("bedrock")
             sign = bedrock_signer(s.bedrock_region, s.bedrock_profile, simulated=s.sim_models is not None)
         assert self.upstream is not None
-        return await self.upstream.send(request, UpstreamCall(
-            call.provider, url, raw, await self.headers(request, call), call.streaming,
-            self._slot(call.provider, call.priced_as),
-            self.limiter.run_index(call.run) if self.limiter is not None else -1, sign=sign,
-            event_stream=call.route.event_stream))
+        return await self.upstream.send(
+            request,
+            UpstreamCall(
+                call.provider,
+                url,
+                raw,
+                await self.headers(request, call),
+                call.streaming,
+                self._slot(call.provider, call.priced_as),
+                self.limiter.run_index(call.run) if self.limiter is not None else -1,
+                sign=sign,
+                event_stream=call.route.event_stream,
+            ),
+        )
 
     async def _batched(self, request: web.Request, call: Incoming) -> UpstreamAnswer | None:
         """Through a batch: held with others, answered when its result arrives; a streaming caller gets its
@@ -122,29 +153,45 @@ class Outbound:
         headers = await self.headers(request, call)
         ep = batch_endpoint(self.settings, call.provider, headers, call.path, model=call.model or "")
         told = self.trials.get(call.worker or "", 1)
+
         def gone() -> bool:  # the caller hung up (an SDK that timed out waiting, and may ask again)
             return request.transport is None or request.transport.is_closing()
 
-        status, answer = await self.batcher.send(ep, call.model, body, salt=f"trial {told}" if told > 1 else "",
-                                                 gone=gone)
+        status, answer = await self.batcher.send(
+            ep, call.model, body, salt=f"trial {told}" if told > 1 else "", gone=gone
+        )
         if (status, answer) == INTERACTIVE:
             return None
         usage = from_body(answer, call.provider) if status == 200 else Tokens()
-        if status == 200 and call.streaming and (stream := as_stream(call.path, answer, call.body)) is not None:
-            return UpstreamAnswer(200, stream, "text/event-stream", usage=usage, batched=True)  # (Azure's: SSE)
-        return UpstreamAnswer(status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True)
+        if (
+            status == 200
+            and call.streaming
+            and (stream := as_stream(call.path, answer, call.body)) is not None
+        ):
+            return UpstreamAnswer(
+                200, stream, "text/event-stream", usage=usage, batched=True
+            )  # (Azure's: SSE)
+        return UpstreamAnswer(
+            status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True
+        )
 
     async def headers(self, request: web.Request, call: Incoming) -> dict[str, str]:
         """The caller's headers with its key swapped for the provider's (the run's token never leaves)."""
         provider, model = call.provider, call.priced_as
         simulated = self.settings.sim_models is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP and k.lower() not in _KEYS}
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() not in _HOP and k.lower() not in _KEYS
+        }
         if provider in CLOUDS:  # the gateway's own credentials (a Google token may be refreshed: in a thread)
             headers.update(await asyncio.to_thread(credential_headers, provider, simulated=simulated))
         elif self.token is None and any(k.lower() in ("x-api-key", "authorization") for k in request.headers):
-            headers.update({k: v for k, v in request.headers.items() if k.lower() in ("x-api-key", "authorization")})
+            headers.update(
+                {k: v for k, v in request.headers.items() if k.lower() in ("x-api-key", "authorization")}
+            )
         elif key := api_key(provider) or ("sim-key" if simulated else None):
-            headers.update({"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"})
+            headers.update(
+                {"x-api-key": key} if provider == "anthropic" else {"authorization": f"Bearer {key}"}
+            )
         if simulated and model and provider not in CLOUDS:  # a cloud's path names its model itself
             headers["x-sim-plays"] = model
             if (told := self.trials.get(call.worker or "", 1)) > 1:
@@ -166,19 +213,29 @@ def sim_model(settings: GatewaySettings, model: str) -> str:
     return settings.sim_models.get(model, model if model.startswith("sim-") else SIM_DEFAULT)
 
 
-def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, str], path: str = "",
-                   model: str = "") -> BatchEndpoint:
+def batch_endpoint(
+    settings: GatewaySettings, provider: str, headers: dict[str, str], path: str = "", model: str = ""
+) -> BatchEndpoint:
     """Where a batch of this provider goes, with what of a caller's headers it carries; a batch left by an
     earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
     with a stand-in. Bedrock's is signed for each request (`model`: the model id its jobs name)."""
     if provider == "bedrock":
         b, region = settings.bedrock_batch, settings.bedrock_region
         if b is None or region is None:
-            raise BatchRefused(400, "Bedrock batch inference is not set up (bedrock.batch_s3_uri, "
-                                    "bedrock.batch_role_arn)", None)
+            raise BatchRefused(
+                400,
+                "Bedrock batch inference is not set up (bedrock.batch_s3_uri, bedrock.batch_role_arn)",
+                None,
+            )
         sign = aws_signer(region, settings.bedrock_profile, simulated=settings.sim_models is not None)
-        return BatchEndpoint(provider, b.control, {}, path, AwsBatch(b.control, b.s3, b.bucket, b.prefix, b.role_arn,
-                                                                     sign), model)
+        return BatchEndpoint(
+            provider,
+            b.control,
+            {},
+            path,
+            AwsBatch(b.control, b.s3, b.bucket, b.prefix, b.role_arn, sign),
+            model,
+        )
     carried = {k: v for k, v in headers.items() if k.lower() in CARRIED}
     if provider == "azure" and not any(k.lower() in ("api-key", "authorization") for k in carried):
         carried.update(credential_headers("azure", simulated=settings.sim_models is not None))
@@ -192,9 +249,11 @@ def batch_endpoint(settings: GatewaySettings, provider: str, headers: dict[str, 
 
 def _not_set_up(provider: str) -> UpstreamAnswer:
     """A cloud the gateway was given no endpoint or region for: what to set, as a 400 the caller reads."""
-    what = {"bedrock": "bedrock.region (or AWS_REGION)",
-            "vertex": "vertex.project and vertex.region (or ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION)",
-            "azure": "azure.endpoint (or AZURE_OPENAI_ENDPOINT)"}
+    what = {
+        "bedrock": "bedrock.region (or AWS_REGION)",
+        "vertex": "vertex.project and vertex.region (or ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION)",
+        "azure": "azure.endpoint (or AZURE_OPENAI_ENDPOINT)",
+    }
     message = f"the gateway has no {provider} endpoint: set {what[provider]} in its config"
     body = {"error": {"type": "invalid_request_error", "message": message}}
     return UpstreamAnswer(400, json.dumps(body).encode(), "application/json")

@@ -24,8 +24,15 @@ class GatewayServer(ServerProcess):
 
     name = "gateway"
 
-    def __init__(self, settings: GatewaySettings, token: str, *, log_path: str | None = None,
-                 host: str = "127.0.0.1", wait: bool = True) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        token: str,
+        *,
+        log_path: str | None = None,
+        host: str = "127.0.0.1",
+        wait: bool = True,
+    ) -> None:
         self.settings, self.token, self.host = settings, token, host
         args = ["gateway", "--host", host, "--settings-json", settings.model_dump_json()]
         super().__init__(args, log_path=log_path, listen=(host, 0), wait=wait, env={TOKEN_ENV: token})
@@ -44,8 +51,9 @@ class GatewayServer(ServerProcess):
 
 def _ask(url: str, path: str, token: str | None, *, post: bool = False) -> Any:
     headers = {"x-runner-token": token} if token else {}
-    req = urllib.request.Request(url + path, method="POST" if post else "GET", data=b"" if post else None,
-                                 headers=headers)
+    req = urllib.request.Request(
+        url + path, method="POST" if post else "GET", data=b"" if post else None, headers=headers
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read() or b"{}")
 

@@ -79,8 +79,11 @@ def _anthropic_final(evs: Iterator[dict[str, Any]]) -> dict[str, Any] | None:
             msg["usage"] = {**msg["usage"], **{k: v for k, v in ev.get("usage", {}).items() if v is not None}}
         elif kind == "error":
             return None
-    if msg is None or msg.get("stop_reason") is None or any(b["type"] not in REPLAYABLE_BLOCKS
-                                                            for b in blocks.values()):
+    if (
+        msg is None
+        or msg.get("stop_reason") is None
+        or any(b["type"] not in REPLAYABLE_BLOCKS for b in blocks.values())
+    ):
         return None
     msg["content"] = [blocks[i] for i in sorted(blocks)]
     return msg
@@ -101,8 +104,9 @@ def _chat_final(evs: Iterator[dict[str, Any]]) -> dict[str, Any] | None:
             if delta.get("content") is not None:
                 message["content"] = (message["content"] or "") + delta["content"]
             for call in delta.get("tool_calls") or []:
-                c = calls.setdefault(call["index"], {"id": None, "type": "function",
-                                                     "function": {"name": "", "arguments": ""}})
+                c = calls.setdefault(
+                    call["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 c["id"] = call.get("id") or c["id"]
                 fn = call.get("function") or {}
                 c["function"]["name"] += fn.get("name") or ""
@@ -112,14 +116,20 @@ def _chat_final(evs: Iterator[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
-    return {"id": head["id"], "object": "chat.completion", "created": head["created"], "model": head["model"],
-            "system_fingerprint": head.get("system_fingerprint"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": usage}
+    return {
+        "id": head["id"],
+        "object": "chat.completion",
+        "created": head["created"],
+        "model": head["model"],
+        "system_fingerprint": head.get("system_fingerprint"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": usage,
+    }
 
 
-def as_stream(path: str, message: dict[str, Any], request: dict[str, Any], *, event_stream: bool = False
-              ) -> bytes | None:
+def as_stream(
+    path: str, message: dict[str, Any], request: dict[str, Any], *, event_stream: bool = False
+) -> bytes | None:
     """The stream a caller asking for one would have received; None if it cannot be cut from `message`.
     `event_stream`: framed as Bedrock frames it."""
     if path == "/v1/messages":

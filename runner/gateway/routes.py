@@ -16,11 +16,17 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-FIRST_PARTY = {"/v1/messages": "anthropic", "/v1/messages/count_tokens": "anthropic",
-               "/v1/chat/completions": "openai", "/v1/responses": "openai"}
+FIRST_PARTY = {
+    "/v1/messages": "anthropic",
+    "/v1/messages/count_tokens": "anthropic",
+    "/v1/chat/completions": "openai",
+    "/v1/responses": "openai",
+}
 _BEDROCK = re.compile(r"^/model/(?P<model>.+)/(?P<op>invoke|invoke-with-response-stream)$")
-_VERTEX = re.compile(r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/publishers/anthropic/"
-                     r"models/(?P<model>[^/:]+):(?P<op>rawPredict|streamRawPredict)$")
+_VERTEX = re.compile(
+    r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/publishers/anthropic/"
+    r"models/(?P<model>[^/:]+):(?P<op>rawPredict|streamRawPredict)$"
+)
 _AZURE = re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions$")
 AZURE_V1 = "/openai/v1/chat/completions"
 
@@ -44,15 +50,27 @@ def route_of(path: str) -> Route | None:
     if m := _BEDROCK.match(path):
         model = m["model"]
         base = f"/model/{quote(model, safe=':;')}"  # as AnthropicBedrock encodes it: one path segment
-        return Route("bedrock", "/v1/messages", f"{base}/{m['op']}", f"{base}/invoke", model,
-                     streams=m["op"] != "invoke", event_stream=True)
+        return Route(
+            "bedrock",
+            "/v1/messages",
+            f"{base}/{m['op']}",
+            f"{base}/invoke",
+            model,
+            streams=m["op"] != "invoke",
+            event_stream=True,
+        )
     if m := _VERTEX.match(path):
         head = path.rsplit("/", 1)[0]
         if m["model"] == "count-tokens":  # the model stays in the body
             return Route("vertex", "/v1/messages/count_tokens", path, path)
         segment = quote(m["model"], safe="@")
-        return Route("vertex", "/v1/messages", f"{head}/{segment}:{m['op']}", f"{head}/{segment}:rawPredict",
-                     m["model"])
+        return Route(
+            "vertex",
+            "/v1/messages",
+            f"{head}/{segment}:{m['op']}",
+            f"{head}/{segment}:rawPredict",
+            m["model"],
+        )
     if m := _AZURE.match(path):
         return Route("azure", "/v1/chat/completions", path, path, m["deployment"])
     if path == AZURE_V1:

@@ -48,24 +48,40 @@ NOT_SENT_HEADER = "x-runner-not-sent"  # on a refusal the run's gate gave withou
 def presented(headers: Any, token: str) -> bool:
     """The caller shows the token: as its API key (x-api-key, or a bearer token), or as x-runner-token."""
     bearer = (headers.get("authorization") or "").removeprefix("Bearer ").strip()
-    return any(hmac.compare_digest(value, token) for value in (headers.get("x-api-key") or "", bearer,
-                                                                   headers.get("api-key") or "",
-                                                                   headers.get("x-runner-token") or "") if value)
+    return any(
+        hmac.compare_digest(value, token)
+        for value in (
+            headers.get("x-api-key") or "",
+            bearer,
+            headers.get("api-key") or "",
+            headers.get("x-runner-token") or "",
+        )
+        if value
+    )
 
 
 class Gateway:
     """One run's gateway: admits its callers, answers from the response cache, passes each call its run's
     gate and spending cap, sends it (outbound.py) and counts it to its run and worker."""
 
-    def __init__(self, settings: GatewaySettings, *, limiter: Budget | None = None,
-                 cache: ResponseCache | None = None, token: str | None = None, gates: Gates | None = None,
-                 spend: Spend | None = None) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        *,
+        limiter: Budget | None = None,
+        cache: ResponseCache | None = None,
+        token: str | None = None,
+        gates: Gates | None = None,
+        spend: Spend | None = None,
+    ) -> None:
         self.settings, self.limiter, self.cache = settings, limiter, cache
         self.answers = Answers(cache)
         self.token = token  # what a caller must present (as its API key, or x-runner-token): None admits all
         self.gates = gates
         batched = settings.batch_runs
-        self.spending = Spending(spend, self._price, lambda run: bool(batched) and ("*" in batched or run in batched))
+        self.spending = Spending(
+            spend, self._price, lambda run: bool(batched) and ("*" in batched or run in batched)
+        )
         self.runs: dict[str, Counts] = {}
         self.workers: dict[str, Counts] = {}
         self.trials: dict[str, int] = {}  # the trial each worker (slot) runs now, where a job has epochs
@@ -96,12 +112,24 @@ class Gateway:
         path = request.path
         message = "this gateway serves its run only: present the run's token as the API key"
         route = route_of(_split(path)[2])  # a cloud of Anthropic's API is answered in its shape
-        if path.endswith("/v1/messages") or "/v1/messages/" in path or \
-                (route is not None and API_OF[route.provider] == "anthropic"):
-            body: dict[str, Any] = {"type": "error", "error": {"type": "authentication_error", "message": message}}
+        if (
+            path.endswith("/v1/messages")
+            or "/v1/messages/" in path
+            or (route is not None and API_OF[route.provider] == "anthropic")
+        ):
+            body: dict[str, Any] = {
+                "type": "error",
+                "error": {"type": "authentication_error", "message": message},
+            }
         else:
-            body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                              "code": "invalid_api_key"}}
+            body = {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            }
         return web.json_response(body, status=401)
 
     async def _open(self, app: web.Application) -> None:
@@ -112,8 +140,12 @@ class Gateway:
         # store their HTTP client builds (certifi, or SSL_CERT_FILE).
         import httpx2
 
-        session = aiohttp.ClientSession(timeout=timeout, auto_decompress=True, trust_env=True,
-                                        connector=aiohttp.TCPConnector(limit=0, ssl=httpx2.create_ssl_context()))
+        session = aiohttp.ClientSession(
+            timeout=timeout,
+            auto_decompress=True,
+            trust_env=True,
+            connector=aiohttp.TCPConnector(limit=0, ssl=httpx2.create_ssl_context()),
+        )
         self.outbound.open(session)
 
     async def _close(self, app: web.Application) -> None:
@@ -129,8 +161,9 @@ class Gateway:
     async def get_batches(self, request: web.Request) -> web.Response:
         """Batch mode's counts: batches out and ended, requests held, answered, retried, given up."""
         b = self.outbound.batcher
-        return web.json_response({**b.stats, **b.now(), "waited_seconds": round(b.waited, 3)} if b is not None
-                                 else {})
+        return web.json_response(
+            {**b.stats, **b.now(), "waited_seconds": round(b.waited, 3)} if b is not None else {}
+        )
 
     async def set_trial(self, request: web.Request) -> web.Response:
         """The trial a worker's next calls belong to (config epochs): their own cache keys, and the
@@ -148,12 +181,14 @@ class Gateway:
         budget, no cache, the caller's key swapped as for any call."""
         run, worker, path = _split(request.match_info["path"])
         if not (path == "/v1/models" or path.startswith("/v1/models/")):
-            return web.json_response({"error": {"type": "not_found_error", "message": f"no route {path}"}},
-                                     status=404)
+            return web.json_response(
+                {"error": {"type": "not_found_error", "message": f"no route {path}"}}, status=404
+            )
         provider = "anthropic" if request.headers.get("anthropic-version") else "openai"
         call = Incoming(run, worker, Route(provider, path, path, path), b"", None)
         url = upstream_url(self.settings.upstreams[provider], provider, path) + (
-            f"?{request.query_string}" if request.query_string else "")
+            f"?{request.query_string}" if request.query_string else ""
+        )
         async with self.outbound.session().get(url, headers=await self.outbound.headers(request, call)) as up:
             body = await up.read()
             return web.Response(status=up.status, body=body, content_type=up.content_type)
@@ -163,12 +198,21 @@ class Gateway:
         run, worker, path = _split(request.match_info["path"])
         route = route_of(path)
         if route is None:
-            return web.json_response({"error": {"type": "not_found_error", "message": f"no route {path}"}},
-                                     status=404)
+            return web.json_response(
+                {"error": {"type": "not_found_error", "message": f"no route {path}"}}, status=404
+            )
         provider, raw = route.provider, await request.read()
         body, plays = _json(raw), request.headers.get("x-sim-plays", "")
-        call = Incoming(run, worker, route, raw, body if isinstance(body, dict) else None, plays,
-                        request.query_string, self.settings.deployments)
+        call = Incoming(
+            run,
+            worker,
+            route,
+            raw,
+            body if isinstance(body, dict) else None,
+            plays,
+            request.query_string,
+            self.settings.deployments,
+        )
         tallies = [self.runs.setdefault(run, Counts())]
         tallies += [self.workers.setdefault(worker, Counts())] if worker else []
         key = self.answers.key(call, self.trials.get(worker or "", 1))
@@ -232,8 +276,11 @@ class Gateway:
             self.gates.answered(key)
         elif answer.status in (400, 422):
             words = error_words(answer.body)
-            self.gates.refused(key, f"{call.provider} {call.priced_as} answered HTTP {answer.status}: {words}",
-                               probing=probing)
+            self.gates.refused(
+                key,
+                f"{call.provider} {call.priced_as} answered HTTP {answer.status}: {words}",
+                probing=probing,
+            )
         else:
             self.gates.no_verdict(key, probing)
 
@@ -254,12 +301,21 @@ def error_words(body: bytes) -> str:
 
 def refused_unsent(provider: str, words: str) -> web.Response:
     """The answer to a call its run's gate refused: the provider's own refusal, marked not sent."""
-    message = f"not sent: {words}" if words.startswith("stopped at budget") else \
-        f"not sent: this run's requests are refused ({words})"
+    message = (
+        f"not sent: {words}"
+        if words.startswith("stopped at budget")
+        else f"not sent: this run's requests are refused ({words})"
+    )
     body: dict[str, Any] = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
     if API_OF[provider] == "openai":
-        body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                          "code": "run_refused"}}
+        body = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "run_refused",
+            }
+        }
     return web.json_response(body, status=400, headers={NOT_SENT_HEADER: "1"})
 
 
@@ -278,10 +334,17 @@ def _json(raw: bytes) -> Any:
         return None
 
 
-def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *, listen_fd: int | None = None,
-          token_line: str | None = None) -> None:
+def serve(
+    gateway: Gateway,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    listen_fd: int | None = None,
+    token_line: str | None = None,
+) -> None:
     """Run until killed; prints 'listening on http://HOST:PORT' once it serves (`listen_fd`: on that
     inherited listening socket instead of binding one), then `token_line` if given."""
+
     async def main() -> None:
         runner = web.AppRunner(gateway.app(), access_log=None)
         await runner.setup()

@@ -86,10 +86,17 @@ def upstreams(cfg: Config | None, sim_url: str | None) -> dict[str, str]:
     if sim_url:
         served = {p: sdk_base_url(sim_url, p) for p in PROVIDER_BASE_URLS}
         return served | {c: sim_url.rstrip("/") for c in CLOUDS}
-    first = {p: (getattr(cfg, p).base_url if cfg is not None else None) or os.environ.get(SDK_BASE_URL_ENV[p])
-             or url for p, url in PROVIDER_BASE_URLS.items()}
-    clouds = {c: t.endpoint().rstrip("/").removesuffix("/v1") for c in CLOUDS
-              if cfg is not None and (t := gateway_target(cfg, c, "real")) is not None and t.endpoint()}
+    first = {
+        p: (getattr(cfg, p).base_url if cfg is not None else None)
+        or os.environ.get(SDK_BASE_URL_ENV[p])
+        or url
+        for p, url in PROVIDER_BASE_URLS.items()
+    }
+    clouds = {
+        c: t.endpoint().rstrip("/").removesuffix("/v1")
+        for c in CLOUDS
+        if cfg is not None and (t := gateway_target(cfg, c, "real")) is not None and t.endpoint()
+    }
     return first | clouds
 
 
@@ -104,14 +111,20 @@ def _cloud_settings(cfg: Config, sim_url: str | None) -> dict[str, Any]:
     batch: dict[str, str] = {top.deployment or "*": top.batch_deployment} if top.batch_deployment else {}
     for r in cfg.model_runs():
         for ref in (r.model_ref(), r.teacher):
-            if ref is not None and ref.provider == "azure" and \
-                    isinstance(t := target(cfg, ref, mode=mode), AzureTarget):
+            if (
+                ref is not None
+                and ref.provider == "azure"
+                and isinstance(t := target(cfg, ref, mode=mode), AzureTarget)
+            ):
                 batch[t.deployment] = t.batch_deployment
     # on the simulator a stand-in region will do: it checks a signature with the scope's own region
-    return {"bedrock_region": region or ("us-east-1" if sim_url else None),
-            "bedrock_profile": bedrock.profile if isinstance(bedrock, BedrockTarget) else None,
-            "bedrock_batch": _bedrock_batch(cfg, bedrock, sim_url),
-            "deployments": azure_deployments(cfg), "batch_deployments": batch}
+    return {
+        "bedrock_region": region or ("us-east-1" if sim_url else None),
+        "bedrock_profile": bedrock.profile if isinstance(bedrock, BedrockTarget) else None,
+        "bedrock_batch": _bedrock_batch(cfg, bedrock, sim_url),
+        "deployments": azure_deployments(cfg),
+        "batch_deployments": batch,
+    }
 
 
 def _bedrock_batch(cfg: Config, bedrock: Any, sim_url: str | None) -> BedrockBatch | None:
@@ -123,23 +136,36 @@ def _bedrock_batch(cfg: Config, bedrock: Any, sim_url: str | None) -> BedrockBat
     role = (t.batch_role_arn if t else None) or (SIM_BATCH_ROLE if sim_url else None)
     if uri is None or role is None:
         if batched:
-            missing = " and ".join(n for n, v in (("bedrock.batch_s3_uri", uri), ("bedrock.batch_role_arn", role))
-                                   if v is None)
-            raise ConfigError(f"{missing}: not set, and run {batched[0]} sends its Bedrock calls in batches "
-                              "(batch inference reads and writes S3 files, as a service role)")
+            missing = " and ".join(
+                n for n, v in (("bedrock.batch_s3_uri", uri), ("bedrock.batch_role_arn", role)) if v is None
+            )
+            raise ConfigError(
+                f"{missing}: not set, and run {batched[0]} sends its Bedrock calls in batches "
+                "(batch inference reads and writes S3 files, as a service role)"
+            )
         return None
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
     prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
     if sim_url:
-        return BedrockBatch(control=sim_url.rstrip("/"), s3=f"{sim_url.rstrip('/')}/s3", bucket=bucket, prefix=prefix,
-                            role_arn=role)
+        return BedrockBatch(
+            control=sim_url.rstrip("/"),
+            s3=f"{sim_url.rstrip('/')}/s3",
+            bucket=bucket,
+            prefix=prefix,
+            role_arn=role,
+        )
     assert t is not None
     return BedrockBatch(control=t.control(), s3=t.s3(), bucket=bucket, prefix=prefix, role_arn=role)
 
 
-def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | None = None,
-                     gates: tuple[str, list[str]] | None = None, spend: tuple[str, list[str]] | None = None
-                     ) -> GatewaySettings:
+def gateway_settings(
+    cfg: Config,
+    *,
+    sim_url: str | None = None,
+    cache: bool | None = None,
+    gates: tuple[str, list[str]] | None = None,
+    spend: tuple[str, list[str]] | None = None,
+) -> GatewaySettings:
     """The settings of the gateway a config describes: its rate_limits as one shared budget, where each
     provider's calls go (or the simulator), its retry policy, response cache and batch mode."""
     keys = sorted(cfg.rate_limits)
@@ -152,12 +178,20 @@ def gateway_settings(cfg: Config, *, sim_url: str | None = None, cache: bool | N
     from runner.cache import DEFAULT_DIR
 
     return GatewaySettings(
-        upstreams=upstreams(cfg, sim_url), retry=cfg.retry, limit_keys={**covered, **{k: k for k in keys}},
-        limits={k: cfg.rate_limits[k].resolved() for k in keys}, adaptive=bool(cfg.adaptive_concurrency),
-        sim_models={} if sim_url else None, model_overrides=cfg.model_overrides(),
-        batch=cfg.batch if batch_runs else None, batch_runs=batch_runs,
+        upstreams=upstreams(cfg, sim_url),
+        retry=cfg.retry,
+        limit_keys={**covered, **{k: k for k in keys}},
+        limits={k: cfg.rate_limits[k].resolved() for k in keys},
+        adaptive=bool(cfg.adaptive_concurrency),
+        sim_models={} if sim_url else None,
+        model_overrides=cfg.model_overrides(),
+        batch=cfg.batch if batch_runs else None,
+        batch_runs=batch_runs,
         journal=str(cfg.output_dir / "batches.jsonl") if batch_runs else None,
         cache_dir=str(Path(cfg.cache_dir or DEFAULT_DIR)) if use_cache else None,
-        gates=gates[0] if gates else None, gate_keys=list(gates[1]) if gates else [],
-        spend=spend[0] if spend else None, spend_runs=list(spend[1]) if spend else [],
-        **_cloud_settings(cfg, sim_url))
+        gates=gates[0] if gates else None,
+        gate_keys=list(gates[1]) if gates else [],
+        spend=spend[0] if spend else None,
+        spend_runs=list(spend[1]) if spend else [],
+        **_cloud_settings(cfg, sim_url),
+    )

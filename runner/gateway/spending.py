@@ -13,16 +13,21 @@ from runner.budget.spend import Spend, Ticket
 from runner.models.capabilities import Prices
 from runner.models.usage import Tokens, at_batch_price, cost
 
-OUT_ESTIMATE = 200.0  # a call's answer, in tokens, as the shared budget reserves it (runner/budget/ratelimit.py)
+OUT_ESTIMATE = (
+    200.0  # a call's answer, in tokens, as the shared budget reserves it (runner/budget/ratelimit.py)
+)
 
 
 class Spending:
-    def __init__(self, spend: Spend | None, price: Callable[[str, str], Prices | None],
-                 batched: Callable[[str], bool]) -> None:
+    def __init__(
+        self, spend: Spend | None, price: Callable[[str, str], Prices | None], batched: Callable[[str], bool]
+    ) -> None:
         """`price(provider, model)`: the model's prices; `batched(run)`: whether the run's calls go in batches."""
         self.spend, self.price, self.batched = spend, price, batched
 
-    def reserve(self, run: str, provider: str, model: str, raw: bytes, body: dict[str, Any] | None) -> Ticket | None:
+    def reserve(
+        self, run: str, provider: str, model: str, raw: bytes, body: dict[str, Any] | None
+    ) -> Ticket | None:
         if self.spend is None:
             return None
         if not self.spend.capped:  # nothing to hold against: no estimate (it still counts when it settles)
@@ -36,16 +41,29 @@ class Spending:
         return self.spend.reserve(run, usd, est_in + est_out)
 
     @contextlib.contextmanager
-    def held(self, ticket: Ticket | None, provider: str, model: str) -> Iterator[Callable[[Tokens, bool], None]]:
+    def held(
+        self, ticket: Ticket | None, provider: str, model: str
+    ) -> Iterator[Callable[[Tokens, bool], None]]:
         """Yields `paid(usage, batched)`, to call with an answered call's usage; a call never paid for costs
         nothing."""
         if self.spend is None or ticket is None:
             yield lambda usage, batched: None
             return
         with self.spend.held(ticket) as spent:
+
             def paid(usage: Tokens, batched: bool) -> None:
                 p = self.price(provider, model)
                 billed = at_batch_price(p) if batched and p is not None else p
-                spent.append((cost(billed, usage)[0] or 0.0, float(usage.input_tokens + usage.cache_read_tokens
-                                                                   + usage.cache_write_tokens + usage.output_tokens)))
+                spent.append(
+                    (
+                        cost(billed, usage)[0] or 0.0,
+                        float(
+                            usage.input_tokens
+                            + usage.cache_read_tokens
+                            + usage.cache_write_tokens
+                            + usage.output_tokens
+                        ),
+                    )
+                )
+
             yield paid

@@ -17,7 +17,9 @@ from runner.gateway.journal import Intent, Journal
 
 
 class Succession:
-    def __init__(self, courier: Courier, journal: Journal | None, inherited: Inherited, stats: Counter[str]) -> None:
+    def __init__(
+        self, courier: Courier, journal: Journal | None, inherited: Inherited, stats: Counter[str]
+    ) -> None:
         self.courier, self.journal, self.inherited, self.stats = courier, journal, inherited, stats
 
     async def collect(self, ep: BatchEndpoint, batch_id: str, keys: dict[str, str]) -> None:

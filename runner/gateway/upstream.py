@@ -51,7 +51,9 @@ class UpstreamAnswer:
         keep = {k: v for k, v in self.headers.items() if k.lower().startswith(KEEP_HEADERS)}
         if self.batched:  # so the runner's own clients price the call as it was billed (models/client.py)
             keep[BATCHED_HEADER] = "1"
-        return web.Response(status=self.status, body=self.body, headers={**keep, "content-type": self.content_type})
+        return web.Response(
+            status=self.status, body=self.body, headers={**keep, "content-type": self.content_type}
+        )
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,9 @@ class Upstream:
                 self.limiter.pause(call.slot, retry.pause)  # _reserve then waits for it
             await asyncio.sleep(retry.wait)
 
-    async def _attempt(self, request: web.Request, call: UpstreamCall, held: Held | None
-                       ) -> tuple[UpstreamAnswer, str | None, float | None]:
+    async def _attempt(
+        self, request: web.Request, call: UpstreamCall, held: Held | None
+    ) -> tuple[UpstreamAnswer, str | None, float | None]:
         """One upstream call: its answer, and for an error its kind (runner/models/base.py classifies
         it) and the server's retry-after; None for an answer the caller takes as it is."""
         try:
@@ -101,8 +104,9 @@ class Upstream:
             if held is not None:
                 held.used(budget_input_tokens(call.provider, answer.usage), answer.usage.output_tokens)
             return answer, None, None
-        err = classify_status(answer.status, answer.body[:500].decode(errors="replace"), answer.headers,
-                              _json(answer.body))
+        err = classify_status(
+            answer.status, answer.body[:500].decode(errors="replace"), answer.headers, _json(answer.body)
+        )
         return answer, err.kind, err.retry_after
 
     async def _post(self, request: web.Request, call: UpstreamCall) -> UpstreamAnswer:
@@ -132,8 +136,9 @@ class Upstream:
         return self.limiter.held(res)
 
 
-async def _relay(request: web.Request, up: aiohttp.ClientResponse, provider: str, event_stream: bool = False
-                 ) -> UpstreamAnswer:
+async def _relay(
+    request: web.Request, up: aiohttp.ClientResponse, provider: str, event_stream: bool = False
+) -> UpstreamAnswer:
     """Chunk by chunk, as they arrive; the whole stream (to cache) and its usage come back too."""
     content_type = up.headers.get("content-type", "text/event-stream")
     keep = {k: v for k, v in up.headers.items() if k.lower().startswith(KEEP_HEADERS)}
@@ -149,7 +154,9 @@ async def _relay(request: web.Request, up: aiohttp.ClientResponse, provider: str
     except (TimeoutError, aiohttp.ClientError) as e:
         # Part of the stream is already with the caller: it cannot be retried, only cut (and not cached).
         logger.warning("upstream stream broke after {} chunks: {}", len(chunks), e)
-        return UpstreamAnswer(BROKEN_STREAM, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out)
+        return UpstreamAnswer(
+            BROKEN_STREAM, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out
+        )
     await out.write_eof()
     return UpstreamAnswer(200, b"".join(chunks), content_type.split(";")[0], usage=seen.usage, sent=out)
 

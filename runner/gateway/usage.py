@@ -23,13 +23,18 @@ def read_usage(u: dict[str, Any], api: str, seen: Tokens) -> Tokens:
     """One usage object folded into what was seen before (streamed answers carry several: Anthropic's with
     running totals, OpenAI's once at the end)."""
     if api == "anthropic":
+
         def most(name: str, key: str) -> int:
             return max(getattr(seen, name), u[key]) if isinstance(u.get(key), int) else getattr(seen, name)
+
         hour = (u.get("cache_creation") or {}).get("ephemeral_1h_input_tokens")
-        return Tokens(most("input_tokens", "input_tokens"), most("output_tokens", "output_tokens"),
-                      most("cache_write_tokens", "cache_creation_input_tokens"),
-                      most("cache_read_tokens", "cache_read_input_tokens"),
-                      max(seen.cache_write_1h_tokens, hour) if isinstance(hour, int) else seen.cache_write_1h_tokens)
+        return Tokens(
+            most("input_tokens", "input_tokens"),
+            most("output_tokens", "output_tokens"),
+            most("cache_write_tokens", "cache_creation_input_tokens"),
+            most("cache_read_tokens", "cache_read_input_tokens"),
+            max(seen.cache_write_1h_tokens, hour) if isinstance(hour, int) else seen.cache_write_1h_tokens,
+        )
     prompt = u.get("prompt_tokens", u.get("input_tokens"))
     details = u.get("prompt_tokens_details") or u.get("input_tokens_details") or {}
     cached = int(details.get("cached_tokens") or 0)

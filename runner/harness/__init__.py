@@ -1,8 +1,8 @@
 """Harnesses: what runs one record. The core picks one by the config's `harness.kind` through here.
 
-    crm      the built-in CRM agents (the demo and benchmark workload)   harness/crm/
-    python   a user's function fn(record, ctx) -> dict                   harness/python.py
-    command  a user's CLI over a JSONL chunk                             harness/command.py
+crm      the built-in CRM agents (the demo and benchmark workload)   harness/crm/
+python   a user's function fn(record, ctx) -> dict                   harness/python.py
+command  a user's CLI over a JSONL chunk                             harness/command.py
 """
 
 from __future__ import annotations
@@ -43,10 +43,18 @@ def database_spec(cfg: Config) -> DatabaseSpec:
             return DATABASE
         return DatabaseSpec()
     d = cfg.database
-    extra = tuple((name, init_files([resolve_path(cfg, p) for p in files or []]))
-                  for name, files in d.extra_databases.items())
-    return DatabaseSpec(files=init_files([resolve_path(cfg, p) for p in d.schema_files]), name=d.name, user=d.user,
-                        extra=extra, postgres=d.postgres, shared=tuple(d.shared_databases))
+    extra = tuple(
+        (name, init_files([resolve_path(cfg, p) for p in files or []]))
+        for name, files in d.extra_databases.items()
+    )
+    return DatabaseSpec(
+        files=init_files([resolve_path(cfg, p) for p in d.schema_files]),
+        name=d.name,
+        user=d.user,
+        extra=extra,
+        postgres=d.postgres,
+        shared=tuple(d.shared_databases),
+    )
 
 
 @dataclass(frozen=True)
@@ -60,9 +68,11 @@ class Reading:
 
 def reading(cfg: Config) -> Reading:
     d: Defaults = harness_class(cfg.harness.kind).defaults
-    return Reading(cfg.success_field if cfg.success_field is not None else d.success_field,
-                   dict(cfg.metrics if cfg.metrics is not None else d.metrics),
-                   dict(cfg.group_by if cfg.group_by is not None else d.group_by))
+    return Reading(
+        cfg.success_field if cfg.success_field is not None else d.success_field,
+        dict(cfg.metrics if cfg.metrics is not None else d.metrics),
+        dict(cfg.group_by if cfg.group_by is not None else d.group_by),
+    )
 
 
 def record_check(cfg: Config) -> Check | None:
@@ -73,8 +83,9 @@ def id_field(cfg: Config) -> str | None:
     return cfg.id_field if cfg.id_field or cfg.harness.kind != "crm" else "id"
 
 
-def build_result(task: Task, outcome: Outcome, index: int, started: tuple[str, float], how: Reading,
-                 share: int = 1) -> Result:
+def build_result(
+    task: Task, outcome: Outcome, index: int, started: tuple[str, float], how: Reading, share: int = 1
+) -> Result:
     """The runner's record of one task: the harness's dict verbatim, plus what the report reads from it.
 
     `share`: records that ran together in one chunk split its time evenly (a command harness).
@@ -82,9 +93,16 @@ def build_result(task: Task, outcome: Outcome, index: int, started: tuple[str, f
     started_at, t0 = started
     wall = round((time.monotonic() - t0) / share, 4)
     if outcome.error is not None or outcome.output is None:
-        return error_result(task.run.name, task.record_id, index, outcome.error or "no output",
-                            kind=outcome.error_kind or "harness_error", started_at=started_at, wall_seconds=wall,
-                            usage=outcome.usage)
+        return error_result(
+            task.run.name,
+            task.record_id,
+            index,
+            outcome.error or "no output",
+            kind=outcome.error_kind or "harness_error",
+            started_at=started_at,
+            wall_seconds=wall,
+            usage=outcome.usage,
+        )
     out = outcome.output
     sources = {"record": task.record, "output": out}
 
@@ -103,7 +121,18 @@ def build_result(task: Task, outcome: Outcome, index: int, started: tuple[str, f
         metrics[k], note = read_score(find(p))
         if note:
             notes[f"metrics.{k} ({p})"] = note
-    return Result(run=task.run.name, record_id=task.record_id, index=index, status="ok", success=success,
-                  started_at=started_at, finished_at=now_iso(), wall_seconds=wall, usage=outcome.usage,
-                  metrics=metrics, groups={k: as_group(find(p)) for k, p in how.group_by.items()}, output=out,
-                  read_notes=notes)
+    return Result(
+        run=task.run.name,
+        record_id=task.record_id,
+        index=index,
+        status="ok",
+        success=success,
+        started_at=started_at,
+        finished_at=now_iso(),
+        wall_seconds=wall,
+        usage=outcome.usage,
+        metrics=metrics,
+        groups={k: as_group(find(p)) for k, p in how.group_by.items()},
+        output=out,
+        read_notes=notes,
+    )

@@ -27,12 +27,16 @@ from runner.sandbox.base import socket_dsn
 
 # The variable each cloud's official client reads its address from (anthropic.AnthropicBedrock,
 # anthropic.AnthropicVertex: with the API version, openai.AzureOpenAI: the resource's endpoint).
-CLOUD_BASE_URL_ENV = {"bedrock": "ANTHROPIC_BEDROCK_BASE_URL", "vertex": "ANTHROPIC_VERTEX_BASE_URL",
-                      "azure": "AZURE_OPENAI_ENDPOINT"}
+CLOUD_BASE_URL_ENV = {
+    "bedrock": "ANTHROPIC_BEDROCK_BASE_URL",
+    "vertex": "ANTHROPIC_VERTEX_BASE_URL",
+    "azure": "AZURE_OPENAI_ENDPOINT",
+}
 
 
-def gateway_env(gateway: str, run: str, worker: int | str, *, token: str | None,
-                clouds: Iterable[str] = ()) -> dict[str, str]:
+def gateway_env(
+    gateway: str, run: str, worker: int | str, *, token: str | None, clouds: Iterable[str] = ()
+) -> dict[str, str]:
     """The variables the official SDKs and LiteLLM read, pointed at the gateway with run and worker in
     the path, and the run's token for it as their API keys: the gateway admits only the run's callers and
     calls the providers with the keys of its own environment (a harness never holds them). `clouds`: those
@@ -41,8 +45,12 @@ def gateway_env(gateway: str, run: str, worker: int | str, *, token: str | None,
     harness to pass as access_token); the others' variables are left alone (boto3 reads
     AWS_BEARER_TOKEN_BEDROCK too, for its own calls to Bedrock)."""
     base = f"{gateway}/run/{run}/worker/{worker}"
-    env = {"ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_BASE": base, "OPENAI_BASE_URL": f"{base}/v1",
-           "OPENAI_API_BASE": f"{base}/v1"}
+    env = {
+        "ANTHROPIC_BASE_URL": base,
+        "ANTHROPIC_API_BASE": base,
+        "OPENAI_BASE_URL": f"{base}/v1",
+        "OPENAI_API_BASE": f"{base}/v1",
+    }
     env.update({CLOUD_BASE_URL_ENV[c]: sdk_base_url(base, c) for c in sorted(clouds)})
     if token is not None:
         env.update({name: token for name in API_KEY_ENV.values()})
@@ -63,12 +71,17 @@ class Database:
 
     def dsn(self) -> str:
         """Over TCP (what a user's harness is given: host and port work from anywhere)."""
-        return psycopg.conninfo.make_conninfo(host=self.host, port=self.port, user=self.user,
-                                              password=self.password, dbname=self.name)
+        return psycopg.conninfo.make_conninfo(
+            host=self.host, port=self.port, user=self.user, password=self.password, dbname=self.name
+        )
 
     def local_dsn(self) -> str:
         """Over the Unix socket when there is one, else dsn(): no port proxy on every query."""
-        return socket_dsn(self.socket_dir, self.user, self.password, self.name) if self.socket_dir else self.dsn()
+        return (
+            socket_dsn(self.socket_dir, self.user, self.password, self.name)
+            if self.socket_dir
+            else self.dsn()
+        )
 
     def url(self) -> str:
         auth = f"{quote(self.user, safe='')}:{quote(self.password, safe='')}"
@@ -90,8 +103,9 @@ class SandboxInfo:
         return self.databases[self.main]
 
 
-def sandbox_info(sb: Any, spec: Any, main: str | None = None, slot: int = 0,
-                 login: tuple[str, str] | None = None) -> SandboxInfo:
+def sandbox_info(
+    sb: Any, spec: Any, main: str | None = None, slot: int = 0, login: tuple[str, str] | None = None
+) -> SandboxInfo:
     """What a harness sees of a started sandbox: the spec's databases at its endpoint, `main` first;
     a worker's slot n > 0 has its own copy of each (slot_database) but the shared ones, and logs in as
     `login` (user, password: its own role, sandbox/tenancy.py; default the sandbox's one role)."""
@@ -99,9 +113,21 @@ def sandbox_info(sb: Any, spec: Any, main: str | None = None, slot: int = 0,
     user, password = login or (e.user, e.password)
     main = main or spec.name
     names = (main, *(n for n in spec.databases if n != spec.name))
-    return SandboxInfo(sb.id, {n: Database(e.host, e.port, user, password,
-                                           n if n in spec.shared else slot_database(n, slot), e.socket_dir)
-                               for n in names}, main)
+    return SandboxInfo(
+        sb.id,
+        {
+            n: Database(
+                e.host,
+                e.port,
+                user,
+                password,
+                n if n in spec.shared else slot_database(n, slot),
+                e.socket_dir,
+            )
+            for n in names
+        },
+        main,
+    )
 
 
 def slot_database(name: str, slot: int) -> str:
@@ -193,6 +219,7 @@ class Harness(ABC):
     # A harness whose model calls the runner cannot see (a user's SDK) has them counted by the gateway; one
     # that makes them through the runner's own clients (the built-in CRM) counts its own, batched or not.
     counts_own_calls = False
+
     @classmethod
     def preload_for(cls, cfg: Config) -> tuple[str, ...]:
         """Modules this config's workers import anyway: imported once, in the process workers are forked
@@ -219,8 +246,9 @@ class Harness(ABC):
         info = self.info
         if info.gateway_url is None:
             return {}
-        return gateway_env(info.gateway_url, run, info.caller, token=info.gateway_token,
-                           clouds=clouds_used(info.cfg))
+        return gateway_env(
+            info.gateway_url, run, info.caller, token=info.gateway_token, clouds=clouds_used(info.cfg)
+        )
 
     def attach(self, sandbox: SandboxInfo) -> None:
         """The worker's sandbox is (newly) up: connect, warm caches."""

@@ -45,15 +45,25 @@ class CommandHarness(Harness):
         outp.unlink(missing_ok=True)
         vals = {**template_values(cfg, self.sandbox, run), "input": str(inp), "output": str(outp)}
         argv = [render(a, vals, where="harness.command") for a in cfg.harness.command or []]
-        env = harness_env(cfg, self.sandbox, run, {"input": str(inp), "output": str(outp)},
-                          gateway=self.gateway_env(run.name), epoch=tasks[0].epoch)  # a chunk: one trial
+        env = harness_env(
+            cfg,
+            self.sandbox,
+            run,
+            {"input": str(inp), "output": str(outp)},
+            gateway=self.gateway_env(run.name),
+            epoch=tasks[0].epoch,
+        )  # a chunk: one trial
         cwd = resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
         why = self._execute(argv, env, cwd, cfg.conversation_limit() * len(tasks))
         answers = self._read(outp, tasks)
         for t in tasks:
             got = answers.get(t.record_id)
-            yield t, Outcome(got) if got is not None else Outcome.failed(
-                f"the command wrote no result for this record ({why})")
+            yield (
+                t,
+                Outcome(got)
+                if got is not None
+                else Outcome.failed(f"the command wrote no result for this record ({why})"),
+            )
         inp.unlink(missing_ok=True)
         outp.unlink(missing_ok=True)
 
@@ -62,8 +72,15 @@ class CommandHarness(Harness):
         logger.info("command: {}", " ".join(argv))
         try:
             # its own process group, which dies with this worker (leashed): no chunk runs on, paid for, after it
-            proc = subprocess.Popen(leashed(argv), cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                leashed(argv),
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as e:
             return f"it could not start: {e}"
         try:

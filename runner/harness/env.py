@@ -26,12 +26,22 @@ def connection_env(sb: SandboxInfo) -> dict[str, str]:
     """DB_*, POSTGRES_*, PG*, DATABASE_URL, and <NAME>_DATABASE_URL for each other database."""
     db = sb.db
     env = {
-        "DB_HOST": db.host, "DB_PORT": str(db.port), "DB_USER": db.user, "DB_PASSWORD": db.password,
+        "DB_HOST": db.host,
+        "DB_PORT": str(db.port),
+        "DB_USER": db.user,
+        "DB_PASSWORD": db.password,
         "DB_NAME": db.name,
-        "POSTGRES_HOST": db.host, "POSTGRES_PORT": str(db.port), "POSTGRES_USER": db.user,
-        "POSTGRES_PASSWORD": db.password, "POSTGRES_DB": db.name,
-        "PGHOST": db.host, "PGPORT": str(db.port), "PGUSER": db.user, "PGPASSWORD": db.password,
-        "PGDATABASE": db.name, "DATABASE_URL": db.url(),
+        "POSTGRES_HOST": db.host,
+        "POSTGRES_PORT": str(db.port),
+        "POSTGRES_USER": db.user,
+        "POSTGRES_PASSWORD": db.password,
+        "POSTGRES_DB": db.name,
+        "PGHOST": db.host,
+        "PGPORT": str(db.port),
+        "PGUSER": db.user,
+        "PGPASSWORD": db.password,
+        "PGDATABASE": db.name,
+        "DATABASE_URL": db.url(),
     }
     for name, other in sb.databases.items():
         if name != sb.main:
@@ -42,7 +52,9 @@ def connection_env(sb: SandboxInfo) -> dict[str, str]:
 def per_slot_keys(cfg: Config, sb: SandboxInfo) -> set[str]:
     """Variables whose value depends on the slot (its databases) or the run (its env:): with slots in
     threads, the process-wide value of these would be some other slot's (runner/proc/slot_env.py)."""
-    keys = {"DB_NAME", "POSTGRES_DB", "PGDATABASE"} | {k for k in connection_env(sb) if k.endswith("DATABASE_URL")}
+    keys = {"DB_NAME", "POSTGRES_DB", "PGDATABASE"} | {
+        k for k in connection_env(sb) if k.endswith("DATABASE_URL")
+    }
     for run in cfg.runs:
         keys |= run.env.keys()
     return keys | {"RUNNER_RUN", "RUNNER_EPOCH"}
@@ -52,17 +64,30 @@ def marked_env(cfg: Config, mark: str) -> dict[str, str]:
     """The environment of the run's warm interpreter (proc/zygote.py): a record's, with `mark` for every
     value that differs between slots (its databases, the gateway's URLs and keys, the run): a library
     that keeps one at import is then found out, instead of handing every slot a value that is none's."""
-    dbs = {n: Database(mark, 1, mark, mark, mark) for n in ("main", *(cfg.database.extra_databases
-                                                                    if cfg.database else ()))}
+    dbs = {
+        n: Database(mark, 1, mark, mark, mark)
+        for n in ("main", *(cfg.database.extra_databases if cfg.database else ()))
+    }
     gateway = {k: mark for k in gateway_env("http://h", "r", 0, token=mark, clouds=clouds_used(cfg))}
-    return {**harness_env(cfg, SandboxInfo("warm", dbs, "main"), cfg.runs[0], gateway=gateway),
-            "RUNNER_RUN": mark, "RUNNER_EPOCH": "1"}
+    return {
+        **harness_env(cfg, SandboxInfo("warm", dbs, "main"), cfg.runs[0], gateway=gateway),
+        "RUNNER_RUN": mark,
+        "RUNNER_EPOCH": "1",
+    }
 
 
 def template_values(cfg: Config, sb: SandboxInfo, run: RunSpec) -> dict[str, str]:
     db = sb.db
-    vals = {"host": db.host, "port": str(db.port), "user": db.user, "password": db.password,
-            "database": db.name, "dsn": db.dsn(), "url": db.url(), "python": str(harness_python(cfg) or sys.executable)}
+    vals = {
+        "host": db.host,
+        "port": str(db.port),
+        "user": db.user,
+        "password": db.password,
+        "database": db.name,
+        "dsn": db.dsn(),
+        "url": db.url(),
+        "python": str(harness_python(cfg) or sys.executable),
+    }
     for name, other in sb.databases.items():
         vals[f"dsn:{name}"] = other.dsn()
         vals[f"url:{name}"] = other.url()
@@ -79,7 +104,9 @@ def render(template: str, values: Mapping[str, str], *, where: str) -> str:
         key = f"{field}:{spec}" if spec else field
         if key not in values or conv:
             known = ", ".join(sorted(k for k in values if ":" not in k))
-            raise ConfigError(f"unknown placeholder {{{key}}} (known: {known}, dsn:NAME, url:NAME)", where=where)
+            raise ConfigError(
+                f"unknown placeholder {{{key}}} (known: {known}, dsn:NAME, url:NAME)", where=where
+            )
         out.append(values[key])
     return "".join(out)
 
@@ -94,8 +121,15 @@ def dotenv_file(cfg: Config) -> dict[str, str]:
     return {k: v for k, v in dotenv_values(path).items() if v is not None and k not in os.environ}
 
 
-def harness_env(cfg: Config, sb: SandboxInfo, run: RunSpec, extra: Mapping[str, str] = {}, *,
-                gateway: Mapping[str, str] = {}, epoch: int = 1) -> dict[str, str]:
+def harness_env(
+    cfg: Config,
+    sb: SandboxInfo,
+    run: RunSpec,
+    extra: Mapping[str, str] = {},
+    *,
+    gateway: Mapping[str, str] = {},
+    epoch: int = 1,
+) -> dict[str, str]:
     """The whole environment for one record of `run` (a full copy: subprocesses get exactly this)."""
     vals = {**template_values(cfg, sb, run), **extra}
     env = {**os.environ, **dotenv_file(cfg)}
@@ -112,8 +146,10 @@ def harness_env(cfg: Config, sb: SandboxInfo, run: RunSpec, extra: Mapping[str, 
 
 def check_templates(cfg: Config) -> None:
     """Fail at start, not in a worker, on a placeholder that no record could fill."""
-    dbs = {n: Database("h", 1, "u", "p", n) for n in ("main", *(cfg.database.extra_databases
-                                                                 if cfg.database else ()))}
+    dbs = {
+        n: Database("h", 1, "u", "p", n)
+        for n in ("main", *(cfg.database.extra_databases if cfg.database else ()))
+    }
     fake = SandboxInfo("check", dbs, "main")
     for run in cfg.runs:
         vals = {**template_values(cfg, fake, run), "input": "", "output": ""}
@@ -123,4 +159,3 @@ def check_templates(cfg: Config) -> None:
             render(v, vals, where=f"runs.{run.name}.env.{k}")
         for i, arg in enumerate(cfg.harness.command or []):
             render(arg, vals, where=f"harness.command[{i}]")
-

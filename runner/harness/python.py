@@ -42,9 +42,11 @@ def warm_interpreter(cfg: Config) -> WarmInterpreter | None:
         return None
     verdicts = _verdicts(cfg)
     if (why := known_refusal(verdicts, verdict_key(str(python), _load(cfg)))) is not None:
-        logger.info("harness interpreter: no warm one ({}, an earlier run found; it is asked again once the "
-                    "virtualenv's packages change): each worker's interpreter imports its libraries itself",
-                    why)
+        logger.info(
+            "harness interpreter: no warm one ({}, an earlier run found; it is asked again once the "
+            "virtualenv's packages change): each worker's interpreter imports its libraries itself",
+            why,
+        )
         return None
     mark = marker()
     return WarmInterpreter(str(python), marked_env(cfg, mark), _cwd(cfg), _load(cfg), mark, verdicts)
@@ -62,8 +64,11 @@ def _cwd(cfg: Config) -> Path:
 
 def _load(cfg: Config) -> dict[str, Any]:
     """What the shim's `load` (and the warm interpreter) needs: where the entrypoint is found."""
-    return {"entrypoint": cfg.harness.entrypoint, "cwd": str(_cwd(cfg)),
-            "pythonpath": [str(resolve_path(cfg, p)) for p in cfg.harness.pythonpath]}
+    return {
+        "entrypoint": cfg.harness.entrypoint,
+        "cwd": str(_cwd(cfg)),
+        "pythonpath": [str(resolve_path(cfg, p)) for p in cfg.harness.pythonpath],
+    }
 
 
 _labels: dict[int, str] = {}  # per slot of this worker, the record its hosted thread runs (for its lines)
@@ -126,9 +131,16 @@ class PythonHarness(Harness):
         python = harness_python(cfg)
         assert python is not None
         env = marked_env(cfg, marker())
-        keys = {k for k in env if k not in os.environ} | {"DB_NAME", "POSTGRES_DB", "PGDATABASE", "RUNNER_RUN",
-                                                          "RUNNER_EPOCH"}
-        host = self.host = Hosts.join(lambda: Hosted(str(python), env, _cwd(cfg), _slot_log, warm=self.info.warm))
+        keys = {k for k in env if k not in os.environ} | {
+            "DB_NAME",
+            "POSTGRES_DB",
+            "PGDATABASE",
+            "RUNNER_RUN",
+            "RUNNER_EPOCH",
+        }
+        host = self.host = Hosts.join(
+            lambda: Hosted(str(python), env, _cwd(cfg), _slot_log, warm=self.info.warm)
+        )
         msg = {"env": env, "per_slot": sorted(keys), **_load(cfg)}
         threading.Thread(target=_quietly, args=(host.load, msg), daemon=True, name="harness-ahead").start()
 
@@ -153,7 +165,9 @@ class PythonHarness(Harness):
             return
         keys = set(per_slot_keys(cfg, sandbox))
         for run in cfg.runs:
-            keys |= harness_env(cfg, sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
+            keys |= (
+                harness_env(cfg, sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
+            )
         install(keys)
 
     def _import(self, sandbox: SandboxInfo) -> None:
@@ -173,8 +187,13 @@ class PythonHarness(Harness):
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
         assert self.sandbox is not None
         for task in tasks:
-            env = harness_env(self.info.cfg, self.sandbox, task.run, gateway=self.gateway_env(task.run.name),
-                              epoch=task.epoch)
+            env = harness_env(
+                self.info.cfg,
+                self.sandbox,
+                task.run,
+                gateway=self.gateway_env(task.run.name),
+                epoch=task.epoch,
+            )
             if self.host is not None:
                 yield task, self._call_hosted(task, env)
                 continue
@@ -182,10 +201,19 @@ class PythonHarness(Harness):
                 yield task, self._call_there(task, env)
                 continue
             self._export(env)
-            ctx = Context(run=task.run.name, params=task.run.params, worker=self.info.worker, attempt=task.attempt,
-                          record_id=task.record_id, epoch=task.epoch, db=self.sandbox.db,
-                          databases=self.sandbox.databases, env=env,
-                          scratch=self.info.scratch, logger=logger.bind(record=task.record_id, run=task.run.name))
+            ctx = Context(
+                run=task.run.name,
+                params=task.run.params,
+                worker=self.info.worker,
+                attempt=task.attempt,
+                record_id=task.record_id,
+                epoch=task.epoch,
+                db=self.sandbox.db,
+                databases=self.sandbox.databases,
+                env=env,
+                scratch=self.info.scratch,
+                logger=logger.bind(record=task.record_id, run=task.run.name),
+            )
             yield task, self._call(task, ctx)
 
     # ------------------------------------------------------------------ harness.python: its own interpreter
@@ -207,8 +235,9 @@ class PythonHarness(Harness):
             raise
         if "error" in reply:
             interp.stop()
-            raise RuntimeError(f"cannot load harness entrypoint {cfg.harness.entrypoint} in {python}:\n"
-                               f"{reply['error']}")
+            raise RuntimeError(
+                f"cannot load harness entrypoint {cfg.harness.entrypoint} in {python}:\n{reply['error']}"
+            )
         self.interpreter = interp
         return interp
 
@@ -219,11 +248,15 @@ class PythonHarness(Harness):
         assert self.sandbox is not None
         self.current = f"{task.run.name}:{task.record_id}"
         try:
-            reply = self._interpreter().ask({"op": "call", "record": task.record, "ctx": self._ctx(task), "env": env})
+            reply = self._interpreter().ask(
+                {"op": "call", "record": task.record, "ctx": self._ctx(task), "env": env}
+            )
         except InterpreterExited as e:
             self._stop_interpreter()
             return Outcome.failed(str(e))
-        except BaseException:  # the time limit, or the worker stopping: the process is midway through a record
+        except (
+            BaseException
+        ):  # the time limit, or the worker stopping: the process is midway through a record
             self._stop_interpreter()
             raise
         finally:
@@ -242,7 +275,9 @@ class PythonHarness(Harness):
         if self.host is None:
             python = harness_python(cfg)
             assert python is not None
-            self.host = Hosts.join(lambda: Hosted(str(python), base, _cwd(cfg), _slot_log, warm=self.info.warm))
+            self.host = Hosts.join(
+                lambda: Hosted(str(python), base, _cwd(cfg), _slot_log, warm=self.info.warm)
+            )
         self.host.serve(sandbox.id, base)
         self._load_hosted()
 
@@ -253,14 +288,19 @@ class PythonHarness(Harness):
         def message() -> dict[str, Any]:
             keys = set(per_slot_keys(cfg, sandbox))
             for run in cfg.runs:
-                keys |= harness_env(cfg, sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
+                keys |= (
+                    harness_env(cfg, sandbox, run, gateway=self.gateway_env(run.name)).keys()
+                    - os.environ.keys()
+                )
             env = harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
             return {"env": env, "per_slot": sorted(keys), **_load(cfg)}
 
         reply = self.host.load(message)
         if "error" in reply:
-            raise RuntimeError(f"cannot load harness entrypoint {cfg.harness.entrypoint} in {self.host.python}:\n"
-                               f"{reply['error']}")
+            raise RuntimeError(
+                f"cannot load harness entrypoint {cfg.harness.entrypoint} in {self.host.python}:\n"
+                f"{reply['error']}"
+            )
         return self.host
 
     def _call_hosted(self, task: Task, env: dict[str, str]) -> Outcome:
@@ -269,13 +309,19 @@ class PythonHarness(Harness):
         _labels[n] = f"{task.run.name}:{task.record_id}"
         try:
             host = self._load_hosted()
-            reply = host.ask_slot(n, {"op": "call", "record": task.record, "ctx": self._ctx(task), "env": env})
+            reply = host.ask_slot(
+                n, {"op": "call", "record": task.record, "ctx": self._ctx(task), "env": env}
+            )
         except InterpreterExited as e:
             return Outcome.failed(str(e))
         except BaseException:  # the time limit, or the worker stopping: the slot's thread there is cut
             if self.host is not None and not self.host.cut(n):
-                logger.error("slot {}: its thread in the harness's interpreter did not let go of {} when cut: "
-                             "nothing more runs on this slot, and the worker retires", n, _labels[n])
+                logger.error(
+                    "slot {}: its thread in the harness's interpreter did not let go of {} when cut: "
+                    "nothing more runs on this slot, and the worker retires",
+                    n,
+                    _labels[n],
+                )
                 _stay()
             raise
         finally:
@@ -288,10 +334,20 @@ class PythonHarness(Harness):
     def _ctx(self, task: Task) -> dict[str, Any]:
         sb = self.sandbox
         assert sb is not None
-        return {"run": task.run.name, "params": task.run.params, "worker": self.info.worker, "attempt": task.attempt,
-                "record_id": task.record_id, "epoch": task.epoch, "main": sb.main, "scratch": str(self.info.scratch),
-                "databases": {n: {"host": d.host, "port": d.port, "user": d.user, "password": d.password,
-                                  "name": d.name} for n, d in sb.databases.items()}}
+        return {
+            "run": task.run.name,
+            "params": task.run.params,
+            "worker": self.info.worker,
+            "attempt": task.attempt,
+            "record_id": task.record_id,
+            "epoch": task.epoch,
+            "main": sb.main,
+            "scratch": str(self.info.scratch),
+            "databases": {
+                n: {"host": d.host, "port": d.port, "user": d.user, "password": d.password, "name": d.name}
+                for n, d in sb.databases.items()
+            },
+        }
 
     def _stop_interpreter(self) -> None:
         interp, self.interpreter = self.interpreter, None

@@ -26,7 +26,8 @@ from runner.models.wire import Wire, http_client
 EPHEMERAL = {"type": "ephemeral"}
 # the tool list with a breakpoint on its last tool, built once per list object
 _marked_tools: PerObject[list[dict[str, Any]]] = PerObject(
-    lambda tools: [*tools[:-1], {**tools[-1], "cache_control": EPHEMERAL}] if tools else [])
+    lambda tools: [*tools[:-1], {**tools[-1], "cache_control": EPHEMERAL}] if tools else []
+)
 
 
 def to_anthropic(messages: list[dict[str, Any]], *, cache: bool = False) -> list[dict[str, Any]]:
@@ -36,9 +37,15 @@ def to_anthropic(messages: list[dict[str, Any]], *, cache: bool = False) -> list
             out.append({"role": "assistant", "content": assistant_blocks(m)})
             continue
         if m["role"] == "tool":
-            content: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": r["id"],
-                                              "content": nonblank(r["content"], "(empty)"),
-                                              "is_error": bool(r.get("is_error"))} for r in m["results"]]
+            content: list[dict[str, Any]] = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": r["id"],
+                    "content": nonblank(r["content"], "(empty)"),
+                    "is_error": bool(r.get("is_error")),
+                }
+                for r in m["results"]
+            ]
         else:
             content = [{"type": "text", "text": nonblank(m["text"])}]
         if out and out[-1]["role"] == "user":  # one user turn: tool results and text together
@@ -60,19 +67,33 @@ def assistant_blocks(m: dict[str, Any]) -> list[dict[str, Any]]:
         return list(received["content"])
     text = m.get("text") or ""
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
-    blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"],
-                "input": c["args"] if isinstance(c["args"], dict) else {}} for c in m.get("tool_calls", [])]
+    blocks += [
+        {
+            "type": "tool_use",
+            "id": c["id"],
+            "name": c["name"],
+            "input": c["args"] if isinstance(c["args"], dict) else {},
+        }
+        for c in m.get("tool_calls", [])
+    ]
     return blocks or [{"type": "text", "text": nonblank(None)}]
 
 
 def request_body(req: Request) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": req.model, "max_tokens": req.max_output_tokens,
-                            "messages": to_anthropic(req.messages, cache=req.prompt_cache),
-                            "tools": _marked_tools(req.tools) if req.prompt_cache else req.tools,
-                            **(req.sampling or {}), **(req.thinking or {})}
+    body: dict[str, Any] = {
+        "model": req.model,
+        "max_tokens": req.max_output_tokens,
+        "messages": to_anthropic(req.messages, cache=req.prompt_cache),
+        "tools": _marked_tools(req.tools) if req.prompt_cache else req.tools,
+        **(req.sampling or {}),
+        **(req.thinking or {}),
+    }
     if req.system:
-        body["system"] = [{"type": "text", "text": req.system, "cache_control": EPHEMERAL}] if req.prompt_cache \
+        body["system"] = (
+            [{"type": "text", "text": req.system, "cache_control": EPHEMERAL}]
+            if req.prompt_cache
             else req.system
+        )
     return body
 
 
@@ -83,13 +104,29 @@ class AnthropicProvider(Provider):
     name = "anthropic"
     request_id_header = "request-id"
 
-    def __init__(self, api_key: str, *, base_url: str | None, timeout: float,
-                 headers: dict[str, str] | None = None, lean: bool = True) -> None:
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        base_url: str | None,
+        timeout: float,
+        headers: dict[str, str] | None = None,
+        lean: bool = True,
+    ) -> None:
         import anthropic
 
-        self._over(anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
-                                       default_headers=headers, http_client=http_client(anthropic)),
-                   timeout=timeout, lean=lean)
+        self._over(
+            anthropic.Anthropic(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                default_headers=headers,
+                http_client=http_client(anthropic),
+            ),
+            timeout=timeout,
+            lean=lean,
+        )
 
     def _over(self, client: Any, *, timeout: float, lean: bool) -> None:
         """Calls through `client`: the anthropic SDK's Anthropic, AnthropicBedrock or AnthropicVertex (their
@@ -97,8 +134,14 @@ class AnthropicProvider(Provider):
         import anthropic
 
         self.client = client
-        self.wire = Wire(client, anthropic, "/v1/messages", timeout=timeout, lean=lean,
-                         create=client.messages.with_raw_response.create)
+        self.wire = Wire(
+            client,
+            anthropic,
+            "/v1/messages",
+            timeout=timeout,
+            lean=lean,
+            create=client.messages.with_raw_response.create,
+        )
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
@@ -109,15 +152,21 @@ class AnthropicProvider(Provider):
             calls = [ToolCall(b["id"], b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
             u = msg["usage"]
             hour = (u.get("cache_creation") or {}).get("ephemeral_1h_input_tokens") or 0
-            return Completion(text=text, tool_calls=calls, input_tokens=u["input_tokens"],
-                              output_tokens=u["output_tokens"],
-                              cache_read_tokens=u.get("cache_read_input_tokens") or 0,
-                              cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
-                              cache_write_1h_tokens=hour,
-                              latency_seconds=self._timer() - t0, stop_reason=str(msg.get("stop_reason")),
-                              request_id=resp.headers.get(self.request_id_header), model=req.model,
-                              received={"api": "anthropic", "content": blocks},
-                              batched=resp.headers.get(BATCHED_HEADER) == "1")
+            return Completion(
+                text=text,
+                tool_calls=calls,
+                input_tokens=u["input_tokens"],
+                output_tokens=u["output_tokens"],
+                cache_read_tokens=u.get("cache_read_input_tokens") or 0,
+                cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
+                cache_write_1h_tokens=hour,
+                latency_seconds=self._timer() - t0,
+                stop_reason=str(msg.get("stop_reason")),
+                request_id=resp.headers.get(self.request_id_header),
+                model=req.model,
+                received={"api": "anthropic", "content": blocks},
+                batched=resp.headers.get(BATCHED_HEADER) == "1",
+            )
 
     def close(self) -> None:
         self.wire.close()

@@ -14,14 +14,27 @@ from runner.models.openai import OpenAIProvider
 class AzureProvider(OpenAIProvider):
     name = "azure"
 
-    def __init__(self, target: AzureTarget, *, endpoint: str | None, timeout: float,
-                 api_key: str | None = None, headers: dict[str, str] | None = None,
-                 lean: bool = False) -> None:
+    def __init__(
+        self,
+        target: AzureTarget,
+        *,
+        endpoint: str | None,
+        timeout: float,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        lean: bool = False,
+    ) -> None:
         """`endpoint`: where the resource is served (the simulator, a gateway; None: the target's resource);
         `api_key` None: the SDK reads AZURE_OPENAI_API_KEY or AZURE_OPENAI_AD_TOKEN."""
         import openai
 
-        client = openai.AzureOpenAI(azure_endpoint=endpoint or target.resource,
-                                    azure_deployment=target.deployment, api_version=target.api_version,
-                                    api_key=api_key, timeout=timeout, max_retries=0, default_headers=headers)
+        client = openai.AzureOpenAI(
+            azure_endpoint=endpoint or target.resource,
+            azure_deployment=target.deployment,
+            api_version=target.api_version,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=0,
+            default_headers=headers,
+        )
         self._over(client, timeout=timeout, lean=lean)

@@ -51,7 +51,10 @@ class PerObject(Generic[T]):
 
 
 _tools_digest: PerObject[str] = PerObject(
-    lambda tools: hashlib.sha256(json.dumps(tools, sort_keys=True, separators=(",", ":")).encode()).hexdigest())
+    lambda tools: hashlib.sha256(
+        json.dumps(tools, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+)
 
 
 def _json(value: Any) -> bytes:
@@ -59,7 +62,9 @@ def _json(value: Any) -> bytes:
     in flight (each call's body and its token estimate serialize the whole transcript)."""
     try:
         return orjson.dumps(value)
-    except TypeError:  # what orjson refuses and the stdlib takes (an integer past 64 bits from a model's args)
+    except (
+        TypeError
+    ):  # what orjson refuses and the stdlib takes (an integer past 64 bits from a model's args)
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -94,10 +99,17 @@ class Request:
         """SHA-256 of everything that decides the answer: never keys, timeouts, base URLs or cache markers."""
         # A plain dict, not dataclasses.asdict (that deep-copies the transcript and schemas); the tool list
         # is the same object call after call, so its digest is computed once.
-        body = {"provider": provider, "model": self.model, "system": self.system, "messages": self.messages,
-                "tools": _tools_digest(self.tools), "sampling": self.sampling or {},
-                "max_output_tokens": self.max_output_tokens, **({"thinking": self.thinking} if self.thinking else {}),
-                **({"trial": t} if (t := trial.get()) > 1 else {})}
+        body = {
+            "provider": provider,
+            "model": self.model,
+            "system": self.system,
+            "messages": self.messages,
+            "tools": _tools_digest(self.tools),
+            "sampling": self.sampling or {},
+            "max_output_tokens": self.max_output_tokens,
+            **({"thinking": self.thinking} if self.thinking else {}),
+            **({"trial": t} if (t := trial.get()) > 1 else {}),
+        }
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def estimated_input_tokens(self) -> int:
@@ -107,9 +119,14 @@ class Request:
 
 # Stop reasons (Anthropic's stop_reason, OpenAI's finish_reason) that mean the turn is not the model's whole
 # answer: recorded as the record's outcome, never as a normal (perhaps empty) turn.
-CUT_STOP_REASONS: dict[str, OutcomeKind] = {"max_tokens": "max_tokens", "length": "max_tokens", "refusal": "refusal",
-                    "content_filter": "refusal", "model_context_window_exceeded": "context_window",
-                    "pause_turn": "pause_turn"}
+CUT_STOP_REASONS: dict[str, OutcomeKind] = {
+    "max_tokens": "max_tokens",
+    "length": "max_tokens",
+    "refusal": "refusal",
+    "content_filter": "refusal",
+    "model_context_window_exceeded": "context_window",
+    "pause_turn": "pause_turn",
+}
 
 
 @dataclass
@@ -147,8 +164,11 @@ class Completion:
         """The turn's thinking and redacted thinking blocks, in order (for logs and tests: they go back as part
         of `received`, never on their own)."""
         blocks = (self.received or {}).get("content")
-        return [b for b in blocks if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")] \
-            if isinstance(blocks, list) else []
+        return (
+            [b for b in blocks if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")]
+            if isinstance(blocks, list)
+            else []
+        )
 
     @property
     def cut(self) -> OutcomeKind | None:
@@ -161,8 +181,12 @@ class Completion:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Completion:
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{**{k: v for k, v in d.items() if k in known},
-                      "tool_calls": [ToolCall(**t) for t in d["tool_calls"]]})
+        return cls(
+            **{
+                **{k: v for k, v in d.items() if k in known},
+                "tool_calls": [ToolCall(**t) for t in d["tool_calls"]],
+            }
+        )
 
 
 # rate_limited / transient: retried. rejected: this request's own fault (400, 413, 422): the
@@ -173,17 +197,27 @@ ErrorKind = Literal["rate_limited", "transient", "rejected", "fatal"]
 class ProviderError(Exception):
     """A classified provider failure. retry_after in seconds when the server said so."""
 
-    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
-                 retry_after: float | None = None, cause: str | None = None, param: str | None = None,
-                 detail: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        cause: str | None = None,
+        param: str | None = None,
+        detail: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind, self.status, self.retry_after, self.cause = kind, status, retry_after, cause
         self.param = param  # the request parameter the provider names, where it names one
         self.detail = detail  # the provider's own words (its error body's message: no request id)
 
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
-                       r"(?:(\d+(?:\.\d+)?)ms)?$")
+_DURATION = re.compile(
+    r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
+    r"(?:(\d+(?:\.\d+)?)ms)?$"
+)
 
 
 def _duration(text: str) -> float | None:
@@ -207,10 +241,14 @@ def _seconds(value: str, now: float) -> float | None:
 
 
 # (remaining header, reset header) per budget; the reset of a budget that is not exhausted is no reason to wait.
-_OPENAI_DIMS = (("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
-                ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"))
-_ANTHROPIC_DIMS = tuple((f"anthropic-ratelimit-{d}-remaining", f"anthropic-ratelimit-{d}-reset")
-                        for d in ("requests", "tokens", "input-tokens", "output-tokens"))
+_OPENAI_DIMS = (
+    ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+)
+_ANTHROPIC_DIMS = tuple(
+    (f"anthropic-ratelimit-{d}-remaining", f"anthropic-ratelimit-{d}-reset")
+    for d in ("requests", "tokens", "input-tokens", "output-tokens")
+)
 
 
 def retry_after_from(headers: Any, now: float | None = None) -> float | None:
@@ -272,15 +310,23 @@ def _error_fields(body: Any) -> tuple[str, str, str | None, str | None]:
     return str(err.get("type") or ""), str(err.get("code") or ""), str(param) if param else None, message
 
 
-_FATAL_CAUSE = {401: "authentication failed: check the API key", 403: "permission denied for this key",
-                404: "model not found, or not available to this key", 402: "billing: payment required"}
+_FATAL_CAUSE = {
+    401: "authentication failed: check the API key",
+    403: "permission denied for this key",
+    404: "model not found, or not available to this key",
+    402: "billing: payment required",
+}
 
 
 def classify_status(status: int, message: str, headers: Any, body: Any = None) -> ProviderError:
     etype, code, param, detail = _error_fields(body)
     if status == 429 and "insufficient_quota" in (etype, code):
-        return ProviderError("fatal", message, status=status,
-                             cause="quota exhausted (insufficient_quota): check the plan and billing details")
+        return ProviderError(
+            "fatal",
+            message,
+            status=status,
+            cause="quota exhausted (insufficient_quota): check the plan and billing details",
+        )
     if status == 429:
         return ProviderError("rate_limited", message, status=status, retry_after=retry_after_from(headers))
     if status in (408, 409) or status >= 500:
@@ -289,8 +335,14 @@ def classify_status(status: int, message: str, headers: Any, body: Any = None) -
         return ProviderError("fatal", message, status=status, cause=_FATAL_CAUSE[status])
     if etype == "billing_error" or "credit balance" in message.lower():
         return ProviderError("fatal", message, status=status, cause="billing: the account has no credit left")
-    return ProviderError("rejected", message, status=status, cause="the provider rejected this request", param=param,
-                         detail=detail)
+    return ProviderError(
+        "rejected",
+        message,
+        status=status,
+        cause="the provider rejected this request",
+        param=param,
+        detail=detail,
+    )
 
 
 @contextmanager
@@ -299,7 +351,9 @@ def sdk_errors(sdk: Any) -> Iterator[None]:
     try:
         yield
     except sdk.APIStatusError as e:
-        raise classify_status(e.status_code, str(e.message), e.response.headers, getattr(e, "body", None)) from e
+        raise classify_status(
+            e.status_code, str(e.message), e.response.headers, getattr(e, "body", None)
+        ) from e
     except sdk.APITimeoutError as e:
         raise ProviderError("transient", f"timeout: {e}") from e
     except sdk.APIConnectionError as e:

@@ -16,9 +16,16 @@ class BedrockProvider(AnthropicProvider):
     name = "bedrock"
     request_id_header = "x-amzn-requestid"  # the AWS request id (an SDK reads headers without regard to case)
 
-    def __init__(self, target: BedrockTarget, *, base_url: str | None, timeout: float,
-                 aws_keys: tuple[str, str] | None = None, api_key: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        target: BedrockTarget,
+        *,
+        base_url: str | None,
+        timeout: float,
+        aws_keys: tuple[str, str] | None = None,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """`aws_keys` (access key id, secret) sign the calls; `api_key`: a Bedrock API key (or a gateway's
         token) presented as a bearer token instead; neither: the AWS SDK's own chain (environment, profile,
         instance role) signs."""
@@ -27,7 +34,14 @@ class BedrockProvider(AnthropicProvider):
         access, secret = aws_keys or (None, None)
         profile = target.profile if aws_keys is None and api_key is None else None
         client = anthropic.AnthropicBedrock(
-            aws_region=target.region, aws_profile=profile, aws_access_key=access, aws_secret_key=secret,
-            api_key=api_key, base_url=base_url or target.base_url, timeout=timeout, max_retries=0,
-            default_headers=headers)
+            aws_region=target.region,
+            aws_profile=profile,
+            aws_access_key=access,
+            aws_secret_key=secret,
+            api_key=api_key,
+            base_url=base_url or target.base_url,
+            timeout=timeout,
+            max_retries=0,
+            default_headers=headers,
+        )
         self._over(client, timeout=timeout, lean=False)

@@ -67,8 +67,12 @@ class Capabilities:
     # max_completion_tokens, so a small limit cut a thinking model's answer before it began.
     thinking: frozenset[str] = frozenset()
     thinks_by_default: bool = False  # a request that says nothing about thinking thinks
-    can_disable_thinking: bool = True  # thinking: disabled (Anthropic) / reasoning_effort: none (OpenAI) taken
-    efforts: tuple[str, ...] = ()  # output_config.effort (Anthropic) or reasoning_effort (OpenAI) values taken
+    can_disable_thinking: bool = (
+        True  # thinking: disabled (Anthropic) / reasoning_effort: none (OpenAI) taken
+    )
+    efforts: tuple[
+        str, ...
+    ] = ()  # output_config.effort (Anthropic) or reasoning_effort (OpenAI) values taken
     default_effort: str | None = None
     # Anthropic's `thinking: between_tools` (no thinking before answering; short updates between tool calls
     # come back as thinking blocks): the efforts it is taken at (Sonnet 5.5: low, medium, high; a 400 at
@@ -92,45 +96,73 @@ def _gpt(inp: float, cached: float, out: float, **kw: Any) -> Capabilities:
 # default; GPT-5.5 reasons at medium by default. For gpt-5.4-mini and -nano no OpenAI page read says which
 # efforts they take or their default: taken as GPT-5.5's until the first call says otherwise (a refused
 # setting stops the run at its first call, runner/models/first_call.py).
-_GPT5: dict[str, Any] = {"context_tokens": 1_000_000, "max_output_tokens": 128_000, "thinking": frozenset({"effort"}),
-                         "thinks_by_default": True, "efforts": ("none", "low", "medium", "high", "xhigh"),
-                         "default_effort": "medium"}
+_GPT5: dict[str, Any] = {
+    "context_tokens": 1_000_000,
+    "max_output_tokens": 128_000,
+    "thinking": frozenset({"effort"}),
+    "thinks_by_default": True,
+    "efforts": ("none", "low", "medium", "high", "xhigh"),
+    "default_effort": "medium",
+}
 _GPT54: dict[str, Any] = {**_GPT5, "thinks_by_default": False, "default_effort": "none"}
-_GPT41: dict[str, Any] = {"sampling": frozenset({"temperature", "top_p"}), "context_tokens": 1_047_576,
-                          "max_output_tokens": 32_768}
+_GPT41: dict[str, Any] = {
+    "sampling": frozenset({"temperature", "top_p"}),
+    "context_tokens": 1_047_576,
+    "max_output_tokens": 32_768,
+}
 # The Claude 5 generation thinks when a request says nothing (adaptive, effort high); budget_tokens is gone
 # (a 400 names adaptive instead); thinking: disabled is taken by Sonnet 5.
-_SONNET5: dict[str, Any] = {"context_tokens": 1_000_000, "max_output_tokens": 128_000,
-                            "thinking": frozenset({"adaptive"}), "thinks_by_default": True,
-                            "efforts": ("low", "medium", "high", "xhigh", "max"), "default_effort": "high"}
+_SONNET5: dict[str, Any] = {
+    "context_tokens": 1_000_000,
+    "max_output_tokens": 128_000,
+    "thinking": frozenset({"adaptive"}),
+    "thinks_by_default": True,
+    "efforts": ("low", "medium", "high", "xhigh", "max"),
+    "default_effort": "high",
+}
 # Claude Sonnet 5.5 ("What's new in Claude Sonnet 5.5", platform.claude.com, read 2026-11-26): `disabled` is a
 # 400 pointing at `between_tools`, its lowest setting, taken at effort low, medium and high only; forced
 # tool_choice is a 400; prompts cache from 512 tokens.
-_SONNET55: dict[str, Any] = {**_SONNET5, "thinking": frozenset({"adaptive", "between_tools"}),
-                             "can_disable_thinking": False, "between_tools_efforts": ("low", "medium", "high"),
-                             "min_cache_tokens": 512}
+_SONNET55: dict[str, Any] = {
+    **_SONNET5,
+    "thinking": frozenset({"adaptive", "between_tools"}),
+    "can_disable_thinking": False,
+    "between_tools_efforts": ("low", "medium", "high"),
+    "min_cache_tokens": 512,
+}
 # Claude Opus 5.5 ("What's new in Claude Opus 5.5", read 2026-11-26): thinking always on (disabled and enabled
 # are 400s), default effort medium.
-_OPUS55: dict[str, Any] = {**_SONNET5, "can_disable_thinking": False, "default_effort": "medium",
-                           "min_cache_tokens": 512}
+_OPUS55: dict[str, Any] = {
+    **_SONNET5,
+    "can_disable_thinking": False,
+    "default_effort": "medium",
+    "min_cache_tokens": 512,
+}
 # Claude 4.5: manual thinking only (enabled + budget_tokens), off unless asked; 4.6 takes adaptive too.
 _CLAUDE45: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budget"})}
-_CLAUDE46: dict[str, Any] = {"sampling": SAMPLING, "thinking": frozenset({"budget", "adaptive"}),
-                             "efforts": ("low", "medium", "high", "max"), "default_effort": "high",
-                             "context_tokens": 1_000_000, "max_output_tokens": 128_000}
+_CLAUDE46: dict[str, Any] = {
+    "sampling": SAMPLING,
+    "thinking": frozenset({"budget", "adaptive"}),
+    "efforts": ("low", "medium", "high", "max"),
+    "default_effort": "high",
+    "context_tokens": 1_000_000,
+    "max_output_tokens": 128_000,
+}
 
 # Where the prices in BUILTIN were read, and when: a price is a fact with a date. Override any of them
 # under `models:` if your invoice says otherwise.
-PRICE_SOURCES = {"anthropic": ("2026-11-26", "https://platform.claude.com/docs/en/about-claude/pricing"),
-                 "openai": ("2026-11-26", "https://developers.openai.com/api/docs/pricing")}
+PRICE_SOURCES = {
+    "anthropic": ("2026-11-26", "https://platform.claude.com/docs/en/about-claude/pricing"),
+    "openai": ("2026-11-26", "https://developers.openai.com/api/docs/pricing"),
+}
 # The clouds' own prices were not published where they were read (runner/models/sim/published/clouds.yaml:
 # Bedrock's page renders them client-side, Vertex's and Azure's pages were not read): a cloud's model is
 # priced as the first-party model it names, said so, until `models:` in the config gives the cloud's prices.
 CLOUD_PRICES = {
     "bedrock": "Anthropic's first-party prices (Amazon Bedrock's own not published where read; cross-region "
-               "profiles cost the source region's price): set the cloud's under models:",
+    "profiles cost the source region's price): set the cloud's under models:",
     "vertex": "Anthropic's first-party prices (Vertex AI's own not published where read; regional endpoints "
-              "may cost more than global ones): set the cloud's under models:",
+    "may cost more than global ones): set the cloud's under models:",
     "azure": "OpenAI's first-party prices (Azure OpenAI's own not read): set the cloud's under models:",
 }
 
@@ -160,8 +192,10 @@ BUILTIN: dict[str, Capabilities] = {
 
 
 # Where each SDK's create() request type lives: (package, file under it, TypedDict class).
-_REQUEST_TYPES = {"anthropic": ("anthropic", ("types", "message_create_params.py"), "MessageCreateParamsBase"),
-                  "openai": ("openai", ("types", "chat", "completion_create_params.py"), "CompletionCreateParamsBase")}
+_REQUEST_TYPES = {
+    "anthropic": ("anthropic", ("types", "message_create_params.py"), "MessageCreateParamsBase"),
+    "openai": ("openai", ("types", "chat", "completion_create_params.py"), "CompletionCreateParamsBase"),
+}
 
 
 @functools.cache
@@ -182,8 +216,11 @@ def _typed_dict_keys(source: str, name: str) -> frozenset[str] | None:
         if isinstance(node, ast.ClassDef) and node.name == name:
             if [b.id for b in node.bases if isinstance(b, ast.Name)] != ["TypedDict"]:
                 return None  # inherits fields from elsewhere: not for this reader
-            return frozenset(s.target.id for s in node.body if isinstance(s, ast.AnnAssign)
-                             and isinstance(s.target, ast.Name))
+            return frozenset(
+                s.target.id
+                for s in node.body
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+            )
     return None
 
 
@@ -199,7 +236,9 @@ def sdk_request_keys_imported(provider: str) -> frozenset[str]:
 
 
 _MONTH_DAY = re.compile(r"([A-Z][a-z]+) (\d+)(?:st|nd|rd|th)?, (\d{4})")
-_OPENAI_NOTE = re.compile(r"((?:\s*\"[^\"]+\",?)+):?\s*Announced\s+shutdown\s+date:\s*(\d{4}-\d{2}-\d{2})", re.S)
+_OPENAI_NOTE = re.compile(
+    r"((?:\s*\"[^\"]+\",?)+):?\s*Announced\s+shutdown\s+date:\s*(\d{4}-\d{2}-\d{2})", re.S
+)
 
 
 def _sdk_source(package: str, *parts: str) -> str | None:
@@ -281,15 +320,18 @@ def lookup(model: str, provider: str, overrides: dict[str, dict[str, Any]] | Non
     return overridden(table(model, provider), (overrides or {}).get(model))
 
 
-def split_sampling(caps: Capabilities, requested: dict[str, float | None]) -> tuple[dict[str, float], list[str]]:
+def split_sampling(
+    caps: Capabilities, requested: dict[str, float | None]
+) -> tuple[dict[str, float], list[str]]:
     """(parameters to send, names not sent because the model does not accept them)."""
     sent = {k: v for k, v in requested.items() if v is not None and k in caps.sampling}
     dropped = sorted(k for k, v in requested.items() if v is not None and k not in caps.sampling)
     return sent, dropped
 
 
-def retirement_notice(model: str, caps: Capabilities, today: dt.date, *, warn_days: int = 90
-                      ) -> tuple[str, bool] | None:
+def retirement_notice(
+    model: str, caps: Capabilities, today: dt.date, *, warn_days: int = 90
+) -> tuple[str, bool] | None:
     """(message, retired) for a model retired or retiring within warn_days; None otherwise."""
     if caps.retires is None or (caps.retires - today).days > warn_days:
         return None

@@ -53,11 +53,23 @@ REPEATING_STATUSES = frozenset({400, 422})
 
 
 class ModelClient:
-    def __init__(self, provider: Provider, *, wire_model: str, logical_model: str, limiter: Budget | None,
-                 limiter_slot: int | None, cache: ResponseCache | None, retry: RetrySettings,
-                 caps: Capabilities | None = None, prompt_cache: bool = True,
-                 thinking: ThinkingChoice | None = None, simulated: bool = False,
-                 gate: tuple[Gates, str] | None = None, run: str | None = None) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        wire_model: str,
+        logical_model: str,
+        limiter: Budget | None,
+        limiter_slot: int | None,
+        cache: ResponseCache | None,
+        retry: RetrySettings,
+        caps: Capabilities | None = None,
+        prompt_cache: bool = True,
+        thinking: ThinkingChoice | None = None,
+        simulated: bool = False,
+        gate: tuple[Gates, str] | None = None,
+        run: str | None = None,
+    ) -> None:
         self.provider, self.wire_model, self.logical_model = provider, wire_model, logical_model
         self.simulated = simulated  # the simulator answers: it is told each call's trial
         self.limiter, self.slot, self.cache, self.retry = limiter, limiter_slot, cache, retry
@@ -69,12 +81,16 @@ class ModelClient:
         self.gate = gate  # the run's first-call gate (runner/budget/gates.py) and this client's key in it
         self.run = limiter.run_index(run) if limiter is not None else -1  # whose calls the budget counts
         self.run_name = run
-        self.spend: Spend | None = getattr(limiter, "spend", None)  # the caps on what the job and its runs spend
+        self.spend: Spend | None = getattr(
+            limiter, "spend", None
+        )  # the caps on what the job and its runs spend
 
     def thinking_plan(self, answer_tokens: int) -> ThinkingPlan:
         p = self._plans.get(answer_tokens)
         if p is None:
-            p = self._plans[answer_tokens] = plan_thinking(self.caps, self.logical_model, self.thinking, answer_tokens)
+            p = self._plans[answer_tokens] = plan_thinking(
+                self.caps, self.logical_model, self.thinking, answer_tokens
+            )
         return p
 
     def wire_request(self, req: Request) -> tuple[Request, list[str]]:
@@ -82,8 +98,14 @@ class ModelClient:
         an output limit with room for them); and what was left out."""
         sent, dropped = split_sampling(self.caps, {"temperature": req.temperature})
         p = self.thinking_plan(req.max_output_tokens)
-        return replace(req, model=self.wire_model, sampling=sent, prompt_cache=self.prompt_cache,
-                       max_output_tokens=p.max_tokens, thinking=p.params or None), dropped
+        return replace(
+            req,
+            model=self.wire_model,
+            sampling=sent,
+            prompt_cache=self.prompt_cache,
+            max_output_tokens=p.max_tokens,
+            thinking=p.params or None,
+        ), dropped
 
     def complete(self, req: Request) -> Completion:
         req, _ = self.wire_request(req)
@@ -128,12 +150,18 @@ class ModelClient:
         return c
 
     def _tokens(self, c: Completion) -> Tokens:
-        return Tokens(c.input_tokens, c.output_tokens, c.cache_write_tokens, c.cache_read_tokens,
-                      c.cache_write_1h_tokens)
+        return Tokens(
+            c.input_tokens,
+            c.output_tokens,
+            c.cache_write_tokens,
+            c.cache_read_tokens,
+            c.cache_write_1h_tokens,
+        )
 
     def _account(self, c: Completion) -> None:
-        c.cost_usd, c.input_cost_usd, c.cache_saved_usd = self.stats.answered(self._tokens(c), self.caps.prices,
-                                                                              batched=c.batched)
+        c.cost_usd, c.input_cost_usd, c.cache_saved_usd = self.stats.answered(
+            self._tokens(c), self.caps.prices, batched=c.batched
+        )
 
     def _with_retries(self, req: Request) -> Completion:
         start = time.monotonic()
@@ -146,13 +174,16 @@ class ModelClient:
             except ProviderError as e:
                 last = f"{e.kind} ({e.status or '-'}): {e}"
                 if e.kind == "fatal":
-                    raise ProviderFatal(f"{self.provider.name} {self.logical_model}: {e.cause} "
-                                        f"(HTTP {e.status}: {e})") from e
+                    raise ProviderFatal(
+                        f"{self.provider.name} {self.logical_model}: {e.cause} (HTTP {e.status}: {e})"
+                    ) from e
                 if e.kind == "rejected":
-                    who = f"{self.provider.name} {self.logical_model} answered HTTP {e.status}" + \
-                        (f" ({e.param})" if e.param else "")
-                    raise ProviderRejected(f"{who}: {e}", status=e.status,
-                                           words=f"{who}: {e.detail}" if e.detail else None) from e
+                    who = f"{self.provider.name} {self.logical_model} answered HTTP {e.status}" + (
+                        f" ({e.param})" if e.param else ""
+                    )
+                    raise ProviderRejected(
+                        f"{who}: {e}", status=e.status, words=f"{who}: {e.detail}" if e.detail else None
+                    ) from e
                 self.stats.rate_limited += e.kind == "rate_limited"
                 retry = policy.after(e.kind, e.retry_after)
                 if retry is None:
@@ -160,16 +191,24 @@ class ModelClient:
                 self.stats.retries += 1
                 if retry.pause is not None and self.limiter is not None and self.slot is not None:
                     self.limiter.pause(self.slot, retry.pause)  # acquire() then waits for it
-                logger.debug("{} {} attempt {} failed ({}); retrying in {:.2f}s", self.provider.name,
-                             self.logical_model, policy.attempts, last, retry.wait)
+                logger.debug(
+                    "{} {} attempt {} failed ({}); retrying in {:.2f}s",
+                    self.provider.name,
+                    self.logical_model,
+                    policy.attempts,
+                    last,
+                    retry.wait,
+                )
                 time.sleep(retry.wait)
                 continue
             if c is None:  # the budget would not admit it before the deadline
                 break
             c.attempts = policy.attempts + 1
             return c
-        raise ProviderGaveUp(f"{self.provider.name} {self.logical_model}: gave up after "
-                             f"{time.monotonic() - start:.1f}s; last error {last or 'rate-limit wait too long'}")
+        raise ProviderGaveUp(
+            f"{self.provider.name} {self.logical_model}: gave up after "
+            f"{time.monotonic() - start:.1f}s; last error {last or 'rate-limit wait too long'}"
+        )
 
     def _call(self, req: Request, est_in: float, deadline: float, retries: int = 0) -> Completion | None:
         """One call inside the shared budget; its reservation is settled however the call ends (a time
@@ -187,14 +226,20 @@ class ModelClient:
         if self.limiter is None or self.slot is None:
             return self.provider.generate(req)
         out_est = min(req.max_output_tokens, self.limiter.out_estimate)
-        with self._spending(est_in, out_est) as spent, \
-                self.limiter.reserving(self.slot, est_in, out_est, deadline=deadline, run=self.run) as held:
+        with (
+            self._spending(est_in, out_est) as spent,
+            self.limiter.reserving(self.slot, est_in, out_est, deadline=deadline, run=self.run) as held,
+        ):
             if held is None:
                 return None
             c = self.provider.generate(req)
             held.used(budget_input_tokens(self.provider.name, self._tokens(c)), c.output_tokens)
-            spent.append((cost(self.caps.prices, self._tokens(c))[0] or 0.0,
-                          float(c.input_tokens + c.cache_read_tokens + c.cache_write_tokens + c.output_tokens)))
+            spent.append(
+                (
+                    cost(self.caps.prices, self._tokens(c))[0] or 0.0,
+                    float(c.input_tokens + c.cache_read_tokens + c.cache_write_tokens + c.output_tokens),
+                )
+            )
         return c
 
     @contextmanager
@@ -223,8 +268,9 @@ class ModelClient:
 BATCH_WAIT_SECONDS = 25 * 3600.0
 
 
-def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None = None,
-                  via_token: str | None = None) -> tuple[Provider, str]:
+def make_provider(
+    ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None = None, via_token: str | None = None
+) -> tuple[Provider, str]:
     """The SDK client for ref, aimed at the real API or the simulator (or `via` a gateway of this run, which
     sends on to either: batch mode, presenting `via_token`); and the model name to send."""
     from runner.models.anthropic import AnthropicProvider
@@ -243,7 +289,9 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str |
     else:
         key_value = api_key(ref.provider)
         if not key_value:
-            raise ConfigError(f"{API_KEY_ENV[ref.provider]} is not set (needed by {ref.provider} {ref.model})")
+            raise ConfigError(
+                f"{API_KEY_ENV[ref.provider]} is not set (needed by {ref.provider} {ref.model})"
+            )
         key, base, model = key_value, settings.base_url or None, ref.model  # type: ignore[assignment]
         headers = {}
     timeout = settings.timeout_seconds
@@ -251,12 +299,18 @@ def make_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str |
         base, timeout = sdk_base_url(via, ref.provider), max(timeout, BATCH_WAIT_SECONDS)
         key = via_token or key
     cls: Any = AnthropicProvider if ref.provider == "anthropic" else OpenAIProvider
-    return cls(key, base_url=base, timeout=timeout, headers=headers, lean=_lean(settings.transport,
-                                                                                resolve_mode(cfg))), model
+    return cls(
+        key,
+        base_url=base,
+        timeout=timeout,
+        headers=headers,
+        lean=_lean(settings.transport, resolve_mode(cfg)),
+    ), model
 
 
-def _cloud_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None,
-                    via_token: str | None) -> Provider:
+def _cloud_provider(
+    ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None, via_token: str | None
+) -> Provider:
     """A cloud's SDK client for ref. On the simulator the cloud's own model id goes in the path, as on the
     cloud, and `x-sim-model` names the simulator model that answers it; stand-in credentials (SigV4 with a
     made-up key pair, a made-up Google token, a made-up Azure key). Through a gateway, the run's token is its
@@ -279,12 +333,19 @@ def _cloud_provider(ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str
     token = via_token if via is not None else None
     if isinstance(t, BedrockTarget):
         keys = (SIM_CREDENTIALS["aws_access_key"], SIM_CREDENTIALS["aws_secret_key"]) if sim else None
-        return BedrockProvider(t, base_url=base, timeout=timeout, aws_keys=keys, api_key=token,
-                               headers=headers)
+        return BedrockProvider(
+            t, base_url=base, timeout=timeout, aws_keys=keys, api_key=token, headers=headers
+        )
     if isinstance(t, AzureTarget):
         key = token or (SIM_CREDENTIALS["azure_key"] if sim else None)
-        return AzureProvider(t, endpoint=base, timeout=timeout, api_key=key, headers=headers,
-                             lean=_lean(cfg.openai.transport, mode))
+        return AzureProvider(
+            t,
+            endpoint=base,
+            timeout=timeout,
+            api_key=key,
+            headers=headers,
+            lean=_lean(cfg.openai.transport, mode),
+        )
     env_token = environment().cloud.get(CLOUD_KEY_ENV["vertex"])  # else Application Default Credentials
     token = token or (SIM_CREDENTIALS["vertex_token"] if sim else env_token)
     return VertexProvider(t, base_url=base, timeout=timeout, access_token=token, headers=headers)
@@ -295,15 +356,26 @@ def _lean(transport: str, mode: str) -> bool:
     return transport == "lean" or (transport == "auto" and mode == "sim")
 
 
-def make_client(ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Budget | None,
-                cache: ResponseCache | None) -> ModelClient:
+def make_client(
+    ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Budget | None, cache: ResponseCache | None
+) -> ModelClient:
     provider, wire_model = make_provider(ref, cfg, sim_url)
     return client_over(provider, wire_model, ref, cfg, limiter=limiter, cache=cache)
 
 
-def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config, *, limiter: Budget | None,
-                cache: ResponseCache | None, batch: bool = False, catalogue: Catalogue | None = None,
-                gate: tuple[Gates, str] | None = None, run: str | None = None) -> ModelClient:
+def client_over(
+    provider: Provider,
+    wire_model: str,
+    ref: ModelRef,
+    cfg: Config,
+    *,
+    limiter: Budget | None,
+    cache: ResponseCache | None,
+    batch: bool = False,
+    catalogue: Catalogue | None = None,
+    gate: tuple[Gates, str] | None = None,
+    run: str | None = None,
+) -> ModelClient:
     """A client with its own counts over a provider (SDK client) that others may share; `batch`: its calls go
     through the run's gateway, which says of each answer whether a batch API gave it (billed at that price)
     or it went interactive. `catalogue`: what each model takes, its provider asked at the run's start
@@ -313,7 +385,18 @@ def client_over(provider: Provider, wire_model: str, ref: ModelRef, cfg: Config,
         k = limiter_key(cfg, ref.provider, ref.model)
         slot = limiter.slot(k) if k in limiter.keys else None
     caps = (catalogue or Catalogue()).of(ref.provider, ref.model, cfg.model_overrides())
-    return ModelClient(provider, wire_model=wire_model, logical_model=ref.model, limiter=limiter, limiter_slot=slot,
-                       cache=cache, retry=cfg.retry, caps=caps,
-                       prompt_cache=cfg.prompt_cache, thinking=thinking_choice(ref),
-                       simulated=resolve_mode(cfg) == "sim", gate=gate, run=run)
+    return ModelClient(
+        provider,
+        wire_model=wire_model,
+        logical_model=ref.model,
+        limiter=limiter,
+        limiter_slot=slot,
+        cache=cache,
+        retry=cfg.retry,
+        caps=caps,
+        prompt_cache=cfg.prompt_cache,
+        thinking=thinking_choice(ref),
+        simulated=resolve_mode(cfg) == "sim",
+        gate=gate,
+        run=run,
+    )

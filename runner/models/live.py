@@ -26,8 +26,15 @@ from runner.models.capabilities import Capabilities, overridden, table
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")  # Anthropic's EffortCapability keys, lowest first
 ASK_TIMEOUT_SECONDS = 15.0
-_COMPARED = ("thinking", "can_disable_thinking", "efforts", "max_output_tokens", "context_tokens", "batch",
-             "retires")
+_COMPARED = (
+    "thinking",
+    "can_disable_thinking",
+    "efforts",
+    "max_output_tokens",
+    "context_tokens",
+    "batch",
+    "retires",
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,9 @@ class Catalogue:
     caps: dict[tuple[str, str], Capabilities] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # start lines: where the capabilities came from, where sources disagree
 
-    def of(self, provider: str, model: str, overrides: dict[str, dict[str, Any]] | None = None) -> Capabilities:
+    def of(
+        self, provider: str, model: str, overrides: dict[str, dict[str, Any]] | None = None
+    ) -> Capabilities:
         """The resolved capabilities (a model the catalogue did not resolve: the table's, with overrides)."""
         caps = self.caps.get((provider, model))
         return caps if caps is not None else overridden(table(model, provider), (overrides or {}).get(model))
@@ -62,9 +71,15 @@ def from_anthropic(info: dict[str, Any]) -> dict[str, Any]:
     thinking = caps.get("thinking") or {}
     if thinking:
         types = thinking.get("types") or {}
-        forms = {name for key, name in (("enabled", "budget"), ("adaptive", "adaptive"),
-                                        ("between_tools", "between_tools"))
-                 if (types.get(key) or {}).get("supported") and thinking.get("supported")}
+        forms = {
+            name
+            for key, name in (
+                ("enabled", "budget"),
+                ("adaptive", "adaptive"),
+                ("between_tools", "between_tools"),
+            )
+            if (types.get(key) or {}).get("supported") and thinking.get("supported")
+        }
         told["thinking"] = frozenset(forms)
         if "disabled" in types:
             told["can_disable_thinking"] = bool(types["disabled"].get("supported"))
@@ -84,6 +99,7 @@ def from_anthropic(info: dict[str, Any]) -> dict[str, Any]:
 
 def _lifecycle(info: dict[str, Any]) -> dict[str, Any]:
     """When the model retires: its scheduled date, or (retired already) the date it was deprecated."""
+
     def day(value: Any) -> dt.date | None:
         if not value:
             return None
@@ -123,8 +139,11 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def resolve(models: Iterable[tuple[str, str]], answers: dict[tuple[str, str], Answer],
-            overrides: dict[str, dict[str, Any]] | None = None) -> Catalogue:
+def resolve(
+    models: Iterable[tuple[str, str]],
+    answers: dict[tuple[str, str], Answer],
+    overrides: dict[str, dict[str, Any]] | None = None,
+) -> Catalogue:
     """The catalogue: each model's table entry, the provider's answer on top, the config's overrides last."""
     caps: dict[tuple[str, str], Capabilities] = {}
     notes: list[str] = []
@@ -134,20 +153,24 @@ def resolve(models: Iterable[tuple[str, str]], answers: dict[tuple[str, str], An
         if answer is not None and answer.told:
             disagree = differences(base, answer.told)
             if disagree:
-                notes.append(f"{model}: {provider}'s models endpoint says {'; '.join(disagree)}: using the "
-                             "provider's")
+                notes.append(
+                    f"{model}: {provider}'s models endpoint says {'; '.join(disagree)}: using the provider's"
+                )
             base = replace(base, **answer.told, source="provider")
         caps[(provider, model)] = overridden(base, (overrides or {}).get(model))
     return Catalogue(caps, tuple(notes))
 
 
-def ask(models: Iterable[tuple[str, str]], *, base_urls: dict[str, str | None], keys: dict[str, str]) -> dict[
-        tuple[str, str], Answer]:
+def ask(
+    models: Iterable[tuple[str, str]], *, base_urls: dict[str, str | None], keys: dict[str, str]
+) -> dict[tuple[str, str], Answer]:
     """Each model's provider asked through its official SDK's models API, every model at once (a few round
     trips beside a run's start)."""
     wanted = sorted(set(models))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(8, len(wanted)))) as pool:
-        futures = {m: pool.submit(_ask_one, m[0], m[1], base_urls.get(m[0]), keys.get(m[0], "")) for m in wanted}
+        futures = {
+            m: pool.submit(_ask_one, m[0], m[1], base_urls.get(m[0]), keys.get(m[0], "")) for m in wanted
+        }
         return {m: f.result() for m, f in futures.items()}
 
 
@@ -156,13 +179,16 @@ def _ask_one(provider: str, model: str, base_url: str | None, key: str) -> Answe
         if provider == "anthropic":
             import anthropic
 
-            with anthropic.Anthropic(api_key=key, base_url=base_url, timeout=ASK_TIMEOUT_SECONDS,
-                                     max_retries=2) as client:
+            with anthropic.Anthropic(
+                api_key=key, base_url=base_url, timeout=ASK_TIMEOUT_SECONDS, max_retries=2
+            ) as client:
                 info = client.models.retrieve(model).model_dump(mode="json")
             return Answer(provider, model, from_anthropic(info))
         import openai
 
-        with openai.OpenAI(api_key=key, base_url=base_url, timeout=ASK_TIMEOUT_SECONDS, max_retries=2) as oclient:
+        with openai.OpenAI(
+            api_key=key, base_url=base_url, timeout=ASK_TIMEOUT_SECONDS, max_retries=2
+        ) as oclient:
             body = oclient.models.retrieve(model).model_dump(mode="json")
         return Answer(provider, model, from_openai(body))
     except Exception as e:  # the SDKs' NotFoundError, connection and status errors
@@ -184,6 +210,7 @@ def published(models: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Answer
         if info is None:
             out[(provider, model)] = Answer(provider, model, missing=True)
         else:
-            out[(provider, model)] = Answer(provider, model, from_anthropic(info) if provider == "anthropic"
-                                            else from_openai(info))
+            out[(provider, model)] = Answer(
+                provider, model, from_anthropic(info) if provider == "anthropic" else from_openai(info)
+            )
     return out

@@ -43,13 +43,23 @@ def to_openai(system: str, messages: list[dict[str, Any]]) -> list[dict[str, Any
             if text.strip() or not m.get("tool_calls"):
                 msg["content"] = nonblank(text)
             if m.get("tool_calls"):
-                msg["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
-                    "name": c["name"], "arguments": c["args"] if isinstance(c["args"], str) else json.dumps(c["args"])}}
-                    for c in m["tool_calls"]]
+                msg["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {
+                            "name": c["name"],
+                            "arguments": c["args"] if isinstance(c["args"], str) else json.dumps(c["args"]),
+                        },
+                    }
+                    for c in m["tool_calls"]
+                ]
             out.append(msg)
         else:
-            out += [{"role": "tool", "tool_call_id": r["id"], "content": nonblank(r["content"], "(empty)")}
-                    for r in m["results"]]
+            out += [
+                {"role": "tool", "tool_call_id": r["id"], "content": nonblank(r["content"], "(empty)")}
+                for r in m["results"]
+            ]
     return out
 
 
@@ -61,14 +71,26 @@ def _args(raw: str) -> Any:
 
 
 # the run's tool list in OpenAI's shape, built once per list object (one object for every call)
-_function_tools: PerObject[list[dict[str, Any]]] = PerObject(lambda tools: [
-    {"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                      "parameters": t["input_schema"]}} for t in tools])
+_function_tools: PerObject[list[dict[str, Any]]] = PerObject(
+    lambda tools: [
+        {
+            "type": "function",
+            "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
+        }
+        for t in tools
+    ]
+)
 
 
 def request_body(req: Request) -> dict[str, Any]:
-    return {"model": req.model, "messages": to_openai(req.system, req.messages), "tools": _function_tools(req.tools),
-            "max_completion_tokens": req.max_output_tokens, **(req.sampling or {}), **(req.thinking or {})}
+    return {
+        "model": req.model,
+        "messages": to_openai(req.system, req.messages),
+        "tools": _function_tools(req.tools),
+        "max_completion_tokens": req.max_output_tokens,
+        **(req.sampling or {}),
+        **(req.thinking or {}),
+    }
 
 
 class OpenAIProvider(Provider):
@@ -77,21 +99,44 @@ class OpenAIProvider(Provider):
 
     name = "openai"
 
-    def __init__(self, api_key: str, *, base_url: str | None, timeout: float,
-                 headers: dict[str, str] | None = None, lean: bool = True) -> None:
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        base_url: str | None,
+        timeout: float,
+        headers: dict[str, str] | None = None,
+        lean: bool = True,
+    ) -> None:
         import openai
 
-        self._over(openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
-                                 default_headers=headers, http_client=http_client(openai)), timeout=timeout, lean=lean)
+        self._over(
+            openai.OpenAI(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                default_headers=headers,
+                http_client=http_client(openai),
+            ),
+            timeout=timeout,
+            lean=lean,
+        )
 
     def _over(self, client: Any, *, timeout: float, lean: bool) -> None:
         """Calls through `client`: the openai SDK's OpenAI or AzureOpenAI."""
         import openai
 
         self.client = client
-        self.wire = Wire(client, openai, "/chat/completions", timeout=timeout,
-                         options={"security": {"bearer_auth": True}}, lean=lean,
-                         create=client.chat.completions.with_raw_response.create)
+        self.wire = Wire(
+            client,
+            openai,
+            "/chat/completions",
+            timeout=timeout,
+            options={"security": {"bearer_auth": True}},
+            lean=lean,
+            create=client.chat.completions.with_raw_response.create,
+        )
 
     def generate(self, req: Request) -> Completion:
         t0 = self._timer()
@@ -101,20 +146,31 @@ class OpenAIProvider(Provider):
                 raise ProviderError("transient", "response has no choices")
             choice = body["choices"][0]
             message = choice["message"]
-            calls = [ToolCall(tc["id"], tc["function"]["name"], _args(tc["function"]["arguments"]))
-                     for tc in (message.get("tool_calls") or []) if tc.get("type") == "function"]
+            calls = [
+                ToolCall(tc["id"], tc["function"]["name"], _args(tc["function"]["arguments"]))
+                for tc in (message.get("tool_calls") or [])
+                if tc.get("type") == "function"
+            ]
             usage = body.get("usage") or {}
             prompt = usage.get("prompt_tokens") or 0
             cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-            return Completion(text=message.get("content") or "", tool_calls=calls, input_tokens=prompt - cached,
-                              cache_read_tokens=cached, output_tokens=usage.get("completion_tokens") or 0,
-                              latency_seconds=self._timer() - t0,
-                              # a refusal comes as a message field with finish_reason stop
-                              stop_reason="refusal" if message.get("refusal") else str(choice.get("finish_reason")),
-                              request_id=resp.headers.get("x-request-id"), model=req.model,
-                              received={"api": "openai", "content": {k: v for k, v in message.items()
-                                                                     if v is not None and k != "role"}},
-                              batched=resp.headers.get(BATCHED_HEADER) == "1")
+            return Completion(
+                text=message.get("content") or "",
+                tool_calls=calls,
+                input_tokens=prompt - cached,
+                cache_read_tokens=cached,
+                output_tokens=usage.get("completion_tokens") or 0,
+                latency_seconds=self._timer() - t0,
+                # a refusal comes as a message field with finish_reason stop
+                stop_reason="refusal" if message.get("refusal") else str(choice.get("finish_reason")),
+                request_id=resp.headers.get("x-request-id"),
+                model=req.model,
+                received={
+                    "api": "openai",
+                    "content": {k: v for k, v in message.items() if v is not None and k != "role"},
+                },
+                batched=resp.headers.get(BATCHED_HEADER) == "1",
+            )
 
     def close(self) -> None:
         self.wire.close()

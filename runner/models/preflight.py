@@ -52,8 +52,10 @@ def check_keys(cfg: Config) -> None:
         if ref.provider not in CLOUDS and not api_key(ref.provider):
             missing.setdefault(API_KEY_ENV[ref.provider], []).append(f"{run} ({role} {ref.model})")
     if missing:
-        raise ConfigError("; ".join(f"{env} is not set, needed by {', '.join(users)}" for env, users in missing.items())
-                          + " (or run on the simulator: --providers sim)")
+        raise ConfigError(
+            "; ".join(f"{env} is not set, needed by {', '.join(users)}" for env, users in missing.items())
+            + " (or run on the simulator: --providers sim)"
+        )
 
 
 def catalogue(cfg: Config, *, ask: bool = True) -> Catalogue:
@@ -66,9 +68,11 @@ def catalogue(cfg: Config, *, ask: bool = True) -> Catalogue:
     mode = resolve_mode(cfg)
     answers: dict[tuple[str, str], live.Answer] = {}
     if ask and asked and mode == "real":
-        answers = live.ask(asked, base_urls={"anthropic": cfg.anthropic.base_url,
-                                             "openai": cfg.openai.base_url},
-                           keys={p: k for p in ("anthropic", "openai") if (k := api_key(p))})
+        answers = live.ask(
+            asked,
+            base_urls={"anthropic": cfg.anthropic.base_url, "openai": cfg.openai.base_url},
+            keys={p: k for p in ("anthropic", "openai") if (k := api_key(p))},
+        )
     elif ask and asked:
         answers = live.published(asked)
     missing = sorted(f"{a.provider} has no model {a.model}" for a in answers.values() if a.missing)
@@ -77,13 +81,17 @@ def catalogue(cfg: Config, *, ask: bool = True) -> Catalogue:
         raise ConfigError("; ".join(missing) + f" ({where} answered 404): check the model ids in the config")
     cat = live.resolve(models, answers, cfg.model_overrides())
     unasked = sorted({f"{a.provider} ({a.error})" for a in answers.values() if a.error})
-    notes = [f"could not ask the models endpoint of {p}: capabilities from the built-in table" for p in unasked]
+    notes = [
+        f"could not ask the models endpoint of {p}: capabilities from the built-in table" for p in unasked
+    ]
     if not ask and models:
         notes.append("capabilities from the built-in table (no provider asked)")
     clouds = sorted({f"{p} {m}" for p, m in models - asked})
     if clouds:
-        notes.append(f"{', '.join(clouds)}: capabilities of the first-party model each names (the built-in "
-                     "table; a cloud's models are not asked)")
+        notes.append(
+            f"{', '.join(clouds)}: capabilities of the first-party model each names (the built-in "
+            "table; a cloud's models are not asked)"
+        )
     return replace(cat, notes=(*cat.notes, *notes))
 
 
@@ -103,16 +111,27 @@ def requests_sent(cfg: Config, cat: Catalogue | None = None) -> dict[str, list[d
         if role == "teacher" and API_OF[ref.provider] == "anthropic" and thinking.thinks:
             # The teacher reviews the student's tool calls mid-loop: a thinking Claude model must then start
             # that turn with its own thinking blocks (the API answers 400), which another model's turn lacks.
-            raise ConfigError(f"{where}: {ref.model} would think ({thinking.note.split(';')[0]}), but a teacher "
-                              "reviews another model's tool calls in the middle of a tool-use loop, where the API "
-                              "requires the reviewer's own thinking blocks: set thinking: off for the teacher")
-        out.setdefault(run, []).append({
-            "role": role, "provider": ref.provider, "model": ref.model, "params": {**sent, **thinking.params},
-            "dropped": dropped, "thinking": thinking.note, "thinks": thinking.thinks,
-            "max_tokens": thinking.max_tokens,
-            "prompt_cache": cfg.prompt_cache if API_OF[ref.provider] == "anthropic" else "automatic",
-            "prices_known": caps.prices is not None, "capabilities": caps.source,
-            **({"prices": caps.price_source} if caps.price_source else {})})
+            raise ConfigError(
+                f"{where}: {ref.model} would think ({thinking.note.split(';')[0]}), but a teacher "
+                "reviews another model's tool calls in the middle of a tool-use loop, where the API "
+                "requires the reviewer's own thinking blocks: set thinking: off for the teacher"
+            )
+        out.setdefault(run, []).append(
+            {
+                "role": role,
+                "provider": ref.provider,
+                "model": ref.model,
+                "params": {**sent, **thinking.params},
+                "dropped": dropped,
+                "thinking": thinking.note,
+                "thinks": thinking.thinks,
+                "max_tokens": thinking.max_tokens,
+                "prompt_cache": cfg.prompt_cache if API_OF[ref.provider] == "anthropic" else "automatic",
+                "prices_known": caps.prices is not None,
+                "capabilities": caps.source,
+                **({"prices": caps.price_source} if caps.price_source else {}),
+            }
+        )
     return out
 
 
@@ -122,7 +141,9 @@ def describe_requests(sent: dict[str, list[dict[str, Any]]]) -> list[str]:
     for run, infos in sent.items():
         parts = []
         for m in infos:
-            dropped = f"; not sent: {', '.join(m['dropped'])} (not taken by the model)" if m["dropped"] else ""
+            dropped = (
+                f"; not sent: {', '.join(m['dropped'])} (not taken by the model)" if m["dropped"] else ""
+            )
             parts.append(f"{m['role']} {m['model']}: {m['thinking']}{dropped}")
         lines.append(f"{run}: " + " | ".join(parts))
     return lines
@@ -145,10 +166,14 @@ def check_retirements(cfg: Config, today: dt.date | None = None, cat: Catalogue 
         text, is_retired = notice
         (retired if is_retired and not cfg.allow_retired else warnings).append(text)
     if retired:
-        raise ConfigError("; ".join(retired) + ". Change the model in the config, or pass --allow-retired to try "
-                          "anyway (the provider will most likely answer 404)")
+        raise ConfigError(
+            "; ".join(retired) + ". Change the model in the config, or pass --allow-retired to try "
+            "anyway (the provider will most likely answer 404)"
+        )
     return warnings
 
 
 def unpriced(cfg: Config, cat: Catalogue | None = None) -> list[str]:
-    return sorted({m["model"] for infos in requests_sent(cfg, cat).values() for m in infos if not m["prices_known"]})
+    return sorted(
+        {m["model"] for infos in requests_sent(cfg, cat).values() for m in infos if not m["prices_known"]}
+    )

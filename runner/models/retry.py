@@ -30,8 +30,9 @@ class Retry:
 class RetryPolicy:
     """One call's attempts: ask `after(kind, retry_after)` when an attempt fails."""
 
-    def __init__(self, settings: RetrySettings, *, budget: bool,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, settings: RetrySettings, *, budget: bool, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.settings, self.budget, self.clock = settings, budget, clock
         self.deadline = clock() + settings.total_cap_seconds
         self.attempts = self.retries = self.rate_limited = 0

@@ -63,7 +63,9 @@ def plan(caps: Capabilities, model: str, choice: ThinkingChoice, answer_tokens: 
     extra = choice.tokens if thinks else 0
     max_tokens = min(answer_tokens + extra, caps.max_output_tokens)
     if thinks and "budget_tokens" in params.get("thinking", {}):
-        params["thinking"]["budget_tokens"] = max(MIN_BUDGET_TOKENS, min(choice.tokens, max_tokens - answer_tokens))
+        params["thinking"]["budget_tokens"] = max(
+            MIN_BUDGET_TOKENS, min(choice.tokens, max_tokens - answer_tokens)
+        )
     limit = f"{answer_tokens} + {extra} for thinking" if thinks else str(answer_tokens)
     return ThinkingPlan(params, max_tokens, thinks, f"{how}; output limit {limit}")
 
@@ -76,31 +78,48 @@ def _anthropic(caps: Capabilities, model: str, choice: ThinkingChoice) -> tuple[
         if "adaptive" in caps.thinking:
             sent = {"thinking": {"type": "adaptive"}} if choice.mode == "on" else {}
             level = choice.effort or caps.default_effort or "default"
-            how = "adaptive thinking, effort " + level + ("" if choice.mode == "on" else " (the model's default)")
+            how = (
+                "adaptive thinking, effort "
+                + level
+                + ("" if choice.mode == "on" else " (the model's default)")
+            )
             return {**sent, **effort}, True, how
         if "budget" in caps.thinking:
-            return {"thinking": {"type": "enabled", "budget_tokens": choice.tokens}}, True, "thinking with a budget"
+            return (
+                {"thinking": {"type": "enabled", "budget_tokens": choice.tokens}},
+                True,
+                "thinking with a budget",
+            )
         raise ConfigError(f"thinking: on: {model} does not think")
     return {}, False, "no thinking (the model's default)"
 
 
-def _anthropic_off(caps: Capabilities, model: str, choice: ThinkingChoice, effort: dict[str, Any]
-                   ) -> tuple[dict[str, Any], bool, str]:
+def _anthropic_off(
+    caps: Capabilities, model: str, choice: ThinkingChoice, effort: dict[str, Any]
+) -> tuple[dict[str, Any], bool, str]:
     if not caps.thinks_by_default:
         return {}, False, "no thinking (the model's default)"
     if caps.can_disable_thinking:
-        return {"thinking": {"type": "disabled"}, **effort}, False, "thinking disabled (the model thinks by default)"
+        return (
+            {"thinking": {"type": "disabled"}, **effort},
+            False,
+            "thinking disabled (the model thinks by default)",
+        )
     if "between_tools" in caps.thinking:
         level = choice.effort or caps.default_effort
         if level is not None and level not in caps.between_tools_efforts:
-            raise ConfigError(f"thinking: off: {model} turns thinking off only with between_tools, which it takes at "
-                              f"effort {', '.join(caps.between_tools_efforts)}, not {level} (xhigh and max need "
-                              "adaptive thinking: thinking: on)")
+            raise ConfigError(
+                f"thinking: off: {model} turns thinking off only with between_tools, which it takes at "
+                f"effort {', '.join(caps.between_tools_efforts)}, not {level} (xhigh and max need "
+                "adaptive thinking: thinking: on)"
+            )
         how = "thinking off (between_tools: updates between tool calls come back as thinking blocks), effort "
         return {"thinking": {"type": "between_tools"}, **effort}, False, how + (level or "default")
     forms = ", ".join(sorted(caps.thinking)) or "none"
-    raise ConfigError(f"thinking: off: {model} cannot turn thinking off (it takes thinking: {forms}; efforts "
-                      f"{', '.join(caps.efforts) or 'none'}): use thinking: on with effort low")
+    raise ConfigError(
+        f"thinking: off: {model} cannot turn thinking off (it takes thinking: {forms}; efforts "
+        f"{', '.join(caps.efforts) or 'none'}): use thinking: on with effort low"
+    )
 
 
 def _openai(caps: Capabilities, model: str, choice: ThinkingChoice) -> tuple[dict[str, Any], bool, str]:
@@ -109,8 +128,10 @@ def _openai(caps: Capabilities, model: str, choice: ThinkingChoice) -> tuple[dic
         if not reasons:
             return {}, False, "no reasoning (the model's default)"
         if "none" not in caps.efforts or not caps.can_disable_thinking:
-            raise ConfigError(f"thinking: off: {model} cannot turn reasoning off (it takes reasoning_effort "
-                              f"{', '.join(caps.efforts) or 'none'})")
+            raise ConfigError(
+                f"thinking: off: {model} cannot turn reasoning off (it takes reasoning_effort "
+                f"{', '.join(caps.efforts) or 'none'})"
+            )
         # said even where none is the default: a default that changes would change the run silently
         return {"reasoning_effort": "none"}, False, "reasoning off (reasoning_effort none)"
     if not reasons:

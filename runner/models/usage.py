@@ -30,16 +30,25 @@ def cost(prices: Prices | None, t: Tokens) -> tuple[float | None, float | None, 
     if prices is None:
         return None, None, 0.0
     hour = min(t.cache_write_1h_tokens, t.cache_write_tokens)
-    inp = (t.input_tokens * prices.input + (t.cache_write_tokens - hour) * prices.cache_write
-           + hour * prices.hour_write + t.cache_read_tokens * prices.cache_read) / 1e6
+    inp = (
+        t.input_tokens * prices.input
+        + (t.cache_write_tokens - hour) * prices.cache_write
+        + hour * prices.hour_write
+        + t.cache_read_tokens * prices.cache_read
+    ) / 1e6
     saved = t.cache_read_tokens * (prices.input - prices.cache_read) / 1e6
     return inp + t.output_tokens * prices.output / 1e6, inp, saved
 
 
 def at_batch_price(p: Prices) -> Prices:
     """The batch APIs bill every token, cached or not, at half the price."""
-    return Prices(p.input / 2, p.output / 2, p.cache_write / 2, p.cache_read / 2,
-                  p.cache_write_1h / 2 if p.cache_write_1h is not None else None)
+    return Prices(
+        p.input / 2,
+        p.output / 2,
+        p.cache_write / 2,
+        p.cache_read / 2,
+        p.cache_write_1h / 2 if p.cache_write_1h is not None else None,
+    )
 
 
 def budget_input_tokens(provider: str, t: Tokens) -> int:
@@ -55,8 +64,20 @@ def budget_input_tokens(provider: str, t: Tokens) -> int:
 
 
 # The counts a record's Usage splits as whole numbers when calls are shared by several records.
-_WHOLE = ("llm_calls", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens", "output_tokens",
-          "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens", "batched_calls", "not_sent")
+_WHOLE = (
+    "llm_calls",
+    "cache_hits",
+    "cache_misses",
+    "retries",
+    "rate_limited",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "batched_calls",
+    "not_sent",
+)
 
 
 @dataclass
@@ -84,8 +105,9 @@ class Counts:
     batch_saved_usd: float = 0.0
     not_sent: int = 0
 
-    def answered(self, t: Tokens, prices: Prices | None, latency: float = 0.0, *, batched: bool = False
-                 ) -> tuple[float | None, float | None, float]:
+    def answered(
+        self, t: Tokens, prices: Prices | None, latency: float = 0.0, *, batched: bool = False
+    ) -> tuple[float | None, float | None, float]:
         """One answer: its tokens and its cost at the model's prices, at the batch APIs' when it came through
         a batch (what it then saved against the same call interactive is counted too); the cost is returned
         as well. The one place a call is priced: the report's cost is what was billed."""
@@ -119,7 +141,9 @@ class Counts:
         return Counts(**asdict(self))
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: round(v, 6) if isinstance(v := getattr(self, f.name), float) else v for f in fields(self)}
+        return {
+            f.name: round(v, 6) if isinstance(v := getattr(self, f.name), float) else v for f in fields(self)
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Counts:
@@ -139,9 +163,14 @@ class Counts:
         shares = []
         for i in range(parts):
             whole = {k: getattr(self, k) // parts + (i < getattr(self, k) % parts) for k in _WHOLE}
-            shares.append(Usage(**whole, cost_usd=None if unknown else round(self.cost_usd / parts, 6),
-                                input_cost_usd=None if unknown else round(self.input_cost_usd / parts, 6),
-                                cache_saved_usd=round(self.cache_saved_usd / parts, 6),
-                                batch_saved_usd=round(self.batch_saved_usd / parts, 6),
-                                latency_seconds=round(latency / parts, 4)))
+            shares.append(
+                Usage(
+                    **whole,
+                    cost_usd=None if unknown else round(self.cost_usd / parts, 6),
+                    input_cost_usd=None if unknown else round(self.input_cost_usd / parts, 6),
+                    cache_saved_usd=round(self.cache_saved_usd / parts, 6),
+                    batch_saved_usd=round(self.batch_saved_usd / parts, 6),
+                    latency_seconds=round(latency / parts, 4),
+                )
+            )
         return shares

@@ -15,13 +15,26 @@ class VertexProvider(AnthropicProvider):
     name = "vertex"
     request_id_header = "x-request-id"  # undocumented for rawPredict: kept where a proxy sets one
 
-    def __init__(self, target: VertexTarget, *, base_url: str | None, timeout: float,
-                 access_token: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        target: VertexTarget,
+        *,
+        base_url: str | None,
+        timeout: float,
+        access_token: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """`access_token`: presented as is; None: Google's Application Default Credentials, refreshed by the
         SDK (google-auth)."""
         import anthropic
 
-        client = anthropic.AnthropicVertex(region=target.region, project_id=target.project,
-                                           access_token=access_token, base_url=base_url or target.base_url,
-                                           timeout=timeout, max_retries=0, default_headers=headers)
+        client = anthropic.AnthropicVertex(
+            region=target.region,
+            project_id=target.project,
+            access_token=access_token,
+            base_url=base_url or target.base_url,
+            timeout=timeout,
+            max_retries=0,
+            default_headers=headers,
+        )
         self._over(client, timeout=timeout, lean=False)

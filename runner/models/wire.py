@@ -54,6 +54,8 @@ sim_trial: ContextVar[int] = ContextVar("sim_trial", default=1)
 def call_headers(retries: int) -> dict[str, str]:
     """Headers that change from call to call: the SDK's retry count, and on the simulator the trial."""
     return {RETRY_HEADER: str(retries), **({TRIAL_HEADER: str(t)} if (t := sim_trial.get()) > 1 else {})}
+
+
 # Set by the connection per call, not taken from the SDK's request.
 _OWN = frozenset({"host", "content-length", "connection", "transfer-encoding"})
 # Sending on a keep-alive connection the server closed meanwhile: the request did not get through
@@ -96,8 +98,13 @@ def learn(client: Any, path: str, options: dict[str, Any] | None = None) -> Shap
     req = seen[0]
     url = req.url
     target = url.raw_path.decode("ascii")
-    return Shape(url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80), target,
-                 {k: v for k, v in req.headers.items() if k.lower() not in _OWN})
+    return Shape(
+        url.scheme,
+        url.host,
+        url.port or (443 if url.scheme == "https" else 80),
+        target,
+        {k: v for k, v in req.headers.items() if k.lower() not in _OWN},
+    )
 
 
 def proxied(shape: Shape) -> bool:
@@ -128,13 +135,27 @@ def http_client(sdk: Any) -> Any:
 class Wire:
     """POST bodies as one SDK client would, over keep-alive connections shared by the calling threads."""
 
-    def __init__(self, client: Any, sdk: Any, path: str, *, timeout: float,
-                 options: dict[str, Any] | None = None, lean: bool = True,
-                 create: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        sdk: Any,
+        path: str,
+        *,
+        timeout: float,
+        options: dict[str, Any] | None = None,
+        lean: bool = True,
+        create: Callable[..., Any] | None = None,
+    ) -> None:
         """`create`: the SDK's `with_raw_response.create` for this path, the official transport. Not lean, no
         request is learned: every call goes through `create` (the clouds' clients must: Bedrock's signs each
         request over its body, and both move the body's model into the path)."""
-        self.client, self.sdk, self.path, self.options, self.timeout = client, sdk, path, options or {}, timeout
+        self.client, self.sdk, self.path, self.options, self.timeout = (
+            client,
+            sdk,
+            path,
+            options or {},
+            timeout,
+        )
         self.create = create
         self.shape = learn(client, path, options) if lean or create is None else None
         self.direct = self.shape is not None and lean and not proxied(self.shape)
@@ -263,7 +284,9 @@ def _decoded(content: bytes, encoding: str | None) -> bytes:
     for name in reversed([e.strip().lower() for e in encoding.split(",") if e.strip()]):
         decode = _DECODERS.get(name)
         if decode is None:
-            raise ProviderError("transient", f"malformed response: content-encoding {name!r} was not asked for")
+            raise ProviderError(
+                "transient", f"malformed response: content-encoding {name!r} was not asked for"
+            )
         try:
             content = decode(content)
         except zlib.error as e:
@@ -281,4 +304,3 @@ def _status_error(status: int, headers: Message, content: bytes) -> ProviderErro
     except orjson.JSONDecodeError:
         message = text or f"Error code: {status}"
     return classify_status(status, message, headers, body)
-

@@ -34,8 +34,15 @@ from runner.proc.shim import END_OF_OUTPUT, HOST_ENV, SLOT_MARK
 class Hosted(Interpreter):
     """The worker's one shim, shared by its slots (`join` / `leave`); started at the first `load`."""
 
-    def __init__(self, python: str, env: Mapping[str, str], cwd: Path, log: Callable[[int, str], None], *,
-                 warm: str | None = None) -> None:
+    def __init__(
+        self,
+        python: str,
+        env: Mapping[str, str],
+        cwd: Path,
+        log: Callable[[int, str], None],
+        *,
+        warm: str | None = None,
+    ) -> None:
         super().__init__(python, {**env, HOST_ENV: "1"}, cwd, lambda line: log(-1, line), warm=warm)
         self.slot_log = log
         self.replies: dict[int, queue.Queue[tuple[int, dict[str, Any] | str]]] = {}  # (generation, reply)
@@ -78,8 +85,12 @@ class Hosted(Interpreter):
             self.stop()
             self.start()
             self.generation += 1
-            reader = threading.Thread(target=self._read_replies, args=(self.proc, self.generation), daemon=True,
-                                      name="harness-replies")
+            reader = threading.Thread(
+                target=self._read_replies,
+                args=(self.proc, self.generation),
+                daemon=True,
+                name="harness-replies",
+            )
             reader.start()
             reply = self.ask_slot(0, {**msg, "op": "load"})
             if "error" not in reply:
@@ -111,7 +122,9 @@ class Hosted(Interpreter):
             if isinstance(reply, str):  # the process ended: why, as the reply reader found it
                 raise InterpreterExited(reply)
             assert isinstance(reply, dict)
-            if (msg.get("op") == "cut") == ("cut" in reply):  # a call's reply a cut came after is not the cut's
+            if (msg.get("op") == "cut") == (
+                "cut" in reply
+            ):  # a call's reply a cut came after is not the cut's
                 break
         self.outputs[n].wait(OUTPUT_WAIT)  # its lines logged under its record's mark, not the next's
         return reply
@@ -126,7 +139,9 @@ class Hosted(Interpreter):
 
     def _read_replies(self, proc: Process, generation: int) -> None:
         assert proc.stdout is not None
-        with contextlib.suppress(OSError, ValueError):  # its pipe closed under it: the process is being replaced
+        with contextlib.suppress(
+            OSError, ValueError
+        ):  # its pipe closed under it: the process is being replaced
             for line in proc.stdout:
                 with contextlib.suppress(ValueError):
                     reply = json.loads(line)
@@ -147,13 +162,13 @@ class Hosted(Interpreter):
         for line in proc.stderr:
             if line.startswith(end):
                 with contextlib.suppress(ValueError):
-                    n = int(line[len(end):])
+                    n = int(line[len(end) :])
                     self._slot(n)
                     self.outputs[n].set()
                 continue
             n = -1
             if line.startswith(SLOT_MARK):
-                head, _, line = line[len(SLOT_MARK):].partition(b" ")
+                head, _, line = line[len(SLOT_MARK) :].partition(b" ")
                 with contextlib.suppress(ValueError):
                     n = int(head)
             if line.strip():

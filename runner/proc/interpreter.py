@@ -49,8 +49,15 @@ class Process(Protocol):
 
 
 class Interpreter(Resource):
-    def __init__(self, python: str, env: Mapping[str, str], cwd: Path, log: Callable[[str], None], *,
-                 warm: str | None = None) -> None:
+    def __init__(
+        self,
+        python: str,
+        env: Mapping[str, str],
+        cwd: Path,
+        log: Callable[[str], None],
+        *,
+        warm: str | None = None,
+    ) -> None:
         self.python, self.env, self.cwd, self.log, self.warm = python, dict(env), cwd, log, warm
         self.proc: Process | None = None
         self._buffer = b""
@@ -64,11 +71,18 @@ class Interpreter(Resource):
         if self.warm is not None:
             self.proc = fork_from(self.warm, self.env, self.cwd, self._cold)
         if self.proc is None:
-            self.proc = subprocess.Popen([self.python, "-c", BOOT, str(SHIM)], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
-                                         start_new_session=True)
-        self._reader = threading.Thread(target=self._copy_stderr, args=(self.proc,), daemon=True,
-                                        name="harness-stderr")
+            self.proc = subprocess.Popen(
+                [self.python, "-c", BOOT, str(SHIM)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        self._reader = threading.Thread(
+            target=self._copy_stderr, args=(self.proc,), daemon=True, name="harness-stderr"
+        )
         self._reader.start()
 
     def _cold(self, why: str) -> None:
@@ -79,7 +93,7 @@ class Interpreter(Resource):
         for line in proc.stderr:
             end = line.endswith(END_OF_OUTPUT)  # after a last line left without its newline, too
             if end:
-                line = line[:-len(END_OF_OUTPUT)]
+                line = line[: -len(END_OF_OUTPUT)]
             if line:
                 self.log(line.decode(errors="replace").rstrip("\n"))
             if end:
@@ -122,7 +136,9 @@ class Interpreter(Resource):
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         reply: dict[str, Any] = json.loads(line)
-        self._output_read.wait(OUTPUT_WAIT_SECONDS)  # its lines logged under its record's mark, not the next's
+        self._output_read.wait(
+            OUTPUT_WAIT_SECONDS
+        )  # its lines logged under its record's mark, not the next's
         return reply
 
     def _ended(self, proc: Process) -> str:

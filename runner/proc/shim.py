@@ -60,8 +60,11 @@ def calling(fn: Callable[..., Any]) -> Callable[[dict[str, Any], Any], Any]:
     params = inspect.signature(fn).parameters
     takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
     positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    ctx_positional = len(positional) >= 2 and positional[1].name not in ("ctx", "context") and \
-        positional[1].default is inspect.Parameter.empty
+    ctx_positional = (
+        len(positional) >= 2
+        and positional[1].name not in ("ctx", "context")
+        and positional[1].default is inspect.Parameter.empty
+    )
     ctx_name = next((n for n in ("ctx", "context") if n in params), None)
 
     def call(record: dict[str, Any], ctx: Any) -> Any:
@@ -98,12 +101,17 @@ class Database:
     def dsn(self) -> str:
         def q(v: object) -> str:
             return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
-        return f"host={q(self.host)} port={self.port} user={q(self.user)} password={q(self.password)} " \
-               f"dbname={q(self.name)}"
+
+        return (
+            f"host={q(self.host)} port={self.port} user={q(self.user)} password={q(self.password)} "
+            f"dbname={q(self.name)}"
+        )
 
     def url(self) -> str:
-        return (f"postgresql://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{self.host}:{self.port}"
-                f"/{quote(self.name, safe='')}")
+        return (
+            f"postgresql://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{self.host}:{self.port}"
+            f"/{quote(self.name, safe='')}"
+        )
 
 
 class Context:

@@ -22,7 +22,9 @@ from typing import Any
 
 UNSET = "runner-slot-env-use-ctx-env"  # what the process-wide variable holds once slots own it
 
-_overlay: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("runner_slot_env", default=None)
+_overlay: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "runner_slot_env", default=None
+)
 # The keys the slots own (install()'s parked ones, and own()'s): a slot whose overlay lacks one does not
 # have it (reading through to the process's value would hand a harness a value it was never given: an
 # API key that turns on its judge, at a URL named UNSET).

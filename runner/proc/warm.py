@@ -38,7 +38,9 @@ BOOT = "import runpy, sys; path = sys.argv[1]; sys.argv = sys.argv[1:]; runpy.ru
 FORK_WAIT_SECONDS = 60.0
 
 
-VERDICTS = "warm-refusals.json"  # in the response cache's directory: what an earlier run's warm interpreter found
+VERDICTS = (
+    "warm-refusals.json"  # in the response cache's directory: what an earlier run's warm interpreter found
+)
 
 
 def verdict_key(python: str, load: Mapping[str, Any]) -> str:
@@ -83,8 +85,15 @@ class WarmInterpreter(Resource):
     when its stdin closes (the supervisor gone) or is killed. `socket` is where slots ask for their shim
     ("" if it could not start)."""
 
-    def __init__(self, python: str, env: Mapping[str, str], cwd: Path, load: Mapping[str, Any], mark: str,
-                 verdicts: Path | None = None) -> None:
+    def __init__(
+        self,
+        python: str,
+        env: Mapping[str, str],
+        cwd: Path,
+        load: Mapping[str, Any],
+        mark: str,
+        verdicts: Path | None = None,
+    ) -> None:
         """`verdicts`: where a refusal is remembered for the next run (proc/warm.py, VERDICTS)."""
         self.python, self.env, self.cwd, self.load, self.mark = python, dict(env), cwd, dict(load), mark
         self.verdicts = verdicts
@@ -96,7 +105,9 @@ class WarmInterpreter(Resource):
 
     def start(self) -> None:
         remove_stale_homes()
-        self.home = owned_dir(HOME_PREFIX, owner_identity(os.getpid()))  # 0700: only this user reaches the socket
+        self.home = owned_dir(
+            HOME_PREFIX, owner_identity(os.getpid())
+        )  # 0700: only this user reaches the socket
         self.socket = os.path.join(self.home, "s")
         # Listening before the process starts: a slot that asks while it is still starting waits in the
         # backlog, and once it is gone (its copy was the last) a slot is refused at once.
@@ -104,10 +115,16 @@ class WarmInterpreter(Resource):
             listener.bind(self.socket)
             listener.listen(128)
             try:
-                self.proc = subprocess.Popen([self.python, "-c", BOOT, str(ZYGOTE), str(listener.fileno()),
-                                              self.mark], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE, env=self.env, cwd=self.cwd,
-                                             start_new_session=True, pass_fds=[listener.fileno()])
+                self.proc = subprocess.Popen(
+                    [self.python, "-c", BOOT, str(ZYGOTE), str(listener.fileno()), self.mark],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self.env,
+                    cwd=self.cwd,
+                    start_new_session=True,
+                    pass_fds=[listener.fileno()],
+                )
             except OSError as e:  # each slot then starts its own, and says what is wrong with the interpreter
                 logger.debug("no warm harness interpreter: {}", e)
                 self.socket = ""
@@ -126,13 +143,22 @@ class WarmInterpreter(Resource):
             self.report = json.loads(line)
         if self.report.get("refused"):
             if self.verdicts is not None:
-                remember_refusal(self.verdicts, verdict_key(self.python, self.load), str(self.report["refused"]))
-            logger.info("harness interpreter: none is forked from the warm one ({}): each worker's interpreter "
-                        "imports its libraries itself, {} s of CPU each, once for all its slots (they share it: "
-                        "runner/proc/hosted.py)", self.report["refused"], self.report.get("cpu_seconds", "?"))
+                remember_refusal(
+                    self.verdicts, verdict_key(self.python, self.load), str(self.report["refused"])
+                )
+            logger.info(
+                "harness interpreter: none is forked from the warm one ({}): each worker's interpreter "
+                "imports its libraries itself, {} s of CPU each, once for all its slots (they share it: "
+                "runner/proc/hosted.py)",
+                self.report["refused"],
+                self.report.get("cpu_seconds", "?"),
+            )
         elif self.report:
-            logger.debug("harness interpreter warm in {} s: {}", self.report.get("seconds"),
-                         ", ".join(self.report.get("preloaded", [])) or "nothing to preload")
+            logger.debug(
+                "harness interpreter warm in {} s: {}",
+                self.report.get("seconds"),
+                ", ".join(self.report.get("preloaded", [])) or "nothing to preload",
+            )
 
     def _copy_stderr(self, stream: IO[bytes]) -> None:
         for line in stream:
@@ -184,7 +210,9 @@ class Forked:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.returncode is None:
             if b"\n" in self._buffer:
-                self.returncode = os.waitstatus_to_exitcode(json.loads(self._buffer.partition(b"\n")[0])["exit"])
+                self.returncode = os.waitstatus_to_exitcode(
+                    json.loads(self._buffer.partition(b"\n")[0])["exit"]
+                )
                 break
             left = 3600.0 if deadline is None else deadline - time.monotonic()
             if left <= 0 or not fd_ready(self.conn.fileno(), left):

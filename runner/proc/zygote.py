@@ -70,7 +70,7 @@ def imported_names(source: str, module: str, is_package: bool) -> list[str]:
             base = node.module or ""
             if node.level:
                 parts = package.split(".") if package else []
-                parts = parts[:len(parts) - node.level + 1] if node.level > 1 else parts
+                parts = parts[: len(parts) - node.level + 1] if node.level > 1 else parts
                 base = ".".join(p for p in (*parts, base) if p)
             if base and base != "__future__":
                 names.append(base)
@@ -151,7 +151,9 @@ def preload(names: list[str], started: dict[str, int] | None = None) -> list[str
     return done
 
 
-SEARCH_BUDGET = 2_000_000  # values looked at for the marker (~0.2 s of strings); past it, no fork is vouched for
+SEARCH_BUDGET = (
+    2_000_000  # values looked at for the marker (~0.2 s of strings); past it, no fork is vouched for
+)
 
 
 class TooMuchToSearch(Exception):
@@ -185,7 +187,9 @@ def kept_marker(modules: list[str], marker: str, budget: int = SEARCH_BUDGET) ->
             attrs = object.__getattribute__(value, "__dict__")
         except Exception:  # no instance dictionary, or one that will not be read
             return False
-        return issubclass(type(attrs), dict) and any(holds(v, depth - 1) for v in list(dict.values(attrs))[:1000])
+        return issubclass(type(attrs), dict) and any(
+            holds(v, depth - 1) for v in list(dict.values(attrs))[:1000]
+        )
 
     for name in modules:
         module = sys.modules.get(name)
@@ -199,7 +203,9 @@ class Zygote:
         self.marker, self.shim = marker, shim
         self.refused: str | None = None
         self.started: dict[str, int] = {}  # the libraries whose import started threads, and how many
-        self.listener = socket.socket(fileno=listener)  # bound and listening already: slots wait in its backlog
+        self.listener = socket.socket(
+            fileno=listener
+        )  # bound and listening already: slots wait in its backlog
         self.children: dict[int, socket.socket] = {}
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
@@ -217,14 +223,23 @@ class Zygote:
         cpu = time.process_time()
         gc.disable()  # imports make objects by the hundred thousand: collections meanwhile only walk them
         try:
-            with contextlib.redirect_stdout(sys.stderr):  # stdout carries the report: a library's print is not
-                done = preload(libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]), self.started)
+            with contextlib.redirect_stdout(
+                sys.stderr
+            ):  # stdout carries the report: a library's print is not
+                done = preload(
+                    libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]), self.started
+                )
         finally:
             gc.freeze()  # a slot's collections then skip them, and leave the pages it shares with the others
             gc.enable()
         self.refused = self.why_not([m for m in sys.modules if m not in before])
-        return {"preloaded": done, "refused": self.refused, "seconds": round(time.monotonic() - t0, 3),
-                "cpu_seconds": round(time.process_time() - cpu, 3), "threads_by": self.started}
+        return {
+            "preloaded": done,
+            "refused": self.refused,
+            "seconds": round(time.monotonic() - t0, 3),
+            "cpu_seconds": round(time.process_time() - cpu, 3),
+            "threads_by": self.started,
+        }
 
     def why_not(self, loaded: list[str]) -> str | None:
         """Why no slot may be forked from here, now that `loaded` are imported; None if they may."""
@@ -235,7 +250,9 @@ class Zygote:
         if kept is not None:
             return f"module {kept} keeps a slot's variable (DB_HOST, DATABASE_URL, ...) from its import"
         if (threads := _threads()) > 1:
-            who = ", ".join(f"{name} ({n})" for name, n in self.started.items()) or "which import is not known"
+            who = (
+                ", ".join(f"{name} ({n})" for name, n in self.started.items()) or "which import is not known"
+            )
             return f"its libraries' imports started {threads - 1} thread(s): {who}"
         return None
 
@@ -276,7 +293,7 @@ class Zygote:
                 chunk, ancdata, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(FDS * fds.itemsize))
                 for level, kind, payload in ancdata:
                     if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                        fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+                        fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
                 if not chunk:
                     raise OSError("the slot hung up")
                 data += chunk
@@ -364,7 +381,9 @@ def _shim() -> Any:
 
 
 def main() -> None:
-    zygote = Zygote(int(sys.argv[1]), sys.argv[2], _shim())  # the shim loaded once, here: each slot has it already
+    zygote = Zygote(
+        int(sys.argv[1]), sys.argv[2], _shim()
+    )  # the shim loaded once, here: each slot has it already
     report = zygote.warm(json.loads(sys.stdin.buffer.readline()))
     sys.stdout.write(json.dumps(report) + "\n")
     sys.stdout.flush()

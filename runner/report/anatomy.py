@@ -37,19 +37,29 @@ def _turn(t: dict[str, Any]) -> str:
             lines.append(f'<li class="okc">{e(x["tool"])} as expected</li>')
     for u in t.get("unexpected") or []:
         kind, writes = ("wrong", " (writes)") if u.get("writes") else ("extra", "")
-        lines.append(f'<li class="{kind}">not expected{writes}: {_call(u["tool"], u.get("args"))}'
-                     f'{"" if u.get("ok") else " (failed)"}</li>')
+        lines.append(
+            f'<li class="{kind}">not expected{writes}: {_call(u["tool"], u.get("args"))}'
+            f"{'' if u.get('ok') else ' (failed)'}</li>"
+        )
     mark = "&#10003;" if t.get("right") else "&#10007;"
-    return (f'<div class="turn"><b>{mark} turn {e(str(t.get("turn")))}</b> <i>{e(str(t.get("user", "")))}</i>'
-            f'<ul>{"".join(lines)}</ul></div>')
+    return (
+        f'<div class="turn"><b>{mark} turn {e(str(t.get("turn")))}</b> <i>{e(str(t.get("user", "")))}</i>'
+        f"<ul>{''.join(lines)}</ul></div>"
+    )
 
 
 def _table(name: str, d: dict[str, Any]) -> str:
-    rows = [f'<tr><td>changed</td><td>{e(str(c.get("id")))}</td><td>'
-            + ", ".join(_diff(k, v["expected"], v["got"])
-                        for k, v in (c.get("columns") or {}).items()) + "</td></tr>" for c in d.get("changed") or []]
-    rows += [f"<tr><td>{kind}</td><td>{e(str(r.get('id')))}</td><td>{_v(r)}</td></tr>"
-             for kind in ("missing", "extra") for r in d.get(kind) or []]
+    rows = [
+        f"<tr><td>changed</td><td>{e(str(c.get('id')))}</td><td>"
+        + ", ".join(_diff(k, v["expected"], v["got"]) for k, v in (c.get("columns") or {}).items())
+        + "</td></tr>"
+        for c in d.get("changed") or []
+    ]
+    rows += [
+        f"<tr><td>{kind}</td><td>{e(str(r.get('id')))}</td><td>{_v(r)}</td></tr>"
+        for kind in ("missing", "extra")
+        for r in d.get(kind) or []
+    ]
     return f'<tr><th colspan="3">{e(name)}</th></tr>{"".join(rows)}'
 
 
@@ -58,6 +68,9 @@ def render_anatomy(a: dict[str, Any]) -> str:
     state = a.get("state")
     diff = ""
     if isinstance(state, dict) and state:
-        diff = ('<table class="diff"><tr><th>row</th><th>id</th><th>difference</th></tr>'
-                + "".join(_table(k, v) for k, v in state.items() if isinstance(v, dict)) + "</table>")
+        diff = (
+            '<table class="diff"><tr><th>row</th><th>id</th><th>difference</th></tr>'
+            + "".join(_table(k, v) for k, v in state.items() if isinstance(v, dict))
+            + "</table>"
+        )
     return f'<div class="anatomy"><h4>why it failed</h4>{turns}{diff}</div>' if turns or diff else ""

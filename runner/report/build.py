@@ -31,25 +31,43 @@ def banners(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> dict[str,
     if manifest.complete is False:
         missing = manifest.missing
         stop = manifest.stopped_early
-        why = "interrupted" if manifest.interrupted else "stopped by an error" if manifest.error else \
-            f"stopped at --maxfail {stop}" if stop else manifest.stopped_at_budget if manifest.stopped_at_budget \
+        why = (
+            "interrupted"
+            if manifest.interrupted
+            else "stopped by an error"
+            if manifest.error
+            else f"stopped at --maxfail {stop}"
+            if stop
+            else manifest.stopped_at_budget
+            if manifest.stopped_at_budget
             else "records not run (interrupted, stopped early or not selected)"
+        )
         n = sum(missing.values())
         # one instruction, the same as the command's last line (after --maxfail it said two that disagreed)
-        out["incomplete"] = (f"INCOMPLETE ({why}): {n} result(s) missing"
-                             + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
-                             + ("; the same command without -x/--maxfail runs the rest" if stop and not
-                                manifest.interrupted else "; the same command with a higher --budget runs the rest"
-                                if manifest.stopped_at_budget else "; run the same command again to finish"))
+        out["incomplete"] = (
+            f"INCOMPLETE ({why}): {n} result(s) missing"
+            + (f" ({', '.join(f'{r}: {k}' for r, k in missing.items())})" if missing else "")
+            + (
+                "; the same command without -x/--maxfail runs the rest"
+                if stop and not manifest.interrupted
+                else "; the same command with a higher --budget runs the rest"
+                if manifest.stopped_at_budget
+                else "; run the same command again to finish"
+            )
+        )
     if (skipped := manifest.rejected) and skipped.count:
-        out["rejected"] = (f"{skipped.count} bad dataset line(s) skipped (--skip-invalid): in no result and no "
-                           f"rate; their reasons are in {skipped.file}")
+        out["rejected"] = (
+            f"{skipped.count} bad dataset line(s) skipped (--skip-invalid): in no result and no "
+            f"rate; their reasons are in {skipped.file}"
+        )
     if manifest.batch_runs:
         out["batched"] = _batched(manifest, metrics)
     if cached := {n: m["cache_hit_rate"] for n, m in metrics.items() if m["cache_hit_rate"]}:
         shares = ", ".join(f"{n} {v:.0%}" for n, v in cached.items())
-        out["cached"] = (f"from the response cache: {shares} of model calls; cost and latency marked * are the "
-                         "cache's, not the models' (--no-cache calls the models)")
+        out["cached"] = (
+            f"from the response cache: {shares} of model calls; cost and latency marked * are the "
+            "cache's, not the models' (--no-cache calls the models)"
+        )
     return out
 
 
@@ -62,15 +80,23 @@ def _batched(manifest: Manifest, metrics: dict[str, dict[str, Any]]) -> str:
     saved = sum(m.get("batch_saved_usd") or 0.0 for m in runs)
     answered = int(b.get("requests_answered", 0) + b.get("answered_from_resumed", 0))
     waited = b.get("waited_seconds", 0.0) / answered if answered else 0.0
-    interactive = {k.removeprefix(INTERACTIVE_PREFIX): int(v) for k, v in b.items()
-                   if k.startswith(INTERACTIVE_PREFIX) and v}
+    interactive = {
+        k.removeprefix(INTERACTIVE_PREFIX): int(v)
+        for k, v in b.items()
+        if k.startswith(INTERACTIVE_PREFIX) and v
+    }
     went = "; ".join(f"{n} call(s) went interactive: {why}" for why, n in interactive.items())
-    return (f"batch mode ({', '.join(manifest.batch_runs)}): {int(b.get('batches_submitted', 0))} batch(es), "
-            f"{answered} call(s) answered, {int(b.get('requests_retried', 0))} sent again, "
-            f"{int(b.get('requests_given_up', 0))} given up; a call waited {waited:.1f} s on average"
-            + (f"; {went}" if went else "")
-            + (f"; {batched} call(s) billed at batch prices, ${saved:.4f} saved against interactive" if batched
-               else "; no call was answered through a batch, nothing saved"))
+    return (
+        f"batch mode ({', '.join(manifest.batch_runs)}): {int(b.get('batches_submitted', 0))} batch(es), "
+        f"{answered} call(s) answered, {int(b.get('requests_retried', 0))} sent again, "
+        f"{int(b.get('requests_given_up', 0))} given up; a call waited {waited:.1f} s on average"
+        + (f"; {went}" if went else "")
+        + (
+            f"; {batched} call(s) billed at batch prices, ${saved:.4f} saved against interactive"
+            if batched
+            else "; no call was answered through a batch, nothing saved"
+        )
+    )
 
 
 SIMULATED = "simulated: models played by the runner's simulator; costs are what the real APIs would charge"
@@ -97,32 +123,59 @@ def comparisons(manifest: Manifest, runs: dict[str, list[Result]]) -> list[Paire
     return against(runs, reference) if reference is not None and len(runs) > 1 else []
 
 
-USAGE_COLUMNS = {"prompt_tokens", "input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "cache_saved_usd",
-                 "retries", "cache_hit_rate"}
+USAGE_COLUMNS = {
+    "prompt_tokens",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cost_usd",
+    "cache_saved_usd",
+    "retries",
+    "cache_hit_rate",
+}
 
 
 WIDE_COLUMNS = 1000  # --wide: room for every column of every table
 
 
-
 def _cell(v: Any, kind: str) -> str:
     if v is None:
         return "unknown" if kind == "usd" else "-"
-    return f"{v:.1%}" if kind == "pct" else f"{v:.4f}" if kind == "usd" else f"{v:.3g}" if kind == "num" else str(v)
+    return (
+        f"{v:.1%}"
+        if kind == "pct"
+        else f"{v:.4f}"
+        if kind == "usd"
+        else f"{v:.3g}"
+        if kind == "num"
+        else str(v)
+    )
 
 
-def _summary_columns(names: list[str], usage: bool, shares: set[str], trials: bool) -> list[tuple[str, str, str]]:
+def _summary_columns(
+    names: list[str], usage: bool, shares: set[str], trials: bool
+) -> list[tuple[str, str, str]]:
     """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first. Each says what
     it counts: with repeated trials, records and trials apart, and errors and cut turns as trials."""
-    cols = [("records", "records", "int"), *([("trials", "results", "int")] if trials else []),
-            ("success (95% CI)", "success_rate", "pct"), ("errored trials" if trials else "errors", "errors", "int"),
-            ("cut trials" if trials else "cut", "cut", "int"),
-            ("flaky", "flaky", "int"), ("success, all records", "success_rate_all", "pct"),
-            ("cost $", "cost_usd", "usd"), *[(k.replace("_", " "), k, "pct" if k in shares else "num") for k in names],
-            ("p50 s", "latency_p50_s", "int"), ("tok in", "prompt_tokens", "int"),
-            ("tok out", "output_tokens", "int"), ("p95 s", "latency_p95_s", "int"), ("retries", "retries", "int"),
-            ("cache", "cache_hit_rate", "pct"), ("cached in", "cache_read_tokens", "int"),
-            ("saved $", "cache_saved_usd", "usd")]
+    cols = [
+        ("records", "records", "int"),
+        *([("trials", "results", "int")] if trials else []),
+        ("success (95% CI)", "success_rate", "pct"),
+        ("errored trials" if trials else "errors", "errors", "int"),
+        ("cut trials" if trials else "cut", "cut", "int"),
+        ("flaky", "flaky", "int"),
+        ("success, all records", "success_rate_all", "pct"),
+        ("cost $", "cost_usd", "usd"),
+        *[(k.replace("_", " "), k, "pct" if k in shares else "num") for k in names],
+        ("p50 s", "latency_p50_s", "int"),
+        ("tok in", "prompt_tokens", "int"),
+        ("tok out", "output_tokens", "int"),
+        ("p95 s", "latency_p95_s", "int"),
+        ("retries", "retries", "int"),
+        ("cache", "cache_hit_rate", "pct"),
+        ("cached in", "cache_read_tokens", "int"),
+        ("saved $", "cache_saved_usd", "usd"),
+    ]
     return cols if usage else [c for c in cols if c[1] not in USAGE_COLUMNS]
 
 
@@ -142,8 +195,13 @@ def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
     manifest = manifests.read(out)
     runs = load_runs(out) if runs is None else runs
     metrics = {name: run_metrics(rows, manifest.reducer) for name, rows in runs.items()}
-    return Analysis(manifest, runs, metrics, [c.to_json() for c in comparisons(manifest, runs)],
-                    best(runs, {n: m["success_rate"] for n, m in metrics.items()}))
+    return Analysis(
+        manifest,
+        runs,
+        metrics,
+        [c.to_json() for c in comparisons(manifest, runs)],
+        best(runs, {n: m["success_rate"] for n, m in metrics.items()}),
+    )
 
 
 def success_cell(m: dict[str, Any]) -> str:
@@ -154,8 +212,13 @@ def success_cell(m: dict[str, Any]) -> str:
     return f"{m['success_rate']:.1%} ({lo:.0%}-{hi:.0%})"
 
 
-def print_summary(out: Path, console: Console | None = None, runs: dict[str, list[Result]] | None = None,
-                  analysis: Analysis | None = None, wide: bool = False) -> dict[str, dict[str, Any]]:
+def print_summary(
+    out: Path,
+    console: Console | None = None,
+    runs: dict[str, list[Result]] | None = None,
+    analysis: Analysis | None = None,
+    wide: bool = False,
+) -> dict[str, dict[str, Any]]:
     """The per-run table, as many columns as the terminal is wide (the rest are in report.html; `wide`:
     every one), then the banners, repeated trials and comparisons. `analysis`: already made (the reports
     show it too)."""
@@ -175,15 +238,21 @@ def print_summary(out: Path, console: Console | None = None, runs: dict[str, lis
         for line in foreseen_lines(fc):
             console.print(f"[dim]{line}[/dim]")
     if lost := sum(m["discarded"] for m in metrics.values()):
-        console.print(f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
-                      "whole record (it died, froze or was replaced); only the complete attempts count")
+        console.print(
+            f"{lost} result(s) discarded and their records run again: the sandbox did not serve the "
+            "whole record (it died, froze or was replaced); only the complete attempts count"
+        )
     if reruns := sum(m["reruns"] for m in metrics.values()):
-        console.print(f"{reruns} result(s) replaced by a rerun (--lf, --rerun-errors) are kept beside the new ones; "
-                      "flaky: failed, then succeeded when asked again; cost counts every attempt")
+        console.print(
+            f"{reruns} result(s) replaced by a rerun (--lf, --rerun-errors) are kept beside the new ones; "
+            "flaky: failed, then succeeded when asked again; cost counts every attempt"
+        )
     for name, m in metrics.items():
         for field, n in m["unreadable"].items():
-            console.print(f"[yellow]{name}: {field} is not a number in {n} of {m['results']} results: those are "
-                          "left out of its column[/yellow]")
+            console.print(
+                f"[yellow]{name}: {field} is not a number in {n} of {m['results']} results: those are "
+                "left out of its column[/yellow]"
+            )
     if hidden:
         console.print(f"[dim]not shown at this width ({', '.join(hidden)}): see report.html[/dim]")
     return metrics
@@ -193,21 +262,35 @@ def _print_table(out: Path, a: Analysis, console: Console) -> list[str]:
     """The per-run table, as many columns as fit; the labels of those left out."""
     metrics = a.metrics
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
-    cols = _summary_columns(names, any(m["llm_calls"] for m in metrics.values()),
-                            share_metrics(r for rows in a.runs.values() for r in rows),
-                            any("trials" in m for m in metrics.values()))
+    cols = _summary_columns(
+        names,
+        any(m["llm_calls"] for m in metrics.values()),
+        share_metrics(r for rows in a.runs.values() for r in rows),
+        any("trials" in m for m in metrics.values()),
+    )
     # a cut column where a run has cut turns (flaky: flaky records); the rate over all records where errors or
     # cuts make it differ
-    shown_apart = {"cut": any(m["cut"] for m in metrics.values()), "flaky": any(m["flaky"] for m in metrics.values()),
-                   "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values())}
+    shown_apart = {
+        "cut": any(m["cut"] for m in metrics.values()),
+        "flaky": any(m["flaky"] for m in metrics.values()),
+        "success_rate_all": any(m["errors"] or m["cut"] for m in metrics.values()),
+    }
     cols = [c for c in cols if shown_apart.get(c[1], True)]
     cells = {}
     for name, m in metrics.items():
-        cells[name] = [success_cell(m) if key == "success_rate" else
-                       _cell(m["metrics"].get(key) if key in names else m[key], kind)
-                       + ("*" if m["cache_hit_rate"] and key in CACHE_MARKED else "") for _, key, kind in cols]
-    shown = columns_that_fit([c[0] for c in cols], list(cells.values()),
-                             max([3, *(len(n) + 7 * (n == a.best) for n in metrics)]), console.width)
+        cells[name] = [
+            success_cell(m)
+            if key == "success_rate"
+            else _cell(m["metrics"].get(key) if key in names else m[key], kind)
+            + ("*" if m["cache_hit_rate"] and key in CACHE_MARKED else "")
+            for _, key, kind in cols
+        ]
+    shown = columns_that_fit(
+        [c[0] for c in cols],
+        list(cells.values()),
+        max([3, *(len(n) + 7 * (n == a.best) for n in metrics)]),
+        console.width,
+    )
     t = Table(title=f"results in {out}")
     t.add_column("run", justify="left", no_wrap=True)
     for label, _, _ in cols[:shown]:
@@ -225,8 +308,17 @@ def print_gateway(out: Path, console: Console | None = None) -> dict[str, Any]:
         return {}
     console = console or Console()
     t = Table(title="model calls through the gateway")
-    cols = ("llm_calls", "errors", "cache_hits", "cache_misses", "retries", "rate_limited", "input_tokens",
-            "output_tokens", "cache_read_tokens")
+    cols = (
+        "llm_calls",
+        "errors",
+        "cache_hits",
+        "cache_misses",
+        "retries",
+        "rate_limited",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+    )
     t.add_column("run")
     for c in (*cols, "cost_usd", "mean latency"):
         t.add_column(c.replace("_", " ").replace("llm ", "").replace("cache ", ""), justify="right")
@@ -283,38 +375,69 @@ def shown_path(out: Path) -> str:
         return str(Path(*full.parts[-2:]))
 
 
-def write_reports(out: Path, runs: dict[str, list[Result]] | None = None,
-                  analysis: Analysis | None = None) -> tuple[Path, Path]:
+def write_reports(
+    out: Path, runs: dict[str, list[Result]] | None = None, analysis: Analysis | None = None
+) -> tuple[Path, Path]:
     """report.json (metrics and breakdowns per run) and report.html, next to the results."""
     from runner.report.html import breakdown, group_names, render
 
     a = analysis or analyse(out, runs)
     rows, manifest, metrics, pairs = a.runs, a.manifest, a.metrics, a.pairs
-    sent, through = {run: [q.model_dump() for q in qs] for run, qs in manifest.requests.items()}, manifest.gateway
+    sent, through = (
+        {run: [q.model_dump() for q in qs] for run, qs in manifest.requests.items()},
+        manifest.gateway,
+    )
     groups = group_names(rows)
     digest = results_digest(rows)
-    doc = {"simulated": manifest.simulated, "results_digest": digest,
-           "reference": reference_run(manifest, rows), "comparisons": pairs,
-           "runs": {n: {**m, "groups": {g: breakdown(rows[n], g) for g in groups}, "requests": sent.get(n),
-                        "gateway": through.get(n)} for n, m in metrics.items()},
-           "forecast": foreseen(manifest, metrics)}
+    doc = {
+        "simulated": manifest.simulated,
+        "results_digest": digest,
+        "reference": reference_run(manifest, rows),
+        "comparisons": pairs,
+        "runs": {
+            n: {
+                **m,
+                "groups": {g: breakdown(rows[n], g) for g in groups},
+                "requests": sent.get(n),
+                "gateway": through.get(n),
+            }
+            for n, m in metrics.items()
+        },
+        "forecast": foreseen(manifest, metrics),
+    }
 
     sections = [(pairs, f"Against {doc['reference']}", str(doc["reference"]))] if pairs else []
     if (other := read_comparison(out)) is not None:  # `runner report A B` wrote B's: A's runs as references
-        sections.append((list(other["runs"].values()), f"Against the earlier output {other['a']}",
-                         f"the same run in {other['a']}"))
+        sections.append(
+            (
+                list(other["runs"].values()),
+                f"Against the earlier output {other['a']}",
+                f"the same run in {other['a']}",
+            )
+        )
     lost = sum(m["discarded"] for m in metrics.values())
     flight = manifest.in_flight.model_dump() if manifest.in_flight else None
     notes = banners(manifest, metrics)
     if (fc := foreseen(manifest, metrics)) is not None:
         notes["forecast"] = "forecast against result: " + "; ".join(foreseen_lines(fc))
     if lost:
-        notes["discarded"] = (f"{lost} result(s) discarded and their records run again: the sandbox did not serve "
-                              "the whole record")
+        notes["discarded"] = (
+            f"{lost} result(s) discarded and their records run again: the sandbox did not serve "
+            "the whole record"
+        )
     # each replaced whole (a Ctrl-C or a full disk leaves the last one, never half of one): report.json last,
     # its digest saying which results both were drawn from
-    page = render(f"pgsandbox-runner report: {shown_path(out)}", metrics, rows, sent, notes=notes, flight=flight,
-                  pairs=sections, digest=digest, top=a.best)
+    page = render(
+        f"pgsandbox-runner report: {shown_path(out)}",
+        metrics,
+        rows,
+        sent,
+        notes=notes,
+        flight=flight,
+        pairs=sections,
+        digest=digest,
+        top=a.best,
+    )
     write_atomically(out / "report.html", page)
     write_atomically(out / "report.json", json.dumps(doc, indent=2, sort_keys=True))
     return out / "report.json", out / "report.html"

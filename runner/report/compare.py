@@ -33,8 +33,10 @@ def check_datasets(a: Path, b: Path, ma: Manifest, mb: Manifest, *, allow: bool)
     ha, hb = ma.dataset_sha256, mb.dataset_sha256
     same = ha == hb
     if not same and not allow:
-        raise ConfigError(f"{a} and {b} ran different datasets (sha256 {str(ha)[:12]} vs {str(hb)[:12]}): their "
-                          "rates do not measure the same thing; --allow-different-datasets to compare anyway")
+        raise ConfigError(
+            f"{a} and {b} ran different datasets (sha256 {str(ha)[:12]} vs {str(hb)[:12]}): their "
+            "rates do not measure the same thing; --allow-different-datasets to compare anyway"
+        )
     return same
 
 
@@ -42,10 +44,15 @@ def _live(rows: list[Result]) -> dict[str, float | int | None]:
     """Cost per live call and latency of records no cache answered any part of."""
     live_calls = sum(r.usage.llm_calls - r.usage.cache_hits for r in rows)
     costs = [r.usage.cost_usd for r in rows]
-    cost = None if any(c is None for c in costs) or not live_calls else sum(c or 0 for c in costs) / live_calls
+    cost = (
+        None if any(c is None for c in costs) or not live_calls else sum(c or 0 for c in costs) / live_calls
+    )
     uncached = [r.wall_seconds for r in rows if r.ok and r.usage.cache_hits == 0]
-    return {"live_calls": live_calls, "cost_per_live_call_usd": cost,
-            "latency_p50_live_s": round(percentile(uncached, 0.5), 4) if uncached else None}
+    return {
+        "live_calls": live_calls,
+        "cost_per_live_call_usd": cost,
+        "latency_p50_live_s": round(percentile(uncached, 0.5), 4) if uncached else None,
+    }
 
 
 def _live_deltas(ra: list[Result], rb: list[Result]) -> dict[str, dict[str, float | int | None]]:
@@ -54,20 +61,33 @@ def _live_deltas(ra: list[Result], rb: list[Result]) -> dict[str, dict[str, floa
     shared = {r.record_id for r in ra} & {r.record_id for r in rb}
     la = _live([r for r in ra if r.record_id in shared])
     lb = _live([r for r in rb if r.record_id in shared])
-    return {k: {"a": la[k], "b": lb[k], "delta": None if la[k] is None or lb[k] is None else float(lb[k] or 0)
-                - float(la[k] or 0)} for k in ("cost_per_live_call_usd", "latency_p50_live_s")}
+    return {
+        k: {
+            "a": la[k],
+            "b": lb[k],
+            "delta": None if la[k] is None or lb[k] is None else float(lb[k] or 0) - float(la[k] or 0),
+        }
+        for k in ("cost_per_live_call_usd", "latency_p50_live_s")
+    }
 
 
-def compare(a: Path, b: Path, *, allow_different_datasets: bool = False,
-            console: Console | None = None) -> dict[str, Any]:
+def compare(
+    a: Path, b: Path, *, allow_different_datasets: bool = False, console: Console | None = None
+) -> dict[str, Any]:
     """Per run present in both outputs: B's run against A's on the records both have (runner/analysis/paired.py),
     and live cost and latency apart from cached answers. JSON-able; B's report.html shows it."""
     ma, mb = manifests.read(a), manifests.read(b)
     same = check_datasets(a, b, ma, mb, allow=allow_different_datasets)
     runs_a, runs_b = load_runs(a), load_runs(b)
-    doc: dict[str, Any] = {"version": COMPARE_VERSION, "a": str(a), "b": str(b), "same_dataset": same,
-                           "simulated": {"a": ma.simulated, "b": mb.simulated}, "runs": {},
-                           "only_in_one": sorted(set(runs_a) ^ set(runs_b))}
+    doc: dict[str, Any] = {
+        "version": COMPARE_VERSION,
+        "a": str(a),
+        "b": str(b),
+        "same_dataset": same,
+        "simulated": {"a": ma.simulated, "b": mb.simulated},
+        "runs": {},
+        "only_in_one": sorted(set(runs_a) ^ set(runs_b)),
+    }
     for name in [n for n in runs_b if n in runs_a]:
         c = pair(f"{name} in A", runs_a[name], name, runs_b[name])
         doc["runs"][name] = {**c.to_json(), "live": _live_deltas(runs_a[name], runs_b[name])}
@@ -89,8 +109,13 @@ def _print(doc: dict[str, Any], console: Console) -> None:
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
     for name, r in doc["runs"].items():
         for k, m in r["live"].items():
-            t.add_row(name, k.replace("_", " "), _fmt(m["a"], k), _fmt(m["b"], k),
-                      _fmt(m["delta"], k) if m["delta"] is not None else "not comparable")
+            t.add_row(
+                name,
+                k.replace("_", " "),
+                _fmt(m["a"], k),
+                _fmt(m["b"], k),
+                _fmt(m["delta"], k) if m["delta"] is not None else "not comparable",
+            )
     console.print(t)
     for name, r in doc["runs"].items():
         for label, ids in (("now fail", r["lost"]), ("now succeed", r["won"])):

@@ -20,8 +20,13 @@ from rich.markup import escape
 
 from runner.results.result import Earlier, Result, flaky, metric_cell, outcome, share_metrics
 
-WORDS = {"success": "[green]solved[/]", "failure": "[yellow]failed[/]", "unscored": "finished, not scored",
-         "cut": "[red]cut[/] (a turn the model did not finish)", "error": "[red]error[/]"}
+WORDS = {
+    "success": "[green]solved[/]",
+    "failure": "[yellow]failed[/]",
+    "unscored": "finished, not scored",
+    "cut": "[red]cut[/] (a turn the model did not finish)",
+    "error": "[red]error[/]",
+}
 
 
 def _v(x: Any) -> str:
@@ -44,8 +49,10 @@ def anatomy_lines(a: Mapping[str, Any]) -> list[str]:
             if not x.get("made"):
                 lines.append(f"    [red]not made:[/] {_call(x['tool'], x.get('args'))}")
             elif x.get("wrong_args"):
-                wrong = "; ".join(f"[bold]{escape(str(w['arg']))}[/] expected {_v(w['expected'])}, got {_v(w['got'])}"
-                                  for w in x["wrong_args"])
+                wrong = "; ".join(
+                    f"[bold]{escape(str(w['arg']))}[/] expected {_v(w['expected'])}, got {_v(w['got'])}"
+                    for w in x["wrong_args"]
+                )
                 lines.append(f"    [red]wrong arguments[/] to {escape(x['tool'])}: {wrong}")
             else:
                 lines.append(f"    [green]as expected:[/] {escape(x['tool'])}")
@@ -59,8 +66,10 @@ def anatomy_lines(a: Mapping[str, Any]) -> list[str]:
             if not isinstance(d, dict):
                 continue
             for c in d.get("changed") or []:
-                cols = "; ".join(f"[bold]{escape(k)}[/] expected {_v(v['expected'])}, got {_v(v['got'])}"
-                                 for k, v in (c.get("columns") or {}).items())
+                cols = "; ".join(
+                    f"[bold]{escape(k)}[/] expected {_v(v['expected'])}, got {_v(v['got'])}"
+                    for k, v in (c.get("columns") or {}).items()
+                )
                 lines.append(f"    {escape(table)} row {escape(str(c.get('id')))} changed: {cols}")
             for kind in ("missing", "extra"):
                 for row in d.get(kind) or []:
@@ -79,10 +88,15 @@ def _steps(steps: list[Any]) -> list[str]:
     for s in steps:
         if isinstance(s, dict):
             verdict = s.get("verdict")
-            teacher = "[green]approves[/]" if verdict == "approve" else \
-                f"[red]revises[/]: {escape(str(s.get('guidance') or ''))}"
-            out.append(f"    {int(s.get('turn', 0)) + 1}.{int(s.get('step', 0)) + 1} student {said(s.get('proposed'))}"
-                       f"; teacher {teacher}; ran {said(s.get('executed'))}")
+            teacher = (
+                "[green]approves[/]"
+                if verdict == "approve"
+                else f"[red]revises[/]: {escape(str(s.get('guidance') or ''))}"
+            )
+            out.append(
+                f"    {int(s.get('turn', 0)) + 1}.{int(s.get('step', 0)) + 1} student {said(s.get('proposed'))}"
+                f"; teacher {teacher}; ran {said(s.get('executed'))}"
+            )
     return out
 
 
@@ -94,18 +108,22 @@ def cache_line(calls: list[Any]) -> str | None:
     cached = sum(1 for c in kept if c.get("cached"))
     if not cached:
         return f"{len(kept)} model call(s), each answered by the model"
-    return (f"{cached} of {len(kept)} model call(s) replayed from the response cache, not answered by the model now "
-            "(--no-cache calls the models)")
+    return (
+        f"{cached} of {len(kept)} model call(s) replayed from the response cache, not answered by the model now "
+        "(--no-cache calls the models)"
+    )
 
 
 def explain_result(console: Console, label: str, r: Result, shares: set[str], *, steps: bool = True) -> None:
     """One result in the report's words: outcome, metrics (`shares` as percentages), error, why it failed,
     Atlas's steps (`steps`: `runner debug` printed them as they happened), where its model calls came from."""
     output = r.output or {}
-    metrics = ", ".join(f"{k.replace('_', ' ')} {metric_cell(v, k in shares)}" for k, v in r.metrics.items()
-                        if v is not None)
-    console.print(f"[bold]{escape(label)}[/]: {outcome_words(r)}" + (f"  {metrics}" if metrics else ""),
-                  soft_wrap=True)
+    metrics = ", ".join(
+        f"{k.replace('_', ' ')} {metric_cell(v, k in shares)}" for k, v in r.metrics.items() if v is not None
+    )
+    console.print(
+        f"[bold]{escape(label)}[/]: {outcome_words(r)}" + (f"  {metrics}" if metrics else ""), soft_wrap=True
+    )
     if r.error:
         console.print(f"    [red]{escape(r.error)}[/]", soft_wrap=True)
     if isinstance(output.get("anatomy"), dict):
@@ -118,8 +136,11 @@ def explain_result(console: Console, label: str, r: Result, shares: set[str], *,
     if (said := cache_line(output.get("model_calls") or [])) is not None:
         console.print(f"  [dim]{escape(said)}[/]", soft_wrap=True)
     for x in r.earlier:  # what a rerun (--lf, --rerun-errors) replaced: still there to read
-        console.print(f"  attempt {x.attempt}, replaced by a rerun: {outcome_words(x)}"
-                      + (f"  [red]{escape(x.error)}[/]" if x.error else ""), soft_wrap=True)
+        console.print(
+            f"  attempt {x.attempt}, replaced by a rerun: {outcome_words(x)}"
+            + (f"  [red]{escape(x.error)}[/]" if x.error else ""),
+            soft_wrap=True,
+        )
 
 
 def outcome_words(r: Result | Earlier) -> str:
@@ -133,15 +154,20 @@ def outcome_words(r: Result | Earlier) -> str:
 
 def show_record(console: Console, runs: Mapping[str, list[Result]], record_id: str) -> None:
     """Every run's result for one record (each trial where there were several), failures explained."""
-    found = {run: sorted((r for r in rows if r.record_id == record_id), key=lambda r: r.epoch)
-             for run, rows in runs.items()}
+    found = {
+        run: sorted((r for r in rows if r.record_id == record_id), key=lambda r: r.epoch)
+        for run, rows in runs.items()
+    }
     every = [r for rs in found.values() for r in rs]
     first = next((r for r in every if r.ok), every[0])  # an error's result holds neither requests nor groups
     shares = share_metrics(r for rows in runs.values() for r in rows)
     facts = ", ".join(v for vs in first.groups.values() for v in vs)
     console.rule(f"{record_id}" + (f" ({facts})" if facts else ""))
-    users = [m.get("text") for m in (first.output or {}).get("transcript") or []
-             if isinstance(m, dict) and m.get("role") == "user"]
+    users = [
+        m.get("text")
+        for m in (first.output or {}).get("transcript") or []
+        if isinstance(m, dict) and m.get("role") == "user"
+    ]
     for i, text in enumerate(users, 1):
         console.print(f"[bold cyan]user {i}[/]  {escape(str(text))}", soft_wrap=True)
     for run, rs in found.items():

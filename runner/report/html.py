@@ -42,17 +42,31 @@ def _caching(metrics: dict[str, dict[str, Any]], sent: dict[str, Any]) -> str:
         f"<tr><th>{e(n)}</th><td>{m['input_tokens']}</td><td>{m['cache_read_tokens']}</td>"
         f"<td>{m['cache_write_tokens']}</td><td>{_money(m['input_cost_usd'])}</td>"
         f"<td>{_money(m['cache_saved_usd'])}</td><td>{e(_sent_text(sent.get(n)))}</td></tr>"
-        for n, m in metrics.items())
-    head = "".join(f"<th>{h}</th>" for h in ("run", "uncached input tokens", "cache reads", "cache writes",
-                                            "input cost", "saved by cache", "sent"))
+        for n, m in metrics.items()
+    )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "run",
+            "uncached input tokens",
+            "cache reads",
+            "cache writes",
+            "input cost",
+            "saved by cache",
+            "sent",
+        )
+    )
     return f'<h2>Prompt caching and requests</h2><table id="caching"><tr>{head}</tr>{rows}</table>'
 
 
 def _sent_text(info: Any) -> str:
     if not info:
         return "-"
-    parts = [f"{m['model']}: {json.dumps(m['params'], sort_keys=True)}"
-             + (f", not sent: {', '.join(m['dropped'])}" if m["dropped"] else "") for m in info]
+    parts = [
+        f"{m['model']}: {json.dumps(m['params'], sort_keys=True)}"
+        + (f", not sent: {', '.join(m['dropped'])}" if m["dropped"] else "")
+        for m in info
+    ]
     return "; ".join(parts)
 
 
@@ -67,18 +81,33 @@ def _groups(names: list[str], rows: dict[str, list[Result]]) -> str:
         if len(values) <= BARS_MAX_VALUES:
             parts.append(success_by(g, by))
         else:
-            heat = "".join(f"<tr><th>{e(v)}</th>" + "".join(_heat_cell(by[n].get(v)) for n in names) + "</tr>"
-                           for v in values)
-            parts.append(f'<h3>success by {e(g)}</h3><table class="groups" id="group-{e(g)}"><tr><th>{e(g)}</th>'
-                         f'{"".join(f"<th>{e(n)}</th>" for n in names)}</tr>{heat}</table>')
+            heat = "".join(
+                f"<tr><th>{e(v)}</th>" + "".join(_heat_cell(by[n].get(v)) for n in names) + "</tr>"
+                for v in values
+            )
+            parts.append(
+                f'<h3>success by {e(g)}</h3><table class="groups" id="group-{e(g)}"><tr><th>{e(g)}</th>'
+                f"{''.join(f'<th>{e(n)}</th>' for n in names)}</tr>{heat}</table>"
+            )
     return "".join(parts)
 
 
-LABELS = {"records": "records", "results": "trials", "flaky": "flaky (failed, then passed)",
-          "success_rate": "success (95 % CI)", "success_rate_all": "success, all records",
-          "cut": "cut turns", "prompt_tokens": "tokens in",
-          "output_tokens": "tokens out", "cost_usd": "cost", "latency_p50_s": "p50 s", "latency_p95_s": "p95 s",
-          "errors": "errors", "retries": "retries", "cache_hit_rate": "cache hits"}
+LABELS = {
+    "records": "records",
+    "results": "trials",
+    "flaky": "flaky (failed, then passed)",
+    "success_rate": "success (95 % CI)",
+    "success_rate_all": "success, all records",
+    "cut": "cut turns",
+    "prompt_tokens": "tokens in",
+    "output_tokens": "tokens out",
+    "cost_usd": "cost",
+    "latency_p50_s": "p50 s",
+    "latency_p95_s": "p95 s",
+    "errors": "errors",
+    "retries": "retries",
+    "cache_hit_rate": "cache hits",
+}
 
 
 def label(column: str, trials: bool) -> str:
@@ -101,31 +130,55 @@ def _tokens_in(m: dict[str, Any]) -> str:
     parts = [("new", m["input_tokens"]), ("read", m["cache_read_tokens"])]
     split = " + ".join(f"{_count(n)} {what}" for what, n in parts if n)
     if m["cache_write_tokens"]:  # a line of its own: the column stays as narrow as its widest line
-        split += f'<br>+ {_count(m["cache_write_tokens"])} written'
+        split += f"<br>+ {_count(m['cache_write_tokens'])} written"
 
-    title = (f"{total} prompt tokens: {m['input_tokens']} not from the prompt cache, {m['cache_read_tokens']} read "
-             f"from it, {m['cache_write_tokens']} written to it")
+    title = (
+        f"{total} prompt tokens: {m['input_tokens']} not from the prompt cache, {m['cache_read_tokens']} read "
+        f"from it, {m['cache_write_tokens']} written to it"
+    )
     shown = f' <span class="ci split">{split}</span>' if m["input_tokens"] != total else ""
     return f'<td title="{title}">{_count(total)}{shown}</td>'
 
 
 def _summary(metrics: dict[str, dict[str, Any]], shares: set[str], top: str | None) -> str:
     names = list(dict.fromkeys(k for m in metrics.values() for k in m["metrics"]))
-    usage = ["prompt_tokens", "output_tokens", "cost_usd"] if any(m["llm_calls"] for m in metrics.values()) else []
+    usage = (
+        ["prompt_tokens", "output_tokens", "cost_usd"]
+        if any(m["llm_calls"] for m in metrics.values())
+        else []
+    )
     # a cut-turns column where a run has some; success over all records beside the rate where they differ
-    apart = [c for c, shown in (("cut", any(m["cut"] for m in metrics.values())),
-                                ("flaky", any(m["flaky"] for m in metrics.values())),
-                                ("success_rate_all", any(m["errors"] or m["cut"] for m in metrics.values())))
-             if shown]
+    apart = [
+        c
+        for c, shown in (
+            ("cut", any(m["cut"] for m in metrics.values())),
+            ("flaky", any(m["flaky"] for m in metrics.values())),
+            ("success_rate_all", any(m["errors"] or m["cut"] for m in metrics.values())),
+        )
+        if shown
+    ]
     trials = any("trials" in m for m in metrics.values())
-    cols = ["records", *(["results"] if trials else []), "success_rate", "errors", *apart, *names, *usage,
-            "latency_p50_s", "latency_p95_s", *(["retries", "cache_hit_rate"] if usage else [])]
+    cols = [
+        "records",
+        *(["results"] if trials else []),
+        "success_rate",
+        "errors",
+        *apart,
+        *names,
+        *usage,
+        "latency_p50_s",
+        "latency_p95_s",
+        *(["retries", "cache_hit_rate"] if usage else []),
+    ]
 
     def cell(m: dict[str, Any], c: str) -> str:
         v = m["metrics"].get(c) if c in names else m[c]
         if v is None and c == "success_rate":  # nothing measured, not 0 %
-            return ('<td title="no result has a success field">not scored</td>' if m["unscored"] else
-                    '<td title="every result ended in an error or a cut turn: none finished">none finished</td>')
+            return (
+                '<td title="no result has a success field">not scored</td>'
+                if m["unscored"]
+                else '<td title="every result ended in an error or a cut turn: none finished">none finished</td>'
+            )
         if v is None:
             return "<td>unknown</td>" if c == "cost_usd" else "<td>-</td>"
         if c == "success_rate":
@@ -136,16 +189,30 @@ def _summary(metrics: dict[str, dict[str, Any]], shares: set[str], top: str | No
         if c == "output_tokens":
             return f'<td title="{v}">{_count(v)}</td>'
         if m["cache_hit_rate"] and c in CACHE_MARKED:
-            return f'<td title="{m["cache_hit_rate"]:.0%} of calls answered by the response cache">' \
-                   + (f"${v:.4f}" if c == "cost_usd" else f"{v:.3g}") + "*</td>"
-        return f"<td>{v:.1%}</td>" if c in ("cache_hit_rate", "success_rate_all") else \
-            f"<td>${v:.4f}</td>" if c == "cost_usd" else \
-            f"<td>{metric_cell(v, c in shares)}</td>" if c in names else \
-            f"<td>{v:.3g}</td>" if c.startswith("latency") else f"<td>{v}</td>"
+            return (
+                f'<td title="{m["cache_hit_rate"]:.0%} of calls answered by the response cache">'
+                + (f"${v:.4f}" if c == "cost_usd" else f"{v:.3g}")
+                + "*</td>"
+            )
+        return (
+            f"<td>{v:.1%}</td>"
+            if c in ("cache_hit_rate", "success_rate_all")
+            else f"<td>${v:.4f}</td>"
+            if c == "cost_usd"
+            else f"<td>{metric_cell(v, c in shares)}</td>"
+            if c in names
+            else f"<td>{v:.3g}</td>"
+            if c.startswith("latency")
+            else f"<td>{v}</td>"
+        )
 
     head = "".join(f"<th>{e(label(c, trials))}</th>" for c in cols)
-    rows = "".join(f'<tr><th class="run{" best" if n == top else ""}">{e(n)}</th>'
-                   + "".join(cell(m, c) for c in cols) + "</tr>" for n, m in metrics.items())
+    rows = "".join(
+        f'<tr><th class="run{" best" if n == top else ""}">{e(n)}</th>'
+        + "".join(cell(m, c) for c in cols)
+        + "</tr>"
+        for n, m in metrics.items()
+    )
     return f'<h2>Summary</h2><table id="summary"><tr><th>run</th>{head}</tr>{rows}</table>'
 
 
@@ -193,10 +260,17 @@ color:#fff;background:#2a6;border-radius:3px;font-size:11px;padding:0 4px;margin
 """
 
 
-def render(title: str, metrics: dict[str, dict[str, Any]], rows: dict[str, list[Result]],
-           sent: dict[str, Any] | None = None, notes: dict[str, str] | None = None,
-           flight: dict[str, Any] | None = None, pairs: list[tuple[list[dict[str, Any]], str, str]] | None = None,
-           digest: str = "", top: str | None = None) -> str:
+def render(
+    title: str,
+    metrics: dict[str, dict[str, Any]],
+    rows: dict[str, list[Result]],
+    sent: dict[str, Any] | None = None,
+    notes: dict[str, str] | None = None,
+    flight: dict[str, Any] | None = None,
+    pairs: list[tuple[list[dict[str, Any]], str, str]] | None = None,
+    digest: str = "",
+    top: str | None = None,
+) -> str:
     """The page. `notes`: banners, by kind (simulated, incomplete, cached, discarded); `pairs`: comparison
     sections, each a list of `Paired.to_json()`, its heading and what its runs are compared against; `digest`:
     the results it shows (build.results_digest), so a page can be checked against results/; `top`: the run

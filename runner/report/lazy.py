@@ -21,7 +21,7 @@ def pack(bodies: list[str]) -> str:
     """The bodies, in record order, as compressed chunks (mtime 0: the same results give the same page)."""
     out = []
     for start in range(0, len(bodies), CHUNK):
-        data = json.dumps(bodies[start:start + CHUNK]).encode()
+        data = json.dumps(bodies[start : start + CHUNK]).encode()
         packed = base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode()
         out.append(f'<script type="application/gzip" class="bodies">{packed}</script>')
     return "".join(out)

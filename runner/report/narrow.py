@@ -22,8 +22,10 @@ def fitted(table: Table, console: Console) -> RenderableType:
     parts: list[RenderableType] = [Text(str(table.title or ""), style="bold")] if table.title else []
     for row in zip(*cells, strict=True):
         parts.append(Text(row[0], style="bold"))
-        parts += [Text.from_markup(f"  [dim]{escape(h)}:[/] {escape(v)}") for h, v in zip(headers[1:], row[1:],
-                                                                                          strict=True)]
+        parts += [
+            Text.from_markup(f"  [dim]{escape(h)}:[/] {escape(v)}")
+            for h, v in zip(headers[1:], row[1:], strict=True)
+        ]
     if table.caption:
         parts.append(Text(str(table.caption), style="dim"))
     return Group(*parts)

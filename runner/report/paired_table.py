@@ -37,7 +37,13 @@ def _p(p: float | None) -> str:
 def _signed(v: float | None, kind: str) -> str:
     if v is None:
         return "-"
-    return f"{v:+.1%}" if kind == "pct" else f"{v:+.2f} s" if kind == "s" else f"{'+' if v >= 0 else '-'}${abs(v):.4f}"
+    return (
+        f"{v:+.1%}"
+        if kind == "pct"
+        else f"{v:+.2f} s"
+        if kind == "s"
+        else f"{'+' if v >= 0 else '-'}${abs(v):.4f}"
+    )
 
 
 def difference(c: dict[str, Any]) -> str:
@@ -62,23 +68,31 @@ def cells(c: dict[str, Any]) -> dict[str, str]:
     """One comparison's values as text, by column label, in the order a narrow terminal keeps them: how it
     compares, by how much, how sure; then the rest (before, p and the verdict went first at 80 columns)."""
     s, paired = c["success"], bool(c["paired"])
-    out = {"verdict": c["verdict"], "difference (95% CI)": difference(c) if paired else "-",
-           "p": _p(c["p_value"]) if paired else "-", "won/lost": f"{len(c['won'])}/{len(c['lost'])}",
-           "pairs": str(c["paired"]),
-           "success": f"{s['reference']:.1%} -> {s['run']:.1%}" if paired else "-",
-           "detectable": detectable(c) if paired else "-"}
+    out = {
+        "verdict": c["verdict"],
+        "difference (95% CI)": difference(c) if paired else "-",
+        "p": _p(c["p_value"]) if paired else "-",
+        "won/lost": f"{len(c['won'])}/{len(c['lost'])}",
+        "pairs": str(c["paired"]),
+        "success": f"{s['reference']:.1%} -> {s['run']:.1%}" if paired else "-",
+        "detectable": detectable(c) if paired else "-",
+    }
     cached = " (cache)" if c["cached"] else ""
-    out |= {f"cost/record{cached}": _signed(c["cost_per_record"]["difference"], "usd"),
-            f"cost/success{cached}": _signed(c["cost_per_success"]["difference"], "usd"),
-            f"latency{cached}": _signed(c["latency_s"]["difference"], "s")}
+    out |= {
+        f"cost/record{cached}": _signed(c["cost_per_record"]["difference"], "usd"),
+        f"cost/success{cached}": _signed(c["cost_per_success"]["difference"], "usd"),
+        f"latency{cached}": _signed(c["latency_s"]["difference"], "s"),
+    }
     return out
 
 
-FOOTNOTE = ("verdict: better or worse where the 95 % interval leaves out 0 and p < 0.05, borderline where only one "
-            "of the two says so, too few records to tell where these records could not show a difference at all. "
-            "detectable: the smallest difference these records would show at 80 % power ('> X%': more than the share "
-            "of records whose outcome differs, the largest difference they could show, so none they could; 'too few': "
-            "too few records for any; 'nothing varies': every record came out alike in both runs)")
+FOOTNOTE = (
+    "verdict: better or worse where the 95 % interval leaves out 0 and p < 0.05, borderline where only one "
+    "of the two says so, too few records to tell where these records could not show a difference at all. "
+    "detectable: the smallest difference these records would show at 80 % power ('> X%': more than the share "
+    "of records whose outcome differs, the largest difference they could show, so none they could; 'too few': "
+    "too few records for any; 'nothing varies': every record came out alike in both runs)"
+)
 
 
 def notes(c: dict[str, Any]) -> list[str]:
@@ -88,7 +102,9 @@ def notes(c: dict[str, Any]) -> list[str]:
         if ids := c[key]:
             out.append(f"{len(ids)} record(s) only in {where} (left out): {_ids(ids)}")
     if ids := c["unfinished"]:
-        out.append(f"{len(ids)} shared record(s) not finished in both (an error or a cut turn; left out): {_ids(ids)}")
+        out.append(
+            f"{len(ids)} shared record(s) not finished in both (an error or a cut turn; left out): {_ids(ids)}"
+        )
     return out
 
 
@@ -103,8 +119,12 @@ def print_paired(pairs: list[dict[str, Any]], console: Console, reference_label:
     reference = reference_label or pairs[0]["reference"]
     rows = {c["run"]: cells(c) for c in pairs}
     labels = list(dict.fromkeys(k for r in rows.values() for k in r))
-    shown = columns_that_fit(labels, [[r.get(label, "") for label in labels] for r in rows.values()],
-                             max([3, *map(len, rows)]), console.width)
+    shown = columns_that_fit(
+        labels,
+        [[r.get(label, "") for label in labels] for r in rows.values()],
+        max([3, *map(len, rows)]),
+        console.width,
+    )
     t = Table(title=f"against {reference}, on the records both finished")
     t.add_column("run", no_wrap=True)
     for label in labels[:shown]:
@@ -117,11 +137,15 @@ def print_paired(pairs: list[dict[str, Any]], console: Console, reference_label:
         for line in notes(c):
             console.print(f"[dim]{c['run']}: {line}[/dim]")
     if any(c.get("method") == "paired-means" for c in pairs):
-        console.print("[dim]repeated trials: difference of each record's share of successful trials, 95 % interval "
-                      f"and p from their spread (clustered by record; none under {MIN_RECORDS_FOR_TRIALS} records); "
-                      "won/lost: records whose share rose/fell[/dim]")
+        console.print(
+            "[dim]repeated trials: difference of each record's share of successful trials, 95 % interval "
+            f"and p from their spread (clustered by record; none under {MIN_RECORDS_FOR_TRIALS} records); "
+            "won/lost: records whose share rose/fell[/dim]"
+        )
     else:
-        console.print("[dim]difference: 95 % interval for paired proportions (Newcombe); p: exact McNemar[/dim]")
+        console.print(
+            "[dim]difference: 95 % interval for paired proportions (Newcombe); p: exact McNemar[/dim]"
+        )
     console.print(f"[dim]{FOOTNOTE}[/dim]")
     if shown < len(labels):
         console.print(f"[dim]not shown at this width ({', '.join(labels[shown:])}): see report.html[/dim]")
@@ -143,13 +167,17 @@ def paired_html(pairs: list[dict[str, Any]], plot: str, heading: str) -> str:
                 cls = f' class="v {_word(c)}"' if k == "verdict" else ""
                 tds.append(f"<td{cls}>{e(v)}</td>")
         extra = "".join(f"<li>{e(line)}</li>" for line in notes(c))
-        body.append(f'<tr><th class="run">{e(c["run"])}</th>{"".join(tds)}</tr>'
-                    + (f'<tr><td colspan="{len(row) + 1}" class="m"><ul>{extra}</ul></td></tr>' if extra else ""))
-    return (f'<h2 id="comparison">{e(heading)}</h2>{plot}'
-            f'<table id="paired"><tr><th>run</th>{head}</tr>{"".join(body)}</table>'
-            '<p class="m">On the records both runs finished: the difference in success with Newcombe\'s paired 95 % '
-            "interval and the exact McNemar p-value; won/lost are the records the run solved and the reference did "
-            f"not, and the other way round (click to list them). {e(FOOTNOTE)}. See docs/report.md.</p>")
+        body.append(
+            f'<tr><th class="run">{e(c["run"])}</th>{"".join(tds)}</tr>'
+            + (f'<tr><td colspan="{len(row) + 1}" class="m"><ul>{extra}</ul></td></tr>' if extra else "")
+        )
+    return (
+        f'<h2 id="comparison">{e(heading)}</h2>{plot}'
+        f'<table id="paired"><tr><th>run</th>{head}</tr>{"".join(body)}</table>'
+        '<p class="m">On the records both runs finished: the difference in success with Newcombe\'s paired 95 % '
+        "interval and the exact McNemar p-value; won/lost are the records the run solved and the reference did "
+        f"not, and the other way round (click to list them). {e(FOOTNOTE)}. See docs/report.md.</p>"
+    )
 
 
 def _word(c: dict[str, Any]) -> str:
@@ -165,16 +193,28 @@ def headline_html(sections: list[tuple[list[dict[str, Any]], str, str]]) -> str:
     for pairs, _, against in sections:
         items = "".join(
             f'<li><b class="run">{e(c["run"])}</b> <span class="v {_word(c)}">{e(c["verdict"])}</span> '
-            + (f'<span class="d">{e(difference(c))}</span> <span class="p">p {e(_p(c["p_value"]))}</span> '
-               f'<span class="m">won {len(c["won"])}, lost {len(c["lost"])} of {c["paired"]} pairs</span>'
-               if c["paired"] else "") + "</li>" for c in pairs)
-        parts.append(f'<p class="against">against {e(against)}, on the records both finished:</p><ul>{items}</ul>')
+            + (
+                f'<span class="d">{e(difference(c))}</span> <span class="p">p {e(_p(c["p_value"]))}</span> '
+                f'<span class="m">won {len(c["won"])}, lost {len(c["lost"])} of {c["paired"]} pairs</span>'
+                if c["paired"]
+                else ""
+            )
+            + "</li>"
+            for c in pairs
+        )
+        parts.append(
+            f'<p class="against">against {e(against)}, on the records both finished:</p><ul>{items}</ul>'
+        )
     return f'<section id="headline">{"".join(parts)}</section>' if parts else ""
 
 
 def _pick(c: dict[str, Any], which: str) -> str:
     ids = c[which]
-    label = (f"{len(ids)} records {c['run']} {'solved' if which == 'won' else 'failed'} and {c['reference']} "
-             f"{'failed' if which == 'won' else 'solved'}")
-    return (f'<button class="pick {which}" data-ids="{e(json.dumps(ids))}" data-label="{e(label)}" '
-            f'{"disabled" if not ids else ""}>{len(ids)}</button>')
+    label = (
+        f"{len(ids)} records {c['run']} {'solved' if which == 'won' else 'failed'} and {c['reference']} "
+        f"{'failed' if which == 'won' else 'solved'}"
+    )
+    return (
+        f'<button class="pick {which}" data-ids="{e(json.dumps(ids))}" data-label="{e(label)}" '
+        f"{'disabled' if not ids else ''}>{len(ids)}</button>"
+    )

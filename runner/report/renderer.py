@@ -35,8 +35,12 @@ class WarmRenderer:
         try:
             # it leaves at the end of its stdin, but not while it warms (seconds under load): the kernel ends it
             # with the runner, kill -9 included
-            self.proc = subprocess.Popen(dies_with_parent([sys.executable, "-m", "runner.report.renderer"], "KILL"),
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            self.proc = subprocess.Popen(
+                dies_with_parent([sys.executable, "-m", "runner.report.renderer"], "KILL"),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
         except OSError:
             self.proc = None  # the report is drawn in the runner's process at the end, as without it
 

@@ -110,7 +110,10 @@ class RunEntry(RunModel):
     def provider_model(self) -> tuple[str | None, str | None]:
         """(provider, model) the run's agent calls: its own fields (the built-in agents) or its params (a
         harness's, by convention)."""
-        return (self.provider or _text(self.params.get("provider")), self.model or _text(self.params.get("model")))
+        return (
+            self.provider or _text(self.params.get("provider")),
+            self.model or _text(self.params.get("model")),
+        )
 
 
 def _text(value: Any) -> str | None:
@@ -227,10 +230,14 @@ class Manifest(BaseModel):
     # what every invocation added
     in_flight: InFlight | None = None
     discarded: dict[str, int] = Field(default_factory=dict)  # results thrown away, by why
-    gateway: dict[str, dict[str, float]] = Field(default_factory=dict)  # a user harness's calls, per run: counts
+    gateway: dict[str, dict[str, float]] = Field(
+        default_factory=dict
+    )  # a user harness's calls, per run: counts
     batches: dict[str, float] = Field(default_factory=dict)  # batch mode's counts (runner/gateway/batcher.py)
     batch_runs: list[str] = Field(default_factory=list)  # the runs in batch mode
-    simulator: dict[str, dict[str, float]] = Field(default_factory=dict)  # what the simulator played, per model
+    simulator: dict[str, dict[str, float]] = Field(
+        default_factory=dict
+    )  # what the simulator played, per model
     resumed: bool = False
     # each invocation's forecast of what it had left to do (runner/forecast/), in order: their sum is the
     # forecast of every result the output holds (the report puts it beside what happened)
@@ -242,7 +249,9 @@ class Manifest(BaseModel):
     interrupted: bool = False
     stopped_early: int | None = None  # the --maxfail (-x: 1) that stopped the run before its end
     error: str | None = None
-    stopped_runs: dict[str, str] = Field(default_factory=dict)  # runs stopped by a refusal all their requests repeat
+    stopped_runs: dict[str, str] = Field(
+        default_factory=dict
+    )  # runs stopped by a refusal all their requests repeat
     stopped_at_budget: str | None = None  # "stopped at budget: $X of $Y ...": a cap stopped the job or a run
     counts: dict[str, int] = Field(default_factory=dict)
     missing: dict[str, int] = Field(default_factory=dict)  # records with no result, per run
@@ -253,8 +262,13 @@ class Manifest(BaseModel):
 
     @classmethod
     def new(cls, **fields: Any) -> Manifest:
-        return cls(format_version=FORMAT_VERSION, package_version=__version__, git_revision=git_revision(),
-                   started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **fields)
+        return cls(
+            format_version=FORMAT_VERSION,
+            package_version=__version__,
+            git_revision=git_revision(),
+            started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            **fields,
+        )
 
     def run_names(self) -> list[str]:
         return [r.name for r in self.runs]
@@ -269,8 +283,10 @@ def schema() -> dict[str, Any]:
     """This version's JSON Schema (docs/manifest.schema.json is it, written by `python -m runner.results.manifest`)."""
     doc = Manifest.model_json_schema()
     doc["$id"] = f"https://github.com/pgsandbox-runner/manifest/v{FORMAT_VERSION}"
-    doc["description"] = ("An output's manifest.json (runner/results/manifest.py), format version "
-                          f"{FORMAT_VERSION}; earlier versions read too. Keys a newer version adds are kept.")
+    doc["description"] = (
+        "An output's manifest.json (runner/results/manifest.py), format version "
+        f"{FORMAT_VERSION}; earlier versions read too. Keys a newer version adds are kept."
+    )
     return doc
 
 
@@ -283,8 +299,10 @@ def read(out: Path) -> Manifest:
 def write(out: Path, m: Manifest) -> None:
     with writing(out / NAME):
         out.mkdir(parents=True, exist_ok=True)
-    write_atomically(out / NAME, json.dumps(m.model_dump(mode="json", exclude_unset=True), indent=2, sort_keys=True,
-                                            default=str))
+    write_atomically(
+        out / NAME,
+        json.dumps(m.model_dump(mode="json", exclude_unset=True), indent=2, sort_keys=True, default=str),
+    )
 
 
 def check(out: Path, m: Manifest, *, force: bool) -> Manifest:
@@ -300,15 +318,20 @@ def check(out: Path, m: Manifest, *, force: bool) -> Manifest:
         if getattr(old, key) != getattr(m, key) and not force:
             raise ResumeMismatch(
                 f"{out} holds results of another run ({key} was {getattr(old, key)!r}, now {getattr(m, key)!r}); "
-                "use another --out, or --force-resume to resume anyway")
+                "use another --out, or --force-resume to resume anyway"
+            )
     new = m.model_dump(exclude_unset=True, exclude={"started_at"})
     if old.config_parts is not None and m.config_parts is not None:
         # fewer runs (--runs) or more resume; a run or setting that changed would mix two configurations
-        changed = [k for k in m.config_parts if k in old.config_parts and old.config_parts[k] != m.config_parts[k]]
+        changed = [
+            k for k in m.config_parts if k in old.config_parts and old.config_parts[k] != m.config_parts[k]
+        ]
         if changed and not force:
             named = ", ".join(f"run {k[4:]}" if k.startswith("run:") else k for k in changed)
-            raise ResumeMismatch(f"{out} holds results of another configuration: {named} changed since; use "
-                                 "another --out, or --force-resume to add to them anyway")
+            raise ResumeMismatch(
+                f"{out} holds results of another configuration: {named} changed since; use "
+                "another --out, or --force-resume to add to them anyway"
+            )
         new["config_parts"] = {**old.config_parts, **m.config_parts}  # runs left out this time keep theirs
         new["runs"] = _runs_kept(old.runs, m.runs)
     merged = Manifest.model_validate({**old.model_dump(exclude_unset=True), **new, "resumed": True})
@@ -325,8 +348,13 @@ def _runs_kept(old: list[RunEntry], new: list[RunEntry]) -> list[RunEntry]:
 
 def git_revision() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -35,8 +35,13 @@ def merge(dirs: list[Path], out: Path) -> dict[str, int]:
         for r in rows.values():
             sink.write(r)
     counts = sink.finalize(order)
-    merged = first.model_copy(update={"merged_from": [str(d) for d in dirs], "shards": [m.shard for m in manifests],
-                                      "counts": counts})
+    merged = first.model_copy(
+        update={
+            "merged_from": [str(d) for d in dirs],
+            "shards": [m.shard for m in manifests],
+            "counts": counts,
+        }
+    )
     merged.shard = None  # assigned, so it is written as null: the merge covers every shard
     manifest.write(out, merged)
     return counts

@@ -87,12 +87,20 @@ class Result(BaseModel):
     metrics: dict[str, float | None] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)
     output: dict[str, Any] | None = None
-    read_notes: dict[str, str] = Field(default_factory=dict, description="success or metric fields not written as "
-                                       "plain numbers: how each was read, or why it could not be")
-    discarded: list[str] = Field(default_factory=list, description="earlier attempts' results thrown away, "
-                                 "and why (a sandbox that did not serve the whole record)")
-    earlier: list[Earlier] = Field(default_factory=list, description="results of this record trial that a rerun "
-                                   "(--lf, --rerun-errors) replaced, oldest first")
+    read_notes: dict[str, str] = Field(
+        default_factory=dict,
+        description="success or metric fields not written as "
+        "plain numbers: how each was read, or why it could not be",
+    )
+    discarded: list[str] = Field(
+        default_factory=list,
+        description="earlier attempts' results thrown away, "
+        "and why (a sandbox that did not serve the whole record)",
+    )
+    earlier: list[Earlier] = Field(
+        default_factory=list,
+        description="results of this record trial that a rerun (--lf, --rerun-errors) replaced, oldest first",
+    )
 
     @property
     def ok(self) -> bool:
@@ -140,13 +148,30 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
-def error_result(run: str, record_id: str, index: int, error: str, *, kind: ErrorKind,
-                 started_at: str | None = None, **fields: Any) -> Result:
+def error_result(
+    run: str,
+    record_id: str,
+    index: int,
+    error: str,
+    *,
+    kind: ErrorKind,
+    started_at: str | None = None,
+    **fields: Any,
+) -> Result:
     """A failed record: the reason, prefixed by its kind, and no output."""
     now = now_iso()
-    return Result(run=run, record_id=record_id, index=index, status="error", success=False,
-                  error=f"{kind}: {error}", error_kind=kind, started_at=started_at or now, finished_at=now,
-                  **fields)
+    return Result(
+        run=run,
+        record_id=record_id,
+        index=index,
+        status="error",
+        success=False,
+        error=f"{kind}: {error}",
+        error_kind=kind,
+        started_at=started_at or now,
+        finished_at=now,
+        **fields,
+    )
 
 
 def dig(data: Any, path: str) -> Any:

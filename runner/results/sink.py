@@ -52,8 +52,12 @@ def read_results(path: Path, *, repair: bool = False) -> list[Result]:
             try:
                 rows.append(Result.model_validate_json(line))
             except ValidationError as e:
-                logger.warning("{}:{}: skipping a line that is not a result ({})", path, n,
-                               e.errors()[0]["msg"] if e.errors() else e)
+                logger.warning(
+                    "{}:{}: skipping a line that is not a result ({})",
+                    path,
+                    n,
+                    e.errors()[0]["msg"] if e.errors() else e,
+                )
     if good_end < len(data):
         logger.warning("{}: ignoring a torn last line ({} bytes)", path, len(data) - good_end)
         if repair:
@@ -78,8 +82,10 @@ class OutputLock:
         except BlockingIOError:
             holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise OutputInUse(f"{self.path.parent} is in use by another run (pid {holder}): wait for it to end, "
-                              "or give this run another --out") from None
+            raise OutputInUse(
+                f"{self.path.parent} is in use by another run (pid {holder}): wait for it to end, "
+                "or give this run another --out"
+            ) from None
         self._fd = fd
         with writing(self.path):  # who holds it, for the message the next run prints
             os.ftruncate(fd, 0)
@@ -101,8 +107,12 @@ class ResultSink:
         self._files: dict[str, IO[str]] = {}
         self.errors: Counter[str] = Counter()
         self.present: dict[str, set[tuple[str, int]]] = {}  # finalize: the trials each run's file holds
-        self.seen: dict[str, list[Result]] = {}  # what `standing` read: each run's latest results (the forecast's)
-        self._final: tuple[dict[str, int], dict[str, int]] | None = None  # finalize's (order, counts), if still so
+        self.seen: dict[
+            str, list[Result]
+        ] = {}  # what `standing` read: each run's latest results (the forecast's)
+        self._final: tuple[dict[str, int], dict[str, int]] | None = (
+            None  # finalize's (order, counts), if still so
+        )
 
     def latest(self, run: str) -> dict[tuple[str, int], Result]:
         """A run's newest result per record trial (a rerun's line comes after the one it replaces), with the
@@ -170,7 +180,9 @@ class ResultSink:
                 counts[run] = len(lines)
                 continue
             latest = self.latest(run)
-            rows = sorted(latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id, r.epoch))
+            rows = sorted(
+                latest.values(), key=lambda r: (order.get(r.record_id, 1 << 30), r.record_id, r.epoch)
+            )
             self.errors.update(Counter(str(r.error_kind) for r in rows if not r.ok))
             self.present[run] = set(latest)
             # whole or not at all (durable.replace): if it cannot be written, the file as appended stays,
@@ -187,7 +199,9 @@ class ResultSink:
         self._files.clear()
 
 
-def _in_order(path: Path, order: dict[str, int]) -> tuple[list[bytes], set[tuple[str, int]], Counter[str]] | None:
+def _in_order(
+    path: Path, order: dict[str, int]
+) -> tuple[list[bytes], set[tuple[str, int]], Counter[str]] | None:
     """A run's result lines in dataset order, with the trials they hold and their errors by kind, where every
     line is a whole result of this version and each record trial has one: the usual case, done on the lines
     as written (the seeds' job: 73 MB, 4,800 results, parsed into models took ~5 s after its last record).

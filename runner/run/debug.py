@@ -42,7 +42,9 @@ def _said(part: dict[str, Any]) -> list[str]:
 
 def _atlas_step(console: Console, d: dict[str, Any]) -> None:
     """Every Atlas step: what the student proposed, the teacher's verdict, and what was run or said."""
-    console.print(f"[bold magenta]student[/] step {d['step'] + 1} proposes: " + "; ".join(_said(d["proposed"])))
+    console.print(
+        f"[bold magenta]student[/] step {d['step'] + 1} proposes: " + "; ".join(_said(d["proposed"]))
+    )
     if d["verdict"] == "revise":
         console.print(f"[bold blue]teacher[/] revises: {d.get('guidance') or '(no guidance)'}")
     else:
@@ -71,6 +73,7 @@ def _printer(console: Console) -> Any:
             console.print(f"[red]step limit ({d['limit']}) reached in turn {d['turn'] + 1}[/]")
         elif kind == "scores":
             pass  # explained once the episode is over (runner/report/explain.py), as `runner show` does
+
     return emit
 
 
@@ -81,8 +84,10 @@ def stop_command(sb: Sandbox) -> str:
         pid = getattr(sb, "pid", lambda: None)()
         data = getattr(sb, "_dir", None)
         # the server writes its shutdown checkpoint after the signal: its files are removed once it has exited
-        return (f"kill {pid} && while kill -0 {pid} 2>/dev/null; do sleep 0.1; done && "
-                f"rm -rf {shlex.quote(str(data))}")
+        return (
+            f"kill {pid} && while kill -0 {pid} 2>/dev/null; do sleep 0.1; done && "
+            f"rm -rf {shlex.quote(str(data))}"
+        )
     return "(external database: nothing to stop)"
 
 
@@ -100,11 +105,23 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
 
         image = ensure_image(DATABASE)
     mode = resolve_mode(cfg)
-    console.print(f"[bold]{conv.id}[/] ({conv.difficulty}; {', '.join(conv.tags)}) with run [bold]{spec.name}[/] "
-                  f"({spec.agent}, {spec.model}) on {'the simulator' if mode == 'sim' else 'the real API'}, "
-                  f"{kind} sandbox")
-    sb = make_sandbox(kind, DATABASE, image=image, run_id="debug", owner_pid=os.getpid(), name_hint="debug",
-                      memory=cfg.sandbox_memory(), cpus=cfg.container_cpus, dsn=cfg.dsn, keep=True)
+    console.print(
+        f"[bold]{conv.id}[/] ({conv.difficulty}; {', '.join(conv.tags)}) with run [bold]{spec.name}[/] "
+        f"({spec.agent}, {spec.model}) on {'the simulator' if mode == 'sim' else 'the real API'}, "
+        f"{kind} sandbox"
+    )
+    sb = make_sandbox(
+        kind,
+        DATABASE,
+        image=image,
+        run_id="debug",
+        owner_pid=os.getpid(),
+        name_hint="debug",
+        memory=cfg.sandbox_memory(),
+        cpus=cfg.container_cpus,
+        dsn=cfg.dsn,
+        keep=True,
+    )
     sb.start()
     with contextlib.ExitStack() as stack:
         sim_url = None
@@ -118,14 +135,26 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
 
             cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
         agent = make_client(spec.model_ref(), cfg, sim_url=sim_url, limiter=None, cache=cache)
-        teacher = make_client(spec.teacher, cfg, sim_url=sim_url, limiter=None, cache=cache) if spec.teacher else None
+        teacher = (
+            make_client(spec.teacher, cfg, sim_url=sim_url, limiter=None, cache=cache)
+            if spec.teacher
+            else None
+        )
         crm = stack.enter_context(db.connect(sb.dsn("crm")))
         atlas = stack.enter_context(db.connect(sb.dsn("atlas")))
         telemetry.ensure_schema(atlas)
         started = (now_iso(), time.monotonic())
         writer = telemetry.Writer(atlas, None, threading.Lock())
-        output, usage = run_episode(conv, spec, crm=crm, telemetry_out=writer, agent=agent, teacher=teacher,
-                                    expectations=Expectations(), emit=_printer(console))
+        output, usage = run_episode(
+            conv,
+            spec,
+            crm=crm,
+            telemetry_out=writer,
+            agent=agent,
+            teacher=teacher,
+            expectations=Expectations(),
+            emit=_printer(console),
+        )
     console.rule("outcome")
     # read as a run reads it (success_field, metrics), then said as `runner show` says it
     r = build_result(Task(0, spec, conv.id, {}, 1), Outcome(output, usage=usage), 0, started, reading(cfg))

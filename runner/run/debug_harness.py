@@ -35,8 +35,13 @@ def run_named(cfg: Config, name: str | None) -> RunSpec:
     return run
 
 
-def debug_record(cfg: Config, record_id: str, run_name: str | None, console: Console,
-                 stop_command: Callable[[Sandbox], str]) -> Sandbox:
+def debug_record(
+    cfg: Config,
+    record_id: str,
+    run_name: str | None,
+    console: Console,
+    stop_command: Callable[[Sandbox], str],
+) -> Sandbox:
     records = load_records(cfg.dataset, id_field=id_field(cfg), skip_invalid=True, rejects=os.devnull)
     record = records.get(record_id)
     if record is None:
@@ -48,18 +53,31 @@ def debug_record(cfg: Config, record_id: str, run_name: str | None, console: Con
         from runner.sandbox.image import ensure_image
 
         image = ensure_image(spec)
-    console.print(f"[bold]{record_id}[/] with run [bold]{run.name}[/] through the {cfg.harness.kind} harness, "
-                  f"{kind} sandbox")
-    sb = make_sandbox(kind, spec, image=image, run_id="debug", owner_pid=os.getpid(), name_hint="debug",
-                      memory=cfg.sandbox_memory(), cpus=cfg.container_cpus, dsn=cfg.dsn, keep=True,
-                      tmpfs=cfg.container_tmpfs)
+    console.print(
+        f"[bold]{record_id}[/] with run [bold]{run.name}[/] through the {cfg.harness.kind} harness, "
+        f"{kind} sandbox"
+    )
+    sb = make_sandbox(
+        kind,
+        spec,
+        image=image,
+        run_id="debug",
+        owner_pid=os.getpid(),
+        name_hint="debug",
+        memory=cfg.sandbox_memory(),
+        cpus=cfg.container_cpus,
+        dsn=cfg.dsn,
+        keep=True,
+        tmpfs=cfg.container_tmpfs,
+    )
     sb.start()
     with contextlib.ExitStack() as stack:
         sim, gateway = model_servers(cfg, resolve_mode(cfg), None, stack)
         sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
         scratch = Path(tempfile.mkdtemp(prefix="pgsandbox-debug-"))
-        harness = harness_class(cfg.harness.kind)(WorkerInfo(0, cfg, scratch, "debug", sim_url=sim_url,
-                                                             gateway_url=gateway_url))
+        harness = harness_class(cfg.harness.kind)(
+            WorkerInfo(0, cfg, scratch, "debug", sim_url=sim_url, gateway_url=gateway_url)
+        )
         stack.callback(harness.close)
         harness.attach(sandbox_info(sb, spec))
         task = Task(0, run, record.id, record.data, 1)

@@ -52,8 +52,12 @@ class RunHome(Resource):
         log = str(self.logs / "janitor.log") if self.logs is not None else os.devnull
         with open(os.devnull, "rb") as null:
             self._janitor = subprocess.Popen(
-                [sys.executable, "-m", "runner.run.janitor", self.path, me, log], stdin=null,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                [sys.executable, "-m", "runner.run.janitor", self.path, me, log],
+                stdin=null,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         # whose the home is once the run is gone: another run's sweep leaves it to a janitor still at work
         (Path(self.path) / JANITOR).write_text(owner_identity(self._janitor.pid))
 

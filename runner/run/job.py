@@ -45,7 +45,14 @@ from runner.harness.env import check_templates
 from runner.harness.python import warm_interpreter
 from runner.logfiles import add_log_file
 from runner.models.live import Catalogue
-from runner.models.preflight import catalogue, check_keys, check_retirements, describe_requests, requests_sent, unpriced
+from runner.models.preflight import (
+    catalogue,
+    check_keys,
+    check_retirements,
+    describe_requests,
+    requests_sent,
+    unpriced,
+)
 from runner.plan import WorkItem, in_scope, make_plan
 from runner.records import file_hash, iter_records, record_offsets, rejects_path
 from runner.results import manifest as manifests
@@ -59,7 +66,9 @@ from runner.select import chosen
 from runner.worker.main import WorkerSpec
 from runner.worker.settings import slot_settings
 
-if TYPE_CHECKING:  # the servers (aiohttp) load only for runs that start them: a resume of a finished job does not
+if (
+    TYPE_CHECKING
+):  # the servers (aiohttp) load only for runs that start them: a resume of a finished job does not
     from runner.gateway.process import GatewayServer
     from runner.models.sim.process import SimServer
 
@@ -81,7 +90,11 @@ class Summary:
 
     def about(self, results: dict[str, list[Result]]) -> dict[str, list[Result]]:
         """Of an output's results, those this command was about: its runs, its records."""
-        return {run: [r for r in rows if r.trial in self.scope] for run, rows in results.items() if run in self.runs}
+        return {
+            run: [r for r in rows if r.trial in self.scope]
+            for run, rows in results.items()
+            if run in self.runs
+        }
 
     def raise_error(self) -> None:
         """The error that stopped the run, raised once its results, manifest and report are written (the
@@ -92,8 +105,13 @@ class Summary:
             raise e
 
 
-def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[[], None] | None = None,
-            signals: SignalInbox | None = None) -> Summary:
+def run_job(
+    cfg: Config,
+    *,
+    console: Console | None = None,
+    on_booted: Callable[[], None] | None = None,
+    signals: SignalInbox | None = None,
+) -> Summary:
     """`on_booted`: called once the first workers are all ready (the CLI warms the report's renderer then,
     off the start-up's critical path and while the workers run records). `signals`: the command's, held
     from the supervisor's start (runner/engine/signals.py); without, the supervisor installs its own."""
@@ -112,21 +130,47 @@ def run_job(cfg: Config, *, console: Console | None = None, on_booted: Callable[
         try:
             for warning in warnings:
                 logger.warning("{}", warning)
-            return _run(cfg, out, records, kind, console or Console(stderr=True), on_booted, picked, skipped, cat,
-                        signals, offsets)
+            return _run(
+                cfg,
+                out,
+                records,
+                kind,
+                console or Console(stderr=True),
+                on_booted,
+                picked,
+                skipped,
+                cat,
+                signals,
+                offsets,
+            )
         finally:
             logger.remove(log_id)
 
 
-def _preflight(cfg: Config) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[int, int]], list[str],
-                                    set[str] | None, Rejected | None, Catalogue]:
+def _preflight(
+    cfg: Config,
+) -> tuple[
+    dict[str, dict[str, Any]],
+    dict[str, tuple[int, int]],
+    list[str],
+    set[str] | None,
+    Rejected | None,
+    Catalogue,
+]:
     """The records by id in dataset order, where each one's line is (the workers read them there), warnings,
     the records -k / --ids choose (None: all), the dataset lines skip_invalid skipped (None: none) and what
     each model takes (its provider asked); raises on the first bad record (unless skip_invalid), on an empty
     dataset, a bad template, a model its provider does not have or a retired one."""
     rejected: list[tuple[int, str]] = []
-    records = list(iter_records(cfg.dataset, id_field=id_field(cfg), check=record_check(cfg),
-                                skip_invalid=cfg.skip_invalid, rejected=rejected))
+    records = list(
+        iter_records(
+            cfg.dataset,
+            id_field=id_field(cfg),
+            check=record_check(cfg),
+            skip_invalid=cfg.skip_invalid,
+            rejected=rejected,
+        )
+    )
     order = {r.id: i for i, r in enumerate(records)}
     if not order:
         raise DatasetError("no records: nothing to run", path=str(cfg.dataset))
@@ -137,18 +181,24 @@ def _preflight(cfg: Config) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[
     check_templates(cfg)
     check_harness_python(cfg)
     check_keys(cfg)
-    warnings = check_model_ids(cfg, _mode(cfg))  # a typo named with the id it meant, before a provider is asked
+    warnings = check_model_ids(
+        cfg, _mode(cfg)
+    )  # a typo named with the id it meant, before a provider is asked
     cat = catalogue(cfg)
     warnings += list(cat.notes) + check_retirements(cfg, cat=cat)
-    warnings += [f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
-                 for model in unpriced(cfg, cat)]
+    warnings += [
+        f"no price known for {model}: its cost shows as unknown (add it under models: in the config)"
+        for model in unpriced(cfg, cat)
+    ]
     skipped = None
     if rejected:  # never silently: said at start, kept in the manifest, shown above the report's numbers
         lines = [n for n, _ in rejected]
         skipped = Rejected(count=len(rejected), lines=lines[:100], file=str(rejects_path(cfg.dataset)))
         warnings += [f"skipped (--skip-invalid): {why}" for _, why in rejected[:5]]  # why names file:line
-        warnings.append(f"{len(rejected)} bad line(s) of {cfg.dataset} skipped (--skip-invalid): in no result "
-                        f"and no rate; written with their reasons to {skipped.file}")
+        warnings.append(
+            f"{len(rejected)} bad line(s) of {cfg.dataset} skipped (--skip-invalid): in no result "
+            f"and no rate; written with their reasons to {skipped.file}"
+        )
     return {r.id: r.data for r in records}, record_offsets(records), warnings, picked, skipped, cat
 
 
@@ -158,17 +208,32 @@ def _check_selected(cfg: Config, order: dict[str, int], picked: set[str] | None)
     whole table, and exited 0."""
     scope = {cid for _, cid in in_scope(cfg, order)}
     if not scope:
-        raise NothingSelected(f"no record to run: {cfg.dataset} has {len(order)}, and shard {cfg.shard} holds none")
+        raise NothingSelected(
+            f"no record to run: {cfg.dataset} has {len(order)}, and shard {cfg.shard} holds none"
+        )
     if picked is not None and not picked & scope:
-        what = " and ".join(([f"-k {cfg.select!r}"] if cfg.select else []) + (["--ids"] if cfg.ids is not None else []))
-        raise NothingSelected(f"{what}: no record matches, of the {len(scope)} in scope (-k matches words of a "
-                              "record's id, tags and text fields)")
+        what = " and ".join(
+            ([f"-k {cfg.select!r}"] if cfg.select else []) + (["--ids"] if cfg.ids is not None else [])
+        )
+        raise NothingSelected(
+            f"{what}: no record matches, of the {len(scope)} in scope (-k matches words of a "
+            "record's id, tags and text fields)"
+        )
 
 
-def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, console: Console,
-         on_booted: Callable[[], None] | None = None, picked: set[str] | None = None,
-         skipped: Rejected | None = None, cat: Catalogue | None = None,
-         signals: SignalInbox | None = None, offsets: dict[str, tuple[int, int]] | None = None) -> Summary:
+def _run(
+    cfg: Config,
+    out: Path,
+    records: dict[str, dict[str, Any]],
+    kind: str,
+    console: Console,
+    on_booted: Callable[[], None] | None = None,
+    picked: set[str] | None = None,
+    skipped: Rejected | None = None,
+    cat: Catalogue | None = None,
+    signals: SignalInbox | None = None,
+    offsets: dict[str, tuple[int, int]] | None = None,
+) -> Summary:
     cat = cat or Catalogue()
     run_id = uuid.uuid4().hex[:12]
     mode, spec = _mode(cfg), database_spec(cfg)
@@ -183,7 +248,10 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
     _say_start(cfg, plan, len(done), run_id, mode, kind, manifest, spec.user)
     _say_forecast(ahead)
     if plan:
-        manifest.forecasts = [*manifest.forecasts, ForecastEntry.model_validate({"run_id": run_id, **ahead.as_dict()})]
+        manifest.forecasts = [
+            *manifest.forecasts,
+            ForecastEntry.model_validate({"run_id": run_id, **ahead.as_dict()}),
+        ]
         forkserver.warm(cfg)  # at the latest: before the image check and the servers, not at the first spawn
     image = _image(spec, kind, manifest) if plan else None
     sup: Supervisor | None = None
@@ -194,16 +262,30 @@ def _run(cfg: Config, out: Path, records: dict[str, dict[str, Any]], kind: str, 
             specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack, cat, offsets)
             transport, limiter, host = _transport(cfg, lay.workers, stack, manifest.spent)
             # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot timeout)
-            sim, gateway = model_servers(cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport,
-                                         gates_of=limiter)
+            sim, gateway = model_servers(
+                cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport, gates_of=limiter
+            )
             sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
             token = gateway.token if gateway else None
             # where model calls went (a user harness's through the gateway)
             manifest.endpoints = _endpoints(cfg, sim_url, gateway_url)
-            sup = _supervisor(cfg, plan, sink, console, run_id, kind, out,
-                              lambda w: specs(w, sim_url, gateway_url, token),
-                              [s for s in (sim, gateway) if s is not None], transport, limiter, lay, spawnable,
-                              signals, ahead)
+            sup = _supervisor(
+                cfg,
+                plan,
+                sink,
+                console,
+                run_id,
+                kind,
+                out,
+                lambda w: specs(w, sim_url, gateway_url, token),
+                [s for s in (sim, gateway) if s is not None],
+                transport,
+                limiter,
+                lay,
+                spawnable,
+                signals,
+                ahead,
+            )
             sup.on_booted = on_booted
             sup.on_done = lambda: sink.finalize(order)  # `_finish` finds it done
             _show_spend(sup, getattr(limiter, "spend", None), ahead)
@@ -229,17 +311,46 @@ def _show_spend(sup: Supervisor, spend: Spend | None, ahead: Forecast) -> None:
     sup.progress.budget_usd, sup.progress.forecast_usd = spend.cap()[0], ahead.cost()
 
 
-def _ended(cfg: Config, sink: ResultSink, order: dict[str, int], out: Path, manifest: Manifest,
-           picked: set[str] | None, kind: str, mode: str, sup: Supervisor | None) -> Summary:
+def _ended(
+    cfg: Config,
+    sink: ResultSink,
+    order: dict[str, int],
+    out: Path,
+    manifest: Manifest,
+    picked: set[str] | None,
+    kind: str,
+    mode: str,
+    sup: Supervisor | None,
+) -> Summary:
     """How this invocation ended (`sup`: its supervisor, if one ran): the results in dataset order, the
     manifest's last word, and the Summary of both, scoped to the records it was about."""
-    error, interrupted, stopped_early = (sup.error, sup.interrupted, sup.stopped_early) if sup else (None, False, False)
+    error, interrupted, stopped_early = (
+        (sup.error, sup.interrupted, sup.stopped_early) if sup else (None, False, False)
+    )
     stopped_runs = dict(sup.recorder.stopped_runs) if sup else {}
-    expected = {(cid, epoch) for _, cid in in_scope(cfg, order) if picked is None or cid in picked
-                for epoch in range(1, cfg.epochs + 1)}
-    counts = _finish(sink, order, out, manifest, interrupted, error, expected, cfg.maxfail if stopped_early else None)
-    return Summary(cfg.output_dir, counts, interrupted, error, kind, mode, dict(sink.errors), stopped_early,
-                   stopped_runs, [r.name for r in cfg.runs], expected, manifest.stopped_at_budget if sup else None)
+    expected = {
+        (cid, epoch)
+        for _, cid in in_scope(cfg, order)
+        if picked is None or cid in picked
+        for epoch in range(1, cfg.epochs + 1)
+    }
+    counts = _finish(
+        sink, order, out, manifest, interrupted, error, expected, cfg.maxfail if stopped_early else None
+    )
+    return Summary(
+        cfg.output_dir,
+        counts,
+        interrupted,
+        error,
+        kind,
+        mode,
+        dict(sink.errors),
+        stopped_early,
+        stopped_runs,
+        [r.name for r in cfg.runs],
+        expected,
+        manifest.stopped_at_budget if sup else None,
+    )
 
 
 def _sink(cfg: Config, out: Path) -> ResultSink:
@@ -249,8 +360,13 @@ def _sink(cfg: Config, out: Path) -> ResultSink:
         return ResultSink(out, runs)
     from runner.report.exports.otel import TracedSink
 
-    return TracedSink(out, runs, {r.name: r for r in run_entries(cfg)}, cfg.otel.endpoint,
-                      capture_content=cfg.otel.capture_content)
+    return TracedSink(
+        out,
+        runs,
+        {r.name: r for r in run_entries(cfg)},
+        cfg.otel.endpoint,
+        capture_content=cfg.otel.capture_content,
+    )
 
 
 def run_entries(cfg: Config) -> list[RunEntry]:
@@ -258,20 +374,41 @@ def run_entries(cfg: Config) -> list[RunEntry]:
     return [RunEntry.model_validate(r.model_dump(mode="json")) for r in cfg.runs]
 
 
-def _manifest(cfg: Config, out: Path, mode: str, kind: str, run_id: str, skipped: Rejected | None,
-              cat: Catalogue) -> Manifest:
+def _manifest(
+    cfg: Config, out: Path, mode: str, kind: str, run_id: str, skipped: Rejected | None, cat: Catalogue
+) -> Manifest:
     """This invocation's manifest over the output's own (a resume of another configuration refused)."""
-    return manifests.check(out, Manifest.new(
-        config_fingerprint=cfg.fingerprint(), config_parts=cfg.fingerprint_parts(), dataset=str(cfg.dataset),
-        dataset_sha256=file_hash(cfg.dataset),
-        shard=list(cfg.shard) if cfg.shard else None, mode=mode, sandbox=kind, run_id=run_id,
-        harness=cfg.harness.kind, runs=run_entries(cfg), requests=requests_sent(cfg, cat),
-        rejected=skipped, compare_to=cfg.compare_to or cfg.runs[0].name, epochs=cfg.epochs, reducer=cfg.reducer,
-        batch_runs=sorted(cfg.batch_runs())), force=cfg.force)
+    return manifests.check(
+        out,
+        Manifest.new(
+            config_fingerprint=cfg.fingerprint(),
+            config_parts=cfg.fingerprint_parts(),
+            dataset=str(cfg.dataset),
+            dataset_sha256=file_hash(cfg.dataset),
+            shard=list(cfg.shard) if cfg.shard else None,
+            mode=mode,
+            sandbox=kind,
+            run_id=run_id,
+            harness=cfg.harness.kind,
+            runs=run_entries(cfg),
+            requests=requests_sent(cfg, cat),
+            rejected=skipped,
+            compare_to=cfg.compare_to or cfg.runs[0].name,
+            epochs=cfg.epochs,
+            reducer=cfg.reducer,
+            batch_runs=sorted(cfg.batch_runs()),
+        ),
+        force=cfg.force,
+    )
 
 
-def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int], picked: set[str] | None,
-                work: dict[str, float] | None = None) -> tuple[list[Any], set[Any]]:
+def _what_to_do(
+    cfg: Config,
+    sink: ResultSink,
+    order: dict[str, int],
+    picked: set[str] | None,
+    work: dict[str, float] | None = None,
+) -> tuple[list[Any], set[Any]]:
     """The plan (what is left to run, with --lf only what did not succeed last; `work`: each record's
     foreseen length, the longest first) and what is done."""
     done, failed = sink.standing(rerun_errors=cfg.rerun_errors)
@@ -282,25 +419,44 @@ def _what_to_do(cfg: Config, sink: ResultSink, order: dict[str, int], picked: se
     return make_plan(cfg, order, done, chosen_items, work), done
 
 
-def _say_start(cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, kind: str, manifest: Manifest,
-               user: str) -> None:
-    logger.info("run {}: {} records x {} runs{} = {} items to do ({} already done); harness: {}; providers: {}; "
-                "sandbox: {}", run_id, len({w.record_id for w in plan}), len(cfg.runs),
-                f" x {cfg.epochs} trials" if cfg.epochs > 1 else "", len(plan), done,
-                cfg.harness.kind, _providers(cfg, mode), kind)
+def _say_start(
+    cfg: Config, plan: list[Any], done: int, run_id: str, mode: str, kind: str, manifest: Manifest, user: str
+) -> None:
+    logger.info(
+        "run {}: {} records x {} runs{} = {} items to do ({} already done); harness: {}; providers: {}; "
+        "sandbox: {}",
+        run_id,
+        len({w.record_id for w in plan}),
+        len(cfg.runs),
+        f" x {cfg.epochs} trials" if cfg.epochs > 1 else "",
+        len(plan),
+        done,
+        cfg.harness.kind,
+        _providers(cfg, mode),
+        kind,
+    )
     sent = {run: [q.model_dump() for q in qs] for run, qs in manifest.requests.items()}
     for line in describe_requests(sent):  # what each run's models are sent, and left out
         logger.info("  {}", line)
     if cfg.last_failed:
-        logger.info("--lf: {}", f"{len(plan)} result(s) that did not succeed last time, the models asked again (the "
-                    "response cache is not used); the results they replace are kept beside them" if plan else
-                    "no result in scope failed last time: nothing to run again")
+        logger.info(
+            "--lf: {}",
+            f"{len(plan)} result(s) that did not succeed last time, the models asked again (the "
+            "response cache is not used); the results they replace are kept beside them"
+            if plan
+            else "no result in scope failed last time: nothing to run again",
+        )
     if cfg.batch_runs() and cfg.conversation_timeout_seconds is None:
-        logger.info("batch mode: a conversation may take {:g} h in all (each step waits on a batch); "
-                    "conversation_timeout_seconds sets another limit", cfg.conversation_limit() / 3600)
+        logger.info(
+            "batch mode: a conversation may take {:g} h in all (each step waits on a batch); "
+            "conversation_timeout_seconds sets another limit",
+            cfg.conversation_limit() / 3600,
+        )
     if user == "postgres":
-        logger.warning("the harness logs in as postgres, the superuser (allow_superuser: true): its SQL, or a model's "
-                       "through it, can run programs in the sandbox (COPY ... TO PROGRAM) and read the server's files")
+        logger.warning(
+            "the harness logs in as postgres, the superuser (allow_superuser: true): its SQL, or a model's "
+            "through it, can run programs in the sandbox (COPY ... TO PROGRAM) and read the server's files"
+        )
 
 
 def _note_invocation(manifest: Manifest, sup: Supervisor, sim: Any, gateway: Any) -> None:
@@ -322,8 +478,16 @@ def _note_invocation(manifest: Manifest, sup: Supervisor, sim: Any, gateway: Any
         manifest.simulator = _added(_counts(sim, "simulator", "played"), manifest.simulator)
 
 
-def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: Manifest, interrupted: bool,
-            error: str | None, expected: set[tuple[str, int]], stopped_early: int | None = None) -> dict[str, int]:
+def _finish(
+    sink: ResultSink,
+    order: dict[str, int],
+    out: Path,
+    manifest: Manifest,
+    interrupted: bool,
+    error: str | None,
+    expected: set[tuple[str, int]],
+    stopped_early: int | None = None,
+) -> dict[str, int]:
     """Results in dataset order and the manifest's last word (the run's own error is the Summary's, raised
     once the report is written too). `stopped_early`: the --maxfail that stopped the run."""
     try:
@@ -346,7 +510,9 @@ def _finish(sink: ResultSink, order: dict[str, int], out: Path, manifest: Manife
 
 def _providers(cfg: Config, mode: str) -> str:
     if mode == "none":
-        return "none (the runner calls no model and sets no API variables: gateway: true routes the harness's)"
+        return (
+            "none (the runner calls no model and sets no API variables: gateway: true routes the harness's)"
+        )
     if mode == "real":
         return "REAL APIs"
     return "simulator (providers: sim)" if cfg.providers_mode == "sim" else "simulator (no API keys set)"
@@ -380,9 +546,17 @@ def _mode(cfg: Config) -> str:
     return resolve_mode(cfg) if cfg.model_runs() or _uses_gateway(cfg) else "none"
 
 
-def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextlib.ExitStack, *,
-                  host: str = "127.0.0.1", wait: bool = True, transport: Transport | None = None,
-                  gates_of: Any = None) -> tuple[SimServer | None, GatewayServer | None]:
+def model_servers(
+    cfg: Config,
+    mode: str,
+    log_dir: Path | None,
+    stack: contextlib.ExitStack,
+    *,
+    host: str = "127.0.0.1",
+    wait: bool = True,
+    transport: Transport | None = None,
+    gates_of: Any = None,
+) -> tuple[SimServer | None, GatewayServer | None]:
     """The simulator (offline, for whoever calls a model) and, for a user's harness, the gateway its SDK
     calls go through: one budget, retries and cache (docs/gateway.md). Both stop with the stack; both
     listen on `host` (this machine only, unless workers on other nodes must reach them). `wait=False`:
@@ -401,14 +575,20 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
         kept = str(log_dir.parent / "simulator") if log_dir else None
         # the wire formats it will be asked in: the runs' own providers, or (a harness's SDK calls) either
         apis = None if _uses_gateway(cfg) else tuple(sorted({API_OF[p] for p in cfg.providers_called()}))
-        ctx = getattr(transport, "ctx", None)  # local workers' forkserver (a Ray executor's are on other nodes)
+        ctx = getattr(
+            transport, "ctx", None
+        )  # local workers' forkserver (a Ray executor's are on other nodes)
         shared = ctx is not None and apis is not None and bool(set(apis) & forkserver.preloaded(cfg))
-        served = cfg.simulator.model_copy(update={"host": host, "state_dir": kept,
-                                                  "deployments": {**azure_deployments(cfg),
-                                                                  **cfg.simulator.deployments}})
-        sim = stack.enter_context(SimServer(served,
-                                            log_path=log("simulator"), wait=wait, apis=apis,
-                                            fork=ctx if shared else None))
+        served = cfg.simulator.model_copy(
+            update={
+                "host": host,
+                "state_dir": kept,
+                "deployments": {**azure_deployments(cfg), **cfg.simulator.deployments},
+            }
+        )
+        sim = stack.enter_context(
+            SimServer(served, log_path=log("simulator"), wait=wait, apis=apis, fork=ctx if shared else None)
+        )
     if not _uses_gateway(cfg):
         return sim, None
     from runner.gateway import gateway_settings
@@ -416,25 +596,38 @@ def model_servers(cfg: Config, mode: str, log_dir: Path | None, stack: contextli
 
     gates = getattr(gates_of, "gates", None) if gates_of is not None else None
     spend = getattr(gates_of, "spend", None) if gates_of is not None else None
-    settings = gateway_settings(cfg, sim_url=sim.url if sim else None,
-                                gates=(gates.path, gates.keys) if gates is not None else None,
-                                spend=(spend.path, spend.scopes[1:]) if spend is not None else None)
-    gw = stack.enter_context(GatewayServer(settings, new_token(), log_path=log("gateway"), host=host, wait=wait))
+    settings = gateway_settings(
+        cfg,
+        sim_url=sim.url if sim else None,
+        gates=(gates.path, gates.keys) if gates is not None else None,
+        spend=(spend.path, spend.scopes[1:]) if spend is not None else None,
+    )
+    gw = stack.enter_context(
+        GatewayServer(settings, new_token(), log_path=log("gateway"), host=host, wait=wait)
+    )
     clouds = sorted(clouds_used(cfg))
     also = f"; for {', '.join(clouds)}, their clients' base URLs and the token as well" if clouds else ""
-    logger.info("model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and "
-                "*_API_BASE) and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token{} (it calls "
-                "the providers with the keys of this environment{})", gw.url,
-                "to the simulator" if sim else "to the real APIs", gateway_use(cfg), also,
-                ", or stand-ins" if sim else "")
+    logger.info(
+        "model gateway at {} ({}; {}): each record gets ANTHROPIC_BASE_URL, OPENAI_BASE_URL (and "
+        "*_API_BASE) and, as ANTHROPIC_API_KEY and OPENAI_API_KEY, the run's token{} (it calls "
+        "the providers with the keys of this environment{})",
+        gw.url,
+        "to the simulator" if sim else "to the real APIs",
+        gateway_use(cfg),
+        also,
+        ", or stand-ins" if sim else "",
+    )
     return sim, gw
 
 
 def _endpoints(cfg: Config, sim_url: str | None, gateway_url: str | None) -> dict[str, str]:
     """Where model calls went (the manifest's `endpoints`): each provider's and each cloud's SDK base URL,
     and a user harness's gateway."""
-    return {**model_endpoints(cfg, sim_url), **cloud_endpoints(cfg, sim_url),
-            **({"gateway": gateway_url} if gateway_url else {})}
+    return {
+        **model_endpoints(cfg, sim_url),
+        **cloud_endpoints(cfg, sim_url),
+        **({"gateway": gateway_url} if gateway_url else {}),
+    }
 
 
 def _watch_batches(gateway: GatewayServer, progress: Progress, stack: contextlib.ExitStack) -> None:
@@ -447,14 +640,18 @@ def _watch_batches(gateway: GatewayServer, progress: Progress, stack: contextlib
         while not done.wait(3.0):
             with contextlib.suppress(OSError, ValueError):
                 b = gateway.batches()
-                progress.batches = (f"{int(b.get('held_now', 0))} call(s) held for the next batch, "
-                                    f"{int(b.get('out_now', 0))} in {int(b.get('batches_out', 0))} batch(es) out, "
-                                    f"{int(b.get('batches_ended', 0))} ended")
+                progress.batches = (
+                    f"{int(b.get('held_now', 0))} call(s) held for the next batch, "
+                    f"{int(b.get('out_now', 0))} in {int(b.get('batches_out', 0))} batch(es) out, "
+                    f"{int(b.get('batches_ended', 0))} ended"
+                )
 
     threading.Thread(target=watch, name="batch-watch", daemon=True).start()
 
 
-def _counts(server: GatewayServer | SimServer, name: str, key: str | None = None) -> dict[str, dict[str, float]]:
+def _counts(
+    server: GatewayServer | SimServer, name: str, key: str | None = None
+) -> dict[str, dict[str, float]]:
     """Per-run (gateway) or per-model (simulator, `played`) counters of a server of this run."""
     try:
         stats: Any = server.stats()
@@ -462,8 +659,11 @@ def _counts(server: GatewayServer | SimServer, name: str, key: str | None = None
         logger.warning("could not read the {}'s counts: {}", name, e)
         return {}
     stats = stats.get(key, {}) if key else stats
-    return {k: {n: v for n, v in c.items() if isinstance(v, int | float)} for k, c in stats.items()
-            if isinstance(c, dict)}
+    return {
+        k: {n: v for n, v in c.items() if isinstance(v, int | float)}
+        for k, c in stats.items()
+        if isinstance(c, dict)
+    }
 
 
 def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -476,22 +676,43 @@ def _added(now: dict[str, dict[str, float]], before: dict[str, dict[str, Any]]) 
     return totals
 
 
-def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id: str, out: Path, lay: Layout,
-           stack: contextlib.ExitStack, cat: Catalogue, offsets: dict[str, tuple[int, int]] | None = None
-           ) -> tuple[Callable[[int, str | None, str | None, str | None], WorkerSpec], Callable[[int], bool] | None]:
+def _specs(
+    cfg: Config,
+    spec: DatabaseSpec,
+    kind: str,
+    image: str | None,
+    run_id: str,
+    out: Path,
+    lay: Layout,
+    stack: contextlib.ExitStack,
+    cat: Catalogue,
+    offsets: dict[str, tuple[int, int]] | None = None,
+) -> tuple[Callable[[int, str | None, str | None, str | None], WorkerSpec], Callable[[int], bool] | None]:
     """Worker w's spec, given the model servers' addresses (known once they are up). Locally, each first
     worker's sandbox is launched now (engine/prestart.py): it boots while the servers start and the
     worker's process is made, and the worker takes it over. A python harness in its own interpreter gets
     the run's warm interpreter now too (proc/warm.py): its libraries import meanwhile."""
     if cfg.executor == "ray":  # a worker on another node starts elsewhere: no relative paths
-        cfg = cfg.model_copy(update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()})
-    sandbox = sandbox_settings(cfg, spec, kind=kind, image=image, run_id=run_id, owner_pid=os.getpid(),
-                               slots=lay.slots)
+        cfg = cfg.model_copy(
+            update={"dataset": cfg.dataset.resolve(), "config_dir": cfg.config_dir.resolve()}
+        )
+    sandbox = sandbox_settings(
+        cfg, spec, kind=kind, image=image, run_id=run_id, owner_pid=os.getpid(), slots=lay.slots
+    )
     slot = slot_settings(cfg)
 
     def base(wid: int) -> WorkerSpec:
-        return WorkerSpec(wid, cfg, sandbox, slot, None, str(out / "logs"), str(out / "scratch"),
-                          catalogue=cat, offsets=offsets)
+        return WorkerSpec(
+            wid,
+            cfg,
+            sandbox,
+            slot,
+            None,
+            str(out / "logs"),
+            str(out / "scratch"),
+            catalogue=cat,
+            offsets=offsets,
+        )
 
     prestart = warm = None
     if kind == "docker" and cfg.executor == "local":
@@ -500,16 +721,35 @@ def _specs(cfg: Config, spec: DatabaseSpec, kind: str, image: str | None, run_id
         warm = stack.enter_context(interpreter).socket or None
 
     def make_spec(wid: int, sim_url: str | None, gateway_url: str | None, token: str | None) -> WorkerSpec:
-        return replace(base(wid), sim_url=sim_url, gateway_url=gateway_url, gateway_token=token, warm=warm,
-                       launched=prestart.take(wid) if prestart else None)
+        return replace(
+            base(wid),
+            sim_url=sim_url,
+            gateway_url=gateway_url,
+            gateway_token=token,
+            warm=warm,
+            launched=prestart.take(wid) if prestart else None,
+        )
 
     return make_spec, (prestart.launched if prestart else None)
 
 
-def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Console, run_id: str, kind: str,
-                out: Path, make_spec: Callable[[int], WorkerSpec], services: list[Service], transport: Transport,
-                limiter: Any, lay: Layout, spawnable: Callable[[int], bool] | None,
-                signals: SignalInbox | None = None, ahead: Forecast | None = None) -> Supervisor:
+def _supervisor(
+    cfg: Config,
+    plan: list[WorkItem],
+    sink: ResultSink,
+    console: Console,
+    run_id: str,
+    kind: str,
+    out: Path,
+    make_spec: Callable[[int], WorkerSpec],
+    services: list[Service],
+    transport: Transport,
+    limiter: Any,
+    lay: Layout,
+    spawnable: Callable[[int], bool] | None,
+    signals: SignalInbox | None = None,
+    ahead: Forecast | None = None,
+) -> Supervisor:
     if cfg.cache and cfg.model_runs():
         from runner.cache import DEFAULT_DIR, ResponseCache
 
@@ -517,26 +757,57 @@ def _supervisor(cfg: Config, plan: list[WorkItem], sink: ResultSink, console: Co
             ResponseCache(cfg.cache_dir or DEFAULT_DIR).close()
     chunk = cfg.harness.chunk
     workers = lay.workers
-    logger.info("{} worker(s) x {} slot(s) = {} records in flight at most ({})", lay.workers, lay.slots, lay.in_flight,
-                lay.why)
-    pool = WorkerPool(transport, make_spec, limiter, heartbeat_timeout=cfg.heartbeat_timeout_seconds,
-                      max_restarts=restart_cap(cfg.max_worker_restarts, lay.workers), spawnable=spawnable)
+    logger.info(
+        "{} worker(s) x {} slot(s) = {} records in flight at most ({})",
+        lay.workers,
+        lay.slots,
+        lay.in_flight,
+        lay.why,
+    )
+    pool = WorkerPool(
+        transport,
+        make_spec,
+        limiter,
+        heartbeat_timeout=cfg.heartbeat_timeout_seconds,
+        max_restarts=restart_cap(cfg.max_worker_restarts, lay.workers),
+        spawnable=spawnable,
+    )
     totals = {r.name: sum(1 for w in plan if w.run == r.name) for r in cfg.runs}
-    progress = Progress({k: RunProgress(v) for k, v in totals.items()}, console, capacity=lay.in_flight * chunk,
-                        status_path=out / "logs" / "status.json")
+    progress = Progress(
+        {k: RunProgress(v) for k, v in totals.items()},
+        console,
+        capacity=lay.in_flight * chunk,
+        status_path=out / "logs" / "status.json",
+    )
     throttle = None
     if cfg.concurrency == "auto":
         capacity = lay.in_flight * chunk
-        throttle = Throttle(capacity=capacity, floor=lay.workers * chunk, step=lay.workers * chunk,
-                            window=cfg.concurrency_window_seconds, round_trip=limiter.round_trip,
-                            tally=limiter.tally, target=_first_target(cfg, limiter, capacity))
+        throttle = Throttle(
+            capacity=capacity,
+            floor=lay.workers * chunk,
+            step=lay.workers * chunk,
+            window=cfg.concurrency_window_seconds,
+            round_trip=limiter.round_trip,
+            tally=limiter.tally,
+            target=_first_target(cfg, limiter, capacity),
+        )
         progress.target, progress.target_why = throttle.target, "start"
     scheduler = Scheduler(plan, max_attempts=cfg.max_attempts, chunk_size=chunk)
-    return Supervisor(engine_settings(cfg), scheduler, pool, sink, progress, transport.inbox, workers=workers,
-                      services=services, throttle=throttle,
-                      prefer=budget_preference(cfg, limiter, _per_item(cfg, ahead)),
-                      gates=getattr(limiter, "gates", None), signals=signals,
-                      on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None)
+    return Supervisor(
+        engine_settings(cfg),
+        scheduler,
+        pool,
+        sink,
+        progress,
+        transport.inbox,
+        workers=workers,
+        services=services,
+        throttle=throttle,
+        prefer=budget_preference(cfg, limiter, _per_item(cfg, ahead)),
+        gates=getattr(limiter, "gates", None),
+        signals=signals,
+        on_worker_lost=(lambda w: _remove_containers(kind, run_id, w)) if kind == "docker" else None,
+    )
 
 
 def _first_target(cfg: Config, limiter: Any, capacity: int) -> int:
@@ -561,32 +832,46 @@ def _say_forecast(f: Forecast) -> None:
         return
     cost = f.cost()
     top = f.floor
-    logger.info("forecast: {} expected ({} to {}), from {}; {}; expected wall {} ({} in flight)",
-                usd(cost), usd(f.cost("low")), usd(f.cost("high")),
-                ", ".join(sorted({r.source for r in f.runs if r.items})),
-                f"rate-limit floor {seconds(top.seconds)} ({top.key}: {top.bound_by})" if top and top.bound_by
-                else "no rate limit binds", seconds(f.wall_seconds), f.concurrency)
+    logger.info(
+        "forecast: {} expected ({} to {}), from {}; {}; expected wall {} ({} in flight)",
+        usd(cost),
+        usd(f.cost("low")),
+        usd(f.cost("high")),
+        ", ".join(sorted({r.source for r in f.runs if r.items})),
+        f"rate-limit floor {seconds(top.seconds)} ({top.key}: {top.bound_by})"
+        if top and top.bound_by
+        else "no rate limit binds",
+        seconds(f.wall_seconds),
+        f.concurrency,
+    )
 
 
-def _transport(cfg: Config, workers: int, stack: contextlib.ExitStack,
-               spent: dict[str, list[float]] | None = None) -> tuple[Transport, Any, str]:
+def _transport(
+    cfg: Config, workers: int, stack: contextlib.ExitStack, spent: dict[str, list[float]] | None = None
+) -> tuple[Transport, Any, str]:
     """Where workers run, the budget they draw from (shared memory locally, an actor on Ray), and the
     address the simulator and gateway listen on (this machine's loopback, or this node's address on
     a cluster, so that workers on other nodes reach them)."""
     if cfg.executor == "ray":
         if cfg.budget is not None or any(r.budget for r in cfg.runs):
-            raise ConfigError("budget: the spending caps are kept on this machine, for local workers only (executor: "
-                              "local); on Ray, cap the spend at the providers' consoles")
+            raise ConfigError(
+                "budget: the spending caps are kept on this machine, for local workers only (executor: "
+                "local); on Ray, cap the spend at the providers' consoles"
+            )
         try:
             from runner.engine.ray_executor import RayTransport
         except ImportError as e:
-            raise ConfigError(f"executor: ray needs Ray installed (pip install 'pgsandbox-runner[ray]'): {e}") from None
+            raise ConfigError(
+                f"executor: ray needs Ray installed (pip install 'pgsandbox-runner[ray]'): {e}"
+            ) from None
         ray_transport = stack.enter_context(RayTransport(cfg, lanes=workers))
         return ray_transport, ray_transport.budget, ray_transport.node_address()
     # Workers are forked from a forkserver (engine/forkserver.py), not from the supervisor.
     limiter = build_limiter(cfg, lanes=workers)
     limiter.gates = Gates(gate_keys(cfg))  # each run's first call alone (runner/budget/gates.py)
-    limiter.spend = _spend(cfg, spent or {})  # the caps on what the job and each run spend (runner/budget/spend.py)
+    limiter.spend = _spend(
+        cfg, spent or {}
+    )  # the caps on what the job and each run spend (runner/budget/spend.py)
     return ProcessTransport(forkserver.context(cfg)), limiter, "127.0.0.1"
 
 
@@ -599,8 +884,10 @@ def _note_spend(manifest: Manifest, spend: Spend | None) -> None:
     reached = spend.reached()
     manifest.stopped_at_budget = reached.get(JOB) or next(iter(reached.values()), None)
     if manifest.stopped_at_budget:
-        logger.warning("{}: the same command with a higher cap resumes (what is recorded stays)",
-                       manifest.stopped_at_budget)
+        logger.warning(
+            "{}: the same command with a higher cap resumes (what is recorded stays)",
+            manifest.stopped_at_budget,
+        )
 
 
 def _spend(cfg: Config, spent: dict[str, list[float]]) -> Spend:
@@ -616,8 +903,11 @@ def _remove_containers(kind: str, run_id: str, worker: int | None = None) -> Non
 
         removed = remove_stale(run_id=run_id, worker=worker)
         if removed:
-            logger.info("removed {} container(s) of this run{}", removed,
-                        f" (of worker {worker}, dead)" if worker is not None else "")
+            logger.info(
+                "removed {} container(s) of this run{}",
+                removed,
+                f" (of worker {worker}, dead)" if worker is not None else "",
+            )
         # At the end, crashed runs' containers again: a run killed while its workers were starting sandboxes
         # leaves the engine finishing them after its start-up sweep (the fault campaign found them).
         if worker is None and (late := remove_stale()):

@@ -34,9 +34,14 @@ def check_model_ids(cfg: Config, mode: str) -> list[str]:
                 hint = f" (did you mean {near[0]}?)" if near else ""
                 unknown.append(f"{where}: unknown model {ref.model!r}{hint}")
     if unknown and mode == "sim":
-        raise ConfigError("; ".join(unknown) + ". A model the runner's table does not know (runner models) can be "
-                          "declared under models: in the config")
-    return [f"{line}: not in the runner's models table; the provider will say whether it exists" for line in unknown]
+        raise ConfigError(
+            "; ".join(unknown) + ". A model the runner's table does not know (runner models) can be "
+            "declared under models: in the config"
+        )
+    return [
+        f"{line}: not in the runner's models table; the provider will say whether it exists"
+        for line in unknown
+    ]
 
 
 def _served(model: str) -> bool:

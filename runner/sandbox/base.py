@@ -35,7 +35,11 @@ class Endpoint:
 
     def local_dsn(self, dbname: str = "postgres") -> str:
         """Over the Unix socket when there is one (no port proxy between, same password), else dsn()."""
-        return socket_dsn(self.socket_dir, self.user, self.password, dbname) if self.socket_dir else self.dsn(dbname)
+        return (
+            socket_dsn(self.socket_dir, self.user, self.password, dbname)
+            if self.socket_dir
+            else self.dsn(dbname)
+        )
 
     def redacted(self, dbname: str = "postgres") -> str:
         """The same DSN for logs and results: the password never leaves the process."""
@@ -62,8 +66,9 @@ SOCKET_PORT = 5432  # the server's own port inside its container: it names the s
 
 
 def socket_dsn(socket_dir: str, user: str, password: str, dbname: str) -> str:
-    return psycopg.conninfo.make_conninfo(host=socket_dir, port=SOCKET_PORT, user=user, password=password,
-                                          dbname=dbname)
+    return psycopg.conninfo.make_conninfo(
+        host=socket_dir, port=SOCKET_PORT, user=user, password=password, dbname=dbname
+    )
 
 
 def logs_in(dsn: str) -> bool:
@@ -138,7 +143,9 @@ class Sandbox(Resource):
         self.admin: Endpoint | None = None  # the runner's superuser (tenancy.py), where the sandbox has one
         self.id: str = ""
         self.boot_seconds: float = 0.0
-        self.launched: Launched | None = None  # started ahead of its worker (docker only): start() takes it over
+        self.launched: Launched | None = (
+            None  # started ahead of its worker (docker only): start() takes it over
+        )
 
     @property
     def control(self) -> Endpoint:
@@ -173,20 +180,29 @@ class Sandbox(Resource):
 
 def databases_bytes(endpoint: Endpoint, names: list[str]) -> int:
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        row = conn.execute("SELECT sum(pg_database_size(d))::bigint FROM unnest(%s::text[]) AS d", (names,)).fetchone()
+        row = conn.execute(
+            "SELECT sum(pg_database_size(d))::bigint FROM unnest(%s::text[]) AS d", (names,)
+        ).fetchone()
     return int(row[0] or 0) if row else 0
 
 
-def _create_from(conn: psycopg.Connection[Any], new: str, template: str, *, file_copy: bool = False,
-                 owner: str | None = None) -> None:
+def _create_from(
+    conn: psycopg.Connection[Any],
+    new: str,
+    template: str,
+    *,
+    file_copy: bool = False,
+    owner: str | None = None,
+) -> None:
     """CREATE DATABASE new TEMPLATE template [OWNER owner], open to its owner alone (a copy does not keep its
     template's privileges: PUBLIC may connect to a new database). `file_copy` (PostgreSQL 15+) copies files
     instead of writing the copy to the WAL: much faster for many copies at once (slots at boot: 64 took
     ~50 s), at the price of a checkpoint per copy, so not for one copy per record."""
     strategy = " STRATEGY FILE_COPY" if file_copy and conn.info.server_version >= 150000 else ""
     owned = sql.SQL(" OWNER {}").format(sql.Identifier(owner)) if owner else sql.SQL("")
-    create = sql.SQL("CREATE DATABASE {} TEMPLATE {}{}" + strategy).format(sql.Identifier(new),
-                                                                          sql.Identifier(template), owned)
+    create = sql.SQL("CREATE DATABASE {} TEMPLATE {}{}" + strategy).format(
+        sql.Identifier(new), sql.Identifier(template), owned
+    )
     for attempt in range(SQUATTED_TRIES):
         try:
             conn.execute(create)
@@ -231,7 +247,9 @@ def snapshot_database(endpoint: Endpoint, name: str) -> None:
         _create_from(conn, template_name(name), name)
 
 
-def recreate_database(endpoint: Endpoint, name: str, template: str | None = None, *, owner: str | None = None) -> None:
+def recreate_database(
+    endpoint: Endpoint, name: str, template: str | None = None, *, owner: str | None = None
+) -> None:
     """`name` back to the snapshot of `template` (itself by default): whatever the last record left
     behind is gone (sessions too)."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
@@ -239,8 +257,12 @@ def recreate_database(endpoint: Endpoint, name: str, template: str | None = None
         _create_from(conn, name, template_name(template or name), owner=owner)
 
 
-def copy_databases(endpoint: Endpoint, groups: list[tuple[str | None, list[tuple[str, str]]]],
-                   done: Callable[[int], bool] | None = None, before: Callable[[int], None] | None = None) -> None:
+def copy_databases(
+    endpoint: Endpoint,
+    groups: list[tuple[str | None, list[tuple[str, str]]]],
+    done: Callable[[int], bool] | None = None,
+    before: Callable[[int], None] | None = None,
+) -> None:
     """CREATE DATABASE new TEMPLATE old OWNER owner for each (old, new) of each (owner, pairs) group (a
     slot's), on one session: a worker's slots get their own databases, as they were at boot (nobody may
     be connected to `old` meanwhile). `before(i)` comes before group i, `done(i)` after it says whether to
@@ -255,7 +277,9 @@ def copy_databases(endpoint: Endpoint, groups: list[tuple[str | None, list[tuple
             if done is not None and not done(i):
                 return
     if any(pairs for _, pairs in groups):
-        logger.debug("{} slot databases copied in {:.2f}s", sum(len(p) for _, p in groups), time.monotonic() - t0)
+        logger.debug(
+            "{} slot databases copied in {:.2f}s", sum(len(p) for _, p in groups), time.monotonic() - t0
+        )
 
 
 def cancel_queries(endpoint: Endpoint, databases: list[str], role: str | None = None) -> None:
@@ -263,8 +287,11 @@ def cancel_queries(endpoint: Endpoint, databases: list[str], role: str | None = 
     `role` runs on any other (where no other slot logs in as it): a statement its harness waits on from a
     session on `postgres` holds it past its limit as surely. Sessions stay open."""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=5) as conn:
-        conn.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE (datname = ANY(%s) OR usename = %s) "
-                     "AND pid <> pg_backend_pid()", (databases, role))
+        conn.execute(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE (datname = ANY(%s) OR usename = %s) "
+            "AND pid <> pg_backend_pid()",
+            (databases, role),
+        )
 
 
 def template_name(name: str) -> str:

@@ -71,7 +71,11 @@ SOCKET_PREFIX = "pgsr-socket-"  # the host directories holding them, under the t
 
 def remove_socket_dir(path: str | None) -> None:
     """Remove a host socket directory this project made (by its name under the temporary directory)."""
-    if path and os.path.dirname(path) == tempfile.gettempdir() and os.path.basename(path).startswith(SOCKET_PREFIX):
+    if (
+        path
+        and os.path.dirname(path) == tempfile.gettempdir()
+        and os.path.basename(path).startswith(SOCKET_PREFIX)
+    ):
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -89,12 +93,31 @@ def engine_answers() -> bool:
 class DockerSandbox(Sandbox):
     kind = "docker"
 
-    def __init__(self, image: str, user: str, *, run_id: str, owner_pid: int, memory: str = "256m", cpus: float = 1.0,
-                 keep: bool = False, name_hint: str = "w", boot_timeout: float = 30.0, tmpfs: bool = False,
-                 connections: int = 100, network: str = "bridge") -> None:
+    def __init__(
+        self,
+        image: str,
+        user: str,
+        *,
+        run_id: str,
+        owner_pid: int,
+        memory: str = "256m",
+        cpus: float = 1.0,
+        keep: bool = False,
+        name_hint: str = "w",
+        boot_timeout: float = 30.0,
+        tmpfs: bool = False,
+        connections: int = 100,
+        network: str = "bridge",
+    ) -> None:
         super().__init__()
         self.image, self.user, self.run_id, self.owner_pid = image, user, run_id, owner_pid
-        self.memory, self.cpus, self.keep, self.boot_timeout, self.tmpfs = memory, cpus, keep, boot_timeout, tmpfs
+        self.memory, self.cpus, self.keep, self.boot_timeout, self.tmpfs = (
+            memory,
+            cpus,
+            keep,
+            boot_timeout,
+            tmpfs,
+        )
         self.connections = connections
         # A kept container (`runner debug`) outlives the run and its directory would be left behind:
         # one conversation does not need the speed.
@@ -103,9 +126,11 @@ class DockerSandbox(Sandbox):
         # auto: none where the socket can be had (an engine on this machine, no kept sandbox), else bridge.
         self.offline = network == "none" or (network == "auto" and self.socket)
         if self.offline and not self.socket:
-            raise SandboxBootError("container_network: none reaches a sandbox through a Unix socket, which needs "
-                                   f"a Docker engine on this machine (DOCKER_HOST is {engine_address()}) and no "
-                                   "kept sandbox: use container_network: bridge")
+            raise SandboxBootError(
+                "container_network: none reaches a sandbox through a Unix socket, which needs "
+                f"a Docker engine on this machine (DOCKER_HOST is {engine_address()}) and no "
+                "kept sandbox: use container_network: bridge"
+            )
         self.id = f"{run_id[:8]}-{name_hint}-{uuid.uuid4().hex[:6]}"
         self._container: Container | None = None  # once taken over (start)
         self._client: docker.DockerClient | None = None
@@ -155,13 +180,16 @@ class DockerSandbox(Sandbox):
         socket_dir = os.path.join(launched.socket_home, "run") if launched.socket_home else None
         if self.offline:  # the socket is all there is: every DSN, the harness's included, names it
             assert socket_dir is not None
-            self.endpoint = Endpoint(socket_dir, SOCKET_PORT, self.user, launched.password, socket_dir=socket_dir)
+            self.endpoint = Endpoint(
+                socket_dir, SOCKET_PORT, self.user, launched.password, socket_dir=socket_dir
+            )
             wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
             self.admin = replace(self.endpoint, user=ADMIN_ROLE, password=launched.admin_password)
             return
         binding = self._container.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]
-        self.endpoint = Endpoint(binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user,
-                                 launched.password)
+        self.endpoint = Endpoint(
+            binding["HostIp"] or "127.0.0.1", int(binding["HostPort"]), self.user, launched.password
+        )
         wait_connectable(self.endpoint, timeout=self.boot_timeout, is_dead=self._exit_reason)
         if socket_dir is not None:  # ready over TCP (what users get); the socket only where it answers
             local = replace(self.endpoint, socket_dir=socket_dir)
@@ -176,11 +204,20 @@ class DockerSandbox(Sandbox):
         the host directory of its extra Unix socket, if it has one."""
         owner = owner_identity(self.owner_pid)
         if owner.endswith("/?"):  # the run is gone (a killed supervisor): a container now would be nobody's
-            raise SandboxBootError(f"{self.id}: the run that owns it (pid {self.owner_pid}) is gone; not starting it")
-        labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.owner-pid": str(self.owner_pid),
-                  f"{LABEL}.owner": owner, f"{LABEL}.keep": "1" if self.keep else "0"}
+            raise SandboxBootError(
+                f"{self.id}: the run that owns it (pid {self.owner_pid}) is gone; not starting it"
+            )
+        labels = {
+            LABEL: "1",
+            f"{LABEL}.run": self.run_id,
+            f"{LABEL}.owner-pid": str(self.owner_pid),
+            f"{LABEL}.owner": owner,
+            f"{LABEL}.keep": "1" if self.keep else "0",
+        }
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
-        c.with_env("SANDBOX_ADMIN_PASSWORD", admin)  # the runner's superuser: made at start, with this password
+        c.with_env(
+            "SANDBOX_ADMIN_PASSWORD", admin
+        )  # the runner's superuser: made at start, with this password
         if not self.keep:  # a run's own: it stops once no session of the runner's has held it for a while
             c.with_env("SANDBOX_LEASE_SECONDS", str(LEASE_SECONDS))
         # the entrypoint hands these to postgres; a kept sandbox (runner debug) logs to its standard error
@@ -189,7 +226,9 @@ class DockerSandbox(Sandbox):
         if not self.offline:
             c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
         if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)
-            c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(TMPFS_PATH)  # docker's default mode: 1777
+            c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(
+                TMPFS_PATH
+            )  # docker's default mode: 1777
         for path, options in WRITABLE_TMPFS.items():
             c.tmpfs[path] = options
         c.with_env("SANDBOX_DISK", DISK_PATH)
@@ -198,7 +237,9 @@ class DockerSandbox(Sandbox):
             # The server adds a Unix socket in a directory mounted from here: the runner's queries then
             # skip the engine's port proxy. Its home is this user's alone (0700); the directory itself is
             # open (0777) because the server inside runs as another user. A login there needs the password.
-            self._socket_home = owned_dir(f"{SOCKET_PREFIX}{self.id}-", owner)  # a sweep judges one left without
+            self._socket_home = owned_dir(
+                f"{SOCKET_PREFIX}{self.id}-", owner
+            )  # a sweep judges one left without
             socket_dir = os.path.join(self._socket_home, "run")
             os.mkdir(socket_dir)
             os.chmod(socket_dir, 0o777)
@@ -208,12 +249,19 @@ class DockerSandbox(Sandbox):
         # a run's sandboxes are probed by the runner itself, and the engine's exec machinery cost more
         # CPU than the probes' answers were worth. A kept sandbox (runner debug) keeps its status.
         health = {} if self.keep else {"healthcheck": {"test": ["NONE"]}}
-        c.with_kwargs(labels=labels, mem_limit=self.memory, nano_cpus=int(self.cpus * 1e9), shm_size="64m", **health,
-                      **CONFINED, pids_limit=self.connections + PIDS_BESIDE_SESSIONS,
-                      # an anonymous volume (removed with the container): it takes the image's empty,
-                      # postgres-owned directory as its own, so the server can write there
-                      mounts=[docker.types.Mount(DISK_PATH, None, type="volume")],
-                      **({"network_mode": "none"} if self.offline else {}))
+        c.with_kwargs(
+            labels=labels,
+            mem_limit=self.memory,
+            nano_cpus=int(self.cpus * 1e9),
+            shm_size="64m",
+            **health,
+            **CONFINED,
+            pids_limit=self.connections + PIDS_BESIDE_SESSIONS,
+            # an anonymous volume (removed with the container): it takes the image's empty,
+            # postgres-owned directory as its own, so the server can write there
+            mounts=[docker.types.Mount(DISK_PATH, None, type="volume")],
+            **({"network_mode": "none"} if self.offline else {}),
+        )
         return c, socket_dir
 
     def data_in_memory(self) -> bool:
@@ -263,9 +311,14 @@ class DockerSandbox(Sandbox):
                     pass
                 except DockerException as e:
                     # a 409 "already in progress": the run's end-of-run sweep (or a replacing slot) got there first
-                    going = isinstance(e, APIError) and e.status_code == 409 \
+                    going = (
+                        isinstance(e, APIError)
+                        and e.status_code == 409
                         and "already in progress" in str(e.explanation)
-                    logger.log("DEBUG" if going else "WARNING", "could not remove container of {}: {}", self.id, e)
+                    )
+                    logger.log(
+                        "DEBUG" if going else "WARNING", "could not remove container of {}: {}", self.id, e
+                    )
                 self._container = None
         finally:  # a worker told to stop while removing it (SIGTERM raises) still removes its directory
             if self._client is not None:
@@ -313,11 +366,14 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
             if run_id is not None:
                 if labels.get(f"{LABEL}.run") != run_id:
                     continue
-                if worker is not None and not any(n.startswith(f"/pgsr-{mine}") for n in c.attrs.get("Names") or ()):
+                if worker is not None and not any(
+                    n.startswith(f"/pgsr-{mine}") for n in c.attrs.get("Names") or ()
+                ):
                     continue
             else:
-                if labels.get(f"{LABEL}.keep") == "1" or not is_stale(labels.get(f"{LABEL}.owner"),
-                                                                          float(c.attrs.get("Created") or 0)):
+                if labels.get(f"{LABEL}.keep") == "1" or not is_stale(
+                    labels.get(f"{LABEL}.owner"), float(c.attrs.get("Created") or 0)
+                ):
                     continue
             try:
                 c.remove(force=True, v=True)
@@ -329,7 +385,9 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
                     raise
                 removed += _gone_after(c)
             remove_socket_dir(labels.get(f"{LABEL}.socket-home"))
-        if run_id is not None and worker is not None:  # a dead worker's: one killed before its container was made
+        if (
+            run_id is not None and worker is not None
+        ):  # a dead worker's: one killed before its container was made
             for path, _ in _socket_dirs(mine):
                 remove_socket_dir(path)
     finally:
@@ -356,8 +414,11 @@ def remove_orphan_socket_dirs(names: set[str]) -> int:
 def _socket_dirs(prefix: str) -> list[tuple[str, str]]:
     """The socket directories of sandbox ids starting with `prefix`, each with its container's name."""
     home = tempfile.gettempdir()
-    return [(os.path.join(home, entry), "pgsr-" + entry.removeprefix(SOCKET_PREFIX).rsplit("-", 1)[0])
-            for entry in os.listdir(home) if entry.startswith(SOCKET_PREFIX + prefix)]  # mkdtemp's suffix: no '-'
+    return [
+        (os.path.join(home, entry), "pgsr-" + entry.removeprefix(SOCKET_PREFIX).rsplit("-", 1)[0])
+        for entry in os.listdir(home)
+        if entry.startswith(SOCKET_PREFIX + prefix)
+    ]  # mkdtemp's suffix: no '-'
 
 
 def _gone_after(container: Container, timeout: float = 30) -> int:

@@ -19,8 +19,12 @@ class ExternalSandbox(Sandbox):
         super().__init__()
         self._dsn = dsn
         info = psycopg.conninfo.conninfo_to_dict(dsn)
-        self.endpoint: Endpoint = Endpoint(str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432),
-                                           str(info.get("user") or "sandbox"), str(info.get("password") or ""))
+        self.endpoint: Endpoint = Endpoint(
+            str(info.get("host") or "127.0.0.1"),
+            int(info.get("port") or 5432),
+            str(info.get("user") or "sandbox"),
+            str(info.get("password") or ""),
+        )
         self.id = f"external-{self.endpoint.host}-{self.endpoint.port}"
         self.dbname = str(info.get("dbname") or "postgres")
 
@@ -29,7 +33,9 @@ class ExternalSandbox(Sandbox):
             with psycopg.connect(self._dsn, connect_timeout=5) as conn:
                 conn.execute("SELECT 1")
         except psycopg.Error as e:
-            raise SandboxBootError(f"cannot reach the external database {self.endpoint.redacted()}: {e}") from e
+            raise SandboxBootError(
+                f"cannot reach the external database {self.endpoint.redacted()}: {e}"
+            ) from e
 
     def dsn(self, dbname: str = "postgres") -> str:
         return psycopg.conninfo.make_conninfo(self._dsn, dbname=dbname)

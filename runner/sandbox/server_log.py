@@ -14,8 +14,14 @@ from loguru import logger
 # What the server logs once it runs as the runner starts it (command-line settings, so a container started
 # by hand or by compose logs to its standard error as usual): errors as JSON lines in the data directory,
 # read back by `starved`; never a statement's text (a record's, which may hold what it was given).
-SERVER_LOG_SETTINGS = {"logging_collector": "on", "log_destination": "jsonlog", "log_directory": "log",
-                       "log_rotation_age": "0", "log_rotation_size": "0", "log_min_error_statement": "panic"}
+SERVER_LOG_SETTINGS = {
+    "logging_collector": "on",
+    "log_destination": "jsonlog",
+    "log_directory": "log",
+    "log_rotation_age": "0",
+    "log_rotation_size": "0",
+    "log_min_error_statement": "panic",
+}
 LOG_READ_BYTES = 1 << 20
 
 
@@ -51,8 +57,9 @@ class ServerLog:
         if self._log is None or self._log[0] != name:
             self._log, self._partial = (name, 0), b""
         while True:
-            (chunk,) = q("SELECT pg_read_binary_file(%s, %s, %s, true)",
-                               (name, self._log[1], LOG_READ_BYTES))[0]
+            (chunk,) = q(
+                "SELECT pg_read_binary_file(%s, %s, %s, true)", (name, self._log[1], LOG_READ_BYTES)
+            )[0]
             if not chunk:
                 return
             self._log = (name, self._log[1] + len(chunk))
@@ -72,8 +79,11 @@ class ServerLog:
         if not code.startswith("53") or not user:
             return
         try:
-            at = dt.datetime.strptime(entry["timestamp"].removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S.%f").replace(
-                tzinfo=dt.UTC).timestamp()
+            at = (
+                dt.datetime.strptime(entry["timestamp"].removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S.%f")
+                .replace(tzinfo=dt.UTC)
+                .timestamp()
+            )
         except (KeyError, ValueError):
             return
         noted = self._starved.setdefault(str(user), [])

@@ -40,14 +40,45 @@ class SandboxSettings:
 
     def make(self, name_hint: str, launched: Launched | None = None) -> Sandbox:
         """A sandbox of these settings, not started; `launched`: its container started ahead (Prestart)."""
-        return make_sandbox(self.kind, self.database, image=self.image, run_id=self.run_id, owner_pid=self.owner_pid,
-                            name_hint=name_hint, memory=self.memory, cpus=self.cpus, dsn=self.dsn, tmpfs=self.tmpfs,
-                            connections=self.connections, network=self.network, launched=launched)
+        return make_sandbox(
+            self.kind,
+            self.database,
+            image=self.image,
+            run_id=self.run_id,
+            owner_pid=self.owner_pid,
+            name_hint=name_hint,
+            memory=self.memory,
+            cpus=self.cpus,
+            dsn=self.dsn,
+            tmpfs=self.tmpfs,
+            connections=self.connections,
+            network=self.network,
+            launched=launched,
+        )
 
 
-def sandbox_settings(cfg: Config, database: DatabaseSpec, *, kind: str, image: str | None, run_id: str,
-                     owner_pid: int, slots: int) -> SandboxSettings:
-    return SandboxSettings(kind=kind, database=database, image=image, run_id=run_id, owner_pid=owner_pid,
-                           slots=slots, memory=cfg.sandbox_memory(slots), memory_given=cfg.container_memory is not None,
-                           cpus=cfg.container_cpus, tmpfs=cfg.container_tmpfs, network=cfg.sandbox_network(),
-                           dsn=cfg.dsn, recreate=cfg.harness.reset == "recreate")
+def sandbox_settings(
+    cfg: Config,
+    database: DatabaseSpec,
+    *,
+    kind: str,
+    image: str | None,
+    run_id: str,
+    owner_pid: int,
+    slots: int,
+) -> SandboxSettings:
+    return SandboxSettings(
+        kind=kind,
+        database=database,
+        image=image,
+        run_id=run_id,
+        owner_pid=owner_pid,
+        slots=slots,
+        memory=cfg.sandbox_memory(slots),
+        memory_given=cfg.container_memory is not None,
+        cpus=cfg.container_cpus,
+        tmpfs=cfg.container_tmpfs,
+        network=cfg.sandbox_network(),
+        dsn=cfg.dsn,
+        recreate=cfg.harness.reset == "recreate",
+    )

@@ -91,14 +91,25 @@ def hand_over(conn: psycopg.Connection[Any], base: str) -> None:
     the shared owner, the slots granted USAGE and CREATE, SELECT, INSERT and REFERENCES on its tables, and
     the event triggers that do the same for whatever a slot creates later (SHARED_DDL)."""
     owner, sharing = sql.Identifier(shared_owner(base)), sql.Identifier(sharing_role(base))
-    schemas = [r[0] for r in conn.execute(
-        "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
-        "AND nspname <> 'information_schema'").fetchall()]
+    schemas = [
+        r[0]
+        for r in conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
+            "AND nspname <> 'information_schema'"
+        ).fetchall()
+    ]
     for s in schemas:
         schema = sql.Identifier(s)
         conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(schema, owner))
         conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA {} TO {}").format(schema, sharing))
-        conn.execute(sql.SQL("GRANT SELECT, INSERT, REFERENCES ON ALL TABLES IN SCHEMA {} TO {}").format(
-            schema, sharing))
-        conn.execute(sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema, sharing))
-    conn.execute(sql.SQL(SHARED_DDL).format(owner=owner, sharing=sharing, sharing_name=sql.Literal(sharing_role(base))))
+        conn.execute(
+            sql.SQL("GRANT SELECT, INSERT, REFERENCES ON ALL TABLES IN SCHEMA {} TO {}").format(
+                schema, sharing
+            )
+        )
+        conn.execute(
+            sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema, sharing)
+        )
+    conn.execute(
+        sql.SQL(SHARED_DDL).format(owner=owner, sharing=sharing, sharing_name=sql.Literal(sharing_role(base)))
+    )

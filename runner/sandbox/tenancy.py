@@ -88,7 +88,9 @@ class _Tenant:
     login: Login
     databases: list[str]  # its own, by name (a recreated one keeps its name, not its oid)
     baseline: tuple[str, ...] = ()  # its state at the end of its provisioning (`_state`)
-    settings: list[tuple[str | None, str | None, list[str]]] = field(default_factory=list)  # ... its settings rows
+    settings: list[tuple[str | None, str | None, list[str]]] = field(
+        default_factory=list
+    )  # ... its settings rows
 
 
 # One slot's state as far as its own SQL can change it, beyond its databases' contents: its role's
@@ -125,8 +127,6 @@ SELECT count(pg_terminate_backend(a.pid, 2000)) FROM pg_stat_get_activity(NULL) 
 _STATE_NAMES = ("role attributes", "password", "role and database settings", "databases", "role memberships")
 
 
-
-
 class Steward(Resource):
     """The runner's own session on one sandbox, as its superuser: makes the slots' roles, adopts their
     databases, and tidies each slot after its records. Slots' threads share it (a lock takes turns).
@@ -134,8 +134,17 @@ class Steward(Resource):
     `enabled` False (an external database, or a harness that logs in as a superuser): every slot logs in
     as the sandbox's one role and nothing here changes the server."""
 
-    def __init__(self, admin_dsn: str, base: str, base_password: str, *, shared: Iterable[str] = (),
-                 connections: int = 100, slots: int = 1, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        admin_dsn: str,
+        base: str,
+        base_password: str,
+        *,
+        shared: Iterable[str] = (),
+        connections: int = 100,
+        slots: int = 1,
+        enabled: bool = True,
+    ) -> None:
         self.admin_dsn, self.base = admin_dsn, base
         self.shared = list(shared)
         self.enabled = enabled
@@ -148,9 +157,14 @@ class Steward(Resource):
     # ------------------------------------------------------------------ the session
     def start(self) -> None:
         self._conn = psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=10)
-        if self.enabled and self._q("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (self.base,)) != [(False,)]:
-            logger.warning("the harness logs in as {!r}, a superuser: its slots cannot be kept apart (every record "
-                           "can change every other's databases); use a role of its own (database.user)", self.base)
+        if self.enabled and self._q("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (self.base,)) != [
+            (False,)
+        ]:
+            logger.warning(
+                "the harness logs in as {!r}, a superuser: its slots cannot be kept apart (every record "
+                "can change every other's databases); use a role of its own (database.user)",
+                self.base,
+            )
             self.enabled = False
 
     def stop(self) -> None:
@@ -172,8 +186,11 @@ class Steward(Resource):
 
     def _in(self, database: str) -> psycopg.Connection[Any]:
         """A session of the runner's own in one database (REASSIGN OWNED works on the current one only)."""
-        return psycopg.connect(psycopg.conninfo.make_conninfo(self.admin_dsn, dbname=database), autocommit=True,
-                               connect_timeout=10)
+        return psycopg.connect(
+            psycopg.conninfo.make_conninfo(self.admin_dsn, dbname=database),
+            autocommit=True,
+            connect_timeout=10,
+        )
 
     def login(self, slot: int) -> Login:
         return self.tenants[slot].login if self.enabled else self.tenants[0].login
@@ -192,16 +209,29 @@ class Steward(Resource):
         if not self.enabled:
             return
         with self._lock:
-            for (name,) in self._q("SELECT datname FROM pg_database WHERE datname <> ALL(%s)",
-                                   (list(SYSTEM_DATABASES),)):
-                self._q(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(name)))
+            for (name,) in self._q(
+                "SELECT datname FROM pg_database WHERE datname <> ALL(%s)", (list(SYSTEM_DATABASES),)
+            ):
+                self._q(
+                    sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                        sql.Identifier(name)
+                    )
+                )
             for role in (objects_role(self.base), shared_owner(self.base), sharing_role(self.base)):
-                self._q(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))  # pgsr_admin made none
+                self._q(
+                    sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role))
+                )  # pgsr_admin made none
                 self._q(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
-            self._q(sql.SQL("ALTER ROLE {} VALID UNTIL 'infinity' CONNECTION LIMIT {}").format(
-                sql.Identifier(self.base), sql.Literal(self.limit)))
-            self._q(sql.SQL("GRANT {} TO {}").format(sql.Identifier(sharing_role(self.base)),
-                                                     sql.Identifier(self.base)))
+            self._q(
+                sql.SQL("ALTER ROLE {} VALID UNTIL 'infinity' CONNECTION LIMIT {}").format(
+                    sql.Identifier(self.base), sql.Literal(self.limit)
+                )
+            )
+            self._q(
+                sql.SQL("GRANT {} TO {}").format(
+                    sql.Identifier(sharing_role(self.base)), sql.Identifier(self.base)
+                )
+            )
             for name in self.shared:
                 self._share(name)
             self.tenants[0].databases = list(own)
@@ -214,7 +244,9 @@ class Steward(Resource):
         self._reassign(name, self.base, shared_owner(self.base), fix_databases=True)
         db = sql.Identifier(name)
         self._q(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, sql.Identifier(shared_owner(self.base))))
-        self._q(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sql.Identifier(sharing_role(self.base))))
+        self._q(
+            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sql.Identifier(sharing_role(self.base)))
+        )
         with self._in(name) as conn:
             hand_over(conn, self.base)
 
@@ -223,12 +255,24 @@ class Steward(Resource):
         `fix_databases` they are given back in the same transaction (only `old` = the harness's role
         owns any; OBJECTS_ROLE owns none, so a slot's adoption touches no other database)."""
         with self._in(database) as conn, conn.transaction():
-            owned = [r[0] for r in conn.execute(
-                "SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = %s)",
-                (old,)).fetchall()] if fix_databases else []
-            conn.execute(sql.SQL("REASSIGN OWNED BY {} TO {}").format(sql.Identifier(old), sql.Identifier(new)))
+            owned = (
+                [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = %s)",
+                        (old,),
+                    ).fetchall()
+                ]
+                if fix_databases
+                else []
+            )
+            conn.execute(
+                sql.SQL("REASSIGN OWNED BY {} TO {}").format(sql.Identifier(old), sql.Identifier(new))
+            )
             for d in owned:
-                conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(d), sql.Identifier(old)))
+                conn.execute(
+                    sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(d), sql.Identifier(old))
+                )
 
     def neutralize(self, template: str) -> None:
         """A snapshot just taken of one of slot 0's databases: its objects to OBJECTS_ROLE, so copies of it are
@@ -244,9 +288,17 @@ class Steward(Resource):
         role = slot_role(self.base, slot)
         with self._lock:
             self._q(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
-            self._q(sql.SQL("CREATE ROLE {} LOGIN CREATEDB PASSWORD {} VALID UNTIL 'infinity' CONNECTION LIMIT {} "
-                            "IN ROLE {}").format(sql.Identifier(role), sql.Literal(password), sql.Literal(self.limit),
-                                                 sql.Identifier(sharing_role(self.base))))
+            self._q(
+                sql.SQL(
+                    "CREATE ROLE {} LOGIN CREATEDB PASSWORD {} VALID UNTIL 'infinity' CONNECTION LIMIT {} "
+                    "IN ROLE {}"
+                ).format(
+                    sql.Identifier(role),
+                    sql.Literal(password),
+                    sql.Literal(self.limit),
+                    sql.Identifier(sharing_role(self.base)),
+                )
+            )
             self.tenants[slot] = _Tenant(Login(role, password), list(databases))
 
     def owner(self, slot: int) -> str | None:
@@ -265,11 +317,15 @@ class Steward(Resource):
             with self._lock:
                 t = self.tenants[slot]
                 t.baseline = self._state(slot)
-                t.settings = [(d, r, list(c)) for d, r, c in self._q(
-                    "SELECT d.datname, r.rolname, s.setconfig FROM pg_db_role_setting s "
-                    "LEFT JOIN pg_database d ON d.oid = s.setdatabase LEFT JOIN pg_roles r ON r.oid = s.setrole "
-                    "WHERE r.rolname = %(role)s OR d.datname = ANY(%(dbs)s)",
-                    {"role": t.login.user, "dbs": t.databases})]
+                t.settings = [
+                    (d, r, list(c))
+                    for d, r, c in self._q(
+                        "SELECT d.datname, r.rolname, s.setconfig FROM pg_db_role_setting s "
+                        "LEFT JOIN pg_database d ON d.oid = s.setdatabase LEFT JOIN pg_roles r ON r.oid = s.setrole "
+                        "WHERE r.rolname = %(role)s OR d.datname = ANY(%(dbs)s)",
+                        {"role": t.login.user, "dbs": t.databases},
+                    )
+                ]
 
     # ------------------------------------------------------------------ between records
     def _state(self, slot: int) -> tuple[str, ...]:
@@ -291,9 +347,11 @@ class Steward(Resource):
                 undone.append(f"{ended} session(s) still at work or holding advisory locks ended")
             # its own, and those it handed to the role every slot is a member of (OWNER TO <user>__sharing, which
             # membership allows): nobody else's, and never the runner's, so left they would outlive every reset
-            for (name,) in self._q("SELECT datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
-                                   "WHERE rolname IN (%s, %s)) AND datname <> ALL(%s)",
-                                   (role, sharing_role(self.base), t.databases)):
+            for (name,) in self._q(
+                "SELECT datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
+                "WHERE rolname IN (%s, %s)) AND datname <> ALL(%s)",
+                (role, sharing_role(self.base), t.databases),
+            ):
                 drop_database(self._q, name)
                 undone.append(f"database {name!r} it made dropped")
             now = self._state(slot)
@@ -315,26 +373,41 @@ class Steward(Resource):
         t = self.tenants[slot]
         role, dbs = sql.Identifier(t.login.user), t.databases
         owner = sql.Identifier(t.login.user)
-        self._q(sql.SQL("ALTER ROLE {} LOGIN CREATEDB INHERIT VALID UNTIL 'infinity' CONNECTION LIMIT {} "
-                        "PASSWORD {}").format(role, sql.Literal(self.limit), sql.Literal(t.login.password)))
-        self._q("DELETE FROM pg_db_role_setting s USING pg_database d WHERE s.setdatabase = d.oid "
-                "AND d.datname = ANY(%s)", (dbs,))
-        self._q("DELETE FROM pg_db_role_setting WHERE setrole = (SELECT oid FROM pg_roles WHERE rolname = %s)",
-                (t.login.user,))
+        self._q(
+            sql.SQL(
+                "ALTER ROLE {} LOGIN CREATEDB INHERIT VALID UNTIL 'infinity' CONNECTION LIMIT {} PASSWORD {}"
+            ).format(role, sql.Literal(self.limit), sql.Literal(t.login.password))
+        )
+        self._q(
+            "DELETE FROM pg_db_role_setting s USING pg_database d WHERE s.setdatabase = d.oid "
+            "AND d.datname = ANY(%s)",
+            (dbs,),
+        )
+        self._q(
+            "DELETE FROM pg_db_role_setting WHERE setrole = (SELECT oid FROM pg_roles WHERE rolname = %s)",
+            (t.login.user,),
+        )
         for database, who, config in t.settings:
-            self._q("INSERT INTO pg_db_role_setting SELECT coalesce((SELECT oid FROM pg_database WHERE datname = %s),"
-                    " 0), coalesce((SELECT oid FROM pg_roles WHERE rolname = %s), 0), %s::text[]",
-                    (database, who, config))
+            self._q(
+                "INSERT INTO pg_db_role_setting SELECT coalesce((SELECT oid FROM pg_database WHERE datname = %s),"
+                " 0), coalesce((SELECT oid FROM pg_roles WHERE rolname = %s), 0), %s::text[]",
+                (database, who, config),
+            )
         for name in dbs:
             db = sql.Identifier(name)
             self._q(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, owner))
             # no ALTER DATABASE puts back a NULL acl, nor limits the owner may have set: the catalog does
-            self._q("UPDATE pg_database SET datconnlimit = -1, datallowconn = true, datistemplate = false, "
-                    "datacl = NULL WHERE datname = %s", (name,))
+            self._q(
+                "UPDATE pg_database SET datconnlimit = -1, datallowconn = true, datistemplate = false, "
+                "datacl = NULL WHERE datname = %s",
+                (name,),
+            )
             self._q(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
         for granted, member in self._q(
-                "SELECT pg_get_userbyid(roleid), pg_get_userbyid(member) FROM pg_auth_members "
-                "WHERE roleid = (SELECT oid FROM pg_roles WHERE rolname = %s)", (t.login.user,)):
+            "SELECT pg_get_userbyid(roleid), pg_get_userbyid(member) FROM pg_auth_members "
+            "WHERE roleid = (SELECT oid FROM pg_roles WHERE rolname = %s)",
+            (t.login.user,),
+        ):
             self._q(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), sql.Identifier(member)))
 
     # ------------------------------------------------------------------ shared resources

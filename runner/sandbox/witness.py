@@ -43,8 +43,10 @@ from runner.resources import Resource, fd_ready
 # frozen or dying. Generous on purpose: a false alarm costs a sandbox and a retry, never a wrong result.
 ANSWER_SECONDS = 5.0
 
-_QUERY = (b"SELECT pg_postmaster_start_time()::text, coalesce(string_agg(datname, ',' ORDER BY datname), '') "
-          b"FROM pg_database WHERE datname = ANY($1::text[])")
+_QUERY = (
+    b"SELECT pg_postmaster_start_time()::text, coalesce(string_agg(datname, ',' ORDER BY datname), '') "
+    b"FROM pg_database WHERE datname = ANY($1::text[])"
+)
 
 
 class SandboxGone(Exception):
@@ -115,7 +117,10 @@ class Witness(Resource):
         pg = pq.PGconn.connect_start(self._passwordless)
         try:
             status: int = pq.PollingStatus.WRITING  # libpq's first wait: the socket writable
-            while status not in (pq.PollingStatus.OK, pq.PollingStatus.FAILED) and pg.status != pq.ConnStatus.BAD:
+            while (
+                status not in (pq.PollingStatus.OK, pq.PollingStatus.FAILED)
+                and pg.status != pq.ConnStatus.BAD
+            ):
                 self._wait(pg, deadline, write=status == pq.PollingStatus.WRITING)
                 status = pg.connect_poll()
             if pg.status == pq.ConnStatus.OK or pg.needs_password:

@@ -82,7 +82,8 @@ class AlarmClock(Clock):
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 _set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
 _clear_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)(
-    ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
+    ("PyThreadState_SetAsyncExc", ctypes.pythonapi)
+)
 
 
 class WatchedClock(Clock):
@@ -120,8 +121,14 @@ class WatchedClock(Clock):
         """Cut the harness if it is past its deadline; True if it was cut now. Not while the thread is in
         one of the runner's own critical sections (runner/interrupts.py): the next check cuts it."""
         with self._lock, cut_lock:
-            if not self._inside or self._raised or self.deadline is None or now < self.deadline \
-                    or self.thread is None or shielded_now(self.thread):
+            if (
+                not self._inside
+                or self._raised
+                or self.deadline is None
+                or now < self.deadline
+                or self.thread is None
+                or shielded_now(self.thread)
+            ):
                 return False
             self._raised, self._raised_at = True, now
             _set_async_exc(self.thread, Alarm)

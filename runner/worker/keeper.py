@@ -43,7 +43,9 @@ class SandboxKeeper:
         self.sandbox: Sandbox | None = None
         self.witness: Witness | None = None  # the worker's own session: did the sandbox serve a whole record?
         self.steward: Steward | None = None  # the runner's superuser session: each slot a tenant of its own
-        self.guard: LockQueueGuard | None = None  # with neighbour slots: no session of theirs queues a strong lock
+        self.guard: LockQueueGuard | None = (
+            None  # with neighbour slots: no session of theirs queues a strong lock
+        )
         self.turns = Turns()  # every slot at once, or a record run again alone
         self.generation = 0
         self.lock = threading.Lock()  # one replacement of the sandbox at a time
@@ -109,8 +111,13 @@ class SandboxKeeper:
         assert sb is not None and sb.endpoint is not None
         steward = self.steward
         login = steward.login(slot) if steward is not None and sb is self.sandbox else None
-        return sandbox_info(sb, self.settings.database, self.main_db(sb), slot,
-                            (login.user, login.password) if login is not None else None)
+        return sandbox_info(
+            sb,
+            self.settings.database,
+            self.main_db(sb),
+            slot,
+            (login.user, login.password) if login is not None else None,
+        )
 
     def own_databases(self, slot: int, sb: Sandbox | None = None) -> list[str]:
         """The slot's databases but those every slot shares (which no slot resets nor cancels)."""
@@ -205,8 +212,9 @@ class SandboxKeeper:
             self.replace_sandbox(f"slot {slot} could not be tidied: {str(e).strip()[:120]}", seen)
             return
         if undone:
-            logger.warning("slot {}: its last records left changes beyond their databases: {}", slot,
-                           "; ".join(undone))
+            logger.warning(
+                "slot {}: its last records left changes beyond their databases: {}", slot, "; ".join(undone)
+            )
 
     def starved(self, slot: int, since: float, until: float) -> str | None:
         """What the server ran out of for this slot's sessions meanwhile (tenancy.Steward.starved)."""

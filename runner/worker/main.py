@@ -74,10 +74,14 @@ class WorkerSpec:
     gateway_url: str | None = None
     gateway_token: str | None = None  # what the run's gateway admits its callers by
     lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
-    launched: Launched | None = None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
+    launched: Launched | None = (
+        None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
+    )
     warm: str | None = None  # harness.python: where its slots' shims are forked (proc/warm.py)
     catalogue: Catalogue | None = None  # what each model takes, its provider asked at the run's start
-    offsets: Mapping[str, tuple[int, int]] | None = None  # where each record's line is (None: read the file for them)
+    offsets: Mapping[str, tuple[int, int]] | None = (
+        None  # where each record's line is (None: read the file for them)
+    )
 
     @property
     def slots(self) -> int:
@@ -96,15 +100,40 @@ class Worker:
     def __init__(self, spec: WorkerSpec, inbox: Any, limiter: Budget | None) -> None:
         cfg = spec.cfg
         self.spec, self.cfg, self.inbox, self.slot_settings = spec, cfg, inbox, spec.slot
-        self.worker_id, self.gateway_url, self.gateway_token = spec.worker, spec.gateway_url, spec.gateway_token
+        self.worker_id, self.gateway_url, self.gateway_token = (
+            spec.worker,
+            spec.gateway_url,
+            spec.gateway_token,
+        )
         # The supervisor already checked every line and reported the bad ones; valid ones suffice here.
-        self.records = RecordFile(cfg.dataset, spec.offsets, id_field=id_field(cfg), skip_invalid=cfg.skip_invalid)
+        self.records = RecordFile(
+            cfg.dataset, spec.offsets, id_field=id_field(cfg), skip_invalid=cfg.skip_invalid
+        )
         self.reading = reading(cfg)
         kind = harness_class(cfg.harness.kind)
-        self.slots = [Slot(n, self, kind(WorkerInfo(
-            spec.worker, cfg, self._scratch(n), spec.run_id, sim_url=spec.sim_url, limiter=limiter,
-            gateway_url=spec.gateway_url, gateway_token=spec.gateway_token, slot=n, slots=spec.slots, warm=spec.warm,
-            catalogue=spec.catalogue))) for n in range(spec.slots)]
+        self.slots = [
+            Slot(
+                n,
+                self,
+                kind(
+                    WorkerInfo(
+                        spec.worker,
+                        cfg,
+                        self._scratch(n),
+                        spec.run_id,
+                        sim_url=spec.sim_url,
+                        limiter=limiter,
+                        gateway_url=spec.gateway_url,
+                        gateway_token=spec.gateway_token,
+                        slot=n,
+                        slots=spec.slots,
+                        warm=spec.warm,
+                        catalogue=spec.catalogue,
+                    )
+                ),
+            )
+            for n in range(spec.slots)
+        ]
         self.threads: list[SlotThread] = []
         # SIGALRM reaches the main thread only: elsewhere (a Ray actor's thread) one slot runs in a thread too
         self.inline = spec.slots == 1 and threading.current_thread() is threading.main_thread()
@@ -175,9 +204,11 @@ class Worker:
                 if t.failure is not None:
                     raise t.failure
                 if not t.slot.abandoned and t.current is not None and t.clock.stuck(now, STUCK_GRACE_SECONDS):
-                    logger.error("slot {} is stuck past its time limit where it cannot be cut (see the stack "
-                                 "below); its records time out and this worker retires after its other slots",
-                                 t.slot.n)
+                    logger.error(
+                        "slot {} is stuck past its time limit where it cannot be cut (see the stack "
+                        "below); its records time out and this worker retires after its other slots",
+                        t.slot.n,
+                    )
                     with open(Path(self.spec.log_dir) / f"worker-{self.worker_id}.log", "a") as log:
                         faulthandler.dump_traceback(file=log, all_threads=True)
                     t.slot.abandon(t.current, t.clock.started or (now_iso(), now))
@@ -211,8 +242,11 @@ def preload(cfg: Config) -> list[str]:
     paid on its way to its first record) and what the harness names, so each worker starts with them
     in memory, shared."""
     harness = harness_class(cfg.harness.kind)
-    sandbox = {"auto": ["runner.sandbox.docker", "runner.sandbox.local"], "docker": ["runner.sandbox.docker"],
-               "local": ["runner.sandbox.local"]}.get(cfg.sandbox, [])
+    sandbox = {
+        "auto": ["runner.sandbox.docker", "runner.sandbox.local"],
+        "docker": ["runner.sandbox.docker"],
+        "local": ["runner.sandbox.local"],
+    }.get(cfg.sandbox, [])
     return [__name__, *sandbox, harness.__module__, *harness.preload_for(cfg)]
 
 
@@ -247,12 +281,19 @@ def log_to_file(spec: WorkerSpec) -> Path:
 def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
     """A worker's life wherever it runs (its own process, or a Ray actor's thread): boot, serve, clean
     up; returns its exit code. `inbox.put(msg)` reaches the supervisor, `tasks.get()` brings its work."""
-    logger.info("worker {} starting (pid {}, sandbox {}, harness {})", spec.worker, os.getpid(), spec.sandbox.kind,
-                spec.cfg.harness.kind)
+    logger.info(
+        "worker {} starting (pid {}, sandbox {}, harness {})",
+        spec.worker,
+        os.getpid(),
+        spec.sandbox.kind,
+        spec.cfg.harness.kind,
+    )
     if limiter is not None:
         limiter.lane = spec.lane
     worker: Worker | None = None
-    marks = [("start", time.perf_counter())]  # its boot step by step, in its log: what a slow start is read from
+    marks = [
+        ("start", time.perf_counter())
+    ]  # its boot step by step, in its log: what a slow start is read from
     try:
         worker = Worker(spec, inbox, limiter)
         marks.append(("harnesses", time.perf_counter()))
@@ -274,8 +315,12 @@ def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
     heap.settle()
     marks.append(("settle", time.perf_counter()))
     inbox.put(WorkerReady(spec.worker, sb.id, sb.kind, sb.boot_seconds))
-    logger.debug("worker {} ready in {:.2f}s: {}", spec.worker, marks[-1][1] - marks[0][1],
-                 ", ".join(f"{name} {t - marks[i][1]:.2f}s" for i, (name, t) in enumerate(marks[1:])))
+    logger.debug(
+        "worker {} ready in {:.2f}s: {}",
+        spec.worker,
+        marks[-1][1] - marks[0][1],
+        ", ".join(f"{name} {t - marks[i][1]:.2f}s" for i, (name, t) in enumerate(marks[1:])),
+    )
     heart = Heart(spec.worker, inbox)
     heart.start()
     code = 0

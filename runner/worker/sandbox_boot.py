@@ -57,8 +57,11 @@ def main_db(settings: SandboxSettings, sb: Sandbox) -> str:
 def own_databases(settings: SandboxSettings, sb: Sandbox, slot: int) -> list[str]:
     """The slot's databases but those every slot shares (which no slot resets nor cancels)."""
     assert sb.endpoint is not None
-    return [d.name for n, d in sandbox_info(sb, settings.database, main_db(settings, sb), slot).databases.items()
-            if n not in settings.database.shared]
+    return [
+        d.name
+        for n, d in sandbox_info(sb, settings.database, main_db(settings, sb), slot).databases.items()
+        if n not in settings.database.shared
+    ]
 
 
 def boot(spec: Any, generation: int, *, defer: bool) -> Booted:
@@ -72,9 +75,15 @@ def boot(spec: Any, generation: int, *, defer: bool) -> Booted:
     try:
         assert sb.endpoint is not None
         db = settings.database
-        steward = Steward(sb.control.local_dsn(), db.user, sb.endpoint.password,
-                          shared=db.shared, connections=settings.connections, slots=spec.slots,
-                          enabled=sb.admin is not None)
+        steward = Steward(
+            sb.control.local_dsn(),
+            db.user,
+            sb.endpoint.password,
+            shared=db.shared,
+            connections=settings.connections,
+            slots=spec.slots,
+            enabled=sb.admin is not None,
+        )
         steward.start()
         # Templates while nobody is connected, then every slot's copies of them, by FILE_COPY (a
         # pair took 2-7 s by WAL once other slots ran). The first sandbox's copies are made in the
@@ -94,7 +103,9 @@ def boot(spec: Any, generation: int, *, defer: bool) -> Booted:
         for k in range(1, spec.slots):
             mine = [slot_database(d, k) for d in slot_dbs]
             roles.append((k, mine))
-            copies.append((steward.owner(k), [(template_name(d), new) for d, new in zip(slot_dbs, mine, strict=True)]))
+            copies.append(
+                (steward.owner(k), [(template_name(d), new) for d, new in zip(slot_dbs, mine, strict=True)])
+            )
         if not defer:
             for k, mine in roles:
                 steward.provision(k, mine, new_password())
@@ -102,8 +113,11 @@ def boot(spec: Any, generation: int, *, defer: bool) -> Booted:
         witness = Witness(sb.control.local_dsn())
         witness.start()
         if steward.enabled and spec.slots > 1:
-            guard = LockQueueGuard(sb.control.local_dsn(), name=f"lock-queue-guard-{spec.worker}",
-                                   shared=settings.database.shared)
+            guard = LockQueueGuard(
+                sb.control.local_dsn(),
+                name=f"lock-queue-guard-{spec.worker}",
+                shared=settings.database.shared,
+            )
             guard.start()
     except BaseException:
         for started in (guard, witness, steward):
@@ -118,6 +132,7 @@ def boot(spec: Any, generation: int, *, defer: bool) -> Booted:
 
 def adopting(steward: Steward, copies: Copies) -> Callable[[int], bool]:
     """After slot i + 1's copies are made: its objects are its own, its state the one tidy keeps."""
+
     def done(i: int) -> bool:
         for _, new in copies[i][1]:
             steward.adopt(i + 1, new)
@@ -156,7 +171,13 @@ def _make_room(sb: Sandbox, names: list[str], slots: int) -> None:
     if not sb.data_in_memory():
         return
     size = databases_bytes(sb.control, names)
-    extra = int(size * slots * 1.25) - SLOT_DATA_MIB * 2**20 * (slots - 1)  # a quarter more for what records write
+    extra = int(size * slots * 1.25) - SLOT_DATA_MIB * 2**20 * (
+        slots - 1
+    )  # a quarter more for what records write
     if extra > 0 and sb.raise_memory(extra):
-        logger.info("sandbox memory limit raised by {} MiB: {} slots' copies of {} MiB of databases in memory",
-                    extra // 2**20, slots, size // 2**20)
+        logger.info(
+            "sandbox memory limit raised by {} MiB: {} slots' copies of {} MiB of databases in memory",
+            extra // 2**20,
+            slots,
+            size // 2**20,
+        )

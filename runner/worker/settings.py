@@ -19,5 +19,10 @@ class SlotSettings:
 
 
 def slot_settings(cfg: Config) -> SlotSettings:
-    return SlotSettings(runs={r.name: r for r in cfg.runs}, conversation_limit=cfg.conversation_limit(),
-                        max_attempts=cfg.max_attempts, recreate=cfg.harness.reset == "recreate", epochs=cfg.epochs)
+    return SlotSettings(
+        runs={r.name: r for r in cfg.runs},
+        conversation_limit=cfg.conversation_limit(),
+        max_attempts=cfg.max_attempts,
+        recreate=cfg.harness.reset == "recreate",
+        epochs=cfg.epochs,
+    )

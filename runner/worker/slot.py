@@ -104,7 +104,9 @@ class Slot:
         try:
             self.harness.attach(self.host.keeper.slot_info(self.n))
         except Exception as e:  # detached: the next chunk attaches before it runs (handle)
-            logger.warning("slot {} could not reconnect ({}); it attaches again before its next record", self.n, e)
+            logger.warning(
+                "slot {} could not reconnect ({}); it attaches again before its next record", self.n, e
+            )
             self.generation = 0
 
     def detach(self) -> None:
@@ -124,11 +126,18 @@ class Slot:
 
     def send(self, job: Job, result: Result, *, sandbox_id: str | None = None) -> None:
         """A job's result to the supervisor, stamped with where and as which attempt it ran."""
-        update: dict[str, object] = {"worker": self.host.worker_id, "attempt": job.attempt, "item_id": job.item_id,
-                                     "index": job.index, "epoch": job.epoch}
+        update: dict[str, object] = {
+            "worker": self.host.worker_id,
+            "attempt": job.attempt,
+            "item_id": job.item_id,
+            "index": job.index,
+            "epoch": job.epoch,
+        }
         if sandbox_id is not None:
             update["sandbox_id"] = sandbox_id
-        self.host.inbox.put(ItemDone(self.host.worker_id, job.item_id, result.model_copy(update=update).to_json()))
+        self.host.inbox.put(
+            ItemDone(self.host.worker_id, job.item_id, result.model_copy(update=update).to_json())
+        )
 
     def handle(self, jobs: tuple[Job, ...], clock: Clock) -> Iterator[tuple[Job, Result]]:
         """Each job's result, kept only if one live sandbox served the whole record.
@@ -156,12 +165,21 @@ class Slot:
                 if job.attempt < self.settings.max_attempts:
                     left.append(dataclasses.replace(job, attempt=job.attempt + 1))
                 else:
-                    yield job, error_result(job.run, job.record_id, job.index,
-                                            f"{why}, on each of {job.attempt} attempts", kind="sandbox_lost",
-                                            discarded=discarded[job.item_id])
+                    yield (
+                        job,
+                        error_result(
+                            job.run,
+                            job.record_id,
+                            job.index,
+                            f"{why}, on each of {job.attempt} attempts",
+                            kind="sandbox_lost",
+                            discarded=discarded[job.item_id],
+                        ),
+                    )
 
-    def _through(self, jobs: list[Job], clock: Clock, discarded: dict[int, list[str]]
-                 ) -> Generator[tuple[Job, Result], None, tuple[list[Job], str]]:
+    def _through(
+        self, jobs: list[Job], clock: Clock, discarded: dict[int, list[str]]
+    ) -> Generator[tuple[Job, Result], None, tuple[list[Job], str]]:
         """One pass of the jobs on the sandbox: the results it served whole, yielded; the jobs it did not, and
         why, returned."""
         while True:
@@ -182,16 +200,24 @@ class Slot:
                     broken = True
                 elif failed and (short := self.host.keeper.starved(self.n, since, time.time())) is not None:
                     lost.append(job)
-                    why = why or f"the server ran out of what every slot shares while the record ran ({short})"
+                    why = (
+                        why or f"the server ran out of what every slot shares while the record ran ({short})"
+                    )
                 else:
-                    yield job, res.model_copy(update={"discarded": discarded[job.item_id]}) \
-                        if discarded[job.item_id] else res
+                    yield (
+                        job,
+                        res.model_copy(update={"discarded": discarded[job.item_id]})
+                        if discarded[job.item_id]
+                        else res,
+                    )
         finally:
             if not broken:  # a sandbox that did not serve its records is replaced, not tidied
                 self.host.keeper.tidy(self.n, seen)
         if broken:
             why = "the sandbox did not serve the whole record (it died, froze or was replaced meanwhile)"
-            self.host.keeper.replace_sandbox(f"{len(lost)} record(s) ran while the database stopped answering", seen)
+            self.host.keeper.replace_sandbox(
+                f"{len(lost)} record(s) ran while the database stopped answering", seen
+            )
         return lost, why
 
     def _before_records(self) -> tuple[int, Incarnation] | None:
@@ -216,7 +242,9 @@ class Slot:
         limit = self.settings.conversation_limit * len(jobs)
         started = (now_iso(), time.monotonic())  # a chunk's records run together
         usage: list[Usage] = []
-        running[self.n] = f"{jobs[0].run}:{jobs[0].record_id}" + (f" +{len(jobs) - 1}" if len(jobs) > 1 else "")
+        running[self.n] = f"{jobs[0].run}:{jobs[0].record_id}" + (
+            f" +{len(jobs) - 1}" if len(jobs) > 1 else ""
+        )
         told = trial.set(jobs[0].epoch)  # a chunk is one trial (the scheduler's doing)
         if self.settings.epochs > 1 and self.host.gateway_url is not None:
             self._tell_gateway(jobs[0].epoch)
@@ -236,8 +264,13 @@ class Slot:
                 yield job, build_result(task, outcome, job.index, started, self.host.reading, share=len(jobs))
         except Alarm:
             self.detach()  # the cut may have left a query half-done on a connection
-            yield from self._fail_all(left, f"over the time limit of {self.settings.conversation_limit:g}s",
-                                      "timeout", started, self._spent(len(jobs), usage))
+            yield from self._fail_all(
+                left,
+                f"over the time limit of {self.settings.conversation_limit:g}s",
+                "timeout",
+                started,
+                self._spent(len(jobs), usage),
+            )
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             yield from self._fail_all(left, str(e), "database", started, self._spent(len(jobs), usage))
             if not self.host.keeper.sandbox_dead():
@@ -246,8 +279,9 @@ class Slot:
             raise
         except Exception as e:  # a bug or an unexpected answer: these records fail, the worker goes on
             logger.exception("harness failed")
-            yield from self._fail_all(left, f"{type(e).__name__}: {e}", "harness_error", started,
-                                      self._spent(len(jobs), usage))
+            yield from self._fail_all(
+                left, f"{type(e).__name__}: {e}", "harness_error", started, self._spent(len(jobs), usage)
+            )
         finally:
             clock.stop()
             trial.reset(told)
@@ -280,17 +314,29 @@ class Slot:
             logger.warning("could not read this record's model calls from the gateway: {}", e)
             return []
 
-    def _fail_all(self, left: dict[int, Job], why: str, kind: ErrorKind, started: tuple[str, float],
-                  spent: list[Usage]) -> Iterator[tuple[Job, Result]]:
+    def _fail_all(
+        self, left: dict[int, Job], why: str, kind: ErrorKind, started: tuple[str, float], spent: list[Usage]
+    ) -> Iterator[tuple[Job, Result]]:
         """Every job left fails with why; each keeps its time and what its calls cost."""
         started_at, t0 = started
         wall = round((time.monotonic() - t0) / max(1, len(left)), 4)
         if len(spent) > 1:  # a share per record of the chunk: the ones already done took theirs
-            spent = spent[-len(left):]
+            spent = spent[-len(left) :]
         shares = spent + [Usage()] * (len(left) - len(spent))
         for job, usage in zip(list(left.values()), shares, strict=False):
-            yield job, error_result(job.run, job.record_id, job.index, why, kind=kind, started_at=started_at,
-                                    wall_seconds=wall, usage=usage)
+            yield (
+                job,
+                error_result(
+                    job.run,
+                    job.record_id,
+                    job.index,
+                    why,
+                    kind=kind,
+                    started_at=started_at,
+                    wall_seconds=wall,
+                    usage=usage,
+                ),
+            )
         left.clear()
 
     def abandon(self, msg: Assign, since: tuple[str, float]) -> None:
@@ -298,14 +344,25 @@ class Slot:
         signal nor a query cancel ends): its records become timeouts; the thread is left behind."""
         self.abandoned = True
         limit = self.settings.conversation_limit
-        for job, result in self._fail_all({j.item_id: j for j in msg.jobs},
-                                          f"over the time limit of {limit:g}s (stuck where the limit could not "
-                                          "cut it; its worker was retired)", "timeout", since, []):
+        for job, result in self._fail_all(
+            {j.item_id: j for j in msg.jobs},
+            f"over the time limit of {limit:g}s (stuck where the limit could not "
+            "cut it; its worker was retired)",
+            "timeout",
+            since,
+            [],
+        ):
             self.send(job, result)
 
     def task(self, job: Job) -> Task:
-        return Task(job.item_id, self.settings.runs[job.run], job.record_id, self.host.records[job.record_id].data,
-                    job.attempt, job.epoch)
+        return Task(
+            job.item_id,
+            self.settings.runs[job.run],
+            job.record_id,
+            self.host.records[job.record_id].data,
+            job.attempt,
+            job.epoch,
+        )
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -337,8 +394,9 @@ class SlotThread(threading.Thread):
         except Exception as e:
             if not self.slot.host.keeper.sandbox_dead() and self.slot.host.keeper.generation == seen:
                 raise
-            logger.warning("slot {} could not attach ({}); the sandbox is gone: once more on a new one",
-                           self.slot.n, e)
+            logger.warning(
+                "slot {} could not attach ({}); the sandbox is gone: once more on a new one", self.slot.n, e
+            )
             self.slot.host.keeper.replace_sandbox(f"slot {self.slot.n} could not attach: {e}", seen)
             self.slot.attach()
 

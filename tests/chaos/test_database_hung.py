@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs import assert_exactly_once, containers, finish, rows_of, run_config, start_run, wait_for_results
+from tests.runs import (
+    assert_exactly_once,
+    containers,
+    finish,
+    rows_of,
+    run_config,
+    start_run,
+    wait_for_results,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

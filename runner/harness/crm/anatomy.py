@@ -26,8 +26,11 @@ MAX_ROWS_SHOWN = 20
 def arg_diffs(gold: dict[str, Any], got: Any) -> list[dict[str, Any]]:
     """Each argument that differs after normalising (case, spacing, number and date formats)."""
     got = got if isinstance(got, dict) else {}
-    out = [{"arg": k, "expected": v, "got": got.get(k, "(missing)")} for k, v in gold.items()
-           if k not in got or normalize(got[k]) != normalize(v)]
+    out = [
+        {"arg": k, "expected": v, "got": got.get(k, "(missing)")}
+        for k, v in gold.items()
+        if k not in got or normalize(got[k]) != normalize(v)
+    ]
     out += [{"arg": k, "expected": "(not given)", "got": v} for k, v in got.items() if k not in gold]
     return out
 
@@ -53,13 +56,29 @@ def call_diff(conv: Conversation, calls_per_turn: list[list[CallRecord]]) -> lis
         calls = calls_per_turn[i] if i < len(calls_per_turn) else []
         used: set[int] = set()
         expected = [_match(g, calls, used) for g in turn.gold_calls if not g.expect_error]
-        unexpected = [{"tool": c.tool, "args": c.args, "ok": c.ok, "writes": bool(TOOLS.get(c.tool)
-                                                                                  and TOOLS[c.tool].writes)}
-                      for j, c in enumerate(calls) if j not in used]
+        unexpected = [
+            {
+                "tool": c.tool,
+                "args": c.args,
+                "ok": c.ok,
+                "writes": bool(TOOLS.get(c.tool) and TOOLS[c.tool].writes),
+            }
+            for j, c in enumerate(calls)
+            if j not in used
+        ]
         right = all(e["made"] and not e["wrong_args"] for e in expected) and not any(
-            u["writes"] and u["ok"] for u in unexpected)
-        turns.append({"turn": i + 1, "user": turn.user, "expect": turn.expect, "right": right,
-                      "expected": expected, "unexpected": unexpected})
+            u["writes"] and u["ok"] for u in unexpected
+        )
+        turns.append(
+            {
+                "turn": i + 1,
+                "user": turn.user,
+                "expect": turn.expect,
+                "right": right,
+                "expected": expected,
+                "unexpected": unexpected,
+            }
+        )
     return turns
 
 
@@ -103,12 +122,23 @@ def table_diff(expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> 
         if best is not None and shared * 2 >= len(columns):  # the same record, some columns wrong
             missing.remove(m)
             extra.remove(best)
-            changed.append({"id": best.get("id"), "columns": {k: {"expected": m[k], "got": best.get(k)}
-                                                              for k in columns
-                                                              if normalize(best.get(k)) != normalize(m[k])}})
+            changed.append(
+                {
+                    "id": best.get("id"),
+                    "columns": {
+                        k: {"expected": m[k], "got": best.get(k)}
+                        for k in columns
+                        if normalize(best.get(k)) != normalize(m[k])
+                    },
+                }
+            )
     if not (missing or extra or changed):
         return None
-    return {"missing": missing[:MAX_ROWS_SHOWN], "extra": extra[:MAX_ROWS_SHOWN], "changed": changed[:MAX_ROWS_SHOWN]}
+    return {
+        "missing": missing[:MAX_ROWS_SHOWN],
+        "extra": extra[:MAX_ROWS_SHOWN],
+        "changed": changed[:MAX_ROWS_SHOWN],
+    }
 
 
 def state_diff(conn: psycopg.Connection[Any], conv: Conversation) -> dict[str, Any]:
@@ -122,8 +152,13 @@ def state_diff(conn: psycopg.Connection[Any], conv: Conversation) -> dict[str, A
     return {t: d for t in SEED_TABLES if (d := table_diff(expected[t], actual[t])) is not None}
 
 
-def anatomy(conn: psycopg.Connection[Any], conv: Conversation, calls_per_turn: list[list[CallRecord]],
-            state_match: bool) -> dict[str, Any]:
-    return {"turns": call_diff(conv, calls_per_turn),
-            "state": None if state_match or conv.expected_state is not None else state_diff(conn, conv)}
-
+def anatomy(
+    conn: psycopg.Connection[Any],
+    conv: Conversation,
+    calls_per_turn: list[list[CallRecord]],
+    state_match: bool,
+) -> dict[str, Any]:
+    return {
+        "turns": call_diff(conv, calls_per_turn),
+        "state": None if state_match or conv.expected_state is not None else state_diff(conn, conv),
+    }

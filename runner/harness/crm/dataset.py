@@ -83,8 +83,10 @@ class Conversation(_Strict):
             for row in rows:
                 ident = row.get("id")
                 if not isinstance(ident, int) or not 0 < ident < 1001:
-                    raise ValueError(f"seed {table} rows need an integer id in 1..1000 (got {ident!r}): "
-                                     "ids from 1001 on belong to records the conversation creates")
+                    raise ValueError(
+                        f"seed {table} rows need an integer id in 1..1000 (got {ident!r}): "
+                        "ids from 1001 on belong to records the conversation creates"
+                    )
         check_seed(seed, SEED_TABLES)
         return seed
 
@@ -101,11 +103,17 @@ def check(raw: dict[str, Any]) -> None:
         raise ValueError(_describe(e)) from None
 
 
-def iter_conversations(path: str | Path, *, skip_invalid: bool = False, rejects: str | Path | None = None,
-                       rejected: list[tuple[int, str]] | None = None) -> Iterator[Conversation]:
+def iter_conversations(
+    path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    rejects: str | Path | None = None,
+    rejected: list[tuple[int, str]] | None = None,
+) -> Iterator[Conversation]:
     """Yield conversations in file order; a bad line raises DatasetError naming file:line (runner.records)."""
-    for rec in iter_records(path, id_field="id", check=check, skip_invalid=skip_invalid, rejects=rejects,
-                            rejected=rejected):
+    for rec in iter_records(
+        path, id_field="id", check=check, skip_invalid=skip_invalid, rejects=rejects, rejected=rejected
+    ):
         yield Conversation.model_validate(rec.data)
 
 

@@ -60,8 +60,13 @@ class Expectations:
                 self._memo[conv.id] = state
         return state
 
-    def after(self, conn: psycopg.Connection[Any], conv: Conversation, calls_per_turn: list[list[CallRecord]],
-              final: dict[str, Any]) -> dict[str, Any]:
+    def after(
+        self,
+        conn: psycopg.Connection[Any],
+        conv: Conversation,
+        calls_per_turn: list[list[CallRecord]],
+        final: dict[str, Any],
+    ) -> dict[str, Any]:
         """The expected state once the agent has run in `conn` and left `final` (its digest)."""
         if made_gold_writes(conv, calls_per_turn):
             state = final
@@ -85,19 +90,34 @@ def stats_delta(clients: list[ModelClient], before: list[Counts]) -> Counts:
     return total
 
 
-def _telemetry(conv: Conversation, spec: RunSpec, ep: Episode, scores: dict[str, Any],
-               writer: telemetry.Writer | None) -> Any:
+def _telemetry(
+    conv: Conversation, spec: RunSpec, ep: Episode, scores: dict[str, Any], writer: telemetry.Writer | None
+) -> Any:
     """Atlas's steps and scores into the sandbox's telemetry database (and the long-lived copy, which
     outlives the disposable sandbox); what the record's output carries of it."""
     if spec.agent != "atlas" or writer is None or spec.teacher is None:
         return None
-    return writer.record(run=spec.name, conversation_id=conv.id, student=spec.model or "",
-                         teacher=spec.teacher.model, scores=scores, steps=ep.atlas_steps)
+    return writer.record(
+        run=spec.name,
+        conversation_id=conv.id,
+        student=spec.model or "",
+        teacher=spec.teacher.model,
+        scores=scores,
+        steps=ep.atlas_steps,
+    )
 
 
-def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[Any],
-                telemetry_out: telemetry.Writer | None, agent: ModelClient, teacher: ModelClient | None,
-                expectations: Expectations, emit: EventSink = no_events) -> tuple[dict[str, Any], Usage]:
+def run_episode(
+    conv: Conversation,
+    spec: RunSpec,
+    *,
+    crm: psycopg.Connection[Any],
+    telemetry_out: telemetry.Writer | None,
+    agent: ModelClient,
+    teacher: ModelClient | None,
+    expectations: Expectations,
+    emit: EventSink = no_events,
+) -> tuple[dict[str, Any], Usage]:
     """Run and score one conversation: its output record and the model usage it caused.
 
     Raises only for errors that are not the agent's (sandbox, provider)."""
@@ -127,17 +147,30 @@ def run_episode(conv: Conversation, spec: RunSpec, *, crm: psycopg.Connection[An
     stats = stats_delta(clients, before)
     emit("scores", scores)
     output = {
-        "agent": spec.agent, "provider": spec.provider, "model": spec.model,
+        "agent": spec.agent,
+        "provider": spec.provider,
+        "model": spec.model,
         "teacher_model": spec.teacher.model if spec.teacher else None,
-        "difficulty": conv.difficulty, "tags": conv.tags, "turns": len(conv.turns),
-        "success": scores["success"], "scores": scores, "step_limit_hit": ep.step_limit_hit,
-        "tool_calls": ep.tool_calls, "transcript": ep.transcript, "model_calls": ep.model_calls,
+        "difficulty": conv.difficulty,
+        "tags": conv.tags,
+        "turns": len(conv.turns),
+        "success": scores["success"],
+        "scores": scores,
+        "step_limit_hit": ep.step_limit_hit,
+        "tool_calls": ep.tool_calls,
+        "transcript": ep.transcript,
+        "model_calls": ep.model_calls,
         "anatomy": why,  # failures only: expected vs made calls per turn, row-level state diff
         "steps": ep.atlas_steps or None,  # Atlas: per step the student's proposal, the verdict, what ran
-        "atlas": atlas_export, "started_at": started.isoformat(timespec="milliseconds"),
-        "timings": {"reset_ms": round(reset_ms, 3), "expected_state_ms": round(expected_ms, 3),
-                    "agent_seconds": round(agent_s, 4), "wall_seconds": round(time.monotonic() - t0, 4),
-                    "tool_calls": ep.tool_timings},
+        "atlas": atlas_export,
+        "started_at": started.isoformat(timespec="milliseconds"),
+        "timings": {
+            "reset_ms": round(reset_ms, 3),
+            "expected_state_ms": round(expected_ms, 3),
+            "agent_seconds": round(agent_s, 4),
+            "wall_seconds": round(time.monotonic() - t0, 4),
+            "tool_calls": ep.tool_timings,
+        },
     }
     return output, usage_of(stats, ep.model_calls)
 

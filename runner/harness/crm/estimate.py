@@ -26,8 +26,12 @@ from runner.harness.crm.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT
 TOOL_RESULT_CHARS = 220  # one tool result's JSON (`{"ok": true, "result": {...}}`): a row or two
 ANSWER_CHARS = 120  # the agent's closing words to the user, a question or a refusal: a sentence or two
 CALL_OUTPUT_CHARS = 20  # what a tool call's output adds to its name and arguments (the block's frame)
-PROPOSAL_OVERHEAD_CHARS = 60  # Atlas: the marker and JSON frame around the student's step shown to the teacher
-VERDICT_CHARS = 60  # the teacher's verdict: mostly `{"verdict": "approve"}`, now and then a revision with guidance
+PROPOSAL_OVERHEAD_CHARS = (
+    60  # Atlas: the marker and JSON frame around the student's step shown to the teacher
+)
+VERDICT_CHARS = (
+    60  # the teacher's verdict: mostly `{"verdict": "approve"}`, now and then a revision with guidance
+)
 CALL_ID = "call_0123456789abcdefghij"  # a tool call id as the providers write them (~24 characters)
 
 
@@ -43,12 +47,17 @@ def _tokens(chars: int) -> int:
 
 
 def _call_message(call: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "text": "", "tool_calls": [{"id": CALL_ID, "name": call["tool"],
-                                                             "args": call.get("args", {})}]}
+    return {
+        "role": "assistant",
+        "text": "",
+        "tool_calls": [{"id": CALL_ID, "name": call["tool"], "args": call.get("args", {})}],
+    }
 
 
-TOOL_MESSAGE_CHARS = _chars({"role": "tool", "results": [{"id": CALL_ID, "content": "x" * TOOL_RESULT_CHARS,
-                                                           "is_error": False}]})
+TOOL_MESSAGE_CHARS = _chars(
+    {"role": "tool", "results": [{"id": CALL_ID, "content": "x" * TOOL_RESULT_CHARS, "is_error": False}]}
+)
+
 
 class _Role:
     """One role's calls in order: each call's prompt, and its prefix (the previous call's prompt)."""
@@ -62,8 +71,11 @@ class _Role:
         """`tail_chars`: the end of this prompt that the next one does not repeat (the teacher's view of the
         proposed step): the next prompt shares this one's transcript, but not its end."""
         prompt = _tokens(self.base + transcript_chars + tail_chars)
-        self.calls.append(CallShape(self.role, prompt, min(self.shared, prompt), _tokens(answer_chars),
-                                    min(self.marked, prompt)))
+        self.calls.append(
+            CallShape(
+                self.role, prompt, min(self.shared, prompt), _tokens(answer_chars), min(self.marked, prompt)
+            )
+        )
         self.shared = _tokens(self.base + transcript_chars)
         self.marked = prompt if not tail_chars else _tokens(self.base)
 
@@ -77,8 +89,9 @@ def expected_calls(record: dict[str, Any], run: RunSpec) -> list[CallShape]:
     def step(answer: dict[str, Any]) -> None:
         calls = answer.get("tool_calls") or []
         # output is what the model writes: the text, each call's name and arguments (not the id it is given)
-        answer_chars = len(answer.get("text", "")) + sum(len(c["name"]) + _chars(c["args"]) + CALL_OUTPUT_CHARS
-                                                         for c in calls)
+        answer_chars = len(answer.get("text", "")) + sum(
+            len(c["name"]) + _chars(c["args"]) + CALL_OUTPUT_CHARS for c in calls
+        )
         agent.call(chars, answer_chars)
         if teacher is not None:
             teacher.call(chars, VERDICT_CHARS, _chars(answer) + PROPOSAL_OVERHEAD_CHARS)

@@ -31,13 +31,18 @@ from runner.sandbox.schema import DatabaseSpec
 SCHEMA = Path(__file__).resolve().parent / "schema.sql"
 # Atlas telemetry only accumulates (each result exports its own session by id), so a worker's slots
 # share one telemetry database: a copy per slot was ~7.5 MiB of catalogues, a third of a slot's memory.
-DATABASE = DatabaseSpec(files=(SCHEMA,), name="crm", user="sandbox", extra=(("atlas", ()),), shared=("atlas",))
+DATABASE = DatabaseSpec(
+    files=(SCHEMA,), name="crm", user="sandbox", extra=(("atlas", ()),), shared=("atlas",)
+)
 SCORES = ("tool_selection", "args_exact", "args_normalized", "state_match")
 
 
 class CrmHarness(Harness):
-    defaults = Defaults(success_field="success", metrics={k: f"scores.{k}" for k in SCORES},
-                        group_by={"difficulty": "record.difficulty", "tag": "record.tags"})
+    defaults = Defaults(
+        success_field="success",
+        metrics={k: f"scores.{k}" for k in SCORES},
+        group_by={"difficulty": "record.difficulty", "tag": "record.tags"},
+    )
     counts_own_calls = True  # its batch runs' calls go through the gateway, counted here all the same
 
     @classmethod
@@ -58,11 +63,16 @@ class CrmHarness(Harness):
         for run in cfg.model_runs():
             via = run.name if run.name in batched else None  # its calls through the gateway's batches
             agent = self.shared.client(run.model_ref(), batch_run=via, gate=f"{run.name}/agent")
-            teacher = self.shared.client(run.teacher, batch_run=via, gate=f"{run.name}/teacher") if run.teacher \
+            teacher = (
+                self.shared.client(run.teacher, batch_run=via, gate=f"{run.name}/teacher")
+                if run.teacher
                 else None
+            )
             self.clients[run.name] = (agent, teacher)
         self.expectations = Expectations(self.cache)
-        self.current: list[ModelClient] = []  # the clients of the record being run, and their counts before it
+        self.current: list[
+            ModelClient
+        ] = []  # the clients of the record being run, and their counts before it
         self.before: list[Counts] = []
         self.crm: psycopg.Connection[Any] | None = None
         self.telemetry: telemetry.Writer | None = None
@@ -103,8 +113,15 @@ class CrmHarness(Harness):
         self.before = [c.stats.snapshot() for c in self.current]
         conv = Conversation.model_validate(task.record)
         try:
-            output, usage = run_episode(conv, task.run, crm=self.crm, telemetry_out=self.telemetry, agent=agent,
-                                        teacher=teacher, expectations=self.expectations)
+            output, usage = run_episode(
+                conv,
+                task.run,
+                crm=self.crm,
+                telemetry_out=self.telemetry,
+                agent=agent,
+                teacher=teacher,
+                expectations=self.expectations,
+            )
         except ConversationFailed as e:
             return Outcome.failed(str(e), e.kind, usage=self.spent())
         return Outcome(output, usage=usage)
@@ -133,7 +150,9 @@ class _Shared:
         self.providers: dict[tuple[str, str, str, str], tuple[Any, str]] = {}
         self.telemetry_sink: psycopg.Connection[Any] | None = None
         self.telemetry_lock = threading.Lock()  # one write at a time on the shared telemetry connections
-        self.atlas: dict[str, tuple[psycopg.Connection[Any], int]] = {}  # sandbox's telemetry DSN -> (conn, users)
+        self.atlas: dict[
+            str, tuple[psycopg.Connection[Any], int]
+        ] = {}  # sandbox's telemetry DSN -> (conn, users)
         if cfg.telemetry_dsn:
             try:
                 self.telemetry_sink = db.connect(cfg.telemetry_dsn)
@@ -158,14 +177,23 @@ class _Shared:
                 if self.info.gateway_url is None:
                     raise SandboxBootError(f"run {batch_run} is in batch mode, but no gateway was started")
                 via = f"{self.info.gateway_url}/run/{batch_run}/worker/{self.info.worker}"
-            self.providers[key] = make_provider(ref, self.cfg, self.info.sim_url, via=via,
-                                                via_token=self.info.gateway_token)
+            self.providers[key] = make_provider(
+                ref, self.cfg, self.info.sim_url, via=via, via_token=self.info.gateway_token
+            )
         provider, wire_model = self.providers[key]
         gates = getattr(self.info.limiter, "gates", None)
-        return client_over(provider, wire_model, ref, self.cfg, limiter=None if batch_run else self.info.limiter,
-                           cache=self.cache, batch=batch_run is not None, catalogue=self.info.catalogue,
-                           gate=(gates, gate) if gates is not None and gate is not None else None,
-                           run=gate.split("/", 1)[0] if gate is not None else None)
+        return client_over(
+            provider,
+            wire_model,
+            ref,
+            self.cfg,
+            limiter=None if batch_run else self.info.limiter,
+            cache=self.cache,
+            batch=batch_run is not None,
+            catalogue=self.info.catalogue,
+            gate=(gates, gate) if gates is not None and gate is not None else None,
+            run=gate.split("/", 1)[0] if gate is not None else None,
+        )
 
     def telemetry_writer(self, dsn: str) -> telemetry.Writer:
         """A slot's way to the telemetry databases: one connection to its sandbox's, shared by every slot

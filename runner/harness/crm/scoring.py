@@ -61,8 +61,10 @@ def replay_gold(conn: psycopg.Connection[Any], conv: Conversation) -> None:
         for call in turn.gold_calls:
             out = execute(conn, call.tool, call.args)
             if out.ok == call.expect_error:
-                raise BadRecord(f"{conv.id}: gold call {call.tool}({call.args}) "
-                                f"{'succeeded' if out.ok else 'failed'} unexpectedly: {out.error}")
+                raise BadRecord(
+                    f"{conv.id}: gold call {call.tool}({call.args}) "
+                    f"{'succeeded' if out.ok else 'failed'} unexpectedly: {out.error}"
+                )
 
 
 def made_gold_writes(conv: Conversation, calls_per_turn: list[list[CallRecord]]) -> bool:
@@ -71,8 +73,10 @@ def made_gold_writes(conv: Conversation, calls_per_turn: list[list[CallRecord]])
     or not, may come between. Arguments compare as the tool validated them, which is what reaches
     SQL: 29100000.0 and 29100000 are one amount (every numeric column has a fixed scale, so equal
     decimals store alike: tests/harness/crm/test_expectations.py holds the schema to that)."""
+
     def writes(calls: list[tuple[str, Any, bool]]) -> list[tuple[str, Any, bool]]:
         return [(t, _as_validated(t, a), ok) for t, a, ok in calls if t in TOOLS and TOOLS[t].writes]
+
     gold = writes([(g.tool, g.args, not g.expect_error) for t in conv.turns for g in t.gold_calls])
     made = writes([(c.tool, c.args, c.ok) for turn in calls_per_turn for c in turn])
     return made == gold
@@ -125,8 +129,14 @@ def _arg_matches(gold: GoldCall, call: CallRecord) -> tuple[int, int]:
     return exact, norm
 
 
-def score(conv: Conversation, calls_per_turn: list[list[CallRecord]], final_state: dict[str, Any] | None,
-          expected: dict[str, Any] | None, *, completed: bool = True) -> Scores:
+def score(
+    conv: Conversation,
+    calls_per_turn: list[list[CallRecord]],
+    final_state: dict[str, Any] | None,
+    expected: dict[str, Any] | None,
+    *,
+    completed: bool = True,
+) -> Scores:
     """Scores for one conversation. `completed` is False when a turn hit its step limit or failed."""
     turn_scores: list[float] = []
     gold_args = exact = norm = 0
@@ -145,11 +155,15 @@ def score(conv: Conversation, calls_per_turn: list[list[CallRecord]], final_stat
                 exact, norm = exact + best[0], norm + best[1]
     state_match = final_state is not None and expected is not None and final_state == expected
     return Scores(
-        success=bool(completed and state_match and all(s == 1.0 for s, t in zip(turn_scores, conv.turns,
-                                                                                 strict=True)
-                                                      if t.expect != "tools")),
+        success=bool(
+            completed
+            and state_match
+            and all(s == 1.0 for s, t in zip(turn_scores, conv.turns, strict=True) if t.expect != "tools")
+        ),
         state_match=state_match,
         tool_selection=sum(turn_scores) / len(turn_scores) if turn_scores else 1.0,
         args_exact=exact / gold_args if gold_args else 1.0,
         args_normalized=norm / gold_args if gold_args else 1.0,
-        turn_tool_selection=turn_scores, gold_args=gold_args)
+        turn_tool_selection=turn_scores,
+        gold_args=gold_args,
+    )

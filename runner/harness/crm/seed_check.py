@@ -18,9 +18,16 @@ _COLUMN = re.compile(r"^    (\w+)\s+(\w+)(.*)$")
 _REFERENCES = re.compile(r"REFERENCES (\w+)")
 _NOT_COLUMNS = {"CONSTRAINT", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "EXCLUDE"}
 # SQL type -> the JSON values jsonb_populate_recordset turns into it
-_ACCEPTS: dict[str, tuple[type, ...]] = {"bigint": (int,), "integer": (int,), "smallint": (int,),
-                                         "numeric": (int, float, str), "boolean": (bool,), "text": (str,),
-                                         "timestamptz": (str,), "date": (str,)}
+_ACCEPTS: dict[str, tuple[type, ...]] = {
+    "bigint": (int,),
+    "integer": (int,),
+    "smallint": (int,),
+    "numeric": (int, float, str),
+    "boolean": (bool,),
+    "text": (str,),
+    "timestamptz": (str,),
+    "date": (str,),
+}
 
 
 @cache
@@ -55,10 +62,13 @@ def check_seed(seed: Mapping[str, list[dict[str, Any]]], seed_tables: tuple[str,
             where = f"seed.{table}[{n}] (id {row.get('id')})"
             for col, value in row.items():
                 if col not in schema[table]:
-                    raise ValueError(f"{where}: {table} has no column {col!r} "
-                                     f"(its columns: {', '.join(schema[table])})")
+                    raise ValueError(
+                        f"{where}: {table} has no column {col!r} (its columns: {', '.join(schema[table])})"
+                    )
                 sql_type, target = schema[table][col]
                 if not _type_ok(value, sql_type):
                     raise ValueError(f"{where}: {col} is {sql_type}, got {type(value).__name__} {value!r}")
                 if target in ids and value is not None and value not in ids[target]:
-                    raise ValueError(f"{where}: {col} = {value} points to a {target} row the seed does not hold")
+                    raise ValueError(
+                        f"{where}: {col} = {value} points to a {target} row the seed does not hold"
+                    )

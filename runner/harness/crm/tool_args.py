@@ -11,16 +11,32 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Industry = Literal["software", "manufacturing", "healthcare", "finance", "retail", "education", "energy",
-                   "logistics", "media", "other"]
+Industry = Literal[
+    "software",
+    "manufacturing",
+    "healthcare",
+    "finance",
+    "retail",
+    "education",
+    "energy",
+    "logistics",
+    "media",
+    "other",
+]
 AccountType = Literal["prospect", "customer", "partner", "churned"]
 Stage = Literal["prospecting", "qualification", "proposal", "negotiation", "closed_won", "closed_lost"]
 Priority = Literal["low", "medium", "high", "urgent"]
 CaseStatus = Literal["new", "open", "pending", "resolved", "closed"]
 ActivityKind = Literal["call", "email", "meeting", "note", "task"]
 RelatedType = Literal["account", "contact", "opportunity", "case", "quote"]
-STAGE_PROBABILITY = {"prospecting": 10, "qualification": 25, "proposal": 50, "negotiation": 75,
-                     "closed_won": 100, "closed_lost": 0}
+STAGE_PROBABILITY = {
+    "prospecting": 10,
+    "qualification": 25,
+    "proposal": 50,
+    "negotiation": 75,
+    "closed_won": 100,
+    "closed_lost": 0,
+}
 Id = Field(gt=0, lt=2**62)
 
 

@@ -43,8 +43,17 @@ from runner.harness.crm.tool_args import (
     UpdateOpportunityStage,
 )
 
-__all__ = ["STAGE_PROBABILITY", "TOOLS", "Tool", "ToolFailure", "ToolOutcome", "anthropic_tools", "execute",
-           "openai_tools"]
+__all__ = [
+    "STAGE_PROBABILITY",
+    "TOOLS",
+    "Tool",
+    "ToolFailure",
+    "ToolOutcome",
+    "anthropic_tools",
+    "execute",
+    "openai_tools",
+]
+
 
 class ToolFailure(Exception):
     """A failure to report to the model (not found, bad reference): not a crash."""
@@ -98,13 +107,17 @@ def _exists(cur: Cur, table: str, ident: int) -> None:
         raise ToolFailure("not_found", f"{table.rstrip('s')} {ident} does not exist")
 
 
-def _search(cur: Cur, table: str, cols: str, filters: list[tuple[str, Any]], limit: int, order: str = "id"
-            ) -> dict[str, Any]:
+def _search(
+    cur: Cur, table: str, cols: str, filters: list[tuple[str, Any]], limit: int, order: str = "id"
+) -> dict[str, Any]:
     where = [sql.SQL(cond) for cond, v in filters if v is not None]
     params = [v for _, v in filters if v is not None]
     q = sql.SQL("SELECT {} FROM {} {} ORDER BY {} LIMIT %s").format(
-        sql.SQL(cols), sql.Identifier(table),
-        sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL(""), sql.SQL(order))
+        sql.SQL(cols),
+        sql.Identifier(table),
+        sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL(""),
+        sql.SQL(order),
+    )
     cur.execute(q, [*params, limit])
     rows = _rows(cur)
     return {"count": len(rows), "results": rows}
@@ -113,8 +126,11 @@ def _search(cur: Cur, table: str, cols: str, filters: list[tuple[str, Any]], lim
 def _insert(cur: Cur, table: str, values: dict[str, Any], returning: str = "*") -> dict[str, Any]:
     cols = [k for k, v in values.items() if v is not None]
     q = sql.SQL("INSERT INTO {} ({}) VALUES ({}) RETURNING {}").format(
-        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, cols)),
-        sql.SQL(", ").join(sql.Placeholder() * len(cols)), sql.SQL(returning))
+        sql.Identifier(table),
+        sql.SQL(", ").join(map(sql.Identifier, cols)),
+        sql.SQL(", ").join(sql.Placeholder() * len(cols)),
+        sql.SQL(returning),
+    )
     cur.execute(q, [values[c] for c in cols])
     return _rows(cur)[0]
 
@@ -124,7 +140,8 @@ def _update(cur: Cur, table: str, ident: int, values: dict[str, Any]) -> dict[st
     if not sets:
         raise ToolFailure("invalid_arguments", "nothing to update: give at least one field")
     q = sql.SQL("UPDATE {} SET {} WHERE id = %s RETURNING *").format(
-        sql.Identifier(table), sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in sets))
+        sql.Identifier(table), sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in sets)
+    )
     cur.execute(q, [*sets.values(), ident])
     return _one(cur, table.rstrip("s"), ident)
 
@@ -135,22 +152,36 @@ def _no_ts(row: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- handlers
 def search_accounts(cur: Cur, a: SearchAccounts) -> Any:
-    return _search(cur, "accounts", "id, name, industry, type, billing_city, billing_country, owner_id", [
-        ("lower(name) LIKE lower(%s)", _like(a.query) if a.query else None), ("industry = %s", a.industry),
-        ("type = %s", a.type), ("lower(billing_city) = lower(%s)", a.city)], a.limit)
+    return _search(
+        cur,
+        "accounts",
+        "id, name, industry, type, billing_city, billing_country, owner_id",
+        [
+            ("lower(name) LIKE lower(%s)", _like(a.query) if a.query else None),
+            ("industry = %s", a.industry),
+            ("type = %s", a.type),
+            ("lower(billing_city) = lower(%s)", a.city),
+        ],
+        a.limit,
+    )
 
 
 def get_account(cur: Cur, a: GetAccount) -> Any:
     cur.execute("SELECT * FROM accounts WHERE id = %s", (a.account_id,))
     acct = _no_ts(_one(cur, "account", a.account_id))
-    cur.execute("SELECT id, first_name, last_name, email, title FROM contacts WHERE account_id = %s ORDER BY id",
-                (a.account_id,))
+    cur.execute(
+        "SELECT id, first_name, last_name, email, title FROM contacts WHERE account_id = %s ORDER BY id",
+        (a.account_id,),
+    )
     acct["contacts"] = _rows(cur)
-    cur.execute("SELECT id, name, stage, amount, close_date FROM opportunities WHERE account_id = %s ORDER BY id",
-                (a.account_id,))
+    cur.execute(
+        "SELECT id, name, stage, amount, close_date FROM opportunities WHERE account_id = %s ORDER BY id",
+        (a.account_id,),
+    )
     acct["opportunities"] = _rows(cur)
-    cur.execute("SELECT id, subject, priority, status FROM cases WHERE account_id = %s ORDER BY id",
-                (a.account_id,))
+    cur.execute(
+        "SELECT id, subject, priority, status FROM cases WHERE account_id = %s ORDER BY id", (a.account_id,)
+    )
     acct["cases"] = _rows(cur)
     return acct
 
@@ -168,9 +199,17 @@ def update_account(cur: Cur, a: UpdateAccount) -> Any:
 
 
 def search_contacts(cur: Cur, a: SearchContacts) -> Any:
-    return _search(cur, "contacts", "id, account_id, first_name, last_name, email, phone, title", [
-        ("lower(first_name || ' ' || last_name) LIKE lower(%s)", _like(a.query) if a.query else None),
-        ("account_id = %s", a.account_id), ("lower(email) = lower(%s)", a.email)], a.limit)
+    return _search(
+        cur,
+        "contacts",
+        "id, account_id, first_name, last_name, email, phone, title",
+        [
+            ("lower(first_name || ' ' || last_name) LIKE lower(%s)", _like(a.query) if a.query else None),
+            ("account_id = %s", a.account_id),
+            ("lower(email) = lower(%s)", a.email),
+        ],
+        a.limit,
+    )
 
 
 def create_contact(cur: Cur, a: CreateContact) -> Any:
@@ -183,9 +222,17 @@ def update_contact(cur: Cur, a: UpdateContact) -> Any:
 
 
 def search_opportunities(cur: Cur, a: SearchOpportunities) -> Any:
-    return _search(cur, "opportunities", "id, account_id, name, stage, amount, close_date, probability", [
-        ("account_id = %s", a.account_id), ("stage = %s", a.stage),
-        ("lower(name) LIKE lower(%s)", _like(a.query) if a.query else None)], a.limit)
+    return _search(
+        cur,
+        "opportunities",
+        "id, account_id, name, stage, amount, close_date, probability",
+        [
+            ("account_id = %s", a.account_id),
+            ("stage = %s", a.stage),
+            ("lower(name) LIKE lower(%s)", _like(a.query) if a.query else None),
+        ],
+        a.limit,
+    )
 
 
 def create_opportunity(cur: Cur, a: CreateOpportunity) -> Any:
@@ -207,8 +254,11 @@ def update_opportunity(cur: Cur, a: UpdateOpportunity) -> Any:
 
 def search_products(cur: Cur, a: SearchProducts) -> Any:
     pat = _like(a.query) if a.query else None
-    cur.execute("SELECT id, sku, name, unit_price FROM products WHERE active AND (%(p)s::text IS NULL "
-                "OR lower(name) LIKE lower(%(p)s) OR lower(sku) LIKE lower(%(p)s)) ORDER BY id", {"p": pat})
+    cur.execute(
+        "SELECT id, sku, name, unit_price FROM products WHERE active AND (%(p)s::text IS NULL "
+        "OR lower(name) LIKE lower(%(p)s) OR lower(sku) LIKE lower(%(p)s)) ORDER BY id",
+        {"p": pat},
+    )
     rows = _rows(cur)
     return {"count": len(rows), "results": rows}
 
@@ -221,13 +271,23 @@ def create_quote(cur: Cur, a: CreateQuote) -> Any:
     unknown = [s for s in skus if s not in products]
     if unknown:
         raise ToolFailure("not_found", f"unknown product SKU(s): {', '.join(unknown)}; use search_products")
-    quote = _insert(cur, "quotes", {"opportunity_id": a.opportunity_id, "name": a.name,
-                                    "valid_until": a.valid_until})
+    quote = _insert(
+        cur, "quotes", {"opportunity_id": a.opportunity_id, "name": a.name, "valid_until": a.valid_until}
+    )
     total = Decimal(0)
     for ln in a.lines:
         price = products[ln.sku]["unit_price"]
-        _insert(cur, "quote_lines", {"quote_id": quote["id"], "product_id": products[ln.sku]["id"],
-                                     "quantity": ln.quantity, "unit_price": price, "discount_pct": ln.discount_pct})
+        _insert(
+            cur,
+            "quote_lines",
+            {
+                "quote_id": quote["id"],
+                "product_id": products[ln.sku]["id"],
+                "quantity": ln.quantity,
+                "unit_price": price,
+                "discount_pct": ln.discount_pct,
+            },
+        )
         total += price * ln.quantity * (1 - ln.discount_pct / 100)
     cur.execute("UPDATE quotes SET total = round(%s, 2) WHERE id = %s RETURNING *", (total, quote["id"]))
     out = _no_ts(_rows(cur)[0])
@@ -243,9 +303,18 @@ def create_case(cur: Cur, a: CreateCase) -> Any:
 
 
 def search_cases(cur: Cur, a: SearchCases) -> Any:
-    return _search(cur, "cases", "id, account_id, contact_id, subject, priority, status", [
-        ("account_id = %s", a.account_id), ("status = %s", a.status), ("priority = %s", a.priority),
-        ("lower(subject) LIKE lower(%s)", _like(a.query) if a.query else None)], a.limit)
+    return _search(
+        cur,
+        "cases",
+        "id, account_id, contact_id, subject, priority, status",
+        [
+            ("account_id = %s", a.account_id),
+            ("status = %s", a.status),
+            ("priority = %s", a.priority),
+            ("lower(subject) LIKE lower(%s)", _like(a.query) if a.query else None),
+        ],
+        a.limit,
+    )
 
 
 def update_case_status(cur: Cur, a: UpdateCaseStatus) -> Any:
@@ -253,8 +322,11 @@ def update_case_status(cur: Cur, a: UpdateCaseStatus) -> Any:
 
 
 def log_activity(cur: Cur, a: LogActivity) -> Any:
-    _exists(cur, {"opportunity": "opportunities", "case": "cases"}.get(a.related_type, a.related_type + "s"),
-            a.related_id)
+    _exists(
+        cur,
+        {"opportunity": "opportunities", "case": "cases"}.get(a.related_type, a.related_type + "s"),
+        a.related_id,
+    )
     return _no_ts(_insert(cur, "activities", a.model_dump()))
 
 
@@ -274,8 +346,14 @@ class Tool:
         return {"name": self.name, "description": self.description, "input_schema": self.json_schema()}
 
     def openai(self) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.json_schema()}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.json_schema(),
+            },
+        }
 
 
 def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
@@ -305,14 +383,23 @@ _SPECS: list[tuple[Callable[[Cur, Any], Any], type[Args], bool, str]] = [
     (update_contact, UpdateContact, True, "Update a contact's email, phone or title."),
     (search_opportunities, SearchOpportunities, False, "Search opportunities by account, stage or name."),
     (create_opportunity, CreateOpportunity, True, "Create an opportunity (deal) for an account."),
-    (update_opportunity_stage, UpdateOpportunityStage, True,
-     "Move an opportunity to a stage; probability follows the stage unless given."),
+    (
+        update_opportunity_stage,
+        UpdateOpportunityStage,
+        True,
+        "Move an opportunity to a stage; probability follows the stage unless given.",
+    ),
     (update_opportunity, UpdateOpportunity, True, "Change an opportunity's name, amount or close date."),
     (search_products, SearchProducts, False, "Search the product catalogue (SKU, name, list price)."),
     (create_quote, CreateQuote, True, "Create a quote for an opportunity with product lines (by SKU)."),
     (create_case, CreateCase, True, "Open a support case for an account."),
     (search_cases, SearchCases, False, "Search support cases by account, status, priority or subject."),
-    (update_case_status, UpdateCaseStatus, True, "Change a case's status, with a resolution note if closing."),
+    (
+        update_case_status,
+        UpdateCaseStatus,
+        True,
+        "Change a case's status, with a resolution note if closing.",
+    ),
     (log_activity, LogActivity, True, "Log a call, email, meeting, note or task against a record."),
 ]
 TOOLS: dict[str, Tool] = {f.__name__: Tool(f.__name__, d, m, f, w) for f, m, w, d in _SPECS}
@@ -346,23 +433,36 @@ def execute(conn: psycopg.Connection[Any], name: str, raw_args: Any) -> ToolOutc
     """
     tool = TOOLS.get(name)
     if tool is None:
-        return ToolOutcome(False, error={"type": "unknown_tool", "message": f"no tool named {name!r}",
-                                         "available": sorted(TOOLS)})
+        return ToolOutcome(
+            False,
+            error={"type": "unknown_tool", "message": f"no tool named {name!r}", "available": sorted(TOOLS)},
+        )
     if isinstance(raw_args, str):
         try:
             raw_args = json.loads(raw_args or "{}")
         except json.JSONDecodeError as e:
-            return ToolOutcome(False, error={"type": "invalid_arguments", "message": f"arguments are not JSON: {e}"})
+            return ToolOutcome(
+                False, error={"type": "invalid_arguments", "message": f"arguments are not JSON: {e}"}
+            )
     if not isinstance(raw_args, dict):
-        return ToolOutcome(False, error={"type": "invalid_arguments", "message": "arguments must be a JSON object"})
+        return ToolOutcome(
+            False, error={"type": "invalid_arguments", "message": "arguments must be a JSON object"}
+        )
     try:
         args = tool.args.model_validate(raw_args)
     except ValidationError as e:
-        return ToolOutcome(False, error={"type": "invalid_arguments", "message": f"invalid arguments for {name}",
-                                         # sorted: the same wrong call gets the same answer, whatever key order
-                                         "details": sorted(({"field": ".".join(map(str, d["loc"])),
-                                                             "problem": d["msg"]} for d in e.errors()),
-                                                           key=lambda x: (x["field"], x["problem"]))})
+        return ToolOutcome(
+            False,
+            error={
+                "type": "invalid_arguments",
+                "message": f"invalid arguments for {name}",
+                # sorted: the same wrong call gets the same answer, whatever key order
+                "details": sorted(
+                    ({"field": ".".join(map(str, d["loc"])), "problem": d["msg"]} for d in e.errors()),
+                    key=lambda x: (x["field"], x["problem"]),
+                ),
+            },
+        )
     # Reads run without BEGIN/COMMIT (two of a lookup's three round trips): nothing else writes to a
     # sandbox's database while its conversation runs, so a snapshot per statement sees what one per
     # call would. Writes keep their transaction: all of a call's statements or none.
@@ -373,8 +473,15 @@ def execute(conn: psycopg.Connection[Any], name: str, raw_args: Any) -> ToolOutc
     except ToolFailure as e:
         return ToolOutcome(False, error={"type": e.kind, "message": str(e)})
     except psycopg.errors.IntegrityError as e:
-        return ToolOutcome(False, error={"type": "constraint_violation",
-                                         "message": (e.diag.message_primary or str(e)),
-                                         "detail": e.diag.message_detail})
+        return ToolOutcome(
+            False,
+            error={
+                "type": "constraint_violation",
+                "message": (e.diag.message_primary or str(e)),
+                "detail": e.diag.message_detail,
+            },
+        )
     except (psycopg.errors.DataError, psycopg.errors.ProgrammingError) as e:
-        return ToolOutcome(False, error={"type": "invalid_arguments", "message": e.diag.message_primary or str(e)})
+        return ToolOutcome(
+            False, error={"type": "invalid_arguments", "message": e.diag.message_primary or str(e)}
+        )

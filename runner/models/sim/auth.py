@@ -18,9 +18,12 @@ def unauthorized(request: web.Request, api: str, stats: Counter[str]) -> web.Res
     auth = (request.headers.get("x-api-key") or bearer) if api == "anthropic" else bearer
     if not auth or auth.strip() in ("Bearer", "Bearer invalid", "invalid"):
         stats["401"] += 1
-        missing = ("x-api-key header is required" if api == "anthropic" else
-                   "You didn't provide an API key. You need to provide your API key in an Authorization header "
-                   "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+        missing = (
+            "x-api-key header is required"
+            if api == "anthropic"
+            else "You didn't provide an API key. You need to provide your API key in an Authorization header "
+            "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+        )
         wrong = "invalid x-api-key" if api == "anthropic" else "Incorrect API key provided."
         return web.json_response(err(401, wrong if auth else missing), status=401)
     return None

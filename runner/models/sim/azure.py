@@ -52,8 +52,10 @@ async def dated_chat(request: web.Request) -> web.StreamResponse:
         return missing
     if request.query.get("api-version") not in cloudbook.azure_api_versions():
         # the body is not documented: the simulator's words, in the shape of Azure's other errors
-        return refused(request, web.json_response({"error": {"code": "404", "message": "Resource not found"}},
-                                                  status=404))
+        return refused(
+            request,
+            web.json_response({"error": {"code": "404", "message": "Resource not found"}}, status=404),
+        )
     deployment = request.match_info["deployment"]
     model = served(request, deployment)
     if model is None:
@@ -81,5 +83,9 @@ async def v1_chat(request: web.Request) -> web.StreamResponse:
 
 
 def add_routes(app: web.Application) -> None:
-    app.add_routes([web.post("/openai/deployments/{deployment}/chat/completions", dated_chat),
-                    web.post("/openai/v1/chat/completions", v1_chat)])
+    app.add_routes(
+        [
+            web.post("/openai/deployments/{deployment}/chat/completions", dated_chat),
+            web.post("/openai/v1/chat/completions", v1_chat),
+        ]
+    )

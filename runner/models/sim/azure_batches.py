@@ -31,8 +31,11 @@ from runner.models.sim.translate import json_object, refused
 ENDPOINT = "/chat/completions"  # what a create names (azure.batch.create)
 LINE_URL = "/v1/chat/completions"  # what each line's url is (azure.batch.input_line)
 # the OpenAI batch checks' codes under the names Azure's pages give them (azure.batch.error_codes)
-AZURE_CODES = {"mismatched_model": "model_mismatch", "mismatched_endpoint": "url_mismatch",
-               "too_many_requests": "too_many_tasks"}
+AZURE_CODES = {
+    "mismatched_model": "model_mismatch",
+    "mismatched_endpoint": "url_mismatch",
+    "too_many_requests": "too_many_tasks",
+}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -51,6 +54,7 @@ def _checked(request: web.Request) -> web.Response | None:
 def _as_openai(handler: Handler) -> Handler:
     async def serve(request: web.Request) -> web.StreamResponse:
         return bad if (bad := _checked(request)) is not None else await handler(request)
+
     return serve
 
 
@@ -65,20 +69,31 @@ async def create(request: web.Request) -> web.StreamResponse:
         return json_error("openai", 400, said, param="endpoint")
     found = request.app["batches"].files.get(str(body.get("input_file_id")))
     if found is None:
-        return json_error("openai", 404, f"No such File object: {body.get('input_file_id')}",
-                          param="input_file_id")
+        return json_error(
+            "openai", 404, f"No such File object: {body.get('input_file_id')}", param="input_file_id"
+        )
     entries, problems = _entries(request, found[1], body)
-    b = request.app["batches"].new("openai", f"batch_{uuid.uuid4().hex[:24]}", entries, request.headers,
-                                   endpoint=ENDPOINT, input_file_id=body["input_file_id"],
-                                   metadata=body.get("metadata"), failed=problems or None)
+    b = request.app["batches"].new(
+        "openai",
+        f"batch_{uuid.uuid4().hex[:24]}",
+        entries,
+        request.headers,
+        endpoint=ENDPOINT,
+        input_file_id=body["input_file_id"],
+        metadata=body.get("metadata"),
+        failed=problems or None,
+    )
     await asyncio.sleep(request.app["batches"].settings.create_seconds)
-    return web.json_response({**openai_batch(b), "status": "validating", "in_progress_at": None,
-                              "failed_at": None, "errors": None})
+    return web.json_response(
+        {**openai_batch(b), "status": "validating", "in_progress_at": None, "failed_at": None, "errors": None}
+    )
 
 
-def _entries(request: web.Request, data: bytes, body: dict[str, Any]
-             ) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]:
+def _entries(
+    request: web.Request, data: bytes, body: dict[str, Any]
+) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]:
     """The file's requests, each to the model its deployment serves; or the problems that fail the batch."""
+
     def problem(code: str, message: str) -> list[dict[str, Any]]:
         return [{"code": code, "line": None, "message": message, "param": None}]
 
@@ -95,13 +110,15 @@ def _entries(request: web.Request, data: bytes, body: dict[str, Any]
 
 
 def add_routes(app: web.Application) -> None:
-    app.add_routes([
-        web.post("/openai/v1/files", _as_openai(batch_routes.files_create)),
-        web.get("/openai/v1/files/{id}", _as_openai(batch_routes.files_get)),
-        web.delete("/openai/v1/files/{id}", _as_openai(batch_routes.files_delete)),
-        web.get("/openai/v1/files/{id}/content", _as_openai(batch_routes.files_content)),
-        web.post("/openai/v1/batches", create),
-        web.get("/openai/v1/batches", _as_openai(batch_routes.openai_list)),
-        web.get("/openai/v1/batches/{id}", _as_openai(batch_routes.openai_get)),
-        web.post("/openai/v1/batches/{id}/cancel", _as_openai(batch_routes.openai_cancel)),
-    ])
+    app.add_routes(
+        [
+            web.post("/openai/v1/files", _as_openai(batch_routes.files_create)),
+            web.get("/openai/v1/files/{id}", _as_openai(batch_routes.files_get)),
+            web.delete("/openai/v1/files/{id}", _as_openai(batch_routes.files_delete)),
+            web.get("/openai/v1/files/{id}/content", _as_openai(batch_routes.files_content)),
+            web.post("/openai/v1/batches", create),
+            web.get("/openai/v1/batches", _as_openai(batch_routes.openai_list)),
+            web.get("/openai/v1/batches/{id}", _as_openai(batch_routes.openai_get)),
+            web.post("/openai/v1/batches/{id}/cancel", _as_openai(batch_routes.openai_cancel)),
+        ]
+    )

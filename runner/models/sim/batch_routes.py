@@ -75,9 +75,15 @@ async def anthropic_create(request: web.Request) -> web.Response:
         return json_error("anthropic", 400, why)
     if (busy := _busy(request, "anthropic")) is not None:
         return busy
-    b = _batches(request).new("anthropic", f"msgbatch_{uuid.uuid4().hex[:24]}",
-                              [(r["custom_id"], r["params"]) for r in body["requests"]], request.headers)
-    await asyncio.sleep(_batches(request).settings.create_seconds)  # made already: a caller gone now leaves it
+    b = _batches(request).new(
+        "anthropic",
+        f"msgbatch_{uuid.uuid4().hex[:24]}",
+        [(r["custom_id"], r["params"]) for r in body["requests"]],
+        request.headers,
+    )
+    await asyncio.sleep(
+        _batches(request).settings.create_seconds
+    )  # made already: a caller gone now leaves it
     return web.json_response(anthropic_batch(b, _origin(request)))
 
 
@@ -101,8 +107,12 @@ async def anthropic_get_results(request: web.Request) -> web.Response:
     if isinstance(b, web.Response):
         return b
     if b.ended is None:
-        return json_error("anthropic", 400, f"batch {b.id} is still {anthropic_batch(b, '')['processing_status']}: "
-                                            "its results exist once processing has ended")
+        return json_error(
+            "anthropic",
+            400,
+            f"batch {b.id} is still {anthropic_batch(b, '')['processing_status']}: "
+            "its results exist once processing has ended",
+        )
     return web.Response(body=anthropic_results(b), content_type="application/binary")
 
 
@@ -117,7 +127,9 @@ def _busy(request: web.Request, api: str) -> web.Response | None:
         return None
     bs.stats["batch_create_429"] += 1
     wait = bs.settings.retry_after_seconds
-    refused = json_error(api, 429, "Too many batch requests: retry after the time the retry-after header says")
+    refused = json_error(
+        api, 429, "Too many batch requests: retry after the time the retry-after header says"
+    )
     refused.headers["retry-after"] = str(max(0, round(wait)))
     refused.headers["retry-after-ms"] = str(int(wait * 1000))
     return refused
@@ -136,8 +148,15 @@ async def _listed(request: web.Request, api: str) -> list[SimBatch] | web.Respon
 
 
 def _page(data: list[dict[str, Any]], **extra: Any) -> web.Response:
-    return web.json_response({**extra, "data": data, "has_more": False,
-                              "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None})
+    return web.json_response(
+        {
+            **extra,
+            "data": data,
+            "has_more": False,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        }
+    )
 
 
 async def anthropic_list(request: web.Request) -> web.Response:
@@ -173,8 +192,12 @@ async def files_create(request: web.Request) -> web.Response:
         return json_error("openai", 400, f"a multipart/form-data upload is required ({e})")
     upload, purpose = form.get("file"), form.get("purpose")
     if purpose != "batch":
-        return json_error("openai", 400, f"purpose: the simulator keeps files for batches only ({purpose!r})",
-                          param="purpose")
+        return json_error(
+            "openai",
+            400,
+            f"purpose: the simulator keeps files for batches only ({purpose!r})",
+            param="purpose",
+        )
     if not isinstance(upload, FileField):
         return json_error("openai", 400, "file: a file part is required", param="file")
     data = upload.file.read()
@@ -188,8 +211,11 @@ def _file(request: web.Request) -> tuple[dict[str, Any], bytes] | web.Response:
     if (refused := _unauthorized(request, "openai")) is not None:
         return refused
     found = _batches(request).files.get(request.match_info["id"])
-    return found if found is not None else json_error("openai", 404, f"No such File object: "
-                                                                     f"{request.match_info['id']}", param="id")
+    return (
+        found
+        if found is not None
+        else json_error("openai", 404, f"No such File object: {request.match_info['id']}", param="id")
+    )
 
 
 async def files_get(request: web.Request) -> web.Response:
@@ -199,7 +225,9 @@ async def files_get(request: web.Request) -> web.Response:
 
 async def files_content(request: web.Request) -> web.Response:
     f = _file(request)
-    return f if isinstance(f, web.Response) else web.Response(body=f[1], content_type="application/octet-stream")
+    return (
+        f if isinstance(f, web.Response) else web.Response(body=f[1], content_type="application/octet-stream")
+    )
 
 
 async def openai_create(request: web.Request) -> web.Response:
@@ -207,23 +235,39 @@ async def openai_create(request: web.Request) -> web.Response:
     if isinstance(body, web.Response):
         return body
     if body.get("completion_window") != "24h":
-        return json_error("openai", 400, "completion_window: only '24h' is supported", param="completion_window")
+        return json_error(
+            "openai", 400, "completion_window: only '24h' is supported", param="completion_window"
+        )
     if body.get("endpoint") not in ENDPOINTS:
-        return json_error("openai", 400, f"endpoint: the simulator batches {', '.join(ENDPOINTS)} "
-                                         f"({body.get('endpoint')!r})", param="endpoint")
+        return json_error(
+            "openai",
+            400,
+            f"endpoint: the simulator batches {', '.join(ENDPOINTS)} ({body.get('endpoint')!r})",
+            param="endpoint",
+        )
     found = _batches(request).files.get(str(body.get("input_file_id")))
     if found is None:
-        return json_error("openai", 404, f"No such File object: {body.get('input_file_id')}", param="input_file_id")
+        return json_error(
+            "openai", 404, f"No such File object: {body.get('input_file_id')}", param="input_file_id"
+        )
     if (busy := _busy(request, "openai")) is not None:
         return busy
     entries, problems = openai_lines(found[1], body["endpoint"])
     problems = problems or (await _batches(request).over_token_limit(entries) or [])
-    b = _batches(request).new("openai", f"batch_{uuid.uuid4().hex[:24]}", entries, request.headers,
-                              endpoint=body["endpoint"], input_file_id=body["input_file_id"],
-                              metadata=body.get("metadata"), failed=problems or None)
+    b = _batches(request).new(
+        "openai",
+        f"batch_{uuid.uuid4().hex[:24]}",
+        entries,
+        request.headers,
+        endpoint=body["endpoint"],
+        input_file_id=body["input_file_id"],
+        metadata=body.get("metadata"),
+        failed=problems or None,
+    )
     await asyncio.sleep(_batches(request).settings.create_seconds)
-    return web.json_response({**openai_batch(b), "status": "validating", "in_progress_at": None, "failed_at": None,
-                              "errors": None})
+    return web.json_response(
+        {**openai_batch(b), "status": "validating", "in_progress_at": None, "failed_at": None, "errors": None}
+    )
 
 
 async def openai_get(request: web.Request) -> web.Response:
@@ -251,18 +295,20 @@ def _write_openai_files(bs: Batches, b: SimBatch) -> None:
 
 
 def add_routes(app: web.Application) -> None:
-    app.add_routes([
-        web.post("/v1/messages/batches", anthropic_create),
-        web.get("/v1/messages/batches", anthropic_list),
-        web.get("/v1/messages/batches/{id}", anthropic_get),
-        web.post("/v1/messages/batches/{id}/cancel", anthropic_cancel),
-        web.get("/v1/messages/batches/{id}/results", anthropic_get_results),
-        web.post("/v1/files", files_create),
-        web.get("/v1/files/{id}", files_get),
-        web.delete("/v1/files/{id}", files_delete),
-        web.get("/v1/files/{id}/content", files_content),
-        web.post("/v1/batches", openai_create),
-        web.get("/v1/batches", openai_list),
-        web.get("/v1/batches/{id}", openai_get),
-        web.post("/v1/batches/{id}/cancel", openai_cancel),
-    ])
+    app.add_routes(
+        [
+            web.post("/v1/messages/batches", anthropic_create),
+            web.get("/v1/messages/batches", anthropic_list),
+            web.get("/v1/messages/batches/{id}", anthropic_get),
+            web.post("/v1/messages/batches/{id}/cancel", anthropic_cancel),
+            web.get("/v1/messages/batches/{id}/results", anthropic_get_results),
+            web.post("/v1/files", files_create),
+            web.get("/v1/files/{id}", files_get),
+            web.delete("/v1/files/{id}", files_delete),
+            web.get("/v1/files/{id}/content", files_content),
+            web.post("/v1/batches", openai_create),
+            web.get("/v1/batches", openai_list),
+            web.get("/v1/batches/{id}", openai_get),
+            web.post("/v1/batches/{id}/cancel", openai_cancel),
+        ]
+    )

@@ -83,7 +83,9 @@ class Batches:
     `state_dir`, each batch is also kept on disk, as a provider keeps it: a simulator started again (a run
     resumed after kill -9) still knows the batches the last one took, and ends them on time."""
 
-    def __init__(self, settings: BatchTurnaround, answer: Answer, stats: Any, state_dir: str | None = None) -> None:
+    def __init__(
+        self, settings: BatchTurnaround, answer: Answer, stats: Any, state_dir: str | None = None
+    ) -> None:
         self.settings, self.answer, self.stats = settings, answer, stats
         self.state_dir = Path(state_dir) if state_dir else None
         self.batches: dict[str, SimBatch] = {}
@@ -91,8 +93,12 @@ class Batches:
         self.creates = 0  # batch creates asked for, 429s included
 
     def get(self, bid: str) -> SimBatch | None:
-        if bid not in self.batches and self.state_dir is not None and CUSTOM_ID.match(bid) \
-                and (self.state_dir / f"{bid}.json").is_file():
+        if (
+            bid not in self.batches
+            and self.state_dir is not None
+            and CUSTOM_ID.match(bid)
+            and (self.state_dir / f"{bid}.json").is_file()
+        ):
             self.batches[bid] = _loaded(json.loads((self.state_dir / f"{bid}.json").read_text()))
         return self.batches.get(bid)
 
@@ -101,17 +107,37 @@ class Batches:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             replace(self.state_dir / f"{b.id}.json", json.dumps(_saved(b)).encode())
 
-    def new(self, api: str, bid: str, entries: list[tuple[str, dict[str, Any]]], headers: Mapping[str, str],
-            **extra: Any) -> SimBatch:
+    def new(
+        self,
+        api: str,
+        bid: str,
+        entries: list[tuple[str, dict[str, Any]]],
+        headers: Mapping[str, str],
+        **extra: Any,
+    ) -> SimBatch:
         now, s = time.monotonic(), self.settings
         items = []
         for custom_id, body in entries:
             draw = random.Random(f"{s.seed}\x1f{custom_id}\x1f{orjson.dumps(body).hex()[:64]}")
             due = None if draw.random() < s.expired else now + self._turnaround(draw)
-            items.append(Item(custom_id, body, due if due is None or due < now + s.window_seconds else None,
-                              errored=draw.random() < s.errored))
-        b = SimBatch(bid, api, items, {k: v for k in PASSED_ON if (v := headers.get(k))}, now, time.time(),
-                     now + s.window_seconds, **extra)
+            items.append(
+                Item(
+                    custom_id,
+                    body,
+                    due if due is None or due < now + s.window_seconds else None,
+                    errored=draw.random() < s.errored,
+                )
+            )
+        b = SimBatch(
+            bid,
+            api,
+            items,
+            {k: v for k in PASSED_ON if (v := headers.get(k))},
+            now,
+            time.time(),
+            now + s.window_seconds,
+            **extra,
+        )
         self.batches[bid] = b
         self.save(b)
         self.stats["batches"] += 1
@@ -122,7 +148,9 @@ class Batches:
         s = self.settings
         if not s.p95_seconds or s.p95_seconds <= s.median_seconds:
             return s.median_seconds
-        return s.median_seconds * math.exp(math.log(s.p95_seconds / s.median_seconds) / 1.6449 * draw.gauss(0, 1))
+        return s.median_seconds * math.exp(
+            math.log(s.p95_seconds / s.median_seconds) / 1.6449 * draw.gauss(0, 1)
+        )
 
     async def advance(self, b: SimBatch) -> None:
         """Answer what is due; end the batch once every request is done, cancelled or past its window."""
@@ -135,7 +163,9 @@ class Batches:
                 item.outcome = await self._outcome(b, item)
         undone = any(i.outcome is None for i in b.items)
         if not undone or b.cancelled is not None or now >= b.window_end:
-            b.ended = b.window_end if undone and b.cancelled is None else now  # undone, not cancelled: expired
+            b.ended = (
+                b.window_end if undone and b.cancelled is None else now
+            )  # undone, not cancelled: expired
 
     async def _outcome(self, b: SimBatch, item: Item) -> tuple[int, dict[str, Any]]:
         api = "anthropic" if b.api == "bedrock" else b.api  # a Bedrock job's records: Claude API requests
@@ -144,7 +174,9 @@ class Batches:
             return 500, err(500, "Internal server error (simulated, inside a batch)")
         if item.body.get("stream"):
             return 400, err(400, "stream: a request in a batch cannot stream", param="stream")
-        if b.endpoint == "/v1/responses":  # answered as the chat request it asks, in the Responses API's shape
+        if (
+            b.endpoint == "/v1/responses"
+        ):  # answered as the chat request it asks, in the Responses API's shape
             status, payload = await self.answer(b.headers, b.api, responses.to_chat(item.body))
             return (status, responses.from_chat(payload, item.body)) if status == 200 else (status, payload)
         return await self.answer(b.headers, api, item.body)
@@ -157,7 +189,9 @@ class Batches:
             return True
         return s.busy > 0 and random.Random(f"{s.seed}\x1fbusy\x1f{self.creates}").random() < s.busy
 
-    async def over_token_limit(self, entries: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    async def over_token_limit(
+        self, entries: list[tuple[str, dict[str, Any]]]
+    ) -> list[dict[str, Any]] | None:
         """OpenAI: the problem of a batch whose model's prompt tokens in batches not yet ended would pass its
         enqueued-token limit (simulator.batches.enqueued_tokens), as the API fails one; None when it fits."""
         model = str(entries[0][1].get("model") or "") if entries else ""
@@ -166,28 +200,56 @@ class Batches:
             return None
         queued = 0
         for other in list(self.batches.values()):
-            if other.api == "openai" and other.failed is None and other.items and \
-                    other.items[0].body.get("model") == model:
+            if (
+                other.api == "openai"
+                and other.failed is None
+                and other.items
+                and other.items[0].body.get("model") == model
+            ):
                 await self.advance(other)
                 if other.ended is None:
                     queued += sum(tokens(i.body) for i in other.items)
         if queued + sum(tokens(body) for _, body in entries) <= limit:
             return None
-        return [{"code": "token_limit_exceeded", "line": None, "param": None,
-                 "message": f"Enqueued token limit reached for {model} in organization org-sim. Limit: {limit:,} "
-                            "enqueued tokens. Please try again once some in_progress batches have been completed."}]
+        return [
+            {
+                "code": "token_limit_exceeded",
+                "line": None,
+                "param": None,
+                "message": f"Enqueued token limit reached for {model} in organization org-sim. Limit: {limit:,} "
+                "enqueued tokens. Please try again once some in_progress batches have been completed.",
+            }
+        ]
 
 
 def _saved(b: SimBatch) -> dict[str, Any]:
     """A batch as times after its creation (the monotonic clock does not outlive a process)."""
+
     def after(mono: float | None) -> float | None:
         return None if mono is None else mono - b.started
 
-    return {"id": b.id, "api": b.api, "headers": b.headers, "created_wall": b.created_wall,
-            "window": after(b.window_end), "cancelled": after(b.cancelled), "endpoint": b.endpoint,
-            "input_file_id": b.input_file_id, "metadata": b.metadata, "failed": b.failed,
-            "items": [{"custom_id": i.custom_id, "body": i.body, "due": after(i.due), "errored": i.errored,
-                       "line_id": i.line_id} for i in b.items]}
+    return {
+        "id": b.id,
+        "api": b.api,
+        "headers": b.headers,
+        "created_wall": b.created_wall,
+        "window": after(b.window_end),
+        "cancelled": after(b.cancelled),
+        "endpoint": b.endpoint,
+        "input_file_id": b.input_file_id,
+        "metadata": b.metadata,
+        "failed": b.failed,
+        "items": [
+            {
+                "custom_id": i.custom_id,
+                "body": i.body,
+                "due": after(i.due),
+                "errored": i.errored,
+                "line_id": i.line_id,
+            }
+            for i in b.items
+        ],
+    }
 
 
 def _loaded(d: dict[str, Any]) -> SimBatch:
@@ -196,10 +258,23 @@ def _loaded(d: dict[str, Any]) -> SimBatch:
     def at(after: float | None) -> float | None:
         return None if after is None else started + after
 
-    items = [Item(i["custom_id"], i["body"], at(i["due"]), i["errored"], line_id=i["line_id"]) for i in d["items"]]
-    return SimBatch(d["id"], d["api"], items, d["headers"], started, d["created_wall"], started + d["window"],
-                    cancelled=at(d["cancelled"]), endpoint=d["endpoint"], input_file_id=d["input_file_id"],
-                    metadata=d["metadata"], failed=d["failed"])
+    items = [
+        Item(i["custom_id"], i["body"], at(i["due"]), i["errored"], line_id=i["line_id"]) for i in d["items"]
+    ]
+    return SimBatch(
+        d["id"],
+        d["api"],
+        items,
+        d["headers"],
+        started,
+        d["created_wall"],
+        started + d["window"],
+        cancelled=at(d["cancelled"]),
+        endpoint=d["endpoint"],
+        input_file_id=d["input_file_id"],
+        metadata=d["metadata"],
+        failed=d["failed"],
+    )
 
 
 # ---------------------------------------------------------------- Anthropic: /v1/messages/batches
@@ -221,12 +296,18 @@ def anthropic_batch(b: SimBatch, origin: str) -> dict[str, Any]:
         for item in b.items:
             counts[_anthropic_fate(b, item)] += 1
     status = "ended" if b.ended is not None else "canceling" if b.cancelled is not None else "in_progress"
-    return {"id": b.id, "type": "message_batch", "processing_status": status, "request_counts": counts,
-            "created_at": _rfc3339(b.created_wall), "expires_at": _rfc3339(b.wall(b.window_end)),
-            "ended_at": _rfc3339(b.wall(b.ended)) if b.ended is not None else None,
-            "cancel_initiated_at": _rfc3339(b.wall(b.cancelled)) if b.cancelled is not None else None,
-            "archived_at": None,
-            "results_url": f"{origin}/v1/messages/batches/{b.id}/results" if b.ended is not None else None}
+    return {
+        "id": b.id,
+        "type": "message_batch",
+        "processing_status": status,
+        "request_counts": counts,
+        "created_at": _rfc3339(b.created_wall),
+        "expires_at": _rfc3339(b.wall(b.window_end)),
+        "ended_at": _rfc3339(b.wall(b.ended)) if b.ended is not None else None,
+        "cancel_initiated_at": _rfc3339(b.wall(b.cancelled)) if b.cancelled is not None else None,
+        "archived_at": None,
+        "results_url": f"{origin}/v1/messages/batches/{b.id}/results" if b.ended is not None else None,
+    }
 
 
 def anthropic_results(b: SimBatch) -> bytes:
@@ -270,21 +351,29 @@ def openai_batch(b: SimBatch) -> dict[str, Any]:
     ended = b.ended is not None
     status = _openai_status(b)
     at = int(b.wall(b.ended)) if b.ended is not None else None
-    return {"id": b.id, "object": "batch", "endpoint": b.endpoint, "input_file_id": b.input_file_id,
-            "completion_window": "24h", "status": status, "created_at": int(b.created_wall),
-            "in_progress_at": int(b.created_wall) if b.failed is None else None,
-            "expires_at": int(b.wall(b.window_end)),
-            "finalizing_at": at if status in ("completed", "expired") else None,
-            "completed_at": at if status == "completed" else None,
-            "expired_at": at if status == "expired" else None,
-            "cancelling_at": int(b.wall(b.cancelled)) if b.cancelled is not None else None,
-            "cancelled_at": at if status == "cancelled" else None,
-            "failed_at": int(b.created_wall) if b.failed is not None else None,
-            "errors": {"object": "list", "data": b.failed} if b.failed is not None else None,
-            "output_file_id": b.files.get("output") if ended else None,
-            "error_file_id": b.files.get("error") if ended else None,
-            "request_counts": {"total": len(b.items), "completed": ok, "failed": len(done) - ok},
-            "metadata": b.metadata, "model": b.items[0].body.get("model") if b.items else None}
+    return {
+        "id": b.id,
+        "object": "batch",
+        "endpoint": b.endpoint,
+        "input_file_id": b.input_file_id,
+        "completion_window": "24h",
+        "status": status,
+        "created_at": int(b.created_wall),
+        "in_progress_at": int(b.created_wall) if b.failed is None else None,
+        "expires_at": int(b.wall(b.window_end)),
+        "finalizing_at": at if status in ("completed", "expired") else None,
+        "completed_at": at if status == "completed" else None,
+        "expired_at": at if status == "expired" else None,
+        "cancelling_at": int(b.wall(b.cancelled)) if b.cancelled is not None else None,
+        "cancelled_at": at if status == "cancelled" else None,
+        "failed_at": int(b.created_wall) if b.failed is not None else None,
+        "errors": {"object": "list", "data": b.failed} if b.failed is not None else None,
+        "output_file_id": b.files.get("output") if ended else None,
+        "error_file_id": b.files.get("error") if ended else None,
+        "request_counts": {"total": len(b.items), "completed": ok, "failed": len(done) - ok},
+        "metadata": b.metadata,
+        "model": b.items[0].body.get("model") if b.items else None,
+    }
 
 
 def _openai_status(b: SimBatch) -> str:
@@ -302,16 +391,28 @@ def openai_files_of(b: SimBatch) -> tuple[bytes, bytes]:
     out: list[bytes] = []
     errors: list[bytes] = []
     for item in b.items:
-        line: dict[str, Any] = {"id": item.line_id, "custom_id": item.custom_id, "response": None, "error": None}
+        line: dict[str, Any] = {
+            "id": item.line_id,
+            "custom_id": item.custom_id,
+            "response": None,
+            "error": None,
+        }
         if item.outcome is not None:
             status, body = item.outcome
-            line["response"] = {"status_code": status, "request_id": f"req_{uuid.uuid4().hex[:24]}", "body": body}
+            line["response"] = {
+                "status_code": status,
+                "request_id": f"req_{uuid.uuid4().hex[:24]}",
+                "body": body,
+            }
             (out if status == 200 else errors).append(orjson.dumps(line))
             continue
         expired = b.cancelled is None
-        line["error"] = {"code": "batch_expired" if expired else "batch_cancelled",
-                         "message": "This request could not be executed before the completion window expired."
-                         if expired else "This request was not executed: its batch was cancelled."}
+        line["error"] = {
+            "code": "batch_expired" if expired else "batch_cancelled",
+            "message": "This request could not be executed before the completion window expired."
+            if expired
+            else "This request was not executed: its batch was cancelled.",
+        }
         errors.append(orjson.dumps(line))
     return (b"\n".join(out) + b"\n" if out else b""), (b"\n".join(errors) + b"\n" if errors else b"")
 
@@ -332,20 +433,34 @@ def openai_lines(data: bytes, endpoint: str) -> tuple[list[tuple[str, dict[str, 
         model = model or line["body"].get("model")
         entries.append((line["custom_id"], line["body"]))
     if not entries:
-        return [], [{"code": "empty_file", "line": None, "message": "the input file holds no request", "param": None}]
+        return [], [
+            {"code": "empty_file", "line": None, "message": "the input file holds no request", "param": None}
+        ]
     if len(entries) > MAX_OPENAI:
-        return [], [{"code": "too_many_requests", "line": None, "param": None,
-                     "message": f"at most {MAX_OPENAI:,} requests in a batch ({len(entries):,} given)"}]
+        return [], [
+            {
+                "code": "too_many_requests",
+                "line": None,
+                "param": None,
+                "message": f"at most {MAX_OPENAI:,} requests in a batch ({len(entries):,} given)",
+            }
+        ]
     return entries, []
 
 
-def _line_problem(raw: bytes, endpoint: str, seen: set[str], model: str | None) -> tuple[str, str, str | None] | None:
+def _line_problem(
+    raw: bytes, endpoint: str, seen: set[str], model: str | None
+) -> tuple[str, str, str | None] | None:
     try:
         line = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return "invalid_json_line", "this line is not JSON", None
     if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
-        return "missing_required_parameter", "each line needs custom_id, method, url and a body object", "body"
+        return (
+            "missing_required_parameter",
+            "each line needs custom_id, method, url and a body object",
+            "body",
+        )
     cid = line.get("custom_id")
     if not isinstance(cid, str) or not cid:
         return "missing_required_parameter", "custom_id: a non-empty string is required", "custom_id"
@@ -354,15 +469,28 @@ def _line_problem(raw: bytes, endpoint: str, seen: set[str], model: str | None) 
     if line.get("method") != "POST":
         return "invalid_method", "method: only POST is supported", "method"
     if line.get("url") != endpoint:
-        return "mismatched_endpoint", f"url {line.get('url')!r} differs from the batch's endpoint {endpoint}", "url"
+        return (
+            "mismatched_endpoint",
+            f"url {line.get('url')!r} differs from the batch's endpoint {endpoint}",
+            "url",
+        )
     if model is not None and line["body"].get("model") != model:
         return "mismatched_model", f"every request in a batch must use one model ({model})", "body.model"
     return None
 
 
 def openai_file(fid: str, filename: str, data: bytes, purpose: str) -> dict[str, Any]:
-    return {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()), "filename": filename,
-            "purpose": purpose, "status": "processed", "expires_at": None, "status_details": None}
+    return {
+        "id": fid,
+        "object": "file",
+        "bytes": len(data),
+        "created_at": int(time.time()),
+        "filename": filename,
+        "purpose": purpose,
+        "status": "processed",
+        "expires_at": None,
+        "status_details": None,
+    }
 
 
 def json_error(api: str, status: int, message: str, **kw: Any) -> web.Response:

@@ -55,8 +55,14 @@ async def _invoke(request: web.Request, *, stream: bool) -> web.StreamResponse:
     betas = body.pop("anthropic_beta", None)
     body.pop("anthropic_version")
     body.pop("user_profile_id", None)  # the SDK's anthropic-user-profile-id header, moved into the body
-    return await answer(request, BEDROCK, {**body, **({"stream": True} if stream else {})}, plays=named.model,
-                        limit_key=model_id, headers={"anthropic-beta": ",".join(betas)} if betas else None)
+    return await answer(
+        request,
+        BEDROCK,
+        {**body, **({"stream": True} if stream else {})},
+        plays=named.model,
+        limit_key=model_id,
+        headers={"anthropic-beta": ",".join(betas)} if betas else None,
+    )
 
 
 def body_problem(body: dict[str, Any]) -> str | None:
@@ -64,8 +70,10 @@ def body_problem(body: dict[str, Any]) -> str | None:
     the runtime's wording is not documented: these are the simulator's words)."""
     for key in NOT_SENT_BY_THE_SDK:
         if key in body:
-            return f"{key}: not taken in an InvokeModel body (the model and streaming are the path's; the " \
-                   "region is the endpoint's)"
+            return (
+                f"{key}: not taken in an InvokeModel body (the model and streaming are the path's; the "
+                "region is the endpoint's)"
+            )
     version = body.get("anthropic_version")
     wanted = cloudbook.at("bedrock.request_body.anthropic_version.value")
     if version is None:
@@ -80,6 +88,9 @@ def body_problem(body: dict[str, Any]) -> str | None:
 
 
 def add_routes(app: web.Application) -> None:
-    app.add_routes([web.post("/model/{model_id:.+}/invoke", invoke),
-                    web.post("/model/{model_id:.+}/invoke-with-response-stream",
-                             invoke_with_response_stream)])
+    app.add_routes(
+        [
+            web.post("/model/{model_id:.+}/invoke", invoke),
+            web.post("/model/{model_id:.+}/invoke-with-response-stream", invoke_with_response_stream),
+        ]
+    )

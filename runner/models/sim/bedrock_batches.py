@@ -57,7 +57,9 @@ ACCOUNT = "123456789012"
 JOB_NAME = re.compile(r"[a-zA-Z0-9]{1,63}(-*[a-zA-Z0-9\+\-\.]){0,63}")
 ROLE_ARN = re.compile(r"arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+")
 TOKEN = re.compile(r"[a-zA-Z0-9]{1,256}(-*[a-zA-Z0-9]){0,256}")
-JOB_ID = re.compile(r"((arn:aws(-[^:]+)?:bedrock:[a-z0-9-]{1,20}:[0-9]{12}:model-invocation-job/)?([a-z0-9]{12}))")
+JOB_ID = re.compile(
+    r"((arn:aws(-[^:]+)?:bedrock:[a-z0-9-]{1,20}:[0-9]{12}:model-invocation-job/)?([a-z0-9]{12}))"
+)
 RECORD_ID = re.compile(r"[A-Za-z0-9]{1,64}")
 ENDED = ("Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired")
 
@@ -108,16 +110,22 @@ def _create_problem(body: dict[str, Any]) -> str | None:
     """Why CreateModelInvocationJob refuses the request at once (ValidationException), as its model says."""
     for name in ("jobName", "roleArn", "modelId", "inputDataConfig", "outputDataConfig"):
         if name not in body:
-            return f"1 validation error detected: Value null at '{name}' failed to satisfy constraint: Member must " \
-                   "not be null"
+            return (
+                f"1 validation error detected: Value null at '{name}' failed to satisfy constraint: Member must "
+                "not be null"
+            )
     checks = (("jobName", JOB_NAME, 63), ("roleArn", ROLE_ARN, 2048), ("clientRequestToken", TOKEN, 256))
     for name, pattern, longest in checks:
         if name in body and not (isinstance(body[name], str) and pattern.fullmatch(body[name])):
-            return f"1 validation error detected: Value at '{name}' failed to satisfy constraint: Member must " \
-                   f"satisfy regular expression pattern: {pattern.pattern}"
+            return (
+                f"1 validation error detected: Value at '{name}' failed to satisfy constraint: Member must "
+                f"satisfy regular expression pattern: {pattern.pattern}"
+            )
         if name in body and len(body[name]) > longest:
-            return f"1 validation error detected: Value at '{name}' failed to satisfy constraint: Member must " \
-                   f"have length less than or equal to {longest}"
+            return (
+                f"1 validation error detected: Value at '{name}' failed to satisfy constraint: Member must "
+                f"have length less than or equal to {longest}"
+            )
     hours = body.get("timeoutDurationInHours", 24)
     if not isinstance(hours, int) or not 24 <= hours <= 168:
         return "timeoutDurationInHours: between 24 and 168"
@@ -132,12 +140,16 @@ def _create_problem(body: dict[str, Any]) -> str | None:
     return None
 
 
-def _read_input(objects: s3.Objects, uri: str) -> tuple[list[tuple[str, list[tuple[str, dict[str, Any]]]]], str | None]:
+def _read_input(
+    objects: s3.Objects, uri: str
+) -> tuple[list[tuple[str, list[tuple[str, dict[str, Any]]]]], str | None]:
     """The input's files and their records, or why validation fails the job."""
     parsed = s3.parse_uri(uri)
     assert parsed is not None
     bucket, key = parsed
-    names = [key] if key.endswith(".jsonl") else [k for k in objects.listed(bucket, key) if k.endswith(".jsonl")]
+    names = (
+        [key] if key.endswith(".jsonl") else [k for k in objects.listed(bucket, key) if k.endswith(".jsonl")]
+    )
     found = [(k, objects.get(bucket, k)) for k in names]
     if not found or any(data is None for _, data in found):
         return [], f"No .jsonl file was found at {uri}"
@@ -163,8 +175,11 @@ def _read_input(objects: s3.Objects, uri: str) -> tuple[list[tuple[str, list[tup
         files.append((name.rsplit("/", 1)[-1], records))
     total = sum(len(r) for _, r in files)
     if total < MIN_RECORDS:
-        return [], f"The job holds {total} records, fewer than the minimum number of records per batch " \
-                   f"inference job ({MIN_RECORDS})"
+        return (
+            [],
+            f"The job holds {total} records, fewer than the minimum number of records per batch "
+            f"inference job ({MIN_RECORDS})",
+        )
     return files, None
 
 
@@ -186,10 +201,17 @@ async def create(request: web.Request) -> web.Response:
     if any(j.name == body["jobName"] for j in jobs.values()):
         return _error(request, 409, f"A job named {body['jobName']} already exists", "ConflictException")
     arn = f"arn:aws:bedrock:{_region(request)}:{ACCOUNT}:model-invocation-job/{uuid.uuid4().hex[:12]}"
-    job = InvocationJob(arn, body["jobName"], body["modelId"], body["roleArn"], token,
-              body["inputDataConfig"]["s3InputDataConfig"]["s3Uri"],
-              body["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"], body.get("timeoutDurationInHours", 24),
-              time.time())
+    job = InvocationJob(
+        arn,
+        body["jobName"],
+        body["modelId"],
+        body["roleArn"],
+        token,
+        body["inputDataConfig"]["s3InputDataConfig"]["s3Uri"],
+        body["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"],
+        body.get("timeoutDurationInHours", 24),
+        time.time(),
+    )
     job.files, job.message = _read_input(request.app["s3"], job.input_uri)
     if job.message is None:
         job.batch = _start(request.app["batches"], job, named.model)
@@ -234,32 +256,56 @@ def _counts(job: InvocationJob) -> dict[str, int]:
     items = job.batch.items if job.batch is not None else []
     done = [i for i in items if i.outcome is not None]
     ok = sum(1 for i in done if i.outcome is not None and i.outcome[0] == 200)
-    return {"totalRecordCount": len(items), "processedRecordCount": len(done), "successRecordCount": ok,
-            "errorRecordCount": len(done) - ok}
+    return {
+        "totalRecordCount": len(items),
+        "processedRecordCount": len(done),
+        "successRecordCount": ok,
+        "errorRecordCount": len(done) - ok,
+    }
 
 
 def _tokens(job: InvocationJob) -> dict[str, int]:
     """What manifest.json.out adds to the counts: the tokens of the records answered."""
-    used = [i.outcome[1].get("usage") or {} for i in (job.batch.items if job.batch else [])
-            if i.outcome is not None and i.outcome[0] == 200]
-    return {"inputTokenCount": sum(u.get("input_tokens", 0) + u.get("cache_read_input_tokens", 0)
-                                   + u.get("cache_creation_input_tokens", 0) for u in used),
-            "outputTokenCount": sum(u.get("output_tokens", 0) for u in used)}
+    used = [
+        i.outcome[1].get("usage") or {}
+        for i in (job.batch.items if job.batch else [])
+        if i.outcome is not None and i.outcome[0] == 200
+    ]
+    return {
+        "inputTokenCount": sum(
+            u.get("input_tokens", 0)
+            + u.get("cache_read_input_tokens", 0)
+            + u.get("cache_creation_input_tokens", 0)
+            for u in used
+        ),
+        "outputTokenCount": sum(u.get("output_tokens", 0) for u in used),
+    }
 
 
 def described(job: InvocationJob) -> dict[str, Any]:
     state = status(job)
     b = job.batch
-    ended = b.wall(b.ended) if b is not None and b.ended is not None else (job.submitted if b is None else None)
-    return {"jobArn": job.arn, "jobName": job.name, "modelId": job.model_id, "roleArn": job.role_arn,
-            **({"clientRequestToken": job.token} if job.token else {}), "status": state,
-            **({"message": job.message} if job.message else {}), "submitTime": _iso(job.submitted),
-            "lastModifiedTime": _iso(ended or time.time()), **({"endTime": _iso(ended)} if ended else {}),
-            "inputDataConfig": {"s3InputDataConfig": {"s3InputFormat": "JSONL", "s3Uri": job.input_uri}},
-            "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": job.output_uri}},
-            "timeoutDurationInHours": job.timeout_hours, "jobExpirationTime": _iso(job.submitted + job.timeout_hours
-                                                                                   * 3600),
-            "modelInvocationType": "InvokeModel", **_counts(job)}
+    ended = (
+        b.wall(b.ended) if b is not None and b.ended is not None else (job.submitted if b is None else None)
+    )
+    return {
+        "jobArn": job.arn,
+        "jobName": job.name,
+        "modelId": job.model_id,
+        "roleArn": job.role_arn,
+        **({"clientRequestToken": job.token} if job.token else {}),
+        "status": state,
+        **({"message": job.message} if job.message else {}),
+        "submitTime": _iso(job.submitted),
+        "lastModifiedTime": _iso(ended or time.time()),
+        **({"endTime": _iso(ended)} if ended else {}),
+        "inputDataConfig": {"s3InputDataConfig": {"s3InputFormat": "JSONL", "s3Uri": job.input_uri}},
+        "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": job.output_uri}},
+        "timeoutDurationInHours": job.timeout_hours,
+        "jobExpirationTime": _iso(job.submitted + job.timeout_hours * 3600),
+        "modelInvocationType": "InvokeModel",
+        **_counts(job),
+    }
 
 
 def _write_output(objects: s3.Objects, job: InvocationJob) -> None:
@@ -275,12 +321,16 @@ def _write_output(objects: s3.Objects, job: InvocationJob) -> None:
             item = next(items)
             line: dict[str, Any] = {"recordId": rid, "modelInput": model_input}
             if item.outcome is None:
-                line["error"] = {"errorCode": 408, "errorMessage": "The record was not processed before the job "
-                                                                  "ended"}
+                line["error"] = {
+                    "errorCode": 408,
+                    "errorMessage": "The record was not processed before the job ended",
+                }
             elif item.outcome[0] == 200:
                 line["modelOutput"] = item.outcome[1]
             else:
-                message = item.outcome[1].get("message") or (item.outcome[1].get("error") or {}).get("message")
+                message = item.outcome[1].get("message") or (item.outcome[1].get("error") or {}).get(
+                    "message"
+                )
                 line["error"] = {"errorCode": item.outcome[0], "errorMessage": str(message)}
             lines.append(orjson.dumps(line))
         objects.put(bucket, f"{base}/{name}.out", b"\n".join(lines) + b"\n")
@@ -318,16 +368,29 @@ async def stop(request: web.Request) -> web.Response:
     return web.json_response({})
 
 
-STATUSES = ("Submitted", "InProgress", "Completed", "Failed", "Stopping", "Stopped", "PartiallyCompleted", "Expired",
-            "Validating", "Scheduled")  # ModelInvocationJobStatus
+STATUSES = (
+    "Submitted",
+    "InProgress",
+    "Completed",
+    "Failed",
+    "Stopping",
+    "Stopped",
+    "PartiallyCompleted",
+    "Expired",
+    "Validating",
+    "Scheduled",
+)  # ModelInvocationJobStatus
 
 
 def _list_problem(q: Any) -> str | None:
     """Why ListModelInvocationJobs refuses its parameters (its model: maxResults 1-1000, the enums)."""
     if "maxResults" in q and not (q["maxResults"].isdigit() and 1 <= int(q["maxResults"]) <= 1000):
         return "maxResults: between 1 and 1000"
-    for name, allowed in (("statusEquals", STATUSES), ("sortBy", ("CreationTime",)),
-                          ("sortOrder", ("Ascending", "Descending"))):
+    for name, allowed in (
+        ("statusEquals", STATUSES),
+        ("sortBy", ("CreationTime",)),
+        ("sortOrder", ("Ascending", "Descending")),
+    ):
         if name in q and q[name] not in allowed:
             return f"{name}: one of {', '.join(allowed)} ({q[name]!r})"
     for name in ("submitTimeAfter", "submitTimeBefore"):
@@ -353,21 +416,31 @@ async def listed(request: web.Request) -> web.Response:
         return _error(request, 400, problem)
     after, before = _when(q, "submitTimeAfter", 0.0), _when(q, "submitTimeBefore", float("inf"))
     found = []
-    for job in sorted(_jobs(request).values(), key=lambda j: j.submitted, reverse=q.get("sortOrder") != "Ascending"):
+    for job in sorted(
+        _jobs(request).values(), key=lambda j: j.submitted, reverse=q.get("sortOrder") != "Ascending"
+    ):
         if job.batch is not None:
             await request.app["batches"].advance(job.batch)
-        if after <= job.submitted <= before and q.get("nameContains", "") in job.name and \
-                q.get("statusEquals", status(job)) == status(job):
+        if (
+            after <= job.submitted <= before
+            and q.get("nameContains", "") in job.name
+            and q.get("statusEquals", status(job)) == status(job)
+        ):
             found.append(described(job))
     start = int(q["nextToken"]) if q.get("nextToken", "").isdigit() else 0
     end = start + int(q.get("maxResults", 1000))
-    return web.json_response({"invocationJobSummaries": found[start:end],
-                              **({"nextToken": str(end)} if end < len(found) else {})})
+    return web.json_response(
+        {"invocationJobSummaries": found[start:end], **({"nextToken": str(end)} if end < len(found) else {})}
+    )
 
 
 def add_routes(app: web.Application) -> None:
     app["bedrock_jobs"] = {}
-    app.add_routes([web.post("/model-invocation-job", create),
-                    web.get("/model-invocation-jobs", listed),
-                    web.get("/model-invocation-job/{job}", get),
-                    web.post("/model-invocation-job/{job}/stop", stop)])
+    app.add_routes(
+        [
+            web.post("/model-invocation-job", create),
+            web.get("/model-invocation-jobs", listed),
+            web.get("/model-invocation-job/{job}", get),
+            web.post("/model-invocation-job/{job}/stop", stop),
+        ]
+    )

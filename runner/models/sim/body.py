@@ -27,7 +27,7 @@ _seen: dict[bytes, Any] = {}
 def parse(raw: bytes) -> Any:
     """orjson.loads(raw), and the same value (orjson.JSONDecodeError likewise for a bad body)."""
     at = raw.rfind(TAIL)
-    tail = raw[at + len(TAIL):-1] if at > 0 and raw.endswith(b"}") else None
+    tail = raw[at + len(TAIL) : -1] if at > 0 and raw.endswith(b"}") else None
     if tail is not None:
         tools = _seen.get(tail)
         if tools is not None:

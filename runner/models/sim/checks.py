@@ -20,8 +20,14 @@ Check = Callable[[Mapping[str, Any], Mapping[str, str], str], bool]  # (body, he
 
 
 def _latest_assistant(messages: list[Any]) -> int | None:
-    return next((i for i in range(len(messages) - 1, -1, -1)
-                 if isinstance(messages[i], dict) and messages[i].get("role") == "assistant"), None)
+    return next(
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if isinstance(messages[i], dict) and messages[i].get("role") == "assistant"
+        ),
+        None,
+    )
 
 
 def _blocks(message: Any) -> list[Any]:
@@ -59,7 +65,9 @@ def thinking_blocks_unmodified(body: Mapping[str, Any], headers: Mapping[str, st
     return False
 
 
-def thinking_blocks_returned_in_tool_loop(body: Mapping[str, Any], headers: Mapping[str, str], model: str) -> bool:
+def thinking_blocks_returned_in_tool_loop(
+    body: Mapping[str, Any], headers: Mapping[str, str], model: str
+) -> bool:
     """Thinking on, and the tool-use loop in progress went back without its thinking: the latest assistant
     turn holds tool_use blocks the last message answers, and does not start with a thinking block."""
     if not sim_thinking.mode("anthropic", dict(body), model).thinks:
@@ -71,8 +79,11 @@ def thinking_blocks_returned_in_tool_loop(body: Mapping[str, Any], headers: Mapp
     content = _blocks(messages[at])
     if not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
         return False
-    return not (content and isinstance(content[0], dict)
-                and content[0].get("type") in ("thinking", "redacted_thinking"))
+    return not (
+        content
+        and isinstance(content[0], dict)
+        and content[0].get("type") in ("thinking", "redacted_thinking")
+    )
 
 
 def thinking_block_prefix_unchanged(body: Mapping[str, Any], headers: Mapping[str, str], model: str) -> bool:
@@ -100,8 +111,9 @@ def last_message_is_assistant(body: Mapping[str, Any], headers: Mapping[str, str
     return bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant"
 
 
-def budget_tokens_must_be_less_than_max_tokens(body: Mapping[str, Any], headers: Mapping[str, str],
-                                               model: str) -> bool:
+def budget_tokens_must_be_less_than_max_tokens(
+    body: Mapping[str, Any], headers: Mapping[str, str], model: str
+) -> bool:
     thinking = body.get("thinking") or {}
     if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
         return False
@@ -110,31 +122,45 @@ def budget_tokens_must_be_less_than_max_tokens(body: Mapping[str, Any], headers:
 
 
 def tool_type_not_supported(body: Mapping[str, Any], headers: Mapping[str, str], model: str) -> bool:
-    return any(isinstance(t, dict) and t.get("type") in ("computer_20251124", "computer_20250124")
-               for t in body.get("tools") or [])
+    return any(
+        isinstance(t, dict) and t.get("type") in ("computer_20251124", "computer_20250124")
+        for t in body.get("tools") or []
+    )
 
 
 def _betas(headers: Mapping[str, str]) -> set[str]:
     return {b.strip() for b in (headers.get("anthropic-beta") or "").split(",") if b.strip()}
 
 
-def display_updates_without_beta_header(body: Mapping[str, Any], headers: Mapping[str, str], model: str) -> bool:
+def display_updates_without_beta_header(
+    body: Mapping[str, Any], headers: Mapping[str, str], model: str
+) -> bool:
     thinking = body.get("thinking") or {}
-    return isinstance(thinking, dict) and thinking.get("display") == "updates" and \
-        "thinking-display-updates-2026-08-18" not in _betas(headers)
+    return (
+        isinstance(thinking, dict)
+        and thinking.get("display") == "updates"
+        and "thinking-display-updates-2026-08-18" not in _betas(headers)
+    )
 
 
-def output_format_without_beta_header(body: Mapping[str, Any], headers: Mapping[str, str], model: str) -> bool:
+def output_format_without_beta_header(
+    body: Mapping[str, Any], headers: Mapping[str, str], model: str
+) -> bool:
     return "output_format" in body and "structured-outputs-2025-11-13" not in _betas(headers)
 
 
-def between_tools_per_message_effort_change(body: Mapping[str, Any], headers: Mapping[str, str],
-                                            model: str) -> bool:
+def between_tools_per_message_effort_change(
+    body: Mapping[str, Any], headers: Mapping[str, str], model: str
+) -> bool:
     if (body.get("thinking") or {}).get("type") != "between_tools":
         return False
     level = (body.get("output_config") or {}).get("effort") or "high"
-    return any(isinstance(m, dict) and isinstance(m.get("output_config"), dict)
-               and m["output_config"].get("effort") not in (None, level) for m in body.get("messages") or [])
+    return any(
+        isinstance(m, dict)
+        and isinstance(m.get("output_config"), dict)
+        and m["output_config"].get("effort") not in (None, level)
+        for m in body.get("messages") or []
+    )
 
 
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -150,26 +176,37 @@ def batch_request_count_limit(body: Mapping[str, Any], headers: Mapping[str, str
     return len(body.get("requests") or []) > limit
 
 
-CHECKS: dict[str, Check] = {f.__name__: f for f in (
-    thinking_blocks_unmodified, thinking_blocks_returned_in_tool_loop, thinking_block_prefix_unchanged,
-    last_message_is_assistant,
-    budget_tokens_must_be_less_than_max_tokens, tool_type_not_supported, display_updates_without_beta_header,
-    output_format_without_beta_header, between_tools_per_message_effort_change, batch_custom_id_valid_and_unique,
-    batch_request_count_limit)}
+CHECKS: dict[str, Check] = {
+    f.__name__: f
+    for f in (
+        thinking_blocks_unmodified,
+        thinking_blocks_returned_in_tool_loop,
+        thinking_block_prefix_unchanged,
+        last_message_is_assistant,
+        budget_tokens_must_be_less_than_max_tokens,
+        tool_type_not_supported,
+        display_updates_without_beta_header,
+        output_format_without_beta_header,
+        between_tools_per_message_effort_change,
+        batch_custom_id_valid_and_unique,
+        batch_request_count_limit,
+    )
+}
 
 # Named in the published rules, and why the simulator does not refuse requests for them here.
 NOT_ENFORCED = {
     "reasoning_item_resolvable": "the simulator keeps every response (store true), so a reasoning item sent "
-                                 "back by id always resolves; the refusal's form is not published either",
+    "back by id always resolves; the refusal's form is not published either",
     "batch_input_file_valid": "an OpenAI batch's file is validated when the batch is created "
-                              "(runner/models/sim/batches.py), where a failure marks the batch failed",
+    "(runner/models/sim/batches.py), where a failure marks the batch failed",
     "batch_enqueued_prompt_tokens_within_limit": "the enqueued-token limit is applied by the batch queue "
-                                                 "(runner/models/sim/batches.py), which fails such a batch",
+    "(runner/models/sim/batches.py), which fails such a batch",
 }
 
 
-def refusal(api: str, endpoint: str, body: Mapping[str, Any], headers: Mapping[str, str], model: str
-            ) -> RequestRefused | None:
+def refusal(
+    api: str, endpoint: str, body: Mapping[str, Any], headers: Mapping[str, str], model: str
+) -> RequestRefused | None:
     """The first published rule this request breaks, as the API words it; None if it breaks none."""
     for rule in rulebook.book(api).rules_for(endpoint, model):
         if rule.check is not None:
@@ -178,6 +215,10 @@ def refusal(api: str, endpoint: str, body: Mapping[str, Any], headers: Mapping[s
         else:
             broken = rule.holds(body)
         if broken:
-            return RequestRefused(rule.wording(body, model), status=rule.status or 400, rule=rule.id,
-                            code=rule.error_type if api == "anthropic" else None)
+            return RequestRefused(
+                rule.wording(body, model),
+                status=rule.status or 400,
+                rule=rule.id,
+                code=rule.error_type if api == "anthropic" else None,
+            )
     return None

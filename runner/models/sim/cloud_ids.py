@@ -45,8 +45,9 @@ def generation(model: str) -> tuple[int, int]:
 
 def bedrock(model_id: str) -> Named:
     base = model_id.rsplit("/", 1)[-1]  # an ARN's resource: foundation-model/..., inference-profile/...
-    geos = {g for row in cloudbook.at("bedrock.model_ids.legacy_table") for g in row["prefixes"]} | \
-        set(cloudbook.at("bedrock.model_ids.inference_profile_id.geos"))
+    geos = {g for row in cloudbook.at("bedrock.model_ids.legacy_table") for g in row["prefixes"]} | set(
+        cloudbook.at("bedrock.model_ids.inference_profile_id.geos")
+    )
     head, _, rest = base.partition(".")
     profiled = head in geos
     if profiled:

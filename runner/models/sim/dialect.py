@@ -26,22 +26,47 @@ from runner.models.sim import wire
 ErrorBody = Callable[..., dict[str, Any]]  # (status, message, *, param=, code=) -> the error's JSON body
 
 # bedrock.errors: the bedrock-runtime error shapes by HTTP status (424: the model's own error)
-BEDROCK_TYPES = {400: "ValidationException", 403: "AccessDeniedException", 404: "ResourceNotFoundException",
-                 408: "ModelTimeoutException", 424: "ModelErrorException", 429: "ThrottlingException",
-                 500: "InternalServerException", 503: "ServiceUnavailableException"}
+BEDROCK_TYPES = {
+    400: "ValidationException",
+    403: "AccessDeniedException",
+    404: "ResourceNotFoundException",
+    408: "ModelTimeoutException",
+    424: "ModelErrorException",
+    429: "ThrottlingException",
+    500: "InternalServerException",
+    503: "ServiceUnavailableException",
+}
 # bedrock.auth_errors.codes: names a refusal may carry instead of its status's shape
-_BEDROCK_NAMED = frozenset({*BEDROCK_TYPES.values(), "IncompleteSignature", "RequestExpired",
-                            "InvalidClientTokenId", "ServiceQuotaExceededException",
-                            "ModelNotReadyException", "InvalidSignatureException", "UnrecognizedClientException",
-                            "ConflictException"})
+_BEDROCK_NAMED = frozenset(
+    {
+        *BEDROCK_TYPES.values(),
+        "IncompleteSignature",
+        "RequestExpired",
+        "InvalidClientTokenId",
+        "ServiceQuotaExceededException",
+        "ModelNotReadyException",
+        "InvalidSignatureException",
+        "UnrecognizedClientException",
+        "ConflictException",
+    }
+)
 # vertex.errors.mapping (gcp-code): google.rpc.Code by HTTP status
-GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL", 503: "UNAVAILABLE",
-                 504: "DEADLINE_EXCEEDED"}
+GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 
-def bedrock_error(status: int, message: str, *, param: str | None = None, code: str | None = None
-                  ) -> dict[str, Any]:
+def bedrock_error(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     return {"message": message}
 
 
@@ -49,8 +74,9 @@ def bedrock_type(status: int, code: str | None) -> str:
     return code if code in _BEDROCK_NAMED else BEDROCK_TYPES.get(status, "InternalServerException")
 
 
-def vertex_error(status: int, message: str, *, param: str | None = None, code: str | None = None
-                 ) -> dict[str, Any]:
+def vertex_error(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     return {"error": {"code": status, "message": message, "status": GOOGLE_STATUS.get(status, "UNKNOWN")}}
 
 
@@ -64,11 +90,21 @@ class Dialect:
     overloaded: int  # the status of an overload
     event_stream: bool = False  # streams as AWS event-stream messages, not server-sent events
 
-    def error(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-              headers: Mapping[str, str] | None = None) -> web.Response:
+    def error(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> web.Response:
         named = {"X-Amzn-Errortype": bedrock_type(status, code)} if self.name == "bedrock" else {}
-        return web.json_response(self.body(status, message, param=param, code=code), status=status,
-                                 headers={**named, **(headers or {})})
+        return web.json_response(
+            self.body(status, message, param=param, code=code),
+            status=status,
+            headers={**named, **(headers or {})},
+        )
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,10 @@ def _header(name: str, value: str) -> bytes:
 def chunk(event: dict[str, Any]) -> bytes:
     """A chunk event carrying one Anthropic stream event (message_start, content_block_delta, ...)."""
     data = base64.b64encode(json.dumps(event, separators=(",", ":")).encode()).decode()
-    return message({":message-type": "event", ":event-type": "chunk", ":content-type": "application/json"},
-                   json.dumps({"bytes": data}).encode())
+    return message(
+        {":message-type": "event", ":event-type": "chunk", ":content-type": "application/json"},
+        json.dumps({"bytes": data}).encode(),
+    )
 
 
 def exception(kind: str, text: str) -> bytes:
@@ -69,21 +71,22 @@ class Frames:
             if len(self._buf) < total:
                 return
             one, self._buf = self._buf[:total], self._buf[total:]
-            if struct.unpack(">I", one[8:12])[0] != zlib.crc32(one[:8]) or \
-                    struct.unpack(">I", one[-4:])[0] != zlib.crc32(one[:-4]):
+            if struct.unpack(">I", one[8:12])[0] != zlib.crc32(one[:8]) or struct.unpack(">I", one[-4:])[
+                0
+            ] != zlib.crc32(one[:-4]):
                 raise ValueError("event-stream message fails its CRC")
-            yield _headers(one[12:12 + head]), one[12 + head:-4]
+            yield _headers(one[12 : 12 + head]), one[12 + head : -4]
 
 
 def _headers(raw: bytes) -> dict[str, str]:
     out, at = {}, 0
     while at < len(raw):
         n = raw[at]
-        name, kind = raw[at + 1:at + 1 + n].decode(), raw[at + 1 + n]
+        name, kind = raw[at + 1 : at + 1 + n].decode(), raw[at + 1 + n]
         at += 2 + n
         if kind in (6, STRING):
-            size = struct.unpack(">H", raw[at:at + 2])[0]
-            value, at = raw[at + 2:at + 2 + size], at + 2 + size
+            size = struct.unpack(">H", raw[at : at + 2])[0]
+            value, at = raw[at + 2 : at + 2 + size], at + 2 + size
             out[name] = value.decode(errors="replace")
         else:
             at += _FIXED[kind]

@@ -11,14 +11,27 @@ from __future__ import annotations
 import re
 from functools import cache
 
-STAGE_WORDS = {"prospecting": "prospecting", "qualification": "qualification", "proposal": "proposal",
-               "negotiation": "negotiation", "closed won": "closed_won", "closed lost": "closed_lost"}
+STAGE_WORDS = {
+    "prospecting": "prospecting",
+    "qualification": "qualification",
+    "proposal": "proposal",
+    "negotiation": "negotiation",
+    "closed won": "closed_won",
+    "closed lost": "closed_lost",
+}
 
 _SLOT_PATTERNS = {
-    "email": r"[^\s()<>,]+@[^\s()<>,]+?", "email2": r"[^\s()<>,]+@[^\s()<>,]+?",
-    "amount": r"[\d,]+(?:\.\d{1,2})?", "date": r"\d{4}-\d{2}-\d{2}", "qty": r"\d+", "discount": r"\d+(?:\.\d+)?",
-    "case_no": r"\d+", "stage": "|".join(STAGE_WORDS), "priority": r"low|medium|high|urgent",
-    "type": r"prospect|customer|partner|churned", "kind": r"call|meeting|email|note",
+    "email": r"[^\s()<>,]+@[^\s()<>,]+?",
+    "email2": r"[^\s()<>,]+@[^\s()<>,]+?",
+    "amount": r"[\d,]+(?:\.\d{1,2})?",
+    "date": r"\d{4}-\d{2}-\d{2}",
+    "qty": r"\d+",
+    "discount": r"\d+(?:\.\d+)?",
+    "case_no": r"\d+",
+    "stage": "|".join(STAGE_WORDS),
+    "priority": r"low|medium|high|urgent",
+    "type": r"prospect|customer|partner|churned",
+    "kind": r"call|meeting|email|note",
     "industry": r"software|manufacturing|healthcare|finance|retail|education|energy|logistics|media",
 }
 
@@ -104,8 +117,10 @@ def _compiled() -> list[tuple[str, re.Pattern[str]]]:
     for intent, templates in INTENTS.items():
         for t in templates:
             parts = re.split(r"(\{\w+\})", t)
-            rx = "".join(f"(?P<{p[1:-1]}>{_SLOT_PATTERNS.get(p[1:-1], '.+?')})" if p.startswith("{")
-                         else re.escape(p) for p in parts)
+            rx = "".join(
+                f"(?P<{p[1:-1]}>{_SLOT_PATTERNS.get(p[1:-1], '.+?')})" if p.startswith("{") else re.escape(p)
+                for p in parts
+            )
             out.append((intent, re.compile(rx, re.IGNORECASE | re.DOTALL)))
     return out
 

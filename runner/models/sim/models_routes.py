@@ -39,10 +39,18 @@ async def listing(request: web.Request) -> web.Response:
     api = _api(request)
     if (refused := _refused(request, api)) is not None:
         return refused
-    infos: list[dict[str, Any]] = [i for m in rulebook.book(api).models if (i := rulebook.book(api).model_info(m))]
+    infos: list[dict[str, Any]] = [
+        i for m in rulebook.book(api).models if (i := rulebook.book(api).model_info(m))
+    ]
     if api == "anthropic":
-        return web.json_response({"data": infos, "has_more": False, "first_id": infos[0]["id"] if infos else None,
-                                  "last_id": infos[-1]["id"] if infos else None})
+        return web.json_response(
+            {
+                "data": infos,
+                "has_more": False,
+                "first_id": infos[0]["id"] if infos else None,
+                "last_id": infos[-1]["id"] if infos else None,
+            }
+        )
     return web.json_response({"object": "list", "data": infos})
 
 

@@ -84,12 +84,21 @@ def _chance(*parts: str) -> float:
     return int.from_bytes(h[:8], "big") / 2**64
 
 
-_WRONG_TOOL = {"update_opportunity_stage": "update_opportunity", "create_case": "log_activity",
-               "create_contact": "update_contact", "update_account": "update_contact",
-               "log_activity": "create_case", "update_case_status": "update_opportunity_stage"}
-_ENUMS = {"priority": ["low", "medium", "high", "urgent"], "stage": list(STAGE_WORDS.values()),
-          "type": ["prospect", "customer", "partner", "churned"], "kind": ["call", "meeting", "email", "note"],
-          "status": ["resolved", "closed", "pending"]}
+_WRONG_TOOL = {
+    "update_opportunity_stage": "update_opportunity",
+    "create_case": "log_activity",
+    "create_contact": "update_contact",
+    "update_account": "update_contact",
+    "log_activity": "create_case",
+    "update_case_status": "update_opportunity_stage",
+}
+_ENUMS = {
+    "priority": ["low", "medium", "high", "urgent"],
+    "stage": list(STAGE_WORDS.values()),
+    "type": ["prospect", "customer", "partner", "churned"],
+    "kind": ["call", "meeting", "email", "note"],
+    "status": ["resolved", "closed", "pending"],
+}
 
 
 def _mutate_args(args: dict[str, Any], roll: float) -> dict[str, Any]:
@@ -196,8 +205,13 @@ def _plan(intent: str, s: dict[str, str], ctx: Ctx) -> str:
     if intent in ("resolve_case", "close_case_by_number"):
         return _case(intent, s, ctx)
     if intent == "new_account":
-        r = ctx.call("create_account", name=s["name"], industry=s["industry"].lower(), billing_city=s["city"],
-                     billing_country=s["country"])
+        r = ctx.call(
+            "create_account",
+            name=s["name"],
+            industry=s["industry"].lower(),
+            billing_city=s["city"],
+            billing_country=s["country"],
+        )
         return _done(r, f"Created the account {s['name']}.")
     if intent == "clarify":
         return "Happy to help - which record do you mean, and what exactly should change?"
@@ -211,9 +225,25 @@ def _contacts(intent: str, s: dict[str, str], ctx: Ctx) -> str:
     people = [(s["first"], s["last"], s["email"], s.get("title"))]
     if intent == "add_two_contacts":
         people.append((s["first2"], s["last2"], s["email2"], None))
-    results = ctx.calls([Call("create_contact", {k: v for k, v in {
-        "account_id": acct["id"], "first_name": f, "last_name": ln, "email": e, "title": t}.items()
-        if v is not None}) for f, ln, e, t in people])
+    results = ctx.calls(
+        [
+            Call(
+                "create_contact",
+                {
+                    k: v
+                    for k, v in {
+                        "account_id": acct["id"],
+                        "first_name": f,
+                        "last_name": ln,
+                        "email": e,
+                        "title": t,
+                    }.items()
+                    if v is not None
+                },
+            )
+            for f, ln, e, t in people
+        ]
+    )
     for r in results:
         _done(r, "")
     return f"Added {len(results)} contact(s) at {acct['name']}."
@@ -222,13 +252,25 @@ def _contacts(intent: str, s: dict[str, str], ctx: Ctx) -> str:
 def _account_change(intent: str, s: dict[str, str], ctx: Ctx) -> str:
     acct = ctx.account(s["account"])
     if intent == "new_opportunity":
-        r = ctx.call("create_opportunity", account_id=acct["id"], name=s["opp"], amount=parse_amount(s["amount"]),
-                     close_date=s["date"])
+        r = ctx.call(
+            "create_opportunity",
+            account_id=acct["id"],
+            name=s["opp"],
+            amount=parse_amount(s["amount"]),
+            close_date=s["date"],
+        )
     elif intent == "new_case":
-        r = ctx.call("create_case", account_id=acct["id"], subject=s["subject"], priority=s["priority"].lower())
+        r = ctx.call(
+            "create_case", account_id=acct["id"], subject=s["subject"], priority=s["priority"].lower()
+        )
     elif intent == "log_activity":
-        r = ctx.call("log_activity", kind=s["kind"].lower(), subject=s["subject"], related_type="account",
-                     related_id=acct["id"])
+        r = ctx.call(
+            "log_activity",
+            kind=s["kind"].lower(),
+            subject=s["subject"],
+            related_type="account",
+            related_id=acct["id"],
+        )
     elif intent == "set_account_type":
         r = ctx.call("update_account", account_id=acct["id"], type=s["type"].lower())
     else:
@@ -242,12 +284,17 @@ def _opportunity(intent: str, s: dict[str, str], ctx: Ctx) -> str:
         return f"{opp['name']} is in stage {opp['stage']} ({opp.get('probability')}% probability)."
     if intent == "move_stage":
         stage = STAGE_WORDS[s["stage"].lower()]
-        return _done(ctx.call("update_opportunity_stage", opportunity_id=opp["id"], stage=stage),
-                     f"Moved {opp['name']} to {stage}.")
+        return _done(
+            ctx.call("update_opportunity_stage", opportunity_id=opp["id"], stage=stage),
+            f"Moved {opp['name']} to {stage}.",
+        )
     product = ctx.one("search_products", "product", s["product"], "name")
     discount = parse_amount(s["discount"])
-    line = {"sku": product["sku"], "quantity": int(s["qty"]),
-            "discount_pct": int(discount) if discount.is_integer() else discount}
+    line = {
+        "sku": product["sku"],
+        "quantity": int(s["qty"]),
+        "discount_pct": int(discount) if discount.is_integer() else discount,
+    }
     r = ctx.call("create_quote", opportunity_id=opp["id"], name=s["quote"], lines=[line])
     return _done(r, f"Created quote '{s['quote']}' on {opp['name']}.")
 
@@ -255,7 +302,9 @@ def _opportunity(intent: str, s: dict[str, str], ctx: Ctx) -> str:
 def _case(intent: str, s: dict[str, str], ctx: Ctx) -> str:
     status = "resolved" if intent == "resolve_case" else "closed"
     if intent == "close_case_by_number":
-        first = ctx.call("update_case_status", case_id=int(s["case_no"]), status=status, resolution=s["resolution"])
+        first = ctx.call(
+            "update_case_status", case_id=int(s["case_no"]), status=status, resolution=s["resolution"]
+        )
         if first.get("ok"):
             return f"Closed case {s['case_no']}."
     case = ctx.one("search_cases", "case", s["subject"], "subject")
@@ -269,7 +318,7 @@ def _turn_view(messages: list[Msg]) -> tuple[str, list[tuple[Call, dict[str, Any
     request = messages[last_user].text if last_user >= 0 else ""
     pending: dict[str, Call] = {}
     history: list[tuple[Call, dict[str, Any]]] = []
-    for m in messages[last_user + 1:]:
+    for m in messages[last_user + 1 :]:
         if m.role == "assistant":
             pending.update(zip(m.call_ids, m.calls, strict=False))
         if m.role == "tool" and m.call_id in pending:
@@ -317,11 +366,17 @@ def review(messages: list[Msg]) -> Action:
     if same:
         verdict: dict[str, Any] = {"verdict": "approve"}
     elif best.calls:
-        verdict = {"verdict": "revise", "guidance": _guidance(proposed, best.calls),
-                   "calls": [{"name": c.name, "args": c.args} for c in best.calls]}
+        verdict = {
+            "verdict": "revise",
+            "guidance": _guidance(proposed, best.calls),
+            "calls": [{"name": c.name, "args": c.args} for c in best.calls],
+        }
     else:
-        verdict = {"verdict": "revise", "guidance": "No further tool call is needed; answer the user.",
-                   "text": best.text}
+        verdict = {
+            "verdict": "revise",
+            "guidance": "No further tool call is needed; answer the user.",
+            "text": best.text,
+        }
     return Action(text=json.dumps(verdict, sort_keys=True))
 
 
@@ -332,6 +387,7 @@ def _guidance(proposed: list[Call], best: list[Call]) -> str:
         if best[0].name.startswith("search_"):
             return f"Look the record up with {best[0].name} before acting on it."
         return f"Use {best[0].name}, not {proposed[0].name}, for this step."
-    diff = sorted(k for k in set(proposed[0].args) | set(best[0].args)
-                  if proposed[0].args.get(k) != best[0].args.get(k))
+    diff = sorted(
+        k for k in set(proposed[0].args) | set(best[0].args) if proposed[0].args.get(k) != best[0].args.get(k)
+    )
     return f"Check the arguments of {best[0].name}: {', '.join(diff)} should follow the user's request."

@@ -68,7 +68,9 @@ def segments(api: str, body: dict[str, Any]) -> list[Segment]:
     else:
         raw += list(body.get("messages", []))
     tools = body.get("tools") or []
-    if api == "anthropic" and body.get("cache_control"):  # top level: a breakpoint on the last cacheable block
+    if api == "anthropic" and body.get(
+        "cache_control"
+    ):  # top level: a breakpoint on the last cacheable block
         if raw:
             raw[-1] = {**raw[-1], "cache_control": body["cache_control"]}
         elif tools:
@@ -78,8 +80,14 @@ def segments(api: str, body: dict[str, Any]) -> list[Segment]:
     for seg in raw:
         text = _canonical(_unmarked(seg))  # once per segment: it is most of the simulator's CPU per request
         h.update(text)
-        out.append(Segment(_tokens_of(text), isinstance(seg, dict) and "cache_control" in seg, h.copy().digest(),
-                           _ttl(seg)))
+        out.append(
+            Segment(
+                _tokens_of(text),
+                isinstance(seg, dict) and "cache_control" in seg,
+                h.copy().digest(),
+                _ttl(seg),
+            )
+        )
     return out
 
 
@@ -104,8 +112,14 @@ def _tool_segments(model: str, tools: list[Any]) -> tuple[list[Segment], Any]:
         for seg in tools:
             text = _canonical(_unmarked(seg))
             h.update(text)
-            segs.append(Segment(_tokens_of(text), isinstance(seg, dict) and "cache_control" in seg,
-                                h.copy().digest(), _ttl(seg)))
+            segs.append(
+                Segment(
+                    _tokens_of(text),
+                    isinstance(seg, dict) and "cache_control" in seg,
+                    h.copy().digest(),
+                    _ttl(seg),
+                )
+            )
         if len(_tools_seen) >= _TOOLS_MAX:
             _tools_seen.clear()
         hit = _tools_seen[key] = (segs, h)
@@ -139,7 +153,9 @@ class PromptCache:
         self._entries[digest] = (now, found[1])
         return True
 
-    def account(self, api: str, segs: list[Segment], *, min_tokens: int = 1024, scale: float = 1.0) -> CacheUsage:
+    def account(
+        self, api: str, segs: list[Segment], *, min_tokens: int = 1024, scale: float = 1.0
+    ) -> CacheUsage:
         """Usage of one admitted request (reads hits, writes its breakpoints); `scale`: the providers' seconds a
         second of this clock stands for where the request was answered (a batch run faster than real)."""
         total = sum(s.tokens for s in segs)

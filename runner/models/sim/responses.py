@@ -52,21 +52,38 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
             role = "system" if item.get("role") == "developer" else item.get("role", "user")
             messages.append({"role": role, "content": _text(item.get("content"))})
         elif kind == "function_call":
-            call = {"id": item["call_id"], "type": "function",
-                    "function": {"name": item["name"], "arguments": item.get("arguments") or "{}"}}
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item.get("arguments") or "{}"},
+            }
             if messages and messages[-1]["role"] == "assistant" and messages[-1].get("tool_calls"):
                 messages[-1]["tool_calls"].append(call)  # parallel calls: one assistant turn
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
             output = item.get("output")
-            messages.append({"role": "tool", "tool_call_id": item["call_id"],
-                             "content": output if isinstance(output, str) else json.dumps(output)})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item["call_id"],
+                    "content": output if isinstance(output, str) else json.dumps(output),
+                }
+            )
         # reasoning items (and others) carry nothing the simulator's policy reads
     chat: dict[str, Any] = {"model": body["model"], "messages": messages}
-    tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
-                                               "parameters": t.get("parameters") or {"type": "object"}}}
-             for t in body.get("tools") or [] if t.get("type") == "function"]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parameters": t.get("parameters") or {"type": "object"},
+            },
+        }
+        for t in body.get("tools") or []
+        if t.get("type") == "function"
+    ]
     if tools:
         chat["tools"] = tools
     if body.get("max_output_tokens") is not None:
@@ -86,31 +103,63 @@ def from_chat(chat: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
     # encrypted_content by default, as the current API reference says (an older guide made it opt-in through
     # `include`): a stateless caller sends the item back whole
-    output: list[dict[str, Any]] = [{"type": "reasoning", "id": f"rs_{rid}", "summary": [],
-                                     "encrypted_content": f"sim-rs-{rid}"}] if reasoning else []
+    output: list[dict[str, Any]] = (
+        [{"type": "reasoning", "id": f"rs_{rid}", "summary": [], "encrypted_content": f"sim-rs-{rid}"}]
+        if reasoning
+        else []
+    )
     if message.get("content"):
-        output.append({"type": "message", "id": f"msg_{rid}", "status": "completed", "role": "assistant",
-                       "content": [{"type": "output_text", "text": message["content"], "annotations": []}]})
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{rid}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": message["content"], "annotations": []}],
+            }
+        )
     for i, call in enumerate(message.get("tool_calls") or []):
-        output.append({"type": "function_call", "id": f"fc_{rid}{i:02d}", "call_id": call["id"],
-                       "name": call["function"]["name"], "arguments": call["function"]["arguments"],
-                       "status": "completed"})
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{rid}{i:02d}",
+                "call_id": call["id"],
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+                "status": "completed",
+            }
+        )
     cut = choice.get("finish_reason") == "length"
     prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-    return {"id": f"resp_{rid}", "object": "response", "created_at": chat.get("created", int(time.time())),
-            "status": "incomplete" if cut else "completed", "model": chat["model"], "output": output,
-            "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "error": None,
-            "instructions": body.get("instructions"), "metadata": body.get("metadata") or {},
-            "parallel_tool_calls": body.get("parallel_tool_calls", True),
-            "tool_choice": body.get("tool_choice", "auto"),
-            "tools": body.get("tools") or [], "temperature": body.get("temperature", 1.0),
-            "top_p": body.get("top_p", 1.0), "max_output_tokens": body.get("max_output_tokens"),
-            "text": {"format": {"type": "text"}}, "truncation": "disabled",
-            "usage": {"input_tokens": prompt,
-                      "input_tokens_details": {"cached_tokens": (usage.get("prompt_tokens_details") or {})
-                                               .get("cached_tokens", 0)},
-                      "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning},
-                      "total_tokens": prompt + completion}}
+    return {
+        "id": f"resp_{rid}",
+        "object": "response",
+        "created_at": chat.get("created", int(time.time())),
+        "status": "incomplete" if cut else "completed",
+        "model": chat["model"],
+        "output": output,
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "error": None,
+        "instructions": body.get("instructions"),
+        "metadata": body.get("metadata") or {},
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "temperature": body.get("temperature", 1.0),
+        "top_p": body.get("top_p", 1.0),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {
+                "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+            },
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": prompt + completion,
+        },
+    }
 
 
 def events(response: dict[str, Any]) -> Iterator[bytes]:
@@ -127,26 +176,61 @@ def events(response: dict[str, Any]) -> Iterator[bytes]:
     yield ev("response.in_progress", response=begun)
     for i, item in enumerate(response["output"]):
         if item["type"] == "message":
-            yield ev("response.output_item.added", output_index=i, item={**item, "status": "in_progress",
-                                                                         "content": []})
+            yield ev(
+                "response.output_item.added",
+                output_index=i,
+                item={**item, "status": "in_progress", "content": []},
+            )
             part = item["content"][0]
-            yield ev("response.content_part.added", item_id=item["id"], output_index=i, content_index=0,
-                     part={**part, "text": ""})
+            yield ev(
+                "response.content_part.added",
+                item_id=item["id"],
+                output_index=i,
+                content_index=0,
+                part={**part, "text": ""},
+            )
             for k in range(0, len(part["text"]), _TEXT_PIECE):
-                yield ev("response.output_text.delta", item_id=item["id"], output_index=i, content_index=0,
-                         delta=part["text"][k:k + _TEXT_PIECE], logprobs=[])
-            yield ev("response.output_text.done", item_id=item["id"], output_index=i, content_index=0,
-                     text=part["text"], logprobs=[])
-            yield ev("response.content_part.done", item_id=item["id"], output_index=i, content_index=0, part=part)
+                yield ev(
+                    "response.output_text.delta",
+                    item_id=item["id"],
+                    output_index=i,
+                    content_index=0,
+                    delta=part["text"][k : k + _TEXT_PIECE],
+                    logprobs=[],
+                )
+            yield ev(
+                "response.output_text.done",
+                item_id=item["id"],
+                output_index=i,
+                content_index=0,
+                text=part["text"],
+                logprobs=[],
+            )
+            yield ev(
+                "response.content_part.done", item_id=item["id"], output_index=i, content_index=0, part=part
+            )
         elif item["type"] == "function_call":
-            yield ev("response.output_item.added", output_index=i, item={**item, "status": "in_progress",
-                                                                         "arguments": ""})
-            yield ev("response.function_call_arguments.delta", item_id=item["id"], output_index=i,
-                     delta=item["arguments"])
-            yield ev("response.function_call_arguments.done", item_id=item["id"], output_index=i,
-                     arguments=item["arguments"])
+            yield ev(
+                "response.output_item.added",
+                output_index=i,
+                item={**item, "status": "in_progress", "arguments": ""},
+            )
+            yield ev(
+                "response.function_call_arguments.delta",
+                item_id=item["id"],
+                output_index=i,
+                delta=item["arguments"],
+            )
+            yield ev(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=i,
+                arguments=item["arguments"],
+            )
         else:
             yield ev("response.output_item.added", output_index=i, item=item)
         yield ev("response.output_item.done", output_index=i, item=item)
-    yield ev("response.incomplete" if response["status"] == "incomplete" else "response.completed",
-             response=response)
+    yield ev(
+        "response.incomplete" if response["status"] == "incomplete" else "response.completed",
+        response=response,
+    )

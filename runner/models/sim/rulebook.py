@@ -81,7 +81,11 @@ class Book:
         if model in self.models:
             return model
         if self.provider == "anthropic":
-            dated = [m for m in self.models if _SNAPSHOT_ANTHROPIC.fullmatch(m[len(model):]) and m.startswith(model)]
+            dated = [
+                m
+                for m in self.models
+                if _SNAPSHOT_ANTHROPIC.fullmatch(m[len(model) :]) and m.startswith(model)
+            ]
             return dated[0] if len(dated) == 1 else None
         base = _SNAPSHOT_OPENAI.sub("", model)
         return base if base != model and base in self.models else None
@@ -122,14 +126,30 @@ def _condition(body: Mapping[str, Any], c: Mapping[str, Any]) -> bool:
 @functools.cache
 def book(provider: str) -> Book:
     data = yaml.safe_load((HERE / f"{provider}.yaml").read_text(encoding="utf-8"))
-    rules = tuple(Rule(id=r["id"], provider=provider, models=tuple(r.get("models") or ("*",)),
-                       endpoint=r.get("endpoint", ""), status=r.get("status"), error_type=r.get("error_type"),
-                       message=str(r.get("message") or ""),
-                       source=", ".join(r["source"]) if isinstance(r.get("source"), list) else str(r.get("source")),
-                       when=tuple(r.get("when") or ()), check=r.get("check"))
-                  for r in data.get("rules") or ())
-    return Book(provider, str(data.get("read_on")), dict(data.get("sources") or {}), dict(data.get("models") or {}),
-                rules, dict(data.get("batch") or {}), dict(data.get("caching") or {}))
+    rules = tuple(
+        Rule(
+            id=r["id"],
+            provider=provider,
+            models=tuple(r.get("models") or ("*",)),
+            endpoint=r.get("endpoint", ""),
+            status=r.get("status"),
+            error_type=r.get("error_type"),
+            message=str(r.get("message") or ""),
+            source=", ".join(r["source"]) if isinstance(r.get("source"), list) else str(r.get("source")),
+            when=tuple(r.get("when") or ()),
+            check=r.get("check"),
+        )
+        for r in data.get("rules") or ()
+    )
+    return Book(
+        provider,
+        str(data.get("read_on")),
+        dict(data.get("sources") or {}),
+        dict(data.get("models") or {}),
+        rules,
+        dict(data.get("batch") or {}),
+        dict(data.get("caching") or {}),
+    )
 
 
 def known(model: str) -> str | None:

@@ -34,10 +34,12 @@ from runner.models.sim import sigv4
 UNSIGNED = "UNSIGNED-PAYLOAD"
 PREFIX = "/s3"
 # the Bedrock-worded refusals of sigv4.py, as S3 words them
-_CODES = {"IncompleteSignature": ("AuthorizationHeaderMalformed", 400),
-          "UnrecognizedClientException": ("InvalidAccessKeyId", 403),
-          "InvalidSignatureException": ("SignatureDoesNotMatch", 403),
-          "RequestExpired": ("RequestTimeTooSkewed", 403)}
+_CODES = {
+    "IncompleteSignature": ("AuthorizationHeaderMalformed", 400),
+    "UnrecognizedClientException": ("InvalidAccessKeyId", 403),
+    "InvalidSignatureException": ("SignatureDoesNotMatch", 403),
+    "RequestExpired": ("RequestTimeTooSkewed", 403),
+}
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,11 @@ class Objects:
 
 
 def error(code: str, status: int, message: str, resource: str = "") -> web.Response:
-    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{escape(message)}'
-            f"</Message><Resource>{escape(resource)}</Resource><RequestId>{uuid.uuid4().hex[:16].upper()}"
-            "</RequestId></Error>")
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{escape(message)}'
+        f"</Message><Resource>{escape(resource)}</Resource><RequestId>{uuid.uuid4().hex[:16].upper()}"
+        "</RequestId></Error>"
+    )
     return web.Response(status=status, body=body.encode(), content_type="application/xml")
 
 
@@ -95,10 +99,20 @@ async def _refused(request: web.Request) -> web.Response | None:
         return error("InvalidRequest", 400, "Missing required header for this request: x-amz-content-sha256")
     claimed = headers.get("x-amz-content-sha256", "")
     if bad is None and claimed != UNSIGNED and claimed != hashlib.sha256(body).hexdigest():
-        return error("XAmzContentSHA256Mismatch", 400,
-                     "The provided 'x-amz-content-sha256' header does not match what was computed.")
-    bad = bad or sigv4.verify(request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, headers,
-                              body, request.app["state"].settings.aws_keys, service="s3")
+        return error(
+            "XAmzContentSHA256Mismatch",
+            400,
+            "The provided 'x-amz-content-sha256' header does not match what was computed.",
+        )
+    bad = bad or sigv4.verify(
+        request.method,
+        request.rel_url.raw_path,
+        request.rel_url.raw_query_string,
+        headers,
+        body,
+        request.app["state"].settings.aws_keys,
+        service="s3",
+    )
     if bad is None:
         return None
     code, status = _CODES.get(bad.type, ("AccessDenied", 403))
@@ -113,7 +127,9 @@ def _objects(request: web.Request) -> Objects:
 async def put_object(request: web.Request) -> web.Response:
     if (bad := await _refused(request)) is not None:
         return bad
-    etag = _objects(request).put(request.match_info["bucket"], request.match_info["key"], await request.read())
+    etag = _objects(request).put(
+        request.match_info["bucket"], request.match_info["key"], await request.read()
+    )
     return web.Response(status=200, headers={"ETag": etag})
 
 
@@ -126,8 +142,11 @@ async def get_object(request: web.Request) -> web.Response:
         if bucket not in _objects(request).buckets():
             return error("NoSuchBucket", 404, "The specified bucket does not exist", f"/{bucket}")
         return error("NoSuchKey", 404, "The specified key does not exist.", f"/{bucket}/{key}")
-    return web.Response(body=found.body, content_type="application/octet-stream",  # HEAD too: aiohttp's GET route
-                        headers={"ETag": found.etag, "Last-Modified": formatdate(found.at, usegmt=True)})
+    return web.Response(
+        body=found.body,
+        content_type="application/octet-stream",  # HEAD too: aiohttp's GET route
+        headers={"ETag": found.etag, "Last-Modified": formatdate(found.at, usegmt=True)},
+    )
 
 
 async def delete_object(request: web.Request) -> web.Response:
@@ -153,23 +172,34 @@ async def list_objects(request: web.Request) -> web.Response:
     entries: list[tuple[str, bool]] = []  # (key or common prefix, is a prefix), in key order, each once
     for key in objects.listed(bucket, prefix):
         cut = key.find(delimiter, len(prefix)) if delimiter else -1
-        entry = (key[:cut + len(delimiter)], True) if cut >= 0 else (key, False)
+        entry = (key[: cut + len(delimiter)], True) if cut >= 0 else (key, False)
         if entry[0] > after and (not entries or entries[-1] != entry):
             entries.append(entry)
-    page, truncated = entries[:max(0, min(most, 1000))], len(entries) > max(0, min(most, 1000))
+    page, truncated = entries[: max(0, min(most, 1000))], len(entries) > max(0, min(most, 1000))
     contents = "".join(
         f"<Contents><Key>{escape(k)}</Key><LastModified>{_iso(o.at)}</LastModified><ETag>{escape(o.etag)}</ETag>"
         f"<Size>{len(o.body)}</Size><StorageClass>STANDARD</StorageClass></Contents>"
-        for k, common in page if not common and (o := objects.stored[(bucket, k)]))
-    commons = "".join(f"<CommonPrefixes><Prefix>{escape(k)}</Prefix></CommonPrefixes>" for k, common in page if common)
-    more = f"<NextContinuationToken>{escape(page[-1][0])}</NextContinuationToken>" if truncated and page else ""
-    given = f"<ContinuationToken>{escape(q['continuation-token'])}</ContinuationToken>" \
-        if "continuation-token" in q else ""
-    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
-            f'2006-03-01/"><Name>{escape(bucket)}</Name><Prefix>{escape(prefix)}</Prefix>'
-            f"{f'<Delimiter>{escape(delimiter)}</Delimiter>' if delimiter else ''}<KeyCount>{len(page)}</KeyCount>"
-            f"<MaxKeys>{most}</MaxKeys><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>{given}{more}"
-            f"{contents}{commons}</ListBucketResult>")
+        for k, common in page
+        if not common and (o := objects.stored[(bucket, k)])
+    )
+    commons = "".join(
+        f"<CommonPrefixes><Prefix>{escape(k)}</Prefix></CommonPrefixes>" for k, common in page if common
+    )
+    more = (
+        f"<NextContinuationToken>{escape(page[-1][0])}</NextContinuationToken>" if truncated and page else ""
+    )
+    given = (
+        f"<ContinuationToken>{escape(q['continuation-token'])}</ContinuationToken>"
+        if "continuation-token" in q
+        else ""
+    )
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
+        f'2006-03-01/"><Name>{escape(bucket)}</Name><Prefix>{escape(prefix)}</Prefix>'
+        f"{f'<Delimiter>{escape(delimiter)}</Delimiter>' if delimiter else ''}<KeyCount>{len(page)}</KeyCount>"
+        f"<MaxKeys>{most}</MaxKeys><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>{given}{more}"
+        f"{contents}{commons}</ListBucketResult>"
+    )
     return web.Response(body=body.encode(), content_type="application/xml")
 
 
@@ -187,7 +217,11 @@ def parse_uri(uri: str) -> tuple[str, str] | None:
 
 def add_routes(app: web.Application) -> None:
     app["s3"] = Objects()
-    app.add_routes([web.get(PREFIX + "/{bucket}", list_objects),
-                    web.put(PREFIX + "/{bucket}/{key:.+}", put_object),
-                    web.get(PREFIX + "/{bucket}/{key:.+}", get_object),
-                    web.delete(PREFIX + "/{bucket}/{key:.+}", delete_object)])
+    app.add_routes(
+        [
+            web.get(PREFIX + "/{bucket}", list_objects),
+            web.put(PREFIX + "/{bucket}/{key:.+}", put_object),
+            web.get(PREFIX + "/{bucket}/{key:.+}", get_object),
+            web.delete(PREFIX + "/{bucket}/{key:.+}", delete_object),
+        ]
+    )

@@ -59,7 +59,7 @@ from runner.serving import site_for
 QUOTA_MESSAGE = {
     "openai": "You exceeded your current quota, please check your plan and billing details.",
     "anthropic": "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to "
-                 "upgrade or purchase credits.",
+    "upgrade or purchase credits.",
 }
 
 
@@ -82,14 +82,18 @@ class Bucket:
         self.stamp = now
 
     def wait_for(self, amount: float) -> float:
-        return 0.0 if self.level >= amount else (min(amount, self.capacity) - self.level) * 60.0 / self.capacity
+        return (
+            0.0 if self.level >= amount else (min(amount, self.capacity) - self.level) * 60.0 / self.capacity
+        )
 
 
 class SimState:
     def __init__(self, settings: SimSettings) -> None:
         self.settings = settings
         self.rng = random.Random(settings.seed)
-        self.asked: Counter[str] = Counter()  # by request: how many times it came (a retry draws its fault anew)
+        self.asked: Counter[str] = (
+            Counter()
+        )  # by request: how many times it came (a retry draws its fault anew)
         self.buckets: dict[tuple[str, str], Bucket] = {}
         self.stats: Counter[str] = Counter()
         self.per_model: dict[str, Counter[str]] = {}
@@ -110,8 +114,11 @@ class SimState:
         if lim is None:
             return 0.0, {}
         now = time.monotonic()
-        need = [("requests", lim.rpm, 1.0), ("input", lim.itpm, float(in_tokens)),
-                ("output", lim.otpm, float(out_estimate))]
+        need = [
+            ("requests", lim.rpm, 1.0),
+            ("input", lim.itpm, float(in_tokens)),
+            ("output", lim.otpm, float(out_estimate)),
+        ]
         buckets = [(self._bucket(model, d, cap), amt) for d, cap, amt in need if cap]
         for b, _ in buckets:
             b.refill(now)
@@ -151,16 +158,23 @@ class SimState:
         f = self.settings.faults
         self.asked[rid] += 1
         roll = random.Random(f"{self.settings.seed}\x1f{rid}\x1f{self.asked[rid]}").random()
-        for name, rate in (("http_500", f.http_500), ("overloaded", f.overloaded), ("drop", f.drop),
-                           ("slow", f.slow), ("malformed", f.malformed), ("bad_request", f.bad_request)):
+        for name, rate in (
+            ("http_500", f.http_500),
+            ("overloaded", f.overloaded),
+            ("drop", f.drop),
+            ("slow", f.slow),
+            ("malformed", f.malformed),
+            ("bad_request", f.bad_request),
+        ):
             if roll < rate:
                 return name
             roll -= rate
         return None
 
 
-def _ratelimit_headers(api: str | None, remaining: dict[str, float], wait: float, lim: Limits | None
-                       ) -> dict[str, str]:
+def _ratelimit_headers(
+    api: str | None, remaining: dict[str, float], wait: float, lim: Limits | None
+) -> dict[str, str]:
     """`api`: whose headers (anthropic, openai); None: a route that documents none."""
     if lim is None or api is None:
         return {}
@@ -187,13 +201,25 @@ def _ratelimit_headers(api: str | None, remaining: dict[str, float], wait: float
 
 def _usage_fields(api: str, u: Any, out_tokens: int) -> dict[str, Any]:
     if api == "anthropic":
-        cached = {"cache_creation_input_tokens": u.cache_write, "cache_read_input_tokens": u.cache_read,
-                  "cache_creation": {"ephemeral_5m_input_tokens": u.cache_write - u.cache_write_1h,
-                                     "ephemeral_1h_input_tokens": u.cache_write_1h}} if u.asked else {}
+        cached = (
+            {
+                "cache_creation_input_tokens": u.cache_write,
+                "cache_read_input_tokens": u.cache_read,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": u.cache_write - u.cache_write_1h,
+                    "ephemeral_1h_input_tokens": u.cache_write_1h,
+                },
+            }
+            if u.asked
+            else {}
+        )
         return {"input_tokens": u.input_tokens, "output_tokens": out_tokens, **cached}
-    return {"prompt_tokens": u.input_tokens, "completion_tokens": out_tokens,
-            "total_tokens": u.input_tokens + out_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cache_read, "audio_tokens": 0}}
+    return {
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": out_tokens,
+        "total_tokens": u.input_tokens + out_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cache_read, "audio_tokens": 0},
+    }
 
 
 def _fault_response(d: Dialect, fault: str, request: web.Request) -> web.StreamResponse | None:
@@ -216,10 +242,14 @@ def _fault_response(d: Dialect, fault: str, request: web.Request) -> web.StreamR
     return None
 
 
-async def _stream(request: web.Request, d: Dialect, payload: dict[str, Any], headers: dict[str, str],
-                  body: dict[str, Any]) -> web.StreamResponse:
-    kind = {"Content-Type": eventstream.CONTENT_TYPE, "X-Amzn-Bedrock-Content-Type": "application/json"} \
-        if d.event_stream else {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+async def _stream(
+    request: web.Request, d: Dialect, payload: dict[str, Any], headers: dict[str, str], body: dict[str, Any]
+) -> web.StreamResponse:
+    kind = (
+        {"Content-Type": eventstream.CONTENT_TYPE, "X-Amzn-Bedrock-Content-Type": "application/json"}
+        if d.event_stream
+        else {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
     resp = web.StreamResponse(headers={**headers, **kind})
     if request.app["state"].settings.compress:
         resp.enable_compression()  # by the request's Accept-Encoding, as the real APIs' front ends do
@@ -243,16 +273,20 @@ async def _stream(request: web.Request, d: Dialect, payload: dict[str, Any], hea
     return resp
 
 
-def _throttled(d: Dialect, state: SimState, model: str, limited: str, wait: float, remaining: Any
-               ) -> web.Response:
+def _throttled(
+    d: Dialect, state: SimState, model: str, limited: str, wait: float, remaining: Any
+) -> web.Response:
     """A 429 as the provider sends it: retry-after (seconds, and ms as Anthropic's SDK reads) and the
     rate-limit headers with what is left (a cloud that documents none: the status and its body only)."""
     state.stats["429"] += 1
     state.per_model[model]["429"] += 1
     if d.ratelimit is None:
         return d.error(429, f"rate limit exceeded for {limited}")
-    headers = {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000)),
-               **_ratelimit_headers(d.ratelimit, remaining, wait, state.settings.limits.get(limited))}
+    headers = {
+        "retry-after": str(max(1, math.ceil(wait))),
+        "retry-after-ms": str(int(wait * 1000)),
+        **_ratelimit_headers(d.ratelimit, remaining, wait, state.settings.limits.get(limited)),
+    }
     return d.error(429, f"rate limit exceeded for {limited}", headers=headers)
 
 
@@ -262,8 +296,9 @@ async def _handle(request: web.Request, api: str, raw: bytes | None = None) -> w
     return await answer_request(request, FIRST_PARTY[api], raw)
 
 
-async def answer_request(request: web.Request, d: Dialect, raw: bytes | None = None,
-                         cloud: Translated | None = None) -> web.StreamResponse:
+async def answer_request(
+    request: web.Request, d: Dialect, raw: bytes | None = None, cloud: Translated | None = None
+) -> web.StreamResponse:
     """One request: refuse it as the API would, throttle it, fail it on purpose, or answer it, in dialect
     `d`; `cloud`: a cloud route's request, translated (its credentials checked by the route)."""
     state: SimState = request.app["state"]
@@ -301,8 +336,10 @@ async def answer_request(request: web.Request, d: Dialect, raw: bytes | None = N
     if fault == "slow":
         await asyncio.sleep(state.settings.faults.slow_seconds)
         arrived += state.settings.faults.slow_seconds
-    headers = {**({d.request_id: f"req_{rid[:20]}"} if d.request_id else {}),
-               **_ratelimit_headers(d.ratelimit, remaining, 0, state.settings.limits.get(limited))}
+    headers = {
+        **({d.request_id: f"req_{rid[:20]}"} if d.request_id else {}),
+        **_ratelimit_headers(d.ratelimit, remaining, 0, state.settings.limits.get(limited)),
+    }
     payload = await _answer(state, headers_in, api, body, segs, rid, limited, out_estimate, arrived)
     if request.get("responses") is not None:
         payload = responses.from_chat(payload, request["responses"])
@@ -314,8 +351,9 @@ async def answer_request(request: web.Request, d: Dialect, raw: bytes | None = N
     return web.json_response(payload, headers=headers, dumps=_dumps)
 
 
-async def answer_inside(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any]
-                        ) -> tuple[int, dict[str, Any]]:
+async def answer_inside(
+    state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
     """One request inside a batch, as the interactive endpoint would take it: refused (status and the API's
     error body) or answered (200 and the message), at once. A batch takes its time from its own turnaround
     (runner/models/sim/batches.py) and draws nothing from the per-minute limits."""
@@ -331,8 +369,18 @@ async def answer_inside(state: SimState, headers: Mapping[str, str], api: str, b
     out_estimate = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256), 256)
     # no bucket is named "": nothing charged, nothing refunded; arrived long ago: no latency to wait for; its
     # prompt cache at the providers' pace (the batch's turnaround may run faster than theirs)
-    payload = await _answer(state, headers, api, body, segments(api, body), rid, "", out_estimate, -math.inf,
-                            scale=state.settings.batches.scale)
+    payload = await _answer(
+        state,
+        headers,
+        api,
+        body,
+        segments(api, body),
+        rid,
+        "",
+        out_estimate,
+        -math.inf,
+        scale=state.settings.batches.scale,
+    )
     state.stats["ok"] += 1
     return 200, payload
 
@@ -341,8 +389,15 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()  # the stdlib's encoder was 3 % of this process at 64 in flight
 
 
-def _refuse(request: web.Request, d: Dialect, state: SimState, headers: Mapping[str, str],
-            body: dict[str, Any], *, checked: bool) -> web.Response | None:
+def _refuse(
+    request: web.Request,
+    d: Dialect,
+    state: SimState,
+    headers: Mapping[str, str],
+    body: dict[str, Any],
+    *,
+    checked: bool,
+) -> web.Response | None:
     """401 without a key (`checked`: a cloud's route checked its own credentials), 404 for a model nobody
     serves, 400 for what the real API would reject."""
     if not checked and (refused := unauthorized(request, d.api, state.stats)) is not None:
@@ -370,8 +425,9 @@ def offered_only(action: Action, body: dict[str, Any]) -> Action:
     return Action(text="I cannot do that with the tools I have here.")
 
 
-def invalid_request(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any],
-                    endpoint: str | None = None) -> tuple[int, str, str | None, str | None] | None:
+def invalid_request(
+    state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any], endpoint: str | None = None
+) -> tuple[int, str, str | None, str | None] | None:
     """What the real API refuses in a request's body (a model nobody serves: 404; a parameter the API or the
     model refuses, by its published rules: 400) as (status, message, param, code); None when it would be
     answered. Interactive and inside a batch alike."""
@@ -383,14 +439,17 @@ def invalid_request(state: SimState, headers: Mapping[str, str], api: str, body:
             return 404, f"model: {name}", None, None
     try:
         strict.validate(api, body)
-        refused = checks.refusal(api, endpoint or ("messages" if api == "anthropic" else "chat.completions"), body,
-                                 headers, plays)
+        refused = checks.refusal(
+            api, endpoint or ("messages" if api == "anthropic" else "chat.completions"), body, headers, plays
+        )
         if refused is not None:
             raise refused
     except strict.RequestRefused as e:
         state.stats["400"] += 1
         state.per_model.setdefault(model, Counter())["400"] += 1
-        print(f"{e.status} {api} {plays}: {e}" + (f" [{e.rule}]" if e.rule else ""), file=sys.stderr, flush=True)
+        print(
+            f"{e.status} {api} {plays}: {e}" + (f" [{e.rule}]" if e.rule else ""), file=sys.stderr, flush=True
+        )
         return e.status, str(e), e.param, e.code
     return None
 
@@ -418,15 +477,26 @@ def _trial(headers: Mapping[str, str], body: dict[str, Any]) -> int:
     return 1 if body.get("temperature") == 0 else t
 
 
-async def _answer(state: SimState, headers: Mapping[str, str], api: str, body: dict[str, Any], segs: list[Any],
-                  rid: str, limited: str, out_estimate: int, arrived: float, scale: float = 1.0) -> dict[str, Any]:
+async def _answer(
+    state: SimState,
+    headers: Mapping[str, str],
+    api: str,
+    body: dict[str, Any],
+    segs: list[Any],
+    rid: str,
+    limited: str,
+    out_estimate: int,
+    arrived: float,
+    scale: float = 1.0,
+) -> dict[str, Any]:
     """The model's move, after its latency, with usage as the provider would count it."""
     model = str(body["model"])
     plays = headers.get("x-sim-plays")
     real = played(headers, model)
     behaviour = rulebook.book(api).behaviour(real)
-    usage = state.prompt_cache.account(api, segs, min_tokens=int(behaviour.get("min_cacheable_prompt_tokens") or 1024),
-                                       scale=scale)
+    usage = state.prompt_cache.account(
+        api, segs, min_tokens=int(behaviour.get("min_cacheable_prompt_tokens") or 1024), scale=scale
+    )
     if api == "anthropic":
         state.refund(limited, "input", usage.cache_read)  # cache reads do not count against ITPM
     msgs: list[Msg] = wire.anthropic_messages(body) if api == "anthropic" else wire.openai_messages(body)
@@ -440,11 +510,15 @@ async def _answer(state: SimState, headers: Mapping[str, str], api: str, body: d
     limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 1 << 30)
     cut = think_tokens + out_tokens > limit
     if cut:  # the output limit ends the answer: thinking comes first, so the answer loses
-        action = Action(text=action.text[:max(0, limit - think_tokens) * 4] if action.text else "")
+        action = Action(text=action.text[: max(0, limit - think_tokens) * 4] if action.text else "")
         out_tokens = max(0, limit - think_tokens)
         think_tokens = min(think_tokens, limit)
-    state.refund(limited, "output", out_estimate - out_tokens)  # charged up front, adjusted to what was written
-    counters = [state.stats, state.per_model[model]] + ([state.played.setdefault(plays, Counter())] if plays else [])
+    state.refund(
+        limited, "output", out_estimate - out_tokens
+    )  # charged up front, adjusted to what was written
+    counters = [state.stats, state.per_model[model]] + (
+        [state.played.setdefault(plays, Counter())] if plays else []
+    )
     if plays:
         state.played[plays]["requests"] += 1
     for counter in counters:
@@ -455,13 +529,25 @@ async def _answer(state: SimState, headers: Mapping[str, str], api: str, body: d
         counter["thinking_tokens"] += think_tokens
     fields = _usage_fields(api, usage, out_tokens + think_tokens)
     if api == "anthropic":
-        content = wire.anthropic_content(action, rid, thought if think.thinks else None, think.updates_as_thinking)
-        wire.sign_thinking(content, lambda text, where: sim_thinking.sign(real, text, where), conversation,
-                           sim_thinking.prefix_digest(body, len(body.get("messages") or [])))
-        return wire.anthropic_response(content, action, model, rid, fields, stop="max_tokens" if cut else None)
+        content = wire.anthropic_content(
+            action, rid, thought if think.thinks else None, think.updates_as_thinking
+        )
+        wire.sign_thinking(
+            content,
+            lambda text, where: sim_thinking.sign(real, text, where),
+            conversation,
+            sim_thinking.prefix_digest(body, len(body.get("messages") or [])),
+        )
+        return wire.anthropic_response(
+            content, action, model, rid, fields, stop="max_tokens" if cut else None
+        )
     if think.thinks:
-        fields["completion_tokens_details"] = {"reasoning_tokens": think_tokens, "audio_tokens": 0,
-                                               "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+        fields["completion_tokens_details"] = {
+            "reasoning_tokens": think_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        }
     return wire.openai_response(action, model, rid, fields, stop="length" if cut else None)
 
 
@@ -469,8 +555,9 @@ async def _guarded(request: web.Request, api: str, raw: bytes | None = None) -> 
     return await guarded(request, FIRST_PARTY[api], raw)
 
 
-async def guarded(request: web.Request, d: Dialect, raw: bytes | None = None,
-                  cloud: Translated | None = None) -> web.StreamResponse:
+async def guarded(
+    request: web.Request, d: Dialect, raw: bytes | None = None, cloud: Translated | None = None
+) -> web.StreamResponse:
     try:
         return await answer_request(request, d, raw, cloud)
     except Exception as e:  # a policy bug must show up as a 500 with a reason, and in the log
@@ -498,13 +585,16 @@ async def _responses(request: web.Request) -> web.StreamResponse:
         return await _guarded(request, "openai", b"{}")  # the chat path says 401 as the API does
     problem = responses.shape_error(body)
     if problem:
-        return web.json_response(wire.openai_error(400, f"Invalid request: {problem}", code="invalid_request"),
-                                 status=400)
-    refused = checks.refusal("openai", "responses", body, request.headers,
-                             played(request.headers, str(body.get("model", ""))))
+        return web.json_response(
+            wire.openai_error(400, f"Invalid request: {problem}", code="invalid_request"), status=400
+        )
+    refused = checks.refusal(
+        "openai", "responses", body, request.headers, played(request.headers, str(body.get("model", "")))
+    )
     if refused is not None:
-        return web.json_response(wire.openai_error(refused.status, str(refused), param=refused.param),
-                                 status=refused.status)
+        return web.json_response(
+            wire.openai_error(refused.status, str(refused), param=refused.param), status=refused.status
+        )
     request["responses"] = body
     return await _guarded(request, "openai", orjson.dumps(responses.to_chat(body)))
 
@@ -516,7 +606,9 @@ async def _count_tokens(request: web.Request) -> web.Response:
     except ValueError:
         return web.json_response(wire.anthropic_error(400, "body is not JSON"), status=400)
     # the same two ways as /v1/messages: an x-api-key, or the bearer token of an SDK built with auth_token
-    if not (request.headers.get("x-api-key") or request.headers.get("authorization", "").startswith("Bearer ")):
+    if not (
+        request.headers.get("x-api-key") or request.headers.get("authorization", "").startswith("Bearer ")
+    ):
         return web.json_response(wire.anthropic_error(401, "x-api-key header is required"), status=401)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
         return web.json_response(wire.anthropic_error(400, "model and messages: Field required"), status=400)
@@ -527,10 +619,22 @@ async def _stats(request: web.Request) -> web.Response:
     state: SimState = request.app["state"]
     buckets: dict[str, dict[str, dict[str, float]]] = {}
     for (model, dim), b in state.buckets.items():  # times in seconds since the simulator started
-        buckets.setdefault(model, {})[dim] = {"capacity": b.capacity, "level": b.level, "wasted": b.wasted,
-                                              "first_s": b.first - state.started, "last_s": b.stamp - state.started}
-    return web.json_response({**state.stats, "models": state.per_model, "played": state.played,
-                              "buckets": buckets, "uptime_seconds": time.monotonic() - state.started})
+        buckets.setdefault(model, {})[dim] = {
+            "capacity": b.capacity,
+            "level": b.level,
+            "wasted": b.wasted,
+            "first_s": b.first - state.started,
+            "last_s": b.stamp - state.started,
+        }
+    return web.json_response(
+        {
+            **state.stats,
+            "models": state.per_model,
+            "played": state.played,
+            "buckets": buckets,
+            "uptime_seconds": time.monotonic() - state.started,
+        }
+    )
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -551,24 +655,38 @@ def make_app(settings: SimSettings, apis: Sequence[str] | None = None) -> web.Ap
     first asked)."""
     # Resolving the SDKs' types takes ~1 s of CPU per SDK: do it beside the server, not before it listens.
     strict.start_warm_up(apis)
-    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_compress] if settings.compress else [])
+    app = web.Application(
+        client_max_size=64 * 1024 * 1024, middlewares=[_compress] if settings.compress else []
+    )
     app["state"] = state = SimState(settings)
-    app["batches"] = Batches(settings.batches, functools.partial(answer_inside, state), state.stats,
-                             settings.state_dir)
+    app["batches"] = Batches(
+        settings.batches, functools.partial(answer_inside, state), state.stats, settings.state_dir
+    )
     app[ANSWER] = guarded  # what the cloud routes hand their requests to, translated
     batch_routes.add_routes(app)
     models_routes.add_routes(app)
     for cloud in (bedrock, bedrock_batches, s3, vertex, azure, azure_batches):
         cloud.add_routes(app)
-    app.add_routes([web.post("/v1/messages", _anthropic), web.post("/v1/chat/completions", _openai),
-                    web.post("/v1/responses", _responses),
-                    web.post("/v1/messages/count_tokens", _count_tokens),
-                    web.get("/stats", _stats), web.get("/health", _health)])
+    app.add_routes(
+        [
+            web.post("/v1/messages", _anthropic),
+            web.post("/v1/chat/completions", _openai),
+            web.post("/v1/responses", _responses),
+            web.post("/v1/messages/count_tokens", _count_tokens),
+            web.get("/stats", _stats),
+            web.get("/health", _health),
+        ]
+    )
     return app
 
 
-def serve(settings: SimSettings, *, announce: bool = True, listen_fd: int | None = None,
-          apis: Sequence[str] | None = None) -> None:
+def serve(
+    settings: SimSettings,
+    *,
+    announce: bool = True,
+    listen_fd: int | None = None,
+    apis: Sequence[str] | None = None,
+) -> None:
     """Run until killed; prints 'listening on http://HOST:PORT' once it serves (port 0 = any free port;
     `listen_fd`: on that inherited listening socket instead)."""
 

@@ -54,8 +54,9 @@ class Refusal:
 
 
 def _incomplete(why: str) -> Refusal:
-    return Refusal("IncompleteSignature", 400,
-                   f"The request signature does not conform to AWS standards. ({why})")
+    return Refusal(
+        "IncompleteSignature", 400, f"The request signature does not conform to AWS standards. ({why})"
+    )
 
 
 def joined(headers: Any) -> dict[str, str]:
@@ -69,7 +70,9 @@ def fields(rest: str) -> dict[str, str]:
     return dict(p.strip().partition("=")[::2] for p in rest.split(","))
 
 
-def check(headers: Mapping[str, str], now: dt.datetime | None = None, service: str = SERVICE) -> Refusal | None:
+def check(
+    headers: Mapping[str, str], now: dt.datetime | None = None, service: str = SERVICE
+) -> Refusal | None:
     """None for a well-formed signature (or a Bedrock API key: `Authorization: Bearer`, bedrock.auth.
     bearer_api_key, which S3 does not take); else how bedrock-runtime refuses it (s3.py words it as S3 does).
     `service`: the signing name the scope must hold (`bedrock` for the runtime and the control plane)."""
@@ -87,7 +90,9 @@ def check(headers: Mapping[str, str], now: dt.datetime | None = None, service: s
         return _incomplete(f"missing {', '.join(missing)}")
     scope = parts["Credential"].split("/")
     if len(scope) != 5 or scope[3] != service or scope[4] != "aws4_request" or not _DAY.match(scope[1]):
-        return _incomplete(f"the credential scope is not {{key}}/{{YYYYMMDD}}/{{region}}/{service}/aws4_request")
+        return _incomplete(
+            f"the credential scope is not {{key}}/{{YYYYMMDD}}/{{region}}/{service}/aws4_request"
+        )
     if not _SIGNATURE.match(parts["Signature"]):
         return _incomplete("the signature is not 64 hexadecimal digits")
     signed = parts["SignedHeaders"].split(";")
@@ -103,8 +108,15 @@ def check(headers: Mapping[str, str], now: dt.datetime | None = None, service: s
     return None
 
 
-def verify(method: str, raw_path: str, query: str, headers: Mapping[str, str], body: bytes,
-           secrets: Mapping[str, str], service: str = SERVICE) -> Refusal | None:
+def verify(
+    method: str,
+    raw_path: str,
+    query: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    secrets: Mapping[str, str],
+    service: str = SERVICE,
+) -> Refusal | None:
     """After `check`: None when the signature is the one the key's secret makes of this request (a Bedrock API
     key passes: it holds no signature); else how the service refuses it. `raw_path`: the path as sent, its
     escapes kept; `headers`: each name once (a repeated header's values joined by commas)."""
@@ -115,25 +127,41 @@ def verify(method: str, raw_path: str, query: str, headers: Mapping[str, str], b
     key, day, region, service, terminal = parts["Credential"].split("/")
     secret = secrets.get(key)
     if secret is None:
-        return Refusal("UnrecognizedClientException", 403, "The security token included in the request is invalid.")
+        return Refusal(
+            "UnrecognizedClientException", 403, "The security token included in the request is invalid."
+        )
     signed = parts["SignedHeaders"]
     # S3 signs the path as sent (encoded once, dot segments kept); every other service normalizes and encodes
     path = raw_path if service == "s3" else quote(_normalized(raw_path), safe="/~")
-    canonical = "\n".join([method.upper(), path, _query(query),
-                            "".join(f"{h}:{_trimmed(headers[h])}\n" for h in signed.split(";")), signed,
-                            headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()])
+    canonical = "\n".join(
+        [
+            method.upper(),
+            path,
+            _query(query),
+            "".join(f"{h}:{_trimmed(headers[h])}\n" for h in signed.split(";")),
+            signed,
+            headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest(),
+        ]
+    )
     scope = f"{day}/{region}/{service}/{terminal}"
-    to_sign = "\n".join([ALGORITHM, headers["x-amz-date"], scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    to_sign = "\n".join(
+        [ALGORITHM, headers["x-amz-date"], scope, hashlib.sha256(canonical.encode()).hexdigest()]
+    )
     signing = f"AWS4{secret}".encode()
     for part in (day, region, service, terminal):
         signing = hmac.new(signing, part.encode(), hashlib.sha256).digest()
-    if hmac.compare_digest(hmac.new(signing, to_sign.encode(), hashlib.sha256).hexdigest(), parts["Signature"]):
+    if hmac.compare_digest(
+        hmac.new(signing, to_sign.encode(), hashlib.sha256).hexdigest(), parts["Signature"]
+    ):
         return None
-    return Refusal("InvalidSignatureException", 403,
-                   "The request signature we calculated does not match the signature you provided. Check your AWS "
-                   "Secret Access Key and signing method. Consult the service documentation for details.\n\n"
-                   f"The Canonical String for this request should have been\n'{canonical}'\n\n"
-                   f"The String-to-Sign should have been\n'{to_sign}'\n")
+    return Refusal(
+        "InvalidSignatureException",
+        403,
+        "The request signature we calculated does not match the signature you provided. Check your AWS "
+        "Secret Access Key and signing method. Consult the service documentation for details.\n\n"
+        f"The Canonical String for this request should have been\n'{canonical}'\n\n"
+        f"The String-to-Sign should have been\n'{to_sign}'\n",
+    )
 
 
 async def refusal(request: web.Request, service: str = SERVICE) -> Refusal | None:
@@ -141,8 +169,14 @@ async def refusal(request: web.Request, service: str = SERVICE) -> Refusal | Non
     None when it takes it."""
     headers = joined(request.headers)
     return check(headers, service=service) or verify(
-        request.method, request.rel_url.raw_path, request.rel_url.raw_query_string, headers, await request.read(),
-        request.app["state"].settings.aws_keys, service=service)
+        request.method,
+        request.rel_url.raw_path,
+        request.rel_url.raw_query_string,
+        headers,
+        await request.read(),
+        request.app["state"].settings.aws_keys,
+        service=service,
+    )
 
 
 def _normalized(path: str) -> str:
@@ -161,7 +195,9 @@ def _normalized(path: str) -> str:
 
 def _query(query: str) -> str:
     """Each parameter's name and value URI-encoded (unreserved characters kept), sorted by name, then value."""
-    pairs = sorted((quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in parse_qsl(query, keep_blank_values=True))
+    pairs = sorted(
+        (quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in parse_qsl(query, keep_blank_values=True)
+    )
     return "&".join(f"{k}={v}" for k, v in pairs)
 
 

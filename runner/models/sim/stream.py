@@ -21,7 +21,7 @@ JSON_PIECE = 32  # characters per partial_json / arguments delta
 
 
 def _pieces(text: str, n: int) -> list[str]:
-    return [text[i:i + n] for i in range(0, len(text), n)] or [""]
+    return [text[i : i + n] for i in range(0, len(text), n)] or [""]
 
 
 def sse(event: str | None, data: Any) -> bytes:
@@ -47,47 +47,87 @@ def anthropic_stream(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if i == 0:
                 yield {"type": "ping"}
             for part in _pieces(block["text"], TEXT_PIECE):
-                yield {"type": "content_block_delta", "index": i,
-                       "delta": {"type": "text_delta", "text": part}}
+                yield {
+                    "type": "content_block_delta",
+                    "index": i,
+                    "delta": {"type": "text_delta", "text": part},
+                }
         elif block["type"] == "thinking":  # its text in thinking_delta pieces, then its signature in one
-            yield {"type": "content_block_start", "index": i,
-                   "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
+            yield {
+                "type": "content_block_start",
+                "index": i,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            }
             for part in _pieces(block["thinking"], TEXT_PIECE):
-                yield {"type": "content_block_delta", "index": i,
-                       "delta": {"type": "thinking_delta", "thinking": part}}
-            yield {"type": "content_block_delta", "index": i,
-                   "delta": {"type": "signature_delta", "signature": block["signature"]}}
+                yield {
+                    "type": "content_block_delta",
+                    "index": i,
+                    "delta": {"type": "thinking_delta", "thinking": part},
+                }
+            yield {
+                "type": "content_block_delta",
+                "index": i,
+                "delta": {"type": "signature_delta", "signature": block["signature"]},
+            }
         else:
-            yield {"type": "content_block_start", "index": i, "content_block": {
-                "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}
+            yield {
+                "type": "content_block_start",
+                "index": i,
+                "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}},
+            }
             for part in _pieces(json.dumps(block["input"]), JSON_PIECE):
-                yield {"type": "content_block_delta", "index": i,
-                       "delta": {"type": "input_json_delta", "partial_json": part}}
+                yield {
+                    "type": "content_block_delta",
+                    "index": i,
+                    "delta": {"type": "input_json_delta", "partial_json": part},
+                }
         yield {"type": "content_block_stop", "index": i}
-    yield {"type": "message_delta", "delta": {"stop_reason": payload["stop_reason"], "stop_sequence": None},
-           "usage": {"output_tokens": usage["output_tokens"]}}
+    yield {
+        "type": "message_delta",
+        "delta": {"stop_reason": payload["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }
     yield {"type": "message_stop"}
 
 
 def openai_chunks(payload: dict[str, Any], *, include_usage: bool) -> Iterator[bytes]:
     choice = payload["choices"][0]
     msg = choice["message"]
-    base = {"id": payload["id"], "object": "chat.completion.chunk", "created": payload["created"],
-            "model": payload["model"], "system_fingerprint": None}
+    base = {
+        "id": payload["id"],
+        "object": "chat.completion.chunk",
+        "created": payload["created"],
+        "model": payload["model"],
+        "system_fingerprint": None,
+    }
     if include_usage:
         base["usage"] = None
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return sse(None, {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                               "finish_reason": finish}]})
+        return sse(
+            None,
+            {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]},
+        )
 
-    yield chunk({"role": "assistant", "content": "" if msg.get("content") is not None else None, "refusal": None})
+    yield chunk(
+        {"role": "assistant", "content": "" if msg.get("content") is not None else None, "refusal": None}
+    )
     if msg.get("content"):
         for part in _pieces(msg["content"], TEXT_PIECE):
             yield chunk({"content": part})
     for i, call in enumerate(msg.get("tool_calls") or []):
-        yield chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                     "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["function"]["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
         for part in _pieces(call["function"]["arguments"], JSON_PIECE):
             yield chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
     yield chunk({}, choice["finish_reason"])

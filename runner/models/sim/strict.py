@@ -31,8 +31,15 @@ class RequestRefused(Exception):
     """A request the API refuses: its status (400 unless said), the parameter and code it names, and the
     published rule it broke (rulebook.py), if it was one."""
 
-    def __init__(self, message: str, param: str | None = None, code: str | None = None, *, status: int = 400,
-                 rule: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        *,
+        status: int = 400,
+        rule: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.param, self.code, self.status, self.rule = param, code, status, rule
 
@@ -85,8 +92,12 @@ def _type_literals_now(td: type) -> tuple[Any, ...]:
         return ()
     tp, _ = _strip(tp)
     if te.get_origin(tp) in (typing.Union, types.UnionType):
-        return tuple(a for arg in te.get_args(tp) if te.get_origin(arg) in (te.Literal, typing.Literal)
-                     for a in te.get_args(arg))
+        return tuple(
+            a
+            for arg in te.get_args(tp)
+            if te.get_origin(arg) in (te.Literal, typing.Literal)
+            for a in te.get_args(arg)
+        )
     return te.get_args(tp) if te.get_origin(tp) in (te.Literal, typing.Literal) else ()
 
 
@@ -131,8 +142,11 @@ def _kind_now(tp: Any) -> tuple[str, Any]:
         return "typeddict", tp
     if isinstance(tp, type) and hasattr(tp, "model_fields"):
         return "model", tp
-    if origin in (list, cabc.Iterable, cabc.Sequence, typing.Iterable, typing.Sequence) or \
-            getattr(tp, "__name__", "") == "SequenceNotStr" or getattr(origin, "__name__", "") == "SequenceNotStr":
+    if (
+        origin in (list, cabc.Iterable, cabc.Sequence, typing.Iterable, typing.Sequence)
+        or getattr(tp, "__name__", "") == "SequenceNotStr"
+        or getattr(origin, "__name__", "") == "SequenceNotStr"
+    ):
         return "list", (te.get_args(tp) or (Any,))[0]
     if origin in (dict, cabc.Mapping, typing.Dict) or tp in (dict, typing.Dict):  # noqa: UP006
         return "dict", None
@@ -158,7 +172,9 @@ def _check_scalar(value: Any, tp: Any, path: str) -> str | None:
 def _check_union(value: Any, members: tuple[Any, ...], path: str) -> str | None:
     # Tagged unions: try the members whose `type` literal matches first, and report their error.
     if isinstance(value, dict) and "type" in value:
-        tagged = _memo("tags", members, _tag_index).get(value["type"]) if isinstance(value["type"], str) else None
+        tagged = (
+            _memo("tags", members, _tag_index).get(value["type"]) if isinstance(value["type"], str) else None
+        )
         if tagged:
             errors = [check(value, m, path) for m in tagged]
             return None if any(e is None for e in errors) else errors[0]
@@ -209,8 +225,11 @@ def _check_model(value: Any, model: Any, path: str) -> str | None:
         return f"{path}: Input should be an object"
     fields = model.model_fields
     tag = fields.get("type")
-    if tag is not None and te.get_origin(tag.annotation) in (te.Literal, typing.Literal) \
-            and value.get("type") not in te.get_args(tag.annotation):
+    if (
+        tag is not None
+        and te.get_origin(tag.annotation) in (te.Literal, typing.Literal)
+        and value.get("type") not in te.get_args(tag.annotation)
+    ):
         return f"{path}.type: Input should be {' or '.join(map(repr, te.get_args(tag.annotation)))}"
     extra = sorted(set(value) - set(fields))
     return f"{path}.{extra[0]}: Extra inputs are not permitted" if extra else None
@@ -236,21 +255,29 @@ MAX_BREAKPOINTS = 4  # Anthropic: cache_control on at most four blocks (tools, s
 
 def _breakpoints(body: dict[str, Any]) -> int:
     def marked(blocks: Any) -> int:
-        return sum(1 for b in blocks if isinstance(b, dict) and b.get("cache_control")) \
-            if isinstance(blocks, list) else 0
+        return (
+            sum(1 for b in blocks if isinstance(b, dict) and b.get("cache_control"))
+            if isinstance(blocks, list)
+            else 0
+        )
 
-    return marked(body.get("tools")) + marked(body.get("system")) + sum(
-        marked(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict))
+    return (
+        marked(body.get("tools"))
+        + marked(body.get("system"))
+        + sum(marked(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict))
+    )
 
 
 def _check_anthropic(body: dict[str, Any]) -> None:
     if (n := _breakpoints(body)) > MAX_BREAKPOINTS:
-        raise RequestRefused(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {n}.")
+        raise RequestRefused(
+            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {n}."
+        )
     msgs = body["messages"]
     if not msgs:
         raise RequestRefused("messages: at least one message is required")
     if msgs[0]["role"] != "user":
-        raise RequestRefused("messages: first message must use the \"user\" role")
+        raise RequestRefused('messages: first message must use the "user" role')
     tools = {t.get("name") for t in body.get("tools") or []}
     pending: set[str] = set()
     for i, m in enumerate(msgs):
@@ -258,28 +285,40 @@ def _check_anthropic(body: dict[str, Any]) -> None:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
         final_assistant = i == len(msgs) - 1 and m["role"] == "assistant"
         if not blocks and not final_assistant:
-            raise RequestRefused(f"messages.{i}: all messages must have non-empty content except for the optional "
-                           "final assistant message")
+            raise RequestRefused(
+                f"messages.{i}: all messages must have non-empty content except for the optional "
+                "final assistant message"
+            )
         answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
         if pending and (m["role"] != "user" or not pending <= answered):
-            raise RequestRefused(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
-                           f"after: {', '.join(sorted(pending - answered))}. Each `tool_use` block must have a "
-                           "corresponding `tool_result` block in the next message.")
+            raise RequestRefused(
+                f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
+                f"after: {', '.join(sorted(pending - answered))}. Each `tool_use` block must have a "
+                "corresponding `tool_result` block in the next message."
+            )
         if answered - pending:
-            raise RequestRefused(f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
-                           f"{', '.join(sorted(x for x in answered - pending if x))}. Each `tool_result` block must "
-                           "have a corresponding `tool_use` block in the previous message.")
+            raise RequestRefused(
+                f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
+                f"{', '.join(sorted(x for x in answered - pending if x))}. Each `tool_result` block must "
+                "have a corresponding `tool_use` block in the previous message."
+            )
         for j, b in enumerate(blocks):
             if b.get("type") == "text" and _blank(b.get("text")) and not final_assistant:
-                raise RequestRefused(f"messages.{i}.content.{j}: text content blocks must contain non-whitespace text")
+                raise RequestRefused(
+                    f"messages.{i}.content.{j}: text content blocks must contain non-whitespace text"
+                )
             if b.get("type") == "tool_use" and tools and b.get("name") not in tools:
-                raise RequestRefused(f"messages.{i}.content.{j}: tool_use name {b.get('name')!r} is not one of the "
-                               "request's tools")
+                raise RequestRefused(
+                    f"messages.{i}.content.{j}: tool_use name {b.get('name')!r} is not one of the "
+                    "request's tools"
+                )
         pending = {b["id"] for b in blocks if b.get("type") == "tool_use"}
     if pending:
-        raise RequestRefused(f"messages.{len(msgs) - 1}: `tool_use` ids were found without `tool_result` blocks "
-                             f"immediately after: {', '.join(sorted(pending))}. Each `tool_use` block must have a "
-                             "corresponding `tool_result` block in the next message.")
+        raise RequestRefused(
+            f"messages.{len(msgs) - 1}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {', '.join(sorted(pending))}. Each `tool_use` block must have a "
+            "corresponding `tool_result` block in the next message."
+        )
     choice = body.get("tool_choice") or {}
     if choice.get("type") == "tool" and choice.get("name") not in tools:
         raise RequestRefused(f"tool_choice: Tool '{choice.get('name')}' not found in provided tools")
@@ -288,16 +327,26 @@ def _check_anthropic(body: dict[str, Any]) -> None:
         raise RequestRefused("system: text content blocks must contain non-whitespace text")
 
 
-_RANGES = {"temperature": (0, 2), "top_p": (0, 1), "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2),
-           "n": (1, 128), "max_completion_tokens": (1, None), "max_tokens": (1, None)}
+_RANGES = {
+    "temperature": (0, 2),
+    "top_p": (0, 1),
+    "presence_penalty": (-2, 2),
+    "frequency_penalty": (-2, 2),
+    "n": (1, 128),
+    "max_completion_tokens": (1, None),
+    "max_tokens": (1, None),
+}
 
 
 def _check_openai(body: dict[str, Any]) -> None:
     for key, (lo, hi) in _RANGES.items():
         v = body.get(key)
         if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
-            raise RequestRefused(f"Invalid '{key}': {v} is out of range [{lo}, {hi if hi is not None else 'inf'}].",
-                           param=key, code="invalid_value")
+            raise RequestRefused(
+                f"Invalid '{key}': {v} is out of range [{lo}, {hi if hi is not None else 'inf'}].",
+                param=key,
+                code="invalid_value",
+            )
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
     pending: set[str] = set()
     msgs = body["messages"]
@@ -305,28 +354,42 @@ def _check_openai(body: dict[str, Any]) -> None:
         role = m["role"]
         if role == "tool":
             if m.get("tool_call_id") not in pending:
-                raise RequestRefused("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
-                               "message with 'tool_calls'.", param=f"messages.[{i}].role")
+                raise RequestRefused(
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                    "message with 'tool_calls'.",
+                    param=f"messages.[{i}].role",
+                )
             pending.discard(m["tool_call_id"])
             continue
         if pending:
-            raise RequestRefused("An assistant message with 'tool_calls' must be followed by tool messages "
-                                 "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-                                 f"response messages: {', '.join(sorted(pending))}", param=f"messages.[{i}].role")
+            raise RequestRefused(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(sorted(pending))}",
+                param=f"messages.[{i}].role",
+            )
         if role == "assistant":
             calls = m.get("tool_calls") or []
             if m.get("content") is None and not calls:
-                raise RequestRefused("Invalid value for 'content': expected a string, got null.",
-                               param=f"messages.[{i}].content")
+                raise RequestRefused(
+                    "Invalid value for 'content': expected a string, got null.",
+                    param=f"messages.[{i}].content",
+                )
             pending = {c["id"] for c in calls}
     if pending:
-        raise RequestRefused("An assistant message with 'tool_calls' must be followed by tool messages responding "
-                             "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                             f"{', '.join(sorted(pending))}", param="messages")
+        raise RequestRefused(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            f"{', '.join(sorted(pending))}",
+            param="messages",
+        )
     choice = body.get("tool_choice")
     if isinstance(choice, dict) and choice.get("function", {}).get("name") not in tools:
-        raise RequestRefused(f"Invalid value for 'tool_choice': tool '{choice.get('function', {}).get('name')}' not "
-                             "found in 'tools'.", param="tool_choice")
+        raise RequestRefused(
+            f"Invalid value for 'tool_choice': tool '{choice.get('function', {}).get('name')}' not "
+            "found in 'tools'.",
+            param="tool_choice",
+        )
 
 
 _SEEN: dict[tuple[str, str, bytes], None] = {}  # (api, field, a value's sorted JSON) that fit its type
@@ -353,8 +416,13 @@ def _shape_error(api: str, td: Any, body: dict[str, Any]) -> str | None:
     A check is context-free per value, so a value that fit once fits in any body."""
     required = _required(td)
     try:
-        keys = {field: [(api, field, _key(m)) for m in v] if field == "messages" and isinstance(v, list)
-                else [(api, field, _key(v))] for field, v in body.items() if isinstance(v, list | dict)}
+        keys = {
+            field: [(api, field, _key(m)) for m in v]
+            if field == "messages" and isinstance(v, list)
+            else [(api, field, _key(v))]
+            for field, v in body.items()
+            if isinstance(v, list | dict)
+        }
     except TypeError:  # not JSON data: the full check names it
         return check(body, td, "")
     trimmed: dict[str, Any] = {}
@@ -390,7 +458,9 @@ def start_warm_up(apis: Sequence[str] | None = None) -> None:
     global _warming
     if not _warming:
         _warming = True
-        threading.Thread(target=warm_up, args=(tuple(apis or APIS),), name="strict-warm-up", daemon=True).start()
+        threading.Thread(
+            target=warm_up, args=(tuple(apis or APIS),), name="strict-warm-up", daemon=True
+        ).start()
 
 
 def wait_warm(timeout: float = 60) -> bool:
@@ -408,17 +478,47 @@ def warm_up(apis: Sequence[str] = APIS) -> None:
 def _warm_up(apis: Sequence[str] = APIS) -> None:
     tool = {"name": "t", "description": "d", "input_schema": {"type": "object", "properties": {}}}
     if "anthropic" in apis:
-        check({"model": "m", "max_tokens": 1, "system": [{"type": "text", "text": "s"}], "tools": [tool], "messages": [
-            {"role": "user", "content": [{"type": "text", "text": "u"}]},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]}]},
-            _request_type("anthropic", False), "")
+        check(
+            {
+                "model": "m",
+                "max_tokens": 1,
+                "system": [{"type": "text", "text": "s"}],
+                "tools": [tool],
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "u"}]},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}],
+                    },
+                ],
+            },
+            _request_type("anthropic", False),
+            "",
+        )
     if "openai" in apis:
-        check({"model": "m", "tools": [{"type": "function", "function": {"name": "t", "parameters": {}}}], "messages": [
-            {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-            {"role": "assistant", "tool_calls": [{"id": "a", "type": "function",
-                                                  "function": {"name": "t", "arguments": ""}}]},
-            {"role": "tool", "tool_call_id": "a", "content": "r"}]}, _request_type("openai", False), "")
+        check(
+            {
+                "model": "m",
+                "tools": [{"type": "function", "function": {"name": "t", "parameters": {}}}],
+                "messages": [
+                    {"role": "system", "content": "s"},
+                    {"role": "user", "content": "u"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {"id": "a", "type": "function", "function": {"name": "t", "arguments": ""}}
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "a", "content": "r"},
+                ],
+            },
+            _request_type("openai", False),
+            "",
+        )
 
 
 def validate(api: str, body: dict[str, Any]) -> None:
@@ -431,6 +531,9 @@ def validate(api: str, body: dict[str, Any]) -> None:
     err = _shape_error(api, _request_type(api, bool(body.get("stream"))), body)
     if err:
         param = err.split(":", 1)[0]
-        raise RequestRefused(err if api == "anthropic" else f"Invalid request: {err}", param=param,
-                       code=None if api == "anthropic" else "invalid_request")
+        raise RequestRefused(
+            err if api == "anthropic" else f"Invalid request: {err}",
+            param=param,
+            code=None if api == "anthropic" else "invalid_request",
+        )
     (_check_anthropic if api == "anthropic" else _check_openai)(body)

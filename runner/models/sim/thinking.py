@@ -51,6 +51,7 @@ class Signed:
 def prefix_digest(body: dict[str, Any], upto: int) -> str:
     """The conversation before message `upto`: system, tools and messages, cache markers left out (a marker
     moves from call to call without changing what was said)."""
+
     def bare(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: bare(v) for k, v in value.items() if k != "cache_control"}
@@ -105,6 +106,9 @@ def mode(api: str, body: dict[str, Any], model: str) -> Mode:
         if kind == "between_tools":
             return Mode(False, effort, True)
         return Mode(kind is None and bool(b.get("thinks_by_default")), effort, updates and kind is None)
-    effort = body.get("reasoning_effort") or b.get("default_reasoning_effort") or \
-        ("medium" if b.get("reasoning_model") else "none")
+    effort = (
+        body.get("reasoning_effort")
+        or b.get("default_reasoning_effort")
+        or ("medium" if b.get("reasoning_model") else "none")
+    )
     return Mode(bool(b.get("reasoning_model")) and effort != "none", effort)

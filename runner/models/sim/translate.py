@@ -36,8 +36,15 @@ def refused(request: web.Request, response: web.Response) -> web.Response:
     return response
 
 
-async def answer(request: web.Request, d: Dialect, body: dict[str, Any], *, plays: str, limit_key: str,
-                 headers: Mapping[str, str] | None = None) -> web.StreamResponse:
+async def answer(
+    request: web.Request,
+    d: Dialect,
+    body: dict[str, Any],
+    *,
+    plays: str,
+    limit_key: str,
+    headers: Mapping[str, str] | None = None,
+) -> web.StreamResponse:
     """The request answered by the core as a first-party one of `plays`: the simulator model the caller names
     (x-sim-model) answers, or the policy for `plays` by its own name; `headers` are added to the request's
     (a Bedrock body's betas go back to their header)."""

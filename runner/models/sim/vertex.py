@@ -35,9 +35,20 @@ async def stream_raw_predict(request: web.Request) -> web.StreamResponse:
 
 def unauthenticated() -> web.Response:
     observed = cloudbook.at("vertex.errors.unauthenticated_observed")
-    body = {"error": {"code": 401, "message": observed["message"], "status": "UNAUTHENTICATED",
-                      "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                                   "reason": observed["details_reason"], "domain": "googleapis.com"}]}}
+    body = {
+        "error": {
+            "code": 401,
+            "message": observed["message"],
+            "status": "UNAUTHENTICATED",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": observed["details_reason"],
+                    "domain": "googleapis.com",
+                }
+            ],
+        }
+    }
     return web.json_response(body, status=401)
 
 
@@ -57,8 +68,13 @@ async def _predict(request: web.Request, *, stream: bool) -> web.StreamResponse:
         return refused(request, VERTEX.error(400, problem))
     body.pop("anthropic_version")
     body.pop("stream", None)  # the method decides (the SDK picks it by the body's stream, which it keeps)
-    return await answer(request, VERTEX, {**body, **({"stream": True} if stream else {})}, plays=named.model,
-                        limit_key=m["model"])
+    return await answer(
+        request,
+        VERTEX,
+        {**body, **({"stream": True} if stream else {})},
+        plays=named.model,
+        limit_key=m["model"],
+    )
 
 
 def body_problem(body: dict[str, Any]) -> str | None:
@@ -73,5 +89,9 @@ def body_problem(body: dict[str, Any]) -> str | None:
 
 
 def add_routes(app: web.Application) -> None:
-    app.add_routes([web.post(PATH + ":rawPredict", raw_predict),
-                    web.post(PATH + ":streamRawPredict", stream_raw_predict)])
+    app.add_routes(
+        [
+            web.post(PATH + ":rawPredict", raw_predict),
+            web.post(PATH + ":streamRawPredict", stream_raw_predict),
+        ]
+    )

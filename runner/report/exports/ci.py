@@ -11,8 +11,14 @@ from runner.report.exports.junit import write_junit
 from runner.report.exports.summary import summary_markdown, write_summary
 
 
-def write_ci_reports(out: Path, *, junit: str | None, summary: str | None, analysis: Analysis | None = None,
-                     baseline: dict[str, Any] | None = None) -> list[str]:
+def write_ci_reports(
+    out: Path,
+    *,
+    junit: str | None,
+    summary: str | None,
+    analysis: Analysis | None = None,
+    baseline: dict[str, Any] | None = None,
+) -> list[str]:
     """JUnit XML and the markdown summary of output `out` (`baseline`: `runner report A B`'s comparison of it
     with A); returns the files each went to."""
     if not junit and not summary:

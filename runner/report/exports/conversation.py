@@ -81,11 +81,21 @@ def _from_transcript(items: list[Any]) -> list[LoggedTurn]:
         if m.get("role") == "tool":
             for r in m.get("results") or []:
                 call = str(r.get("id", ""))
-                turns.append(LoggedTurn("tool", _text(r.get("content")), call_id=call, name=names.get(call, ""),
-                                  error=bool(r.get("is_error"))))
+                turns.append(
+                    LoggedTurn(
+                        "tool",
+                        _text(r.get("content")),
+                        call_id=call,
+                        name=names.get(call, ""),
+                        error=bool(r.get("is_error")),
+                    )
+                )
             continue
-        calls = tuple(LoggedCall(str(c.get("id", "")), str(c.get("name", "")), _args(c.get("args")))
-                      for c in m.get("tool_calls") or [] if isinstance(c, dict))
+        calls = tuple(
+            LoggedCall(str(c.get("id", "")), str(c.get("name", "")), _args(c.get("args")))
+            for c in m.get("tool_calls") or []
+            if isinstance(c, dict)
+        )
         names.update({c.id: c.name for c in calls})
         turns.append(LoggedTurn(str(m.get("role", "user")), _text(m.get("text")), calls))
     return turns
@@ -100,12 +110,24 @@ def _from_openai(items: list[Any]) -> list[LoggedTurn]:
         role = str(m.get("role", "user"))
         if role == "tool":
             call = str(m.get("tool_call_id", ""))
-            turns.append(LoggedTurn("tool", _text(m.get("content")), call_id=call, name=str(m.get("name") or
-                                                                                      names.get(call, ""))))
+            turns.append(
+                LoggedTurn(
+                    "tool",
+                    _text(m.get("content")),
+                    call_id=call,
+                    name=str(m.get("name") or names.get(call, "")),
+                )
+            )
             continue
-        calls = tuple(LoggedCall(str(c.get("id", "")), str((c.get("function") or {}).get("name", "")),
-                               _args((c.get("function") or {}).get("arguments")))
-                      for c in m.get("tool_calls") or [] if isinstance(c, dict))
+        calls = tuple(
+            LoggedCall(
+                str(c.get("id", "")),
+                str((c.get("function") or {}).get("name", "")),
+                _args((c.get("function") or {}).get("arguments")),
+            )
+            for c in m.get("tool_calls") or []
+            if isinstance(c, dict)
+        )
         names.update({c.id: c.name for c in calls})
         turns.append(LoggedTurn("system" if role == "developer" else role, _text(m.get("content")), calls))
     return turns

@@ -42,8 +42,9 @@ def _ensure_inspect() -> None:
     try:
         import inspect_ai.log  # noqa: F401
     except ImportError:
-        raise ConfigError(f"--format inspect writes with Inspect AI's own library, which is not installed: {EXTRA}") \
-            from None
+        raise ConfigError(
+            f"--format inspect writes with Inspect AI's own library, which is not installed: {EXTRA}"
+        ) from None
 
 
 def model_name(spec: RunModel | None, run: str) -> str:
@@ -61,8 +62,12 @@ def _message(t: LoggedTurn, model: str) -> Any:
         calls = [ToolCall(id=c.id, function=c.name, arguments=c.args) for c in t.calls]
         return ChatMessageAssistant(content=t.text, tool_calls=calls or None, model=model.split("/", 1)[-1])
     if t.role == "tool":
-        return ChatMessageTool(content=t.text, tool_call_id=t.call_id or None, function=t.name or None,
-                               error=ToolCallError("unknown", t.text) if t.error else None)
+        return ChatMessageTool(
+            content=t.text,
+            tool_call_id=t.call_id or None,
+            function=t.name or None,
+            error=ToolCallError("unknown", t.text) if t.error else None,
+        )
     if t.role == "system":
         return ChatMessageSystem(content=t.text)
     return ChatMessageUser(content=t.text)
@@ -72,10 +77,14 @@ def _usage(r: Result) -> Any:
     from inspect_ai.model import ModelUsage
 
     u = r.usage
-    return ModelUsage(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                      input_tokens_cache_read=u.cache_read_tokens, input_tokens_cache_write=u.cache_write_tokens,
-                      total_tokens=u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens,
-                      total_cost=u.cost_usd)
+    return ModelUsage(
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        input_tokens_cache_read=u.cache_read_tokens,
+        input_tokens_cache_write=u.cache_write_tokens,
+        total_tokens=u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens,
+        total_cost=u.cost_usd,
+    )
 
 
 def _scores(r: Result, shares: set[str]) -> dict[str, Any] | None:
@@ -86,8 +95,10 @@ def _scores(r: Result, shares: set[str]) -> dict[str, Any] | None:
         return None
     scores = {k: Score(value=v) for k, v in r.metrics.items() if v is not None}
     if kind in ("success", "failure"):
-        scores["success"] = Score(value=CORRECT if kind == "success" else INCORRECT,
-                                  explanation=why_failed(r, shares) if kind == "failure" else None)
+        scores["success"] = Score(
+            value=CORRECT if kind == "success" else INCORRECT,
+            explanation=why_failed(r, shares) if kind == "failure" else None,
+        )
     return scores or None
 
 
@@ -102,19 +113,54 @@ def sample(r: Result, model: str, shares: set[str]) -> Any:
     messages = [_message(t, model) for t in talk.turns]
     last = talk.last_assistant()
     stop = _STOP.get(str(r.error_kind), "stop")
-    output = ModelOutput(model=model, choices=[ChatCompletionChoice(
-        message=_message(last, model) if last else ChatMessageAssistant(content=""), stop_reason=stop)],
-        usage=_usage(r)) if last or r.ok else ModelOutput(model=model)
-    error = EvalError(message=error_message(r), traceback=r.error or "", traceback_ansi=r.error or "") \
-        if outcome(r) in ("error", "cut") else None
-    meta = {"run": r.run, "outcome": outcome(r), "attempt": r.attempt, "worker": r.worker, "groups": r.groups,
-            "error_kind": r.error_kind, "llm_calls": r.usage.llm_calls, "cache_hits": r.usage.cache_hits,
-            "retries": r.usage.retries, "rate_limited": r.usage.rate_limited}
-    return EvalSample(id=r.record_id, epoch=r.epoch, input=talk.first_user_text() or r.record_id, target="",
-                      messages=messages, output=output, scores=_scores(r, shares), metadata=meta,
-                      model_usage={model: _usage(r)}, started_at=r.started_at, completed_at=r.finished_at,
-                      total_time=r.wall_seconds, working_time=r.wall_seconds,
-                      uuid=_id(r.run, r.record_id, str(r.epoch), str(r.attempt)), error=error)
+    output = (
+        ModelOutput(
+            model=model,
+            choices=[
+                ChatCompletionChoice(
+                    message=_message(last, model) if last else ChatMessageAssistant(content=""),
+                    stop_reason=stop,
+                )
+            ],
+            usage=_usage(r),
+        )
+        if last or r.ok
+        else ModelOutput(model=model)
+    )
+    error = (
+        EvalError(message=error_message(r), traceback=r.error or "", traceback_ansi=r.error or "")
+        if outcome(r) in ("error", "cut")
+        else None
+    )
+    meta = {
+        "run": r.run,
+        "outcome": outcome(r),
+        "attempt": r.attempt,
+        "worker": r.worker,
+        "groups": r.groups,
+        "error_kind": r.error_kind,
+        "llm_calls": r.usage.llm_calls,
+        "cache_hits": r.usage.cache_hits,
+        "retries": r.usage.retries,
+        "rate_limited": r.usage.rate_limited,
+    }
+    return EvalSample(
+        id=r.record_id,
+        epoch=r.epoch,
+        input=talk.first_user_text() or r.record_id,
+        target="",
+        messages=messages,
+        output=output,
+        scores=_scores(r, shares),
+        metadata=meta,
+        model_usage={model: _usage(r)},
+        started_at=r.started_at,
+        completed_at=r.finished_at,
+        total_time=r.wall_seconds,
+        working_time=r.wall_seconds,
+        uuid=_id(r.run, r.record_id, str(r.epoch), str(r.attempt)),
+        error=error,
+    )
 
 
 def _id(*parts: str) -> str:
@@ -126,13 +172,25 @@ def _results(rows: list[Result], m: dict[str, Any], reducer: str | None) -> Any:
 
     lo, hi = m["success_ci95"] or (None, None)  # none where no record finished: no rate, not 0 %
     decided = m["successes"] + m["failures"]
-    scores = [EvalScore(name="success", scorer=SCORER, reducer=reducer, scored_samples=decided,
-                        unscored_samples=len(rows) - decided,
-                        metrics={name: EvalMetric(name=name, value=v) for name, v in
-                                 (("accuracy", m["success_rate"]), ("ci95_low", lo), ("ci95_high", hi))
-                                 if v is not None})]
-    scores += [EvalScore(name=k, scorer=SCORER, reducer=reducer, metrics={"mean": EvalMetric(name="mean", value=v)})
-               for k, v in m["metrics"].items() if v is not None]
+    scores = [
+        EvalScore(
+            name="success",
+            scorer=SCORER,
+            reducer=reducer,
+            scored_samples=decided,
+            unscored_samples=len(rows) - decided,
+            metrics={
+                name: EvalMetric(name=name, value=v)
+                for name, v in (("accuracy", m["success_rate"]), ("ci95_low", lo), ("ci95_high", hi))
+                if v is not None
+            },
+        )
+    ]
+    scores += [
+        EvalScore(name=k, scorer=SCORER, reducer=reducer, metrics={"mean": EvalMetric(name="mean", value=v)})
+        for k, v in m["metrics"].items()
+        if v is not None
+    ]
     return EvalResults(total_samples=len(rows), completed_samples=m["ok"], scores=scores)
 
 
@@ -146,19 +204,33 @@ def eval_log(a: Analysis, out: Path, run: str, rows: list[Result]) -> Any:
     shares = share_metrics(r for rs in a.runs.values() for r in rs)
     created = man.started_at or min(r.started_at for r in rows)
     epochs = max(r.epoch for r in rows)
-    status, error = ("cancelled", None) if man.interrupted else ("error", EvalError(
-        message=man.error, traceback=man.error, traceback_ansi=man.error)) if man.error else ("success", None)
+    status, error = (
+        ("cancelled", None)
+        if man.interrupted
+        else ("error", EvalError(message=man.error, traceback=man.error, traceback_ansi=man.error))
+        if man.error
+        else ("success", None)
+    )
     return EvalLog(
-        status=status, error=error,
+        status=status,
+        error=error,
         eval=_eval_spec(man, out, run, spec, rows, created),
-        plan=EvalPlan(steps=[EvalPlanStep(solver=man.harness or "harness", params=spec.params if spec else {})]),
+        plan=EvalPlan(
+            steps=[EvalPlanStep(solver=man.harness or "harness", params=spec.params if spec else {})]
+        ),
         results=_results(rows, a.metrics[run], man.reducer if epochs > 1 else None),
-        stats=EvalStats(started_at=created, completed_at=man.finished_at or max(r.finished_at for r in rows),
-                        model_usage={model: _total_usage(rows)}),
-        samples=[sample(r, model, shares) for r in sorted(rows, key=lambda r: (r.index, r.epoch))])
+        stats=EvalStats(
+            started_at=created,
+            completed_at=man.finished_at or max(r.finished_at for r in rows),
+            model_usage={model: _total_usage(rows)},
+        ),
+        samples=[sample(r, model, shares) for r in sorted(rows, key=lambda r: (r.index, r.epoch))],
+    )
 
 
-def _eval_spec(man: Manifest, out: Path, run: str, spec: RunEntry | None, rows: list[Result], created: str) -> Any:
+def _eval_spec(
+    man: Manifest, out: Path, run: str, spec: RunEntry | None, rows: list[Result], created: str
+) -> Any:
     """What the run was: its task, model (and teacher), dataset, epochs and where it came from."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalSpec
     from inspect_ai.model import ModelConfig
@@ -167,16 +239,32 @@ def _eval_spec(man: Manifest, out: Path, run: str, spec: RunEntry | None, rows: 
     epochs = max(r.epoch for r in rows)
     ids = list(dict.fromkeys(r.record_id for r in rows))
     return EvalSpec(
-        created=created, task=run, task_id=_id(str(man.run_id), run), eval_id=_id(str(man.run_id), run, "eval"),
-        run_id=man.run_id or _id(str(out)), model=model_name(spec, run),
+        created=created,
+        task=run,
+        task_id=_id(str(man.run_id), run),
+        eval_id=_id(str(man.run_id), run, "eval"),
+        run_id=man.run_id or _id(str(out)),
+        model=model_name(spec, run),
         model_roles={"teacher": ModelConfig(model=model_name(teacher, "teacher"))} if teacher else None,
-        dataset=EvalDataset(name=Path(man.dataset).stem if man.dataset else None, location=man.dataset,
-                            samples=len(ids), sample_ids=ids),
+        dataset=EvalDataset(
+            name=Path(man.dataset).stem if man.dataset else None,
+            location=man.dataset,
+            samples=len(ids),
+            sample_ids=ids,
+        ),
         config=EvalConfig(epochs=epochs, epochs_reducer=[man.reducer] if epochs > 1 else None),
         packages={"pgsandbox-runner": man.package_version or __version__},
-        metadata={"pgsandbox_runner": {"output": str(out), "run": run, "mode": man.mode,
-                                       "simulated": man.simulated, "harness": man.harness,
-                                       "git_revision": man.git_revision}})
+        metadata={
+            "pgsandbox_runner": {
+                "output": str(out),
+                "run": run,
+                "mode": man.mode,
+                "simulated": man.simulated,
+                "harness": man.harness,
+                "git_revision": man.git_revision,
+            }
+        },
+    )
 
 
 def _total_usage(rows: list[Result]) -> Any:
@@ -185,9 +273,17 @@ def _total_usage(rows: list[Result]) -> Any:
 
     each = [_usage(r) for r in rows]
     costs = [u.total_cost for u in each]
-    fields = ("input_tokens", "output_tokens", "total_tokens", "input_tokens_cache_read", "input_tokens_cache_write")
-    return ModelUsage(**{k: sum(getattr(u, k) for u in each) for k in fields},
-                      total_cost=None if None in costs else sum(c or 0.0 for c in costs))
+    fields = (
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "input_tokens_cache_read",
+        "input_tokens_cache_write",
+    )
+    return ModelUsage(
+        **{k: sum(getattr(u, k) for u in each) for k in fields},
+        total_cost=None if None in costs else sum(c or 0.0 for c in costs),
+    )
 
 
 def log_name(created: str, task: str, task_id: str) -> str:

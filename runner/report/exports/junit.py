@@ -52,7 +52,9 @@ def why_failed(r: Result, shares: set[str]) -> str:
     """A failure in `runner show`'s words, as plain text."""
     out = io.StringIO()
     label = r.record_id + (f", trial {r.epoch}" if r.epoch > 1 else "")
-    explain_result(Console(file=out, width=120, color_system=None, highlight=False), label, r, shares, steps=False)
+    explain_result(
+        Console(file=out, width=120, color_system=None, highlight=False), label, r, shares, steps=False
+    )
     return out.getvalue()
 
 
@@ -69,12 +71,17 @@ def _usage_line(rows: list[Result], shares: set[str]) -> str:
     lines = []
     for r in rows:
         trial = f"trial {r.epoch}: " if len(rows) > 1 else ""
-        metrics = ", ".join(f"{k} {metric_cell(v, k in shares)}" for k, v in r.metrics.items() if v is not None)
+        metrics = ", ".join(
+            f"{k} {metric_cell(v, k in shares)}" for k, v in r.metrics.items() if v is not None
+        )
         u = r.usage
         cost = "unknown" if u.cost_usd is None else f"${u.cost_usd:.4f}"
-        lines.append(f"{trial}{outcome(r)}" + (f"; {metrics}" if metrics else "")
-                     + f"; {u.llm_calls} model call(s), {u.cache_hits} from the cache, cost {cost}, "
-                     f"{r.wall_seconds:.2f} s")
+        lines.append(
+            f"{trial}{outcome(r)}"
+            + (f"; {metrics}" if metrics else "")
+            + f"; {u.llm_calls} model call(s), {u.cache_hits} from the cache, cost {cost}, "
+            f"{r.wall_seconds:.2f} s"
+        )
     return "\n".join(lines)
 
 
@@ -96,8 +103,12 @@ def _trial_verdict(rows: list[Result], reducer: str) -> tuple[str, str]:
 def testcase(rows: list[Result], reducer: str, shares: set[str]) -> ET.Element:
     """One record of one run (all its trials)."""
     first = rows[0]
-    case = ET.Element("testcase", classname=first.run, name=first.record_id,
-                      time=_seconds(sum(r.wall_seconds for r in rows)))
+    case = ET.Element(
+        "testcase",
+        classname=first.run,
+        name=first.record_id,
+        time=_seconds(sum(r.wall_seconds for r in rows)),
+    )
     if len(rows) > 1:
         kind, message = _trial_verdict(rows, reducer)
     else:
@@ -106,16 +117,23 @@ def testcase(rows: list[Result], reducer: str, shares: set[str]) -> ET.Element:
     if kind == "failure":
         body = why_failed(worst, shares)
         el = ET.SubElement(case, "failure", type="failure", message=_text(message or body.splitlines()[0]))
-        el.text = _text(body if len(rows) == 1 else "\n".join(why_failed(r, shares) for r in rows
-                                                               if outcome(r) == "failure"))
+        el.text = _text(
+            body
+            if len(rows) == 1
+            else "\n".join(why_failed(r, shares) for r in rows if outcome(r) == "failure")
+        )
     elif kind in ("error", "cut"):
         kind_name = str(worst.error_kind) if kind == "error" else f"cut:{worst.error_kind}"
-        el = ET.SubElement(case, "error", type=kind_name,
-                           message=_text((message or error_message(worst))[:_MESSAGE_CHARS]))
+        el = ET.SubElement(
+            case, "error", type=kind_name, message=_text((message or error_message(worst))[:_MESSAGE_CHARS])
+        )
         el.text = _text("\n\n".join(r.error or "" for r in rows if r.error))
     elif kind == "unscored":
-        ET.SubElement(case, "skipped", message=_text(message or "finished, but the harness wrote no success "
-                                                                "field: not scored"))
+        ET.SubElement(
+            case,
+            "skipped",
+            message=_text(message or "finished, but the harness wrote no success field: not scored"),
+        )
     # a passed record's trials ("3 of 3 trials passed") are said here, where every CI shows a case's output
     out = ET.SubElement(case, "system-out")
     out.text = _text((message + "\n" if message else "") + _usage_line(rows, shares))
@@ -129,14 +147,21 @@ def _by_record(rows: Iterable[Result]) -> dict[str, list[Result]]:
     return out
 
 
-def testsuite(run: str, rows: list[Result], reducer: str, metrics: dict[str, Any],
-              shares: set[str]) -> ET.Element:
+def testsuite(
+    run: str, rows: list[Result], reducer: str, metrics: dict[str, Any], shares: set[str]
+) -> ET.Element:
     cases = [testcase(trials, reducer, shares) for trials in _by_record(rows).values()]
     counts = {k: sum(1 for c in cases if c.find(k) is not None) for k in ("failure", "error", "skipped")}
-    suite = ET.Element("testsuite", name=run, tests=str(len(cases)), failures=str(counts["failure"]),
-                       errors=str(counts["error"]), skipped=str(counts["skipped"]),
-                       time=_seconds(sum(r.wall_seconds for r in rows)),
-                       timestamp=min((r.started_at for r in rows), default=""))
+    suite = ET.Element(
+        "testsuite",
+        name=run,
+        tests=str(len(cases)),
+        failures=str(counts["failure"]),
+        errors=str(counts["error"]),
+        skipped=str(counts["skipped"]),
+        time=_seconds(sum(r.wall_seconds for r in rows)),
+        timestamp=min((r.started_at for r in rows), default=""),
+    )
     props = ET.SubElement(suite, "properties")
     for key, value in _run_properties(metrics).items():
         ET.SubElement(props, "property", name=key, value=value)
@@ -153,22 +178,32 @@ def _run_properties(m: dict[str, Any]) -> dict[str, str]:
     else:
         lo, hi = m["success_ci95"]
         rate = {"success_rate": f"{m['success_rate']:.4f}", "success_ci95": f"{lo:.4f}-{hi:.4f}"}
-    return {**rate,
-            "errors": str(m["errors"]), "cut": str(m["cut"]), "llm_calls": str(m["llm_calls"]),
-            "cost_usd": "unknown" if m["cost_usd"] is None else f"{m['cost_usd']:.6f}",
-            "cache_hit_rate": f"{m['cache_hit_rate']:.4f}"}
+    return {
+        **rate,
+        "errors": str(m["errors"]),
+        "cut": str(m["cut"]),
+        "llm_calls": str(m["llm_calls"]),
+        "cost_usd": "unknown" if m["cost_usd"] is None else f"{m['cost_usd']:.6f}",
+        "cache_hit_rate": f"{m['cache_hit_rate']:.4f}",
+    }
 
 
 def junit_xml(a: Analysis, title: str) -> bytes:
     """The whole output as one JUnit document."""
     shares = share_metrics(r for rows in a.runs.values() for r in rows)
-    suites = [testsuite(run, rows, a.manifest.reducer, a.metrics.get(run, {}), shares)
-              for run, rows in a.runs.items() if rows]
-    root = ET.Element("testsuites", name=title,
-                      tests=str(sum(int(s.get("tests", 0)) for s in suites)),
-                      failures=str(sum(int(s.get("failures", 0)) for s in suites)),
-                      errors=str(sum(int(s.get("errors", 0)) for s in suites)),
-                      time=_seconds(sum(float(s.get("time", 0)) for s in suites)))
+    suites = [
+        testsuite(run, rows, a.manifest.reducer, a.metrics.get(run, {}), shares)
+        for run, rows in a.runs.items()
+        if rows
+    ]
+    root = ET.Element(
+        "testsuites",
+        name=title,
+        tests=str(sum(int(s.get("tests", 0)) for s in suites)),
+        failures=str(sum(int(s.get("failures", 0)) for s in suites)),
+        errors=str(sum(int(s.get("errors", 0)) for s in suites)),
+        time=_seconds(sum(float(s.get("time", 0)) for s in suites)),
+    )
     root.extend(suites)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)

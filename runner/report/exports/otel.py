@@ -47,7 +47,10 @@ class TraceSender(Resource):
     collector in the background; leaving flushes what is left. Counts what the collector refused."""
 
     def __init__(self, url: str, *, resource: dict[str, Any] | None = None) -> None:
-        self.url, self.attributes = url, {"service.name": SERVICE, "service.version": __version__, **(resource or {})}
+        self.url, self.attributes = (
+            url,
+            {"service.name": SERVICE, "service.version": __version__, **(resource or {})},
+        )
         self.sent = self.spans = self.refused = 0
         self._provider: Any = None
         self._tracer: Any = None
@@ -60,17 +63,22 @@ class TraceSender(Resource):
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
         except ImportError:
-            raise ConfigError(f"OpenTelemetry export needs the OpenTelemetry SDK, which is not installed: {EXTRA}") \
-                from None
+            raise ConfigError(
+                f"OpenTelemetry export needs the OpenTelemetry SDK, which is not installed: {EXTRA}"
+            ) from None
         # a provider of our own, not the global one: a harness's own tracing in this process stays its own
         self._provider = TracerProvider(resource=OtelResource.create(self.attributes), shutdown_on_exit=False)
-        self._provider.add_span_processor(BatchSpanProcessor(_counting(OTLPSpanExporter(endpoint=self.url), self)))
+        self._provider.add_span_processor(
+            BatchSpanProcessor(_counting(OTLPSpanExporter(endpoint=self.url), self))
+        )
         self._tracer = self._provider.get_tracer(SERVICE, __version__)
 
     def send(self, root: SpanSpec) -> None:
         from opentelemetry.context import Context
 
-        with self._lock:  # a trace's spans are made together (the supervisor has one thread; a caller may not)
+        with (
+            self._lock
+        ):  # a trace's spans are made together (the supervisor has one thread; a caller may not)
             self._emit(root, Context())
             self.sent += 1
 
@@ -79,8 +87,9 @@ class TraceSender(Resource):
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         kind = SpanKind.CLIENT if s.kind == "client" else SpanKind.INTERNAL
-        span = self._tracer.start_span(s.name, context=parent, kind=kind, attributes=s.attributes,
-                                       start_time=s.start_ns)
+        span = self._tracer.start_span(
+            s.name, context=parent, kind=kind, attributes=s.attributes, start_time=s.start_ns
+        )
         if s.error is not None:
             span.set_status(Status(StatusCode.ERROR, s.error))
         inside = trace.set_span_in_context(span, parent)
@@ -130,13 +139,17 @@ def export_output(out: Path, endpoint: str | None, *, capture_content: bool = Fa
     man = manifests.read(out)
     specs = {s.name: s for s in man.runs}
     url = traces_url(endpoint)
-    with TraceSender(url, resource={"pgsandbox.output": str(out), "pgsandbox.run_id": man.run_id or ""}) as sender:
+    with TraceSender(
+        url, resource={"pgsandbox.output": str(out), "pgsandbox.run_id": man.run_id or ""}
+    ) as sender:
         for run, rows in load_runs(out).items():
             for r in rows:
                 sender.send(record_trace(r, specs.get(run), capture_content=capture_content))
     if sender.refused:
-        raise ExportRefused(f"the OTLP endpoint {url} did not take {sender.refused} of {sender.spans} spans (its "
-                          "answer is in the lines above)")
+        raise ExportRefused(
+            f"the OTLP endpoint {url} did not take {sender.refused} of {sender.spans} spans (its "
+            "answer is in the lines above)"
+        )
     return Sent(sender.sent, sender.spans, url)
 
 
@@ -144,8 +157,15 @@ class TracedSink(ResultSink):
     """The run's result sink, which also sends each result's trace as it writes it (config `otel:`); its
     spans go out in the background and the last are flushed when the sink closes (at the run's end)."""
 
-    def __init__(self, out: Path, runs: list[str], specs: dict[str, RunEntry], endpoint: str,
-                 *, capture_content: bool = False) -> None:
+    def __init__(
+        self,
+        out: Path,
+        runs: list[str],
+        specs: dict[str, RunEntry],
+        endpoint: str,
+        *,
+        capture_content: bool = False,
+    ) -> None:
         super().__init__(out, runs)
         self.specs, self.capture_content = specs, capture_content
         self.sender = TraceSender(traces_url(endpoint), resource={"pgsandbox.output": str(out)})
@@ -153,11 +173,17 @@ class TracedSink(ResultSink):
 
     def write(self, result: Result) -> None:
         super().write(result)
-        self.sender.send(record_trace(result, self.specs.get(result.run), capture_content=self.capture_content))
+        self.sender.send(
+            record_trace(result, self.specs.get(result.run), capture_content=self.capture_content)
+        )
 
     def close(self) -> None:
         super().close()
         self.sender.stop()
         if self.sender.refused:  # the results are written all the same: said once, not a reason to stop
-            logger.warning("the OTLP endpoint {} did not take {} of {} spans (the SDK's lines above say why)",
-                           self.sender.url, self.sender.refused, self.sender.spans)
+            logger.warning(
+                "the OTLP endpoint {} did not take {} of {} spans (the SDK's lines above say why)",
+                self.sender.url,
+                self.sender.refused,
+                self.sender.spans,
+            )

@@ -86,8 +86,11 @@ def _models(spec: RunEntry | None, output: dict[str, Any]) -> dict[str, Model]:
     provider, model = spec.provider_model() if spec else (None, None)
     agent = Model(provider or output.get("provider"), model or output.get("model"))
     teacher = spec.teacher if spec and spec.teacher else RunModel()
-    return {"agent": agent, "student": agent,
-            "teacher": Model(teacher.provider, teacher.model or output.get("teacher_model"))}
+    return {
+        "agent": agent,
+        "student": agent,
+        "teacher": Model(teacher.provider, teacher.model or output.get("teacher_model")),
+    }
 
 
 def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -98,13 +101,26 @@ def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
 def _record_attributes(r: Result, agent: Model) -> dict[str, Any]:
     u = r.usage
     attrs: dict[str, Any] = {
-        OPERATION: "invoke_agent", AGENT_NAME: r.run, PROVIDER: agent.provider, REQUEST_MODEL: agent.model,
-        CONVERSATION: r.record_id, INPUT_TOKENS: u.input_tokens + u.cache_read_tokens + u.cache_write_tokens,
-        OUTPUT_TOKENS: u.output_tokens, CACHE_READ: u.cache_read_tokens, CACHE_WRITE: u.cache_write_tokens,
-        "pgsandbox.run": r.run, "pgsandbox.record_id": r.record_id, "pgsandbox.epoch": r.epoch,
-        "pgsandbox.attempt": r.attempt, "pgsandbox.outcome": outcome(r), "pgsandbox.success": r.success,
-        "pgsandbox.llm_calls": u.llm_calls, "pgsandbox.cache_hits": u.cache_hits, "pgsandbox.retries": u.retries,
-        "pgsandbox.cost_usd": u.cost_usd, "pgsandbox.wall_seconds": r.wall_seconds,
+        OPERATION: "invoke_agent",
+        AGENT_NAME: r.run,
+        PROVIDER: agent.provider,
+        REQUEST_MODEL: agent.model,
+        CONVERSATION: r.record_id,
+        INPUT_TOKENS: u.input_tokens + u.cache_read_tokens + u.cache_write_tokens,
+        OUTPUT_TOKENS: u.output_tokens,
+        CACHE_READ: u.cache_read_tokens,
+        CACHE_WRITE: u.cache_write_tokens,
+        "pgsandbox.run": r.run,
+        "pgsandbox.record_id": r.record_id,
+        "pgsandbox.epoch": r.epoch,
+        "pgsandbox.attempt": r.attempt,
+        "pgsandbox.outcome": outcome(r),
+        "pgsandbox.success": r.success,
+        "pgsandbox.llm_calls": u.llm_calls,
+        "pgsandbox.cache_hits": u.cache_hits,
+        "pgsandbox.retries": u.retries,
+        "pgsandbox.cost_usd": u.cost_usd,
+        "pgsandbox.wall_seconds": r.wall_seconds,
         **{f"pgsandbox.metric.{k}": v for k, v in r.metrics.items()},
         **{f"pgsandbox.group.{k}": v for k, v in r.groups.items() if v},
     }
@@ -116,23 +132,41 @@ def _record_attributes(r: Result, agent: Model) -> dict[str, Any]:
 def _chat(call: dict[str, Any], models: dict[str, Model], conversation: str, start: int) -> SpanSpec:
     who = models.get(str(call.get("role", "agent")), models["agent"])
     requested = who.model or str(call.get("model", ""))
-    cache_read, cache_write = int(call.get("cache_read_tokens") or 0), int(call.get("cache_write_tokens") or 0)
-    attrs = {OPERATION: "chat", PROVIDER: who.provider, REQUEST_MODEL: requested,
-             RESPONSE_MODEL: call.get("model"), RESPONSE_ID: call.get("request_id"), CONVERSATION: conversation,
-             FINISH_REASONS: [str(call["stop_reason"])] if call.get("stop_reason") else None,
-             INPUT_TOKENS: int(call.get("input_tokens") or 0) + cache_read + cache_write,
-             OUTPUT_TOKENS: call.get("output_tokens"), CACHE_READ: cache_read, CACHE_WRITE: cache_write,
-             "pgsandbox.role": call.get("role"), "pgsandbox.turn": call.get("turn"),
-             "pgsandbox.cached": call.get("cached"), "pgsandbox.attempts": call.get("attempts"),
-             "pgsandbox.cost_usd": call.get("cost_usd")}
+    cache_read, cache_write = (
+        int(call.get("cache_read_tokens") or 0),
+        int(call.get("cache_write_tokens") or 0),
+    )
+    attrs = {
+        OPERATION: "chat",
+        PROVIDER: who.provider,
+        REQUEST_MODEL: requested,
+        RESPONSE_MODEL: call.get("model"),
+        RESPONSE_ID: call.get("request_id"),
+        CONVERSATION: conversation,
+        FINISH_REASONS: [str(call["stop_reason"])] if call.get("stop_reason") else None,
+        INPUT_TOKENS: int(call.get("input_tokens") or 0) + cache_read + cache_write,
+        OUTPUT_TOKENS: call.get("output_tokens"),
+        CACHE_READ: cache_read,
+        CACHE_WRITE: cache_write,
+        "pgsandbox.role": call.get("role"),
+        "pgsandbox.turn": call.get("turn"),
+        "pgsandbox.cached": call.get("cached"),
+        "pgsandbox.attempts": call.get("attempts"),
+        "pgsandbox.cost_usd": call.get("cost_usd"),
+    }
     length = int(float(call.get("latency_seconds") or 0.0) * 1e9)
     return SpanSpec(f"chat {requested}", "client", start, start + length, _clean(attrs))
 
 
 def _tool(call: dict[str, Any], start: int, seconds: float, content: bool) -> SpanSpec:
     name = str(call.get("tool") or call.get("name") or "")
-    attrs = {OPERATION: "execute_tool", TOOL_NAME: name, TOOL_CALL_ID: call.get("id"), TOOL_TYPE: "function",
-             "pgsandbox.turn": call.get("turn")}
+    attrs = {
+        OPERATION: "execute_tool",
+        TOOL_NAME: name,
+        TOOL_CALL_ID: call.get("id"),
+        TOOL_TYPE: "function",
+        "pgsandbox.turn": call.get("turn"),
+    }
     if content:  # opt-in: arguments and results may hold what a record's data holds
         attrs[TOOL_ARGUMENTS] = json.dumps(call.get("args"), default=str)
         if call.get("ok", True):
@@ -140,8 +174,14 @@ def _tool(call: dict[str, Any], start: int, seconds: float, content: bool) -> Sp
     failed = call.get("ok") is False
     if failed:
         attrs[ERROR_TYPE] = "tool_error"
-    return SpanSpec(f"execute_tool {name}", "internal", start, start + int(seconds * 1e9), _clean(attrs),
-                    error=str(call.get("error") or "the tool call failed") if failed else None)
+    return SpanSpec(
+        f"execute_tool {name}",
+        "internal",
+        start,
+        start + int(seconds * 1e9),
+        _clean(attrs),
+        error=str(call.get("error") or "the tool call failed") if failed else None,
+    )
 
 
 def _children(r: Result, models: dict[str, Model], content: bool, start: int) -> tuple[list[SpanSpec], bool]:
@@ -149,13 +189,17 @@ def _children(r: Result, models: dict[str, Model], content: bool, start: int) ->
     out = r.output or {}
     calls = [c for c in out.get("model_calls") or [] if isinstance(c, dict)]
     tools = [t for t in out.get("tool_calls") or [] if isinstance(t, dict)]
-    timings = {t.get("id"): t for t in ((out.get("timings") or {}).get("tool_calls") or []) if isinstance(t, dict)}
+    timings = {
+        t.get("id"): t for t in ((out.get("timings") or {}).get("tool_calls") or []) if isinstance(t, dict)
+    }
     measured = all("started_at" in c for c in calls) and all(t.get("id") in timings for t in tools)
     spans: list[SpanSpec] = []
     if measured:
         spans += [_chat(c, models, r.record_id, _ns(c["started_at"])) for c in calls]
-        spans += [_tool(t, _ns(timings[t.get("id")]["started_at"]), float(timings[t.get("id")]["seconds"]), content)
-                  for t in tools]
+        spans += [
+            _tool(t, _ns(timings[t.get("id")]["started_at"]), float(timings[t.get("id")]["seconds"]), content)
+            for t in tools
+        ]
         return sorted(spans, key=lambda s: s.start_ns), True
     # Laid end to end: a tool call after the model call of its turn that asked for it. Which of a turn's model
     # calls asked is not recorded, so a turn's tools follow its calls; their durations are not known (zero).
@@ -176,5 +220,12 @@ def record_trace(r: Result, spec: RunEntry | None = None, *, capture_content: bo
     attrs = _record_attributes(r, models["agent"])
     attrs["pgsandbox.timing"] = "measured" if measured or not children else "sequenced"
     end = max([end, *(c.end_ns for c in children)])  # a child cannot outlast its record
-    return SpanSpec(f"invoke_agent {r.run}", "internal", start, end, attrs, children=children,
-                    error=(r.error or str(r.error_kind)).splitlines()[0] if not r.ok else None)
+    return SpanSpec(
+        f"invoke_agent {r.run}",
+        "internal",
+        start,
+        end,
+        attrs,
+        children=children,
+        error=(r.error or str(r.error_kind)).splitlines()[0] if not r.ok else None,
+    )

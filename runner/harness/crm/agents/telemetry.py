@@ -28,8 +28,10 @@ CREATE TABLE IF NOT EXISTS atlas_steps (
 
 def reward_of(scores: dict[str, Any]) -> float:
     """Outcome reward: the final state counts most; selection and arguments give partial credit."""
-    return round(0.5 * float(scores["state_match"]) + 0.3 * scores["tool_selection"]
-                 + 0.2 * scores["args_normalized"], 4)
+    return round(
+        0.5 * float(scores["state_match"]) + 0.3 * scores["tool_selection"] + 0.2 * scores["args_normalized"],
+        4,
+    )
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
@@ -40,36 +42,83 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
         conn.execute(DDL)
 
 
-def record(conn: psycopg.Connection[Any], *, run: str, conversation_id: str, student: str, teacher: str,
-           scores: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+def record(
+    conn: psycopg.Connection[Any],
+    *,
+    run: str,
+    conversation_id: str,
+    student: str,
+    teacher: str,
+    scores: dict[str, Any],
+    steps: list[dict[str, Any]],
+) -> dict[str, Any]:
     """Write one session with its steps; return it as read back from the database."""
     interventions = sum(1 for s in steps if s["verdict"] == "revise")
     with conn.transaction():
         row = conn.execute(
             "INSERT INTO atlas_sessions (run, conversation_id, student_model, teacher_model, reward, success,"
             " interventions, steps) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (run, conversation_id, student, teacher, reward_of(scores), scores["success"], interventions,
-             len(steps))).fetchone()
+            (
+                run,
+                conversation_id,
+                student,
+                teacher,
+                reward_of(scores),
+                scores["success"],
+                interventions,
+                len(steps),
+            ),
+        ).fetchone()
         assert row is not None
         sid = row[0]
         with conn.cursor() as cur:
-            cur.executemany("INSERT INTO atlas_steps VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                            [(sid, s["turn"], s["step"], s["verdict"], s.get("guidance"), Jsonb(s["proposed"]),
-                              Jsonb(s["executed"])) for s in steps])
+            cur.executemany(
+                "INSERT INTO atlas_steps VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        sid,
+                        s["turn"],
+                        s["step"],
+                        s["verdict"],
+                        s.get("guidance"),
+                        Jsonb(s["proposed"]),
+                        Jsonb(s["executed"]),
+                    )
+                    for s in steps
+                ],
+            )
     return export(conn, sid)
 
 
 def export(conn: psycopg.Connection[Any], session_id: int) -> dict[str, Any]:
-    s = conn.execute("SELECT run, conversation_id, student_model, teacher_model, reward, success, interventions,"
-                     " steps FROM atlas_sessions WHERE id = %s", (session_id,)).fetchone()
+    s = conn.execute(
+        "SELECT run, conversation_id, student_model, teacher_model, reward, success, interventions,"
+        " steps FROM atlas_sessions WHERE id = %s",
+        (session_id,),
+    ).fetchone()
     assert s is not None
-    steps = conn.execute("SELECT turn, step, verdict, guidance, proposed, executed FROM atlas_steps "
-                         "WHERE session_id = %s ORDER BY turn, step", (session_id,)).fetchall()
-    keys = ("run", "conversation_id", "student_model", "teacher_model", "reward", "success", "interventions",
-            "steps")
-    return {**dict(zip(keys, s, strict=True)),
-            "step_log": [dict(zip(("turn", "step", "verdict", "guidance", "proposed", "executed"), r, strict=True))
-                         for r in steps]}
+    steps = conn.execute(
+        "SELECT turn, step, verdict, guidance, proposed, executed FROM atlas_steps "
+        "WHERE session_id = %s ORDER BY turn, step",
+        (session_id,),
+    ).fetchall()
+    keys = (
+        "run",
+        "conversation_id",
+        "student_model",
+        "teacher_model",
+        "reward",
+        "success",
+        "interventions",
+        "steps",
+    )
+    return {
+        **dict(zip(keys, s, strict=True)),
+        "step_log": [
+            dict(zip(("turn", "step", "verdict", "guidance", "proposed", "executed"), r, strict=True))
+            for r in steps
+        ],
+    }
 
 
 @dataclass
