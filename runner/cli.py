@@ -302,9 +302,9 @@ def run(config: str | None, runs: str | None, wide: bool, dry_run: bool, **o: An
     from runner.run.home import RunHome
 
     # Everything the run makes in the temporary directory goes in one of its own, which a janitor removes
-    # (with the run's sandboxes and harnesses) if the run is killed outright: first, before any process starts.
-    # One inbox for the command: until the supervisor starts, Ctrl-C stops it as usual; from then on it is
-    # counted, and the results' last rewrite, the manifest and the report are finished before it exits 130
+    # (with the run's sandboxes and harnesses) if the run is killed outright: first, before any process
+    # starts. One inbox for the command: until the supervisor starts, Ctrl-C stops it as usual; from then on
+    # it is counted, and the results' last rewrite, the manifest and the report are finished before exit 130
     with RunHome(cfg.output_dir / "logs"), SignalInbox(hold=False) as signals:
         if not (cfg.output_dir / "manifest.json").exists():  # a new output: its imports go on while ours do
             from runner.engine import forkserver
@@ -353,8 +353,8 @@ def _run_and_report(
 def _finish_run(
     cfg: Config, summary: Any, results: dict[str, list[Result]], metrics: dict[str, Any], *, interrupted: bool
 ) -> None:
-    """The closing lines and the exit code: the run's error (2), an interrupt (130), a run stopped by a refusal
-    (2), -x/--maxfail (1), the gates (1), else 0."""
+    """The closing lines and the exit code: the run's error (2), an interrupt (130), a run stopped by a
+    refusal (2), -x/--maxfail (1), the gates (1), else 0."""
     summary.raise_error()
     if interrupted:
         click.echo("interrupted: run the same command again to finish the rest", err=True)
@@ -875,7 +875,8 @@ def _database(config: str | None):  # type: ignore[no-untyped-def]
     "--also-tag", help="Another name for the image (compose/ uses pgsandbox-runner/sandbox:compose)."
 )
 def image_build(config: str | None, force: bool, also_tag: str | None) -> None:
-    """Build the sandbox image for CONFIG's database (default: the built-in CRM's) if missing; print the tag."""
+    """Build the sandbox image for CONFIG's database (default: the built-in CRM's) if missing; print the
+    tag."""
     from runner.sandbox.image import ensure_image
 
     click.echo(ensure_image(_database(config), force=force, also_tag=also_tag))

@@ -617,7 +617,8 @@ class HarnessSettings(_Frozen):
 
     @property
     def chunk(self) -> int:
-        """Records per harness call: a command's chunk (default 4; 1 where each record gets fresh databases)."""
+        """Records per harness call: a command's chunk
+        (default 4; 1 where each record gets fresh databases)."""
         if self.kind != "command":
             return 1
         return self.chunk_size or (1 if self.reset == "recreate" else 4)
@@ -1013,7 +1014,7 @@ PROVIDER_BASE_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https
 
 
 def model_endpoints(cfg: Config, sim_url: str | None) -> dict[str, str]:
-    """Where each provider's calls go, as SDK base URLs: the simulator, else the config's or the provider's own."""
+    """Where each provider's calls go, as SDK base URLs: the simulator, the config's, or the provider's."""
     return {
         p: sdk_base_url(sim_url, p) if sim_url else getattr(cfg, p).base_url or url
         for p, url in PROVIDER_BASE_URLS.items()
@@ -1134,7 +1135,8 @@ def _variables(config_dir: Path) -> dict[str, str]:
 
 
 def _interpolate(node: yaml.Node | None, variables: dict[str, str], path: Path) -> None:
-    """Fill ${VAR} in every string of the document, in place; an unset one without a default names file:line."""
+    """Fill ${VAR} in every string of the document, in place; an unset one without a default names
+    file:line."""
     if isinstance(node, yaml.ScalarNode) and "$" in node.value:
 
         def fill(m: re.Match[str]) -> str:
@@ -1261,8 +1263,8 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
 
 
 def _settings_at(loc: tuple[int | str, ...]) -> list[str]:
-    """The keys a config may hold at `loc` (field names, list indices, dict keys, from the top), as users write
-    them."""
+    """The keys a config may hold at `loc` (field names, list indices, dict keys, from the top), as users
+    write them."""
     ann: Any = Config
     for part in loc:
         ann = _unwrap(ann)

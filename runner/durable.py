@@ -1,6 +1,7 @@
 """Files that survive a crash at any instant, as databases and journals write them: one way to replace a file
-and one way to append to a log, used by every file the runner keeps (results and their final rewrite, the manifest
-and reports through results/atomic.py, batch mode's journal, the progress status).
+and one way to append to a log, used by every file the runner keeps
+(results and their final rewrite, the manifest and reports through results/atomic.py, batch mode's journal,
+the progress status).
 
 - `replace(path, data)`: the new bytes into a temporary file beside it, flushed to disk (fsync), renamed over
   the old one, and the directory flushed too: a power cut or a kill leaves the old file or the new one,
@@ -20,8 +21,8 @@ from pathlib import Path
 
 def replace(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write `data` to `path` atomically and (with `sync`) durably; OSError as the system raised it, nothing
-    half-written. Without `sync` (a status file rewritten every second) a crash may leave the old file, never a
-    torn one."""
+    half-written. Without `sync` (a status file rewritten every second) a crash may leave the old file, never
+    a torn one."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

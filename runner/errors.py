@@ -121,8 +121,8 @@ class ProviderFatal(RunStopped):
 
 
 class WorkerClosing(RunnerError):
-    """The worker is stopping (told to, or at the end of the grace period): a slot whose record met the sandbox
-    removed under it ends quietly instead of starting another; the record's result is not sent."""
+    """The worker is stopping (told to, or at the end of the grace period): a slot whose record met the
+    sandbox removed under it ends quietly instead of starting another; the record's result is not sent."""
 
 
 class ExportRefused(RunnerError):

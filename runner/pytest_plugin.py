@@ -180,7 +180,8 @@ class SessionGateway:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """pytest-xdist, before it starts a worker: where the gateway is (the worker points its SDKs there)."""
+        """pytest-xdist, before it starts a worker: where the gateway is
+        (the worker points its SDKs there)."""
         node.workerinput["runner_gateway"] = {"url": self.url, "run": self.run, "token": self.token}
         self.workers.append(str(node.gateway.id))
 

@@ -188,9 +188,10 @@ class RecordFile:
     """A dataset's records read where they are, one when it is asked for: a worker is handed where each
     record's line starts (the supervisor read and checked them all), so it parses only the records it runs,
     as it runs them, not the whole file at its boot (the seeds' 1,200 conversations took ~0.3 s of CPU in
-    each of 4 workers, on the first records' way; a million would take minutes). Without those offsets it reads the
-    file once to find them; the same if a record is no longer where it was (a node's own copy of the file,
-    its lines in another order). Safe from the slots' threads (each read opens the file)."""
+    each of 4 workers, on the first records' way; a million would take minutes). Without those offsets it
+    reads the file once to find them; the same if a record is no longer where it was
+    (a node's own copy of the file, its lines in another order). Safe from the slots' threads
+    (each read opens the file)."""
 
     def __init__(
         self,

@@ -165,7 +165,8 @@ def stop_process(
 
 
 class ServerProcess(Resource):
-    """A `python -m runner ...` server child that prints 'listening on URL' once it serves (simulator, gateway).
+    """A `python -m runner ...` server child that prints 'listening on URL' once it serves
+    (simulator, gateway).
 
     Given `listen` (host, port; port 0 = any free one), this process binds the socket and the child inherits
     it: the URL is known at once, and a client that calls before the child serves waits in the socket's

@@ -35,7 +35,8 @@ def _cost_sum(attempts: list[Attempt], key: str) -> float | None:
 
 
 def _bill(rows: list[Result]) -> list[Attempt]:
-    """Every attempt the results stand for, those a rerun (--lf, --rerun-errors) replaced too: what was spent."""
+    """Every attempt the results stand for, those a rerun (--lf, --rerun-errors) replaced too: what was
+    spent."""
     out: list[Attempt] = []
     for r in rows:
         out += [*r.earlier, r]
@@ -54,9 +55,9 @@ def metric_means(rows: list[Result]) -> dict[str, float | None]:
 
 def run_metrics(rows: list[Result], reducer: str = "mean") -> dict[str, Any]:
     """A run's numbers (report.json). With repeated trials (epochs), success is over records: their trials
-    reduced by `reducer`, with an interval clustered by record (runner/analysis/trials.py); `trials` has the rest.
-    Success is None where no record finished (nothing measured, not 0 %); usage sums every attempt, those a
-    rerun replaced too (the bill), latency the results shown."""
+    reduced by `reducer`, with an interval clustered by record (runner/analysis/trials.py); `trials` has the
+    rest. Success is None where no record finished (nothing measured, not 0 %); usage sums every attempt,
+    those a rerun replaced too (the bill), latency the results shown."""
     ok = [r for r in rows if r.ok]
     lat = [r.wall_seconds for r in ok]
     bill = _bill(rows)
@@ -87,7 +88,8 @@ def run_metrics(rows: list[Result], reducer: str = "mean") -> dict[str, Any]:
             Counter(f for r in rows for f, note in r.read_notes.items() if note.startswith("not a number"))
         ),
         "errors_by_kind": dict(Counter(str(r.error_kind) for r in rows if not r.ok)),
-        # successes among the records the agent finished (errors and cut turns are shown beside, not in it) ...
+        # successes among the records the agent finished (errors and cut turns are shown beside, not in it)
+        # ...
         "success_rate": kinds["success"] / decided if decided else None,
         "success_ci95": wilson(kinds["success"], decided) if decided else None,
         # ... and among every record, errors and cut turns counted as failures

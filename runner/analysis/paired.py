@@ -83,8 +83,8 @@ ALPHA = 0.05
 # Repeated trials compare records by a normal approximation of their differences' spread: below this many
 # records it is not one (2 records gave "+0.0% (+0.0% to +0.0%)")
 MIN_RECORDS_FOR_TRIALS = 10
-# Fewer pairs than this could never show a difference: the exact test needs 6 records that differ, all one way,
-# to reach p < 0.05 (2 x 0.5^6 = 0.031)
+# Fewer pairs than this could never show a difference: the exact test needs 6 records that differ, all one
+# way, to reach p < 0.05 (2 x 0.5^6 = 0.031)
 MIN_PAIRS = 6
 TOO_FEW = "too few records"  # no difference up to the largest these records could show would be seen
 NOTHING_VARIES = "nothing varies"  # every record came out the same in both runs, at 0 % or 100 %

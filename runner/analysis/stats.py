@@ -99,5 +99,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
-    """Chance that all of k trials drawn from n succeed (tau-bench's pass^k, consistency): C(c, k) / C(n, k)."""
+    """Chance that all of k trials drawn from n succeed (tau-bench's pass^k, consistency): C(c, k) /
+    C(n, k)."""
     return math.comb(c, k) / math.comb(n, k)

@@ -103,8 +103,9 @@ class Gates:
             return bytes(m[at : at + MESSAGE_BYTES]).split(b"\0", 1)[0].decode(errors="replace")
 
     def enter(self, key: str, deadline: float | None = None) -> bool:
-        """Pass the gate: True if this caller probes (its call decides), False if the gate is open. Waits while
-        another caller probes; raises Refused once the gate is shut. A key this run has no gate for is open."""
+        """Pass the gate: True if this caller probes (its call decides), False if the gate is open. Waits
+        while another caller probes; raises Refused once the gate is shut. A key this run has no gate for is
+        open."""
         while (passed := self.try_enter(key)) is None:
             if deadline is not None and time.monotonic() > deadline:
                 return False  # waited as long as the caller may: its call goes (its budget still applies)
@@ -150,8 +151,8 @@ class Gates:
                 self._write(m, at, [UNTRIED, 0, count, digest])
 
     def refused(self, key: str, words: str, *, probing: bool) -> bool:
-        """A request of this gate was refused in a way that repeats: True once the gate is shut (PROBE_REFUSALS
-        probes refused alike, or REFUSALS_IN_A_ROW calls alike once open)."""
+        """A request of this gate was refused in a way that repeats: True once the gate is shut
+        (PROBE_REFUSALS probes refused alike, or REFUSALS_IN_A_ROW calls alike once open)."""
         if key not in self.keys:
             return False
         at = self._at(key)
@@ -201,8 +202,8 @@ def _alive(pid: int) -> bool:
 
 
 def gate_keys(cfg: Config) -> list[str]:
-    """A gate per run and role of the built-in agents (`run/agent`, `run/teacher`), per run for a harness whose
-    calls go through the gateway (`run`)."""
+    """A gate per run and role of the built-in agents (`run/agent`, `run/teacher`), per run for a harness
+    whose calls go through the gateway (`run`)."""
     keys = []
     for r in cfg.model_runs():
         keys.append(f"{r.name}/agent")

@@ -279,8 +279,8 @@ class SharedLimiter(Budget):
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """The budget's lock, held for microseconds. Inside a shield: a time-limit cut landing mid-update would
-        leave the counts torn."""
+        """The budget's lock, held for microseconds. Inside a shield: a time-limit cut landing mid-update
+        would leave the counts torn."""
         with shielded(), self._lock.held():
             yield
 

@@ -231,12 +231,12 @@ class Throttle:
     def _ramp(
         self, now: float, pending: bool, medians: Mapping[str, float], flight: float, moved: bool
     ) -> bool:
-        """Slow start: a round trip a window, doubling. It ends early (as TCP's HyStart ends it) when a model's
-        calls take RAMP_RISE x the fastest of its recent rounds while twice as many records are in flight:
-        back to the level of that fast round, and measured growth from there. Only rounds of the ramp are held
-        to each other (each is half new calls, whose first to end are their fast ones: a round after the ramp
-        stopped reads higher for that alone), its first round is left out, and a rise smaller than RAMP_RISE is
-        noise or the longer prompts of later turns, not load: it never cuts a ramp."""
+        """Slow start: a round trip a window, doubling. It ends early (as TCP's HyStart ends it) when a
+        model's calls take RAMP_RISE x the fastest of its recent rounds while twice as many records are in
+        flight: back to the level of that fast round, and measured growth from there. Only rounds of the ramp
+        are held to each other (each is half new calls, whose first to end are their fast ones: a round after
+        the ramp stopped reads higher for that alone), its first round is left out, and a rise smaller than
+        RAMP_RISE is noise or the longer prompts of later turns, not load: it never cuts a ramp."""
         self._rounds += 1
         if not moved:
             return self._grow(now, pending)

@@ -304,9 +304,10 @@ class WorkerPool:
                 h.stopping = True
 
     def shutdown(self, msg: Any, *, hard: bool, meanwhile: Callable[[float], bool]) -> None:
-        """Tell every worker to stop and wait for them to exit, up to STOP_WAIT_SECONDS (HARD_STOP_WAIT_SECONDS
-        when `hard`). The wait is `meanwhile(seconds)`'s, the supervisor's: it records what the workers send as
-        they stop, and returns True to stop them at once (a second Ctrl-C): the wait is then cut short."""
+        """Tell every worker to stop and wait for them to exit, up to STOP_WAIT_SECONDS
+        (HARD_STOP_WAIT_SECONDS when `hard`). The wait is `meanwhile(seconds)`'s, the supervisor's: it records
+        what the workers send as they stop, and returns True to stop them at once (a second Ctrl-C): the wait
+        is then cut short."""
         self.stop_all(msg)
         deadline = time.monotonic() + (HARD_STOP_WAIT_SECONDS if hard else STOP_WAIT_SECONDS)
         while (

@@ -104,7 +104,8 @@ class Scheduler:
         return chunk
 
     def _bring_forward(self, run: str) -> None:
-        """Move the first pending item of `run` (within PREFER_SCAN) to the front; the rest keep their order."""
+        """Move the first pending item of `run` (within PREFER_SCAN) to the front; the rest keep their
+        order."""
         for i, a in enumerate(itertools.islice(self.pending, PREFER_SCAN)):
             if a.item.run == run and not a.alone and a.item.id not in self.completed:
                 if i:

@@ -133,7 +133,8 @@ class Supervisor:
                 return
 
     def all_done(self) -> None:
-        """`on_done`, once, when nothing is left to run or running (its failure is the run's end's to meet again)."""
+        """`on_done`, once, when nothing is left to run or running
+        (its failure is the run's end's to meet again)."""
         if self.on_done is None or self.scheduler.has_pending() or self.scheduler.in_flight():
             return
         done, self.on_done = self.on_done, None
@@ -202,7 +203,8 @@ class Supervisor:
             self.assign(h)
 
     def on_discarded(self, m: ResultDiscarded) -> None:
-        """A worker threw a result away (its sandbox did not serve the whole record): the record's next attempt."""
+        """A worker threw a result away (its sandbox did not serve the whole record): the record's next
+        attempt."""
         self.scheduler.again(m.worker, m.item_id, time.monotonic())
         self.discarded["sandbox_lost"] += 1  # the one reason a worker discards a result today
         self.progress.discarded += 1

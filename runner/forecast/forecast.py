@@ -130,8 +130,9 @@ class Forecast:
         return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
     def per_item(self, key_of: Callable[[str, str], str]) -> dict[str, dict[str, tuple[float, float, float]]]:
-        """Per run, per budget key (`key_of(provider, model)`): the calls, input tokens (as limited) and output
-        tokens an item is expected to ask of it (the dispatcher's critical path: runner/budget/priority.py)."""
+        """Per run, per budget key (`key_of(provider, model)`): the calls, input tokens (as limited) and
+        output tokens an item is expected to ask of it
+        (the dispatcher's critical path: runner/budget/priority.py)."""
         out: dict[str, dict[str, tuple[float, float, float]]] = {}
         for r in self.runs:
             for p in r.parts:
@@ -247,8 +248,8 @@ def gather(
 
 
 def _items(cfg: Config, inputs: Inputs) -> list[WorkItem]:
-    """What `runner run` would plan (runner/run/job.py): not what is done, only what -k, --ids and --lf choose,
-    the longest records first."""
+    """What `runner run` would plan (runner/run/job.py): not what is done, only what -k, --ids and --lf
+    choose, the longest records first."""
     records, latest = inputs.foresight.records, inputs.latest
     order = {rid: i for i, rid in enumerate(records)}
     picked: set[str] | set[tuple[str, str]] | None = chosen(records.items(), cfg.select, cfg.ids)

@@ -45,8 +45,8 @@ def names(provider: str) -> list[str]:
 
 
 def _covers(key: str, model: str) -> bool:
-    """Whether a table row (`claude-sonnet-5-5`, or a pool such as `claude-sonnet-4.x-pool (claude-sonnet-4-6 +
-    claude-sonnet-4-5)`) limits `model` (a dated id such as claude-sonnet-4-5-20250929 included)."""
+    """Whether a table row (`claude-sonnet-5-5`, or a pool such as `claude-sonnet-4.x-pool (claude-sonnet-4-6
+    + claude-sonnet-4-5)`) limits `model` (a dated id such as claude-sonnet-4-5-20250929 included)."""
     listed = [key.split(" ", 1)[0], *re.findall(r"[a-z0-9][a-z0-9.-]+", key.partition("(")[2])]
     return any(model == m or model.startswith(m + "-") for m in listed if m and not m.endswith("pool"))
 

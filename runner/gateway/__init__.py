@@ -1,4 +1,4 @@
-"""The model gateway (runner/gateway/server.py): one budget, retries and cache for SDK calls a harness makes."""
+"""The model gateway (runner/gateway/server.py): one budget, retries and cache for a harness's SDK calls."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Anthropic's Message Batches API as the gateway uses it: `POST /v1/messages/batches` with `{custom_id, params}`
-requests; `GET .../{id}` until `processing_status` is `ended`; the results JSONL at its `results_url`;
-`GET /v1/messages/batches` lists batches (the candidates for one an earlier gateway made and could not
+"""Anthropic's Message Batches API as the gateway uses it: `POST /v1/messages/batches` with
+`{custom_id, params}` requests; `GET .../{id}` until `processing_status` is `ended`; the results JSONL at its
+`results_url`; `GET /v1/messages/batches` lists batches
+(the candidates for one an earlier gateway made and could not
 journal: the intent is not kept on the batch, so the batcher matches them by their requests)."""
 
 from __future__ import annotations

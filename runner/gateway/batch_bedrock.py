@@ -1,5 +1,5 @@
-"""Amazon Bedrock batch inference as the gateway uses it (the User Guide's batch-inference pages and botocore's
-`bedrock` service model, read 2026-11-28).
+"""Amazon Bedrock batch inference as the gateway uses it
+(the User Guide's batch-inference pages and botocore's `bedrock` service model, read 2026-11-28).
 
 The requests as a JSONL file of `{"recordId", "modelInput"}` lines (the InvokeModel body) put in S3 (`PUT`
 on the configured bucket and prefix), then `POST /model-invocation-job` on it for the calls' model, named

@@ -1,7 +1,8 @@
-"""What batch mode's talk with the providers' batch APIs is made of (batch_api.py and the batch_{provider}.py it
-dispatches to): where a batch goes (`BatchEndpoint`; Bedrock's `AwsBatch`), what a request came to
-(`Outcome`), how a batch API call fails (`BatchRefused`, `BatchFailed`, `BatchGone`), and the calls of the
-key-authenticated APIs (`fetch_json`, `fetch_batch`, `fetch_results`).
+"""What batch mode's talk with the providers' batch APIs is made of
+(batch_api.py and the batch_{provider}.py it dispatches to): where a batch goes
+(`BatchEndpoint`; Bedrock's `AwsBatch`), what a request came to (`Outcome`), how a batch API call fails
+(`BatchRefused`, `BatchFailed`, `BatchGone`), and the calls of the key-authenticated APIs
+(`fetch_json`, `fetch_batch`, `fetch_results`).
 
 What a request came to is an `Outcome`: an answer or the API's own refusal (status and body, for the
 caller as an interactive call would have had them), or `None` where it is worth another try (an error

@@ -173,8 +173,8 @@ class ProviderQueue:
         return take
 
     def learn(self, provider: str, model: str, batch: list[Waiting]) -> bool:
-        """The provider refused a batch for its model's enqueued-token limit: the limit is at most what else of
-        ours is queued. False when nothing else is (then waiting for the queue to drain cannot help)."""
+        """The provider refused a batch for its model's enqueued-token limit: the limit is at most what else
+        of ours is queued. False when nothing else is (then waiting for the queue to drain cannot help)."""
         others = self.tokens[(provider, model)] - sum(map(tokens_of, batch))
         if others <= 0:
             return False
@@ -377,7 +377,8 @@ class Batcher:
         self, ep: BatchEndpoint, gkey: tuple[str, ...], batch_id: str, held: list[Waiting], words: str
     ) -> None:
         """A batch that failed as a whole: over the model's enqueued-token limit, its requests wait for the
-        batches ahead of them (the limit learned, the tries not spent); else they go again, the reason kept."""
+        batches ahead of them (the limit learned, the tries not spent); else they go again, the reason
+        kept."""
         model = gkey[2]
         if "enqueued token limit" in words.lower() and self.queue.learn(ep.provider, model, held):
             self.stats["batches_over_token_limit"] += 1

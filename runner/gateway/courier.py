@@ -122,8 +122,8 @@ class Courier:
         self.stats["batches_ended"] += 1
 
     async def find(self, ep: BatchEndpoint, intent: Intent) -> str | None:
-        """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its metadata,
-        a Bedrock job by its name (an Anthropic batch cannot say: `claim` watches those)."""
+        """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its
+        metadata, a Bedrock job by its name (an Anthropic batch cannot say: `claim` watches those)."""
         if ep.provider not in ("openai", "azure", "bedrock"):
             return None
         with contextlib.suppress(BatchRefused, aiohttp.ClientError, TimeoutError, ValueError):

@@ -91,7 +91,8 @@ class Journal:
         return list(out.values())
 
     def unknown(self) -> list[Intent]:
-        """Intents neither submitted nor settled: whether the provider holds a batch of theirs is not known."""
+        """Intents neither submitted nor settled: whether the provider holds a batch of theirs is not
+        known."""
         intents: dict[str, Intent] = {}
         for e in self._events():
             kind, iid = e.get("event"), e.get("intent")

@@ -57,8 +57,8 @@ class Outbound:
         self.batcher: Batcher | None = None
 
     def open(self, session: aiohttp.ClientSession) -> None:
-        """Start sending through `session` (closed with `close`); a journal's batches left by an earlier run are
-        collected again."""
+        """Start sending through `session` (closed with `close`); a journal's batches left by an earlier run
+        are collected again."""
         batch = self.settings.batch
         self.upstream = Upstream(self.settings.retry, self.limiter, session)
         if batch is not None:

@@ -19,8 +19,8 @@ def new_token() -> str:
 
 
 class GatewayServer(ServerProcess):
-    """`with GatewayServer(settings, token) as gw: gw.url`; `gw.stats()` per run at any time. Only callers that
-    present `token` are served (the run hands it to its harnesses as their API key)."""
+    """`with GatewayServer(settings, token) as gw: gw.url`; `gw.stats()` per run at any time. Only callers
+    that present `token` are served (the run hands it to its harnesses as their API key)."""
 
     name = "gateway"
 

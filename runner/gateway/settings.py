@@ -128,8 +128,9 @@ def _cloud_settings(cfg: Config, sim_url: str | None) -> dict[str, Any]:
 
 
 def _bedrock_batch(cfg: Config, bedrock: Any, sim_url: str | None) -> BedrockBatch | None:
-    """Where Bedrock batch inference goes, when a run batches Bedrock calls (or the config's block says where);
-    a batched Bedrock run without its bucket or role is a ConfigError naming them."""
+    """Where Bedrock batch inference goes, when a run batches Bedrock calls
+    (or the config's block says where); a batched Bedrock run without its bucket or role is a ConfigError
+    naming them."""
     batched = [r.name for r in cfg.model_runs() if r.name in cfg.batch_runs() and r.provider == "bedrock"]
     t = bedrock if isinstance(bedrock, BedrockTarget) else None
     uri = (t.batch_s3_uri if t else None) or (SIM_BATCH_S3_URI if sim_url else None)

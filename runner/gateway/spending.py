@@ -22,7 +22,8 @@ class Spending:
     def __init__(
         self, spend: Spend | None, price: Callable[[str, str], Prices | None], batched: Callable[[str], bool]
     ) -> None:
-        """`price(provider, model)`: the model's prices; `batched(run)`: whether the run's calls go in batches."""
+        """`price(provider, model)`: the model's prices; `batched(run)`: whether the run's calls go in
+        batches."""
         self.spend, self.price, self.batched = spend, price, batched
 
     def reserve(

@@ -71,7 +71,8 @@ class CommandHarness(Harness):
         """Run to the end or the time limit; say how it ended (for records it did not answer)."""
         logger.info("command: {}", " ".join(argv))
         try:
-            # its own process group, which dies with this worker (leashed): no chunk runs on, paid for, after it
+            # its own process group, which dies with this worker (leashed): no chunk runs on, paid for, after
+            # it
             proc = subprocess.Popen(
                 leashed(argv),
                 cwd=cwd,

@@ -4,7 +4,8 @@ Layers, later wins: the runner's environment, the `.env` file (python-dotenv rul
 overrides a variable already set), the harness's `env:`, the run's `env:`, and last the
 connection variables, in every spelling harnesses read, so the sandbox always wins.
 Templates: {host} {port} {user} {password} {database} {dsn} {url}, {dsn:NAME} {url:NAME} for any
-database, {run} and each run parameter ({model}, ...), {python} (harness.python if set, else the runner's interpreter).
+database, {run} and each run parameter ({model}, ...), {python}
+(harness.python if set, else the runner's interpreter).
 """
 
 from __future__ import annotations

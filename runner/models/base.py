@@ -161,8 +161,8 @@ class Completion:
 
     @property
     def thinking(self) -> list[dict[str, Any]]:
-        """The turn's thinking and redacted thinking blocks, in order (for logs and tests: they go back as part
-        of `received`, never on their own)."""
+        """The turn's thinking and redacted thinking blocks, in order
+        (for logs and tests: they go back as part of `received`, never on their own)."""
         blocks = (self.received or {}).get("content")
         return (
             [b for b in blocks if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")]
@@ -240,7 +240,7 @@ def _seconds(value: str, now: float) -> float | None:
     return None
 
 
-# (remaining header, reset header) per budget; the reset of a budget that is not exhausted is no reason to wait.
+# (remaining header, reset header) per budget; a budget's reset is no reason to wait unless it is exhausted
 _OPENAI_DIMS = (
     ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
     ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),

@@ -91,10 +91,10 @@ def _gpt(inp: float, cached: float, out: float, **kw: Any) -> Capabilities:
     return Capabilities("openai", prices=Prices(inp, out, inp, cached), **kw)
 
 
-# Reasoning models: only default sampling; reasoning tokens count toward max_completion_tokens. "Using GPT-5.4"
-# (developers.openai.com, read 2026-11-26): efforts none, low, medium, high, xhigh, and none is GPT-5.4's
-# default; GPT-5.5 reasons at medium by default. For gpt-5.4-mini and -nano no OpenAI page read says which
-# efforts they take or their default: taken as GPT-5.5's until the first call says otherwise (a refused
+# Reasoning models: only default sampling; reasoning tokens count toward max_completion_tokens. "Using
+# GPT-5.4" (developers.openai.com, read 2026-11-26): efforts none, low, medium, high, xhigh, and none is
+# GPT-5.4's default; GPT-5.5 reasons at medium by default. For gpt-5.4-mini and -nano no OpenAI page read says
+# which efforts they take or their default: taken as GPT-5.5's until the first call says otherwise (a refused
 # setting stops the run at its first call, runner/models/first_call.py).
 _GPT5: dict[str, Any] = {
     "context_tokens": 1_000_000,

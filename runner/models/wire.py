@@ -128,7 +128,8 @@ def _tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
 
 
 def http_client(sdk: Any) -> Any:
-    """The SDK's own default HTTP client (its limits, timeouts and redirects), on the process's TLS context."""
+    """The SDK's own default HTTP client (its limits, timeouts and redirects), on the process's TLS
+    context."""
     return sdk.DefaultHttpxClient(verify=tls_context())
 
 

@@ -155,8 +155,8 @@ def _cell(v: Any, kind: str) -> str:
 def _summary_columns(
     names: list[str], usage: bool, shares: set[str], trials: bool
 ) -> list[tuple[str, str, str]]:
-    """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first. Each says what
-    it counts: with repeated trials, records and trials apart, and errors and cut turns as trials."""
+    """(label, key, kind) in the order they are dropped last: what a narrow terminal shows first. Each says
+    what it counts: with repeated trials, records and trials apart, and errors and cut turns as trials."""
     cols = [
         ("records", "records", "int"),
         *([("trials", "results", "int")] if trials else []),
@@ -205,7 +205,8 @@ def analyse(out: Path, runs: dict[str, list[Result]] | None = None) -> Analysis:
 
 
 def success_cell(m: dict[str, Any]) -> str:
-    """A run's success with its 95 % interval; where no record finished, no rate at all (it was "0.0% (0%-100%)")."""
+    """A run's success with its 95 % interval; where no record finished, no rate at all
+    (it was "0.0% (0%-100%)")."""
     if m["success_rate"] is None:  # nothing measured, which is not 0 %
         return "not scored" if m["unscored"] else "none finished"
     lo, hi = m["success_ci95"]  # how far the rate could be from chance (Wilson's, or clustered with trials)

@@ -253,7 +253,8 @@ def in_flight(flight: dict[str, Any]) -> str:
 
 
 def chart_data(metrics: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float, tuple[float, float]]]:
-    """Cost and success per run, for the runs with both (a run that finished no record has no rate to plot)."""
+    """Cost and success per run, for the runs with both
+    (a run that finished no record has no rate to plot)."""
     return {
         n: (float(m["cost_usd"]), float(m["success_rate"]), (m["success_ci95"][0], m["success_ci95"][1]))
         for n, m in metrics.items()

@@ -1,8 +1,8 @@
 """Two outputs compared record by record (`runner report A B`).
 
 Each run of B against the same run of A, on the records both outputs have (every metric, not only
-success: runner/analysis/paired.py), the records in only one output counted and named, the changed ones listed.
-Cost and latency are also compared on live model calls only: a rerun answered from the response cache
+success: runner/analysis/paired.py), the records in only one output counted and named, the changed ones
+listed. Cost and latency are also compared on live model calls only: a rerun answered from the response cache
 costs $0 and takes milliseconds, which is the cache's doing, not the model's. Two outputs of different
 datasets are refused unless allowed: their rates would not measure the same thing.
 """
@@ -74,8 +74,9 @@ def _live_deltas(ra: list[Result], rb: list[Result]) -> dict[str, dict[str, floa
 def compare(
     a: Path, b: Path, *, allow_different_datasets: bool = False, console: Console | None = None
 ) -> dict[str, Any]:
-    """Per run present in both outputs: B's run against A's on the records both have (runner/analysis/paired.py),
-    and live cost and latency apart from cached answers. JSON-able; B's report.html shows it."""
+    """Per run present in both outputs: B's run against A's on the records both have
+    (runner/analysis/paired.py), and live cost and latency apart from cached answers. JSON-able; B's
+    report.html shows it."""
     ma, mb = manifests.read(a), manifests.read(b)
     same = check_datasets(a, b, ma, mb, allow=allow_different_datasets)
     runs_a, runs_b = load_runs(a), load_runs(b)

@@ -111,7 +111,8 @@ LABELS = {
 
 
 def label(column: str, trials: bool) -> str:
-    """A summary column's header, saying what it counts: with repeated trials, errors and cut turns are trials."""
+    """A summary column's header, saying what it counts: with repeated trials, errors and cut turns are
+    trials."""
     text = LABELS.get(column, column.replace("_", " "))
     return {"errors": "errored trials", "cut": "cut trials"}.get(column, text) if trials else text
 

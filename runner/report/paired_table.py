@@ -186,8 +186,8 @@ def _word(c: dict[str, Any]) -> str:
 
 
 def headline_html(sections: list[tuple[list[dict[str, Any]], str, str]]) -> str:
-    """The report's first lines: for each run, against its reference, whether it is better, by how much and how
-    sure, as sentences that wrap on a phone instead of a table that scrolls sideways (before, p and the
+    """The report's first lines: for each run, against its reference, whether it is better, by how much and
+    how sure, as sentences that wrap on a phone instead of a table that scrolls sideways (before, p and the
     verdict were two swipes right at 390 px)."""
     parts = []
     for pairs, _, against in sections:

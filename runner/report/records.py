@@ -146,8 +146,8 @@ Row = list[
 def _row(
     rid: str, states: dict[str, str], differs: bool, groups: str, n: int, flaky_in: str, summary: str
 ) -> Row:
-    """A record's row: its closed <details> (the id is its permalink; `data-n` where its body is among the packed
-    ones) and, beside it, what the filters read."""
+    """A record's row: its closed <details> (the id is its permalink; `data-n` where its body is among the
+    packed ones) and, beside it, what the filters read."""
     failed = "|".join(run for run, s in states.items() if s in ("fail", "error"))
     worst = "error" if "error" in states.values() else "fail" if failed else "ok"
     tag = (

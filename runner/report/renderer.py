@@ -33,8 +33,8 @@ class WarmRenderer:
 
     def start(self) -> None:
         try:
-            # it leaves at the end of its stdin, but not while it warms (seconds under load): the kernel ends it
-            # with the runner, kill -9 included
+            # it leaves at the end of its stdin, but not while it warms (seconds under load): the kernel ends
+            # it with the runner, kill -9 included
             self.proc = subprocess.Popen(
                 dies_with_parent([sys.executable, "-m", "runner.report.renderer"], "KILL"),
                 stdin=subprocess.PIPE,
@@ -49,7 +49,8 @@ class WarmRenderer:
         return self.answer() if self.ask(out) else "error: no renderer running"
 
     def ask(self, out: Path) -> bool:
-        """Start it on `out`'s reports (the caller prints its summary meanwhile); False if it cannot be asked."""
+        """Start it on `out`'s reports (the caller prints its summary meanwhile); False if it cannot be
+        asked."""
         proc = self.proc
         if proc is None or proc.stdin is None or proc.poll() is not None:
             self.stop()

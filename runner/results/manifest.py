@@ -21,8 +21,8 @@ from runner.results.atomic import write_atomically
 from runner.results.sink import writing
 
 NAME = "manifest.json"
-# 2: format_version, requests typed, forecasts and spent (runner plan, --budget); 1: before (no format_version).
-# Each version reads the earlier ones; docs/manifest.schema.json is this version's JSON Schema.
+# 2: format_version, requests typed, forecasts and spent (runner plan, --budget); 1: before (no
+# format_version). Each version reads the earlier ones; docs/manifest.schema.json is this version's schema.
 FORMAT_VERSION = 2
 
 
@@ -92,8 +92,8 @@ class RunCap(BaseModel):
 
 
 class RunEntry(RunModel):
-    """One run as the output keeps it: its spec in the config when it ran (runner/config.RunSpec, dumped). Only
-    its name is required and no value is checked beyond its type: an earlier version's runs (fields since
+    """One run as the output keeps it: its spec in the config when it ran (runner/config.RunSpec, dumped).
+    Only its name is required and no value is checked beyond its type: an earlier version's runs (fields since
     removed or added) read, and keys this version does not know are kept."""
 
     name: str
@@ -124,8 +124,8 @@ Usd = dict[str, float | None]  # band (low, expected, high) -> USD; None: a pric
 
 
 class ForecastNeed(BaseModel):
-    """Calls and tokens at one band (runner/forecast/need.py): `input_tokens` excludes what a prompt cache read
-    or wrote, `output_tokens` includes thinking."""
+    """Calls and tokens at one band (runner/forecast/need.py): `input_tokens` excludes what a prompt cache
+    read or wrote, `output_tokens` includes thinking."""
 
     model_config = ConfigDict(extra="allow")
     calls: float = 0.0
@@ -280,7 +280,8 @@ class Manifest(BaseModel):
 
 
 def schema() -> dict[str, Any]:
-    """This version's JSON Schema (docs/manifest.schema.json is it, written by `python -m runner.results.manifest`)."""
+    """This version's JSON Schema (docs/manifest.schema.json is it, written by `python -m
+    runner.results.manifest`)."""
     doc = Manifest.model_json_schema()
     doc["$id"] = f"https://github.com/pgsandbox-runner/manifest/v{FORMAT_VERSION}"
     doc["description"] = (

@@ -211,7 +211,8 @@ def read_score(v: Any) -> tuple[float | None, str | None]:
 
 
 def as_success(v: Any) -> tuple[bool | None, str | None]:
-    """success_field's value as a verdict: truthy strings like "0.0" or "false" are failures, not successes."""
+    """success_field's value as a verdict: truthy strings like "0.0" or "false" are failures, not
+    successes."""
     number, note = read_score(v)
     return (None if number is None else number > 0), note
 

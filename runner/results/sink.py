@@ -160,10 +160,11 @@ class ResultSink:
                 raise
 
     def finalize(self, order: dict[str, int]) -> dict[str, int]:
-        """Rewrite each run's file in dataset order, newest attempt per conversation (those it replaced kept in
-        it); return counts. `errors` then holds the failed results by error kind (counted here, while the rows
-        are read). Again, with nothing written since (the supervisor finalizes as the last result lands, while
-        its workers shut down): the same counts, nothing rewritten."""
+        """Rewrite each run's file in dataset order, newest attempt per conversation
+        (those it replaced kept in it); return counts. `errors` then holds the failed results by error kind
+        (counted here, while the rows are read). Again, with nothing written since
+        (the supervisor finalizes as the last result lands, while its workers shut down): the same counts,
+        nothing rewritten."""
         if self._final is not None and self._final[0] is order:
             return dict(self._final[1])
         self.close()

@@ -1,9 +1,9 @@
-"""A run's janitor: `python -m runner.run.janitor HOME OWNER LOG`, started by the run (home.py) in a session of
-its own. It waits for the run's process (OWNER: its identity, sandbox/owner.py) to end. If the run marked its
-home done, it ended well: the janitor removes what is left of the home (the temporary directory multiprocess
-removes at exit, if it could not). If not, the run was killed, and the janitor does its cleaning: the
-run's sandboxes (every container and local server whose owner is gone), the process groups of its
-harnesses (their leaders named in HOME/leash), and the home itself."""
+"""A run's janitor: `python -m runner.run.janitor HOME OWNER LOG`, started by the run (home.py) in a session
+of its own. It waits for the run's process (OWNER: its identity, sandbox/owner.py) to end. If the run marked
+its home done, it ended well: the janitor removes what is left of the home
+(the temporary directory multiprocess removes at exit, if it could not). If not, the run was killed, and the
+janitor does its cleaning: the run's sandboxes (every container and local server whose owner is gone), the
+process groups of its harnesses (their leaders named in HOME/leash), and the home itself."""
 
 from __future__ import annotations
 

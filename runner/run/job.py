@@ -261,7 +261,8 @@ def _run(
             lay = layout(cfg, items=len(plan), chunk=chunk, kind=kind)
             specs, spawnable = _specs(cfg, spec, kind, image, run_id, out, lay, stack, cat, offsets)
             transport, limiter, host = _transport(cfg, lay.workers, stack, manifest.spent)
-            # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot timeout)
+            # not waited for (workers start meanwhile; the supervisor's watch holds them to their boot
+            # timeout)
             sim, gateway = model_servers(
                 cfg, mode, out / "logs", stack, host=host, wait=False, transport=transport, gates_of=limiter
             )
@@ -812,8 +813,8 @@ def _supervisor(
 
 def _first_target(cfg: Config, limiter: Any, capacity: int) -> int:
     """--concurrency auto's first target: where every budget the runs draw on has its limits set, the budget
-    paces the calls (more records only wait in it), so the ramp starts at a quarter of the slots rather than 8:
-    the seeds' job ramped 8 -> 128 over ~10 s while its tightest budget's refill went unused. 0: the
+    paces the calls (more records only wait in it), so the ramp starts at a quarter of the slots rather than
+    8: the seeds' job ramped 8 -> 128 over ~10 s while its tightest budget's refill went unused. 0: the
     throttle's own start (a budget of unknown limits is found by the ramp)."""
     keys = getattr(limiter, "keys", [])
     return capacity // 4 if keys and all(k in cfg.rate_limits for k in keys) else 0

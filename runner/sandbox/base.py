@@ -156,8 +156,8 @@ class Sandbox(Resource):
         return e
 
     def alive(self) -> bool:
-        """Whether the server still answers (used to tell a lost sandbox from a bad query): as the runner, whose
-        login no record can change."""
+        """Whether the server still answers (used to tell a lost sandbox from a bad query): as the runner,
+        whose login no record can change."""
         return (self.admin or self.endpoint) is not None and logs_in(self.control.dsn())
 
     def dsn(self, dbname: str = "postgres") -> str:

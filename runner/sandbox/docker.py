@@ -310,7 +310,8 @@ class DockerSandbox(Sandbox):
                 except NotFound:
                     pass
                 except DockerException as e:
-                    # a 409 "already in progress": the run's end-of-run sweep (or a replacing slot) got there first
+                    # a 409 "already in progress": the run's end-of-run sweep (or a replacing slot) got there
+                    # first
                     going = (
                         isinstance(e, APIError)
                         and e.status_code == 409

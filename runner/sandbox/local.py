@@ -332,7 +332,8 @@ class LocalSandbox(Sandbox):
         if self._dir is not None:
             with contextlib.suppress(OSError):
                 tail = (self._dir / "server.log").read_text(errors="replace")[-1500:]
-            # once its log collector runs, the server's words go to its JSON log (server_log.SERVER_LOG_SETTINGS)
+            # once its log collector runs, the server's words go to its JSON log
+            # (server_log.SERVER_LOG_SETTINGS)
             for f in sorted((self._dir / "data" / "log").glob("*.json")):
                 with contextlib.suppress(OSError):
                     said = [

@@ -33,7 +33,8 @@ def server_args(settings: dict[str, str]) -> list[str]:
 
 
 class ServerLog:
-    """The server's JSON log, read on demand from where it was left; callers take turns (the Steward's lock)."""
+    """The server's JSON log, read on demand from where it was left; callers take turns
+    (the Steward's lock)."""
 
     def __init__(self) -> None:
         self._log: tuple[str, int] | None = None  # the server's log file and how far it has been read
@@ -41,8 +42,8 @@ class ServerLog:
         self._starved: dict[str, list[tuple[float, str]]] = {}
 
     def starved(self, role: str, since: float, until: float, q: Query) -> str | None:
-        """What the server ran out of for one of `role`'s sessions between `since` and `until` (Unix times), in
-        words; None if it did not."""
+        """What the server ran out of for one of `role`'s sessions between `since` and `until` (Unix times),
+        in words; None if it did not."""
         self._read(q)
         for at, what in self._starved.get(role, []):
             if since - 1.0 <= at <= until + 1.0:

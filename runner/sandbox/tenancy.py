@@ -26,8 +26,8 @@ object in it, as the harness's own role does in the original.
 
 What a record can still do to its neighbours is exhaust what the server shares (its lock table, memory,
 disk) while it runs. Those errors carry SQLSTATE class 53 and the server logs them (jsonlog, read back
-through SQL: server_log.py): a record that failed while its own sessions met one is not trusted, as a record whose
-server crashed is not (runner/worker/slot.py runs it again, alone).
+through SQL: server_log.py): a record that failed while its own sessions met one is not trusted, as a record
+whose server crashed is not (runner/worker/slot.py runs it again, alone).
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def sever(conn: psycopg.Connection[Any]) -> None:
 
 
 def slot_role(base: str, slot: int) -> str:
-    """The role slot `slot` logs in as: the harness's own role for slot 0, a role of its own for the others."""
+    """The role slot `slot` logs in as: the harness's own role for slot 0, a role of its own for the
+    others."""
     return base if slot == 0 else f"{base}__s{slot}"
 
 
@@ -113,9 +114,9 @@ SELECT
   (SELECT coalesce(string_agg(row(pg_get_userbyid(m.roleid), pg_get_userbyid(m.member))::text, ';' ORDER BY 1), '')
      FROM pg_auth_members m JOIN pg_roles r ON r.oid IN (m.roleid, m.member) WHERE r.rolname = %(role)s)
 """
-# The slot's sessions still at work, idle in a transaction or holding advisory locks, ended. Functions only, no
-# table or view: a query that names a relation needs a slot in the server's lock table, which the session to
-# end may have filled (a flood of advisory locks), and the runner must still be able to end it. Each end is
+# The slot's sessions still at work, idle in a transaction or holding advisory locks, ended. Functions only,
+# no table or view: a query that names a relation needs a slot in the server's lock table, which the session
+# to end may have filled (a flood of advisory locks), and the runner must still be able to end it. Each end is
 # waited for (up to 2 s): the queries after this one name relations, and a session told to end still holds
 # its locks until it has.
 _END_SESSIONS = """
@@ -275,8 +276,8 @@ class Steward(Resource):
                 )
 
     def neutralize(self, template: str) -> None:
-        """A snapshot just taken of one of slot 0's databases: its objects to OBJECTS_ROLE, so copies of it are
-        adopted without touching any database but theirs."""
+        """A snapshot just taken of one of slot 0's databases: its objects to OBJECTS_ROLE, so copies of it
+        are adopted without touching any database but theirs."""
         if self.enabled:
             with self._lock:
                 self._reassign(template, self.base, objects_role(self.base), fix_databases=True)
@@ -334,8 +335,8 @@ class Steward(Resource):
         return tuple("" if v is None else str(v) for v in row)
 
     def tidy(self, slot: int) -> list[str]:
-        """After a slot's records: its sessions still at work ended, the databases it made dropped, and what it
-        changed of its role and databases put back. What was undone, in words (empty: nothing)."""
+        """After a slot's records: its sessions still at work ended, the databases it made dropped, and what
+        it changed of its role and databases put back. What was undone, in words (empty: nothing)."""
         if not self.enabled or slot not in self.tenants:
             return []
         t = self.tenants[slot]
@@ -345,8 +346,9 @@ class Steward(Resource):
             ended = self._q(_END_SESSIONS, (role,))[0][0]
             if ended:
                 undone.append(f"{ended} session(s) still at work or holding advisory locks ended")
-            # its own, and those it handed to the role every slot is a member of (OWNER TO <user>__sharing, which
-            # membership allows): nobody else's, and never the runner's, so left they would outlive every reset
+            # its own, and those it handed to the role every slot is a member of
+            # (OWNER TO <user>__sharing, which membership allows): nobody else's, and never the runner's, so
+            # left they would outlive every reset
             for (name,) in self._q(
                 "SELECT datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
                 "WHERE rolname IN (%s, %s)) AND datname <> ALL(%s)",
@@ -412,8 +414,8 @@ class Steward(Resource):
 
     # ------------------------------------------------------------------ shared resources
     def starved(self, slot: int, since: float, until: float) -> str | None:
-        """What the server ran out of (a class-53 error: lock table, memory, disk, connections) for one of this
-        slot's sessions between `since` and `until` (Unix times), in words; None if it did not."""
+        """What the server ran out of (a class-53 error: lock table, memory, disk, connections) for one of
+        this slot's sessions between `since` and `until` (Unix times), in words; None if it did not."""
         if not self.enabled:
             return None
         role = self.login(slot).user

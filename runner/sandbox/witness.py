@@ -111,8 +111,8 @@ class Witness(Resource):
                 raise
 
     def knock(self) -> None:
-        """A new connection as far as the server's password request; SandboxGone if it is refused or unanswered.
-        Needs no session of the witness's own."""
+        """A new connection as far as the server's password request; SandboxGone if it is refused or
+        unanswered. Needs no session of the witness's own."""
         deadline = time.monotonic() + self.answer_seconds
         pg = pq.PGconn.connect_start(self._passwordless)
         try:

@@ -20,7 +20,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Assign:
-    """A chunk of jobs, all of one run (size 1 except for command harnesses), for one of the worker's slots."""
+    """A chunk of jobs, all of one run (size 1 except for command harnesses), for one of the worker's
+    slots."""
 
     jobs: tuple[Job, ...]
     slot: int = 0

@@ -41,7 +41,8 @@ running: dict[int, str] = {}
 
 
 def _succeeded(r: Result) -> bool:
-    """A failure may be the first sign of a sandbox's death: its check also asks the postmaster (witness.py)."""
+    """A failure may be the first sign of a sandbox's death: its check also asks the postmaster
+    (witness.py)."""
     return outcome(r) == "success"
 
 

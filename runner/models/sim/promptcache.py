@@ -156,8 +156,8 @@ class PromptCache:
     def account(
         self, api: str, segs: list[Segment], *, min_tokens: int = 1024, scale: float = 1.0
     ) -> CacheUsage:
-        """Usage of one admitted request (reads hits, writes its breakpoints); `scale`: the providers' seconds a
-        second of this clock stands for where the request was answered (a batch run faster than real)."""
+        """Usage of one admitted request (reads hits, writes its breakpoints); `scale`: the providers' seconds
+        a second of this clock stands for where the request was answered (a batch run faster than real)."""
         total = sum(s.tokens for s in segs)
         now = time.monotonic()
         self._scale = max(scale, 1e-9)

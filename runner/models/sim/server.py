@@ -504,7 +504,7 @@ async def _answer(
     await asyncio.sleep(max(0.0, arrived + state.latency(rid) - time.monotonic()))
     out_tokens = estimate_tokens({"text": action.text, "calls": [[c.name, c.args] for c in action.calls]})
     think = sim_thinking.mode(api, body, real)
-    # thinking follows the conversation, not the request's bytes: a streamed and a plain ask think (and sign) alike
+    # thinking follows the conversation, not the request's bytes: streamed or not, it thinks and signs alike
     conversation = hashlib.sha256(orjson.dumps(body.get("messages"))).hexdigest()
     thought, think_tokens = sim_thinking.thought(conversation, think.effort) if think.thinks else ("", 0)
     limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 1 << 30)

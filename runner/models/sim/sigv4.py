@@ -194,7 +194,8 @@ def _normalized(path: str) -> str:
 
 
 def _query(query: str) -> str:
-    """Each parameter's name and value URI-encoded (unreserved characters kept), sorted by name, then value."""
+    """Each parameter's name and value URI-encoded (unreserved characters kept), sorted by name, then
+    value."""
     pairs = sorted(
         (quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in parse_qsl(query, keep_blank_values=True)
     )

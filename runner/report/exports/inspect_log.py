@@ -1,6 +1,6 @@
-"""Inspect AI eval logs of an output (`runner export OUT --format inspect --out DIR`): one log per run, written
-by Inspect's own types and writer (extra `inspect`), so `inspect view --log-dir DIR`, `read_eval_log` and
-Inspect's dataframes read them as logs of its own.
+"""Inspect AI eval logs of an output (`runner export OUT --format inspect --out DIR`): one log per run,
+written by Inspect's own types and writer (extra `inspect`), so `inspect view --log-dir DIR`, `read_eval_log`
+and Inspect's dataframes read them as logs of its own.
 
 A run is an eval: its task is the run's name, its model the run's (`provider/model`, Inspect's spelling; an
 Atlas run's teacher as the model role `teacher`), its dataset the output's. Each result is a sample (the

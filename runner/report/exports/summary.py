@@ -121,7 +121,7 @@ def trials_section(a: Analysis) -> list[str]:
 
 
 def summary_markdown(a: Analysis, title: str, baseline: dict[str, Any] | None = None) -> str:
-    """The output `a` in markdown; `baseline`: `runner report A B`'s comparison (compare.json) of it with A."""
+    """The output `a` in markdown; `baseline`: its comparison with A (`runner report A B`'s compare.json)."""
     lines = [f"## {title}", ""]
     for kind, text in banners(a.manifest, a.metrics).items():
         lines += [f"> **{kind}**: {text}" if kind == "incomplete" else f"> {text}", ""]
