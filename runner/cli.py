@@ -64,9 +64,8 @@ def _closing_lines(results: dict[str, list[Result]], out: Path) -> None:
                 click.echo(f"{run}: {len(picked)} {what}: {ids(picked)}")
     if any(outcome(r) in ("failure", "error", "cut") for rows in results.values() for r in rows):
         # the same command, for the records whose last result was not a success (pytest's --lf)
-        click.echo(
-            f"to run those again: {_same_command('--lf', '--rerun-errors')}"
-        )  # --lf asks the models again
+        # --lf asks the models again
+        click.echo(f"to run those again: {_same_command('--lf', '--rerun-errors')}")
     click.echo(f"report: {(out / 'report.html').resolve()}")
 
 

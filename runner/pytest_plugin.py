@@ -123,9 +123,8 @@ class SessionGateway:
 
         if self.external:
             self.url = self.external.rstrip("/")
-            self.token = (
-                os.environ.get(TOKEN_ENV) or None
-            )  # the team's gateway's token, given to this session
+            # the team's gateway's token, given to this session
+            self.token = os.environ.get(TOKEN_ENV) or None
         else:
             from runner.gateway import gateway_settings
             from runner.gateway.process import GatewayServer, new_token

@@ -60,9 +60,8 @@ _PR_SET_NAME = 15
 # The backlog of a run's server sockets: calls made before the server serves wait there, as do bursts of a
 # run's first calls (bound here, listened on again by aiohttp: serving.py).
 BACKLOG = 1024
-SERVER_COMM_PREFIX = (
-    "pgsr-"  # `ps -o comm` of a server forked from the forkserver: pgsr-simulator, not a worker
-)
+# `ps -o comm` of a server forked from the forkserver: pgsr-simulator, not a worker
+SERVER_COMM_PREFIX = "pgsr-"
 
 
 def name_process(name: str) -> None:
@@ -188,9 +187,8 @@ class ServerProcess(Resource):
         env: dict[str, str] | None = None,
     ) -> None:
         self.args, self.boot_timeout, self.listen, self.wait = args, boot_timeout, listen, wait
-        self.env = (
-            env or {}
-        )  # for the process alone, beside this one's environment (never on its command line)
+        # for the process alone, beside this one's environment (never on its command line)
+        self.env = env or {}
         self.log_path = log_path or os.path.join(
             tempfile.gettempdir(), f"pgsandbox-{self.name}-{os.getpid()}.log"
         )
@@ -264,6 +262,7 @@ class ServerProcess(Resource):
         # stderr to a file: a pipe nobody reads would block the server once it fills. A restart appends,
         # so the log still holds the last words of the one that died.
         with open(self.log_path, "w" if self.starts == 1 else "a") as log:
+            # Ctrl-C goes to the supervisor, which stops us last
             return subprocess.Popen(
                 [*self.program, *self.args, *extra],
                 stdout=subprocess.PIPE,
@@ -271,7 +270,7 @@ class ServerProcess(Resource):
                 env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())},
                 pass_fds=(sock.fileno(),) if sock is not None else (),
                 start_new_session=True,
-            )  # Ctrl-C goes to the supervisor, which stops us last
+            )
 
     def _confirm(self, *, block: bool) -> None:
         """Read its first line: done once it says it listens; RunStopped if it said something else, exited
@@ -392,6 +391,5 @@ def _forked_main(
     os.dup2(said.fileno(), 1)
     said.close()
     module, _, function = target.partition(":")
-    getattr(importlib.import_module(module), function)(
-        listen.fileno(), *args
-    )  # `listen` stays open meanwhile
+    # `listen` stays open meanwhile
+    getattr(importlib.import_module(module), function)(listen.fileno(), *args)

@@ -40,9 +40,8 @@ def keyword(expr: str) -> Callable[[str, dict[str, Any]], bool]:
     code = " ".join(t if t in _OPERATORS or t in "()" else f"({t.lower()!r} in h)" for t in tokens)
     try:
         compiled = compile(code, "<-k>", "eval")
-        eval(
-            compiled, {"__builtins__": {}}, {"h": ""}
-        )  # two words with no operator between compile, then fail
+        # two words with no operator between compile, then fail
+        eval(compiled, {"__builtins__": {}}, {"h": ""})
     except (SyntaxError, TypeError):
         raise ConfigError(
             f"-k {expr!r}: words joined by and, or, not and parentheses (pytest's -k)", where="command line"

@@ -49,9 +49,8 @@ class Paired:
     won: list[str]  # succeeded in the run, failed in the reference
     lost: list[str]  # the other way round
     difference: float  # success rate of the run minus the reference's, on the paired records
-    ci95: (
-        tuple[float, float] | None
-    )  # None: too few records for one (repeated trials), or no spread to make one
+    # None: too few records for one (repeated trials), or no spread to make one
+    ci95: tuple[float, float] | None
     p_value: float | None  # None: too few records (repeated trials)
     mde: float | None  # smallest difference detectable at 80 % power; None: `mde_note` says why
     mde_note: str | None  # why there is no detectable difference: TOO_FEW, or NOTHING_VARIES

@@ -32,12 +32,10 @@ from runner.config import Config
 SPENT = 0.1  # a budget with less than this share of a minute's worth left is spent for now
 AHEAD = 1.05  # runs with records left within 5 % of the run furthest ahead are even (at the start, all)
 MIN_CALLS = 10  # a run's settled calls on a budget before their tokens per call are measured, not forecast
-HEDGE = (
-    0.5  # while a budget's need is forecast, not measured, runs within this share of the top need take turns
-)
-PerItem = Mapping[
-    str, Mapping[str, tuple[float, float, float]]
-]  # run -> budget key -> (calls, input, output)
+# while a budget's need is forecast, not measured, runs within this share of the top need take turns
+HEDGE = 0.5
+# run -> budget key -> (calls, input, output)
+PerItem = Mapping[str, Mapping[str, tuple[float, float, float]]]
 
 
 def run_keys(cfg: Config, limiter: SharedLimiter) -> dict[str, list[int]]:

@@ -70,11 +70,8 @@ class Tally:
     admitted: int
     times: tuple[float, ...] = ()
     used: tuple[float, float, float] = (0.0, 0.0, 0.0)  # requests, input and output tokens settled
-    caps: tuple[float, float, float] = (
-        INF,
-        INF,
-        INF,
-    )  # its limits per minute: requests, input, output tokens
+    # its limits per minute: requests, input, output tokens
+    caps: tuple[float, float, float] = (INF, INF, INF)
 
 
 @dataclass(frozen=True)

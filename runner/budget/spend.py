@@ -29,9 +29,8 @@ INF = float("inf")
 (_CAP_USD, _CAP_TOKENS, _USD, _TOKENS, _HELD_USD, _HELD_TOKENS, _REACHED) = range(7)
 _F = 7  # floats per scope
 JOB = "job"
-BUDGET_WORDS = (
-    "stopped at budget"  # how every refusal of a cap begins (the recorder, the CLI and the report read it)
-)
+# how every refusal of a cap begins (the recorder, the CLI and the report read it)
+BUDGET_WORDS = "stopped at budget"
 
 
 class Spent(Exception):

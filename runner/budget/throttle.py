@@ -118,9 +118,8 @@ class Throttle:
     _probe: _Probe | None = None
     _prev_flight: float | None = None  # the last window's records in flight, on average
     _changed: bool = False  # the last window's decision changed the target
-    _ramp_seen: dict[str, deque[_Seen]] = field(
-        default_factory=dict
-    )  # slow start's recent rounds, per stream
+    # slow start's recent rounds, per stream
+    _ramp_seen: dict[str, deque[_Seen]] = field(default_factory=dict)
     _rounds: int = 0
 
     def __post_init__(self) -> None:
@@ -151,9 +150,8 @@ class Throttle:
         self._flight_sum += in_flight
         self._flight_n += 1
         if self._untimed and now - self._asked >= ASK_EVERY_SECONDS:  # opened before any call was timed:
-            self._asked = (
-                now  # paced by the first timing that comes (asked now and then: on Ray a remote call)
-            )
+            # paced by the first timing that comes (asked now and then: on Ray a remote call)
+            self._asked = now
             self._length = self._next_length()
         if now - start < self._length:
             return False

@@ -36,9 +36,8 @@ class Dispatcher:
         self.scheduler, self.pool, self.progress = scheduler, pool, progress
         self.conversation_limit = conversation_limit  # a record's time limit, seconds
         self.throttle = throttle  # --concurrency auto: how many of the slots to keep busy
-        self.prefer = (
-            prefer  # the run whose records to start first (runner/budget/priority.py), None: plan order
-        )
+        # the run whose records to start first (runner/budget/priority.py), None: plan order
+        self.prefer = prefer
 
     def assign(self, h: WorkerHandle) -> None:
         """A chunk for each free slot of the worker; Stop once there is no work left and it holds none."""

@@ -65,9 +65,8 @@ class Progress:
     discarded: int = 0  # results thrown away (their sandbox did not serve the whole record) and run again
     status_path: Path | None = None  # where the state is written every second, for whoever watches the run
     batches: str = ""  # batch mode: what is waiting on the batch APIs now (set from the gateway's counts)
-    spent: Callable[[], float] | None = (
-        None  # what the job has spent so far, every call counted (budget/spend.py)
-    )
+    # what the job has spent so far, every call counted (budget/spend.py)
+    spent: Callable[[], float] | None = None
     spent_before: float = 0.0  # of it, what earlier invocations of this output spent
     budget_usd: float | None = None  # the job's cap (--budget)
     forecast_usd: float | None = None  # what the forecast expected this invocation's items to cost

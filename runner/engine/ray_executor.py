@@ -356,12 +356,13 @@ class RayTransport:
 
     def start(self, spec: WorkerSpec, limiter: Any) -> RayLink:
         r = self.cfg.ray
+        # run, deliver, poll, stacks
         opts: dict[str, Any] = {
             "num_cpus": r.cpus_per_worker,
             "max_restarts": 0,
             "max_task_retries": 0,
             "max_concurrency": 4,
-        }  # run, deliver, poll, stacks
+        }
         if r.memory_per_worker_mb:
             opts["memory"] = r.memory_per_worker_mb * 1024 * 1024
         actor = self.worker_class.options(**opts).remote()

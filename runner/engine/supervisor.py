@@ -76,9 +76,8 @@ class Supervisor:
         self.on_worker_lost = on_worker_lost  # e.g. remove a dead worker's container now, not at the end
         self.dispatcher = Dispatcher(settings.conversation_limit, scheduler, pool, progress, throttle, prefer)
         self.recorder = Recorder(settings.maxfail, scheduler, sink, progress, throttle, gates)
-        self.on_booted: Callable[[], None] | None = (
-            None  # once every first worker is ready (start-up is over)
-        )
+        # once every first worker is ready (start-up is over)
+        self.on_booted: Callable[[], None] | None = None
         # once every item is done, while the workers shut down (their sandboxes' removal takes ~1 s): the
         # results' last rewrite goes on meanwhile, not after
         self.on_done: Callable[[], object] | None = None

@@ -26,9 +26,8 @@ class Measured:
 
     run: str
     records: dict[str, dict[str, Need]] = field(default_factory=dict)  # record id -> role -> need
-    cost_usd: dict[str, float] = field(
-        default_factory=dict
-    )  # record id -> measured cost (None where unpriced)
+    # record id -> measured cost (None where unpriced)
+    cost_usd: dict[str, float] = field(default_factory=dict)
     call_seconds: float = 0.0  # the calls' time, summed
     sources: list[str] = field(default_factory=list)
 

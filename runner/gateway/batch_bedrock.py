@@ -133,9 +133,8 @@ async def submit(
             },
         )
     except BatchRefused:
-        await _aws(
-            session, ep, "DELETE", _s3_url(ep, key), "s3"
-        )  # a job that was not made leaves no file behind
+        # a job that was not made leaves no file behind
+        await _aws(session, ep, "DELETE", _s3_url(ep, key), "s3")
         raise
     return str(made["jobArn"]).rsplit("/", 1)[-1], key
 

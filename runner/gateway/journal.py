@@ -39,9 +39,8 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = Log(
-            path, sync=True
-        )  # on disk before the batch goes out: a kill -9 a moment later loses nothing
+        # on disk before the batch goes out: a kill -9 a moment later loses nothing
+        self._log = Log(path, sync=True)
 
     def _write(self, event: dict[str, Any]) -> None:
         self._log.append(json.dumps(event, sort_keys=True))

@@ -168,9 +168,8 @@ class Outbound:
             and call.streaming
             and (stream := as_stream(call.path, answer, call.body)) is not None
         ):
-            return UpstreamAnswer(
-                200, stream, "text/event-stream", usage=usage, batched=True
-            )  # (Azure's: SSE)
+            # (Azure's: SSE)
+            return UpstreamAnswer(200, stream, "text/event-stream", usage=usage, batched=True)
         return UpstreamAnswer(
             status, json.dumps(answer).encode(), "application/json", usage=usage, batched=True
         )

@@ -13,9 +13,8 @@ from runner.budget.spend import Spend, Ticket
 from runner.models.capabilities import Prices
 from runner.models.usage import Tokens, at_batch_price, cost
 
-OUT_ESTIMATE = (
-    200.0  # a call's answer, in tokens, as the shared budget reserves it (runner/budget/ratelimit.py)
-)
+# a call's answer, in tokens, as the shared budget reserves it (runner/budget/ratelimit.py)
+OUT_ESTIMATE = 200.0
 
 
 class Spending:

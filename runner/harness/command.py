@@ -45,6 +45,7 @@ class CommandHarness(Harness):
         outp.unlink(missing_ok=True)
         vals = {**template_values(cfg, self.sandbox, run), "input": str(inp), "output": str(outp)}
         argv = [render(a, vals, where="harness.command") for a in cfg.harness.command or []]
+        # a chunk: one trial
         env = harness_env(
             cfg,
             self.sandbox,
@@ -52,7 +53,7 @@ class CommandHarness(Harness):
             {"input": str(inp), "output": str(outp)},
             gateway=self.gateway_env(run.name),
             epoch=tasks[0].epoch,
-        )  # a chunk: one trial
+        )
         cwd = resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
         why = self._execute(argv, env, cwd, cfg.conversation_limit() * len(tasks))
         answers = self._read(outp, tasks)

@@ -67,9 +67,8 @@ class Capabilities:
     # max_completion_tokens, so a small limit cut a thinking model's answer before it began.
     thinking: frozenset[str] = frozenset()
     thinks_by_default: bool = False  # a request that says nothing about thinking thinks
-    can_disable_thinking: bool = (
-        True  # thinking: disabled (Anthropic) / reasoning_effort: none (OpenAI) taken
-    )
+    # thinking: disabled (Anthropic) / reasoning_effort: none (OpenAI) taken
+    can_disable_thinking: bool = True
     efforts: tuple[
         str, ...
     ] = ()  # output_config.effort (Anthropic) or reasoning_effort (OpenAI) values taken

@@ -81,9 +81,8 @@ class ModelClient:
         self.gate = gate  # the run's first-call gate (runner/budget/gates.py) and this client's key in it
         self.run = limiter.run_index(run) if limiter is not None else -1  # whose calls the budget counts
         self.run_name = run
-        self.spend: Spend | None = getattr(
-            limiter, "spend", None
-        )  # the caps on what the job and its runs spend
+        # the caps on what the job and its runs spend
+        self.spend: Spend | None = getattr(limiter, "spend", None)
 
     def thinking_plan(self, answer_tokens: int) -> ThinkingPlan:
         p = self._plans.get(answer_tokens)

@@ -136,9 +136,8 @@ class Interpreter(Resource):
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         reply: dict[str, Any] = json.loads(line)
-        self._output_read.wait(
-            OUTPUT_WAIT_SECONDS
-        )  # its lines logged under its record's mark, not the next's
+        # its lines logged under its record's mark, not the next's
+        self._output_read.wait(OUTPUT_WAIT_SECONDS)
         return reply
 
     def _ended(self, proc: Process) -> str:

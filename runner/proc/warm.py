@@ -38,9 +38,8 @@ BOOT = "import runpy, sys; path = sys.argv[1]; sys.argv = sys.argv[1:]; runpy.ru
 FORK_WAIT_SECONDS = 60.0
 
 
-VERDICTS = (
-    "warm-refusals.json"  # in the response cache's directory: what an earlier run's warm interpreter found
-)
+# in the response cache's directory: what an earlier run's warm interpreter found
+VERDICTS = "warm-refusals.json"
 
 
 def verdict_key(python: str, load: Mapping[str, Any]) -> str:
@@ -105,9 +104,8 @@ class WarmInterpreter(Resource):
 
     def start(self) -> None:
         remove_stale_homes()
-        self.home = owned_dir(
-            HOME_PREFIX, owner_identity(os.getpid())
-        )  # 0700: only this user reaches the socket
+        # 0700: only this user reaches the socket
+        self.home = owned_dir(HOME_PREFIX, owner_identity(os.getpid()))
         self.socket = os.path.join(self.home, "s")
         # Listening before the process starts: a slot that asks while it is still starting waits in the
         # backlog, and once it is gone (its copy was the last) a slot is refused at once.

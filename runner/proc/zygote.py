@@ -151,9 +151,8 @@ def preload(names: list[str], started: dict[str, int] | None = None) -> list[str
     return done
 
 
-SEARCH_BUDGET = (
-    2_000_000  # values looked at for the marker (~0.2 s of strings); past it, no fork is vouched for
-)
+# values looked at for the marker (~0.2 s of strings); past it, no fork is vouched for
+SEARCH_BUDGET = 2_000_000
 
 
 class TooMuchToSearch(Exception):
@@ -203,9 +202,8 @@ class Zygote:
         self.marker, self.shim = marker, shim
         self.refused: str | None = None
         self.started: dict[str, int] = {}  # the libraries whose import started threads, and how many
-        self.listener = socket.socket(
-            fileno=listener
-        )  # bound and listening already: slots wait in its backlog
+        # bound and listening already: slots wait in its backlog
+        self.listener = socket.socket(fileno=listener)
         self.children: dict[int, socket.socket] = {}
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
@@ -381,9 +379,8 @@ def _shim() -> Any:
 
 
 def main() -> None:
-    zygote = Zygote(
-        int(sys.argv[1]), sys.argv[2], _shim()
-    )  # the shim loaded once, here: each slot has it already
+    # the shim loaded once, here: each slot has it already
+    zygote = Zygote(int(sys.argv[1]), sys.argv[2], _shim())
     report = zygote.warm(json.loads(sys.stdin.buffer.readline()))
     sys.stdout.write(json.dumps(report) + "\n")
     sys.stdout.flush()

@@ -84,9 +84,8 @@ def _runs_color(names: list[str], *, legend: bool = True) -> alt.Color:
     )
 
 
-FOREST_WIDTH = (
-    250  # with its labels ~370 px: drawn at its own size on a 390 px phone, not shrunk to 6 px type
-)
+# with its labels ~370 px: drawn at its own size on a 390 px phone, not shrunk to 6 px type
+FOREST_WIDTH = 250
 
 
 def forest(pairs: list[dict[str, Any]], against: str) -> str:

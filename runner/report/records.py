@@ -138,9 +138,8 @@ def _trials_column(run: str, rs: list[Result], shares: set[str]) -> str:
     )
 
 
-Row = list[
-    Any
-]  # what the page's script filters a record by: [id, fail, failed, differs, flaky, groups, row html]
+# what the page's script filters a record by: [id, fail, failed, differs, flaky, groups, row html]
+Row = list[Any]
 
 
 def _row(

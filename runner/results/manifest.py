@@ -230,14 +230,12 @@ class Manifest(BaseModel):
     # what every invocation added
     in_flight: InFlight | None = None
     discarded: dict[str, int] = Field(default_factory=dict)  # results thrown away, by why
-    gateway: dict[str, dict[str, float]] = Field(
-        default_factory=dict
-    )  # a user harness's calls, per run: counts
+    # a user harness's calls, per run: counts
+    gateway: dict[str, dict[str, float]] = Field(default_factory=dict)
     batches: dict[str, float] = Field(default_factory=dict)  # batch mode's counts (runner/gateway/batcher.py)
     batch_runs: list[str] = Field(default_factory=list)  # the runs in batch mode
-    simulator: dict[str, dict[str, float]] = Field(
-        default_factory=dict
-    )  # what the simulator played, per model
+    # what the simulator played, per model
+    simulator: dict[str, dict[str, float]] = Field(default_factory=dict)
     resumed: bool = False
     # each invocation's forecast of what it had left to do (runner/forecast/), in order: their sum is the
     # forecast of every result the output holds (the report puts it beside what happened)
@@ -249,9 +247,8 @@ class Manifest(BaseModel):
     interrupted: bool = False
     stopped_early: int | None = None  # the --maxfail (-x: 1) that stopped the run before its end
     error: str | None = None
-    stopped_runs: dict[str, str] = Field(
-        default_factory=dict
-    )  # runs stopped by a refusal all their requests repeat
+    # runs stopped by a refusal all their requests repeat
+    stopped_runs: dict[str, str] = Field(default_factory=dict)
     stopped_at_budget: str | None = None  # "stopped at budget: $X of $Y ...": a cap stopped the job or a run
     counts: dict[str, int] = Field(default_factory=dict)
     missing: dict[str, int] = Field(default_factory=dict)  # records with no result, per run

@@ -110,9 +110,8 @@ class ResultSink:
         self.seen: dict[
             str, list[Result]
         ] = {}  # what `standing` read: each run's latest results (the forecast's)
-        self._final: tuple[dict[str, int], dict[str, int]] | None = (
-            None  # finalize's (order, counts), if still so
-        )
+        # finalize's (order, counts), if still so
+        self._final: tuple[dict[str, int], dict[str, int]] | None = None
 
     def latest(self, run: str) -> dict[tuple[str, int], Result]:
         """A run's newest result per record trial (a rerun's line comes after the one it replaces), with the

@@ -181,9 +181,8 @@ def _preflight(
     check_templates(cfg)
     check_harness_python(cfg)
     check_keys(cfg)
-    warnings = check_model_ids(
-        cfg, _mode(cfg)
-    )  # a typo named with the id it meant, before a provider is asked
+    # a typo named with the id it meant, before a provider is asked
+    warnings = check_model_ids(cfg, _mode(cfg))
     cat = catalogue(cfg)
     warnings += list(cat.notes) + check_retirements(cfg, cat=cat)
     warnings += [
@@ -576,9 +575,8 @@ def model_servers(
         kept = str(log_dir.parent / "simulator") if log_dir else None
         # the wire formats it will be asked in: the runs' own providers, or (a harness's SDK calls) either
         apis = None if _uses_gateway(cfg) else tuple(sorted({API_OF[p] for p in cfg.providers_called()}))
-        ctx = getattr(
-            transport, "ctx", None
-        )  # local workers' forkserver (a Ray executor's are on other nodes)
+        # local workers' forkserver (a Ray executor's are on other nodes)
+        ctx = getattr(transport, "ctx", None)
         shared = ctx is not None and apis is not None and bool(set(apis) & forkserver.preloaded(cfg))
         served = cfg.simulator.model_copy(
             update={
@@ -870,9 +868,8 @@ def _transport(
     # Workers are forked from a forkserver (engine/forkserver.py), not from the supervisor.
     limiter = build_limiter(cfg, lanes=workers)
     limiter.gates = Gates(gate_keys(cfg))  # each run's first call alone (runner/budget/gates.py)
-    limiter.spend = _spend(
-        cfg, spent or {}
-    )  # the caps on what the job and each run spend (runner/budget/spend.py)
+    # the caps on what the job and each run spend (runner/budget/spend.py)
+    limiter.spend = _spend(cfg, spent or {})
     return ProcessTransport(forkserver.context(cfg)), limiter, "127.0.0.1"
 
 

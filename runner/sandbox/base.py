@@ -143,9 +143,8 @@ class Sandbox(Resource):
         self.admin: Endpoint | None = None  # the runner's superuser (tenancy.py), where the sandbox has one
         self.id: str = ""
         self.boot_seconds: float = 0.0
-        self.launched: Launched | None = (
-            None  # started ahead of its worker (docker only): start() takes it over
-        )
+        # started ahead of its worker (docker only): start() takes it over
+        self.launched: Launched | None = None
 
     @property
     def control(self) -> Endpoint:

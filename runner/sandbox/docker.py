@@ -215,9 +215,8 @@ class DockerSandbox(Sandbox):
             f"{LABEL}.keep": "1" if self.keep else "0",
         }
         c = DockerContainer(self.image).with_env("POSTGRES_PASSWORD", password).with_name(f"pgsr-{self.id}")
-        c.with_env(
-            "SANDBOX_ADMIN_PASSWORD", admin
-        )  # the runner's superuser: made at start, with this password
+        # the runner's superuser: made at start, with this password
+        c.with_env("SANDBOX_ADMIN_PASSWORD", admin)
         if not self.keep:  # a run's own: it stops once no session of the runner's has held it for a while
             c.with_env("SANDBOX_LEASE_SECONDS", str(LEASE_SECONDS))
         # the entrypoint hands these to postgres; a kept sandbox (runner debug) logs to its standard error
@@ -226,9 +225,8 @@ class DockerSandbox(Sandbox):
         if not self.offline:
             c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
         if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)
-            c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(
-                TMPFS_PATH
-            )  # docker's default mode: 1777
+            # docker's default mode: 1777
+            c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(TMPFS_PATH)
         for path, options in WRITABLE_TMPFS.items():
             c.tmpfs[path] = options
         c.with_env("SANDBOX_DISK", DISK_PATH)
@@ -237,9 +235,8 @@ class DockerSandbox(Sandbox):
             # The server adds a Unix socket in a directory mounted from here: the runner's queries then
             # skip the engine's port proxy. Its home is this user's alone (0700); the directory itself is
             # open (0777) because the server inside runs as another user. A login there needs the password.
-            self._socket_home = owned_dir(
-                f"{SOCKET_PREFIX}{self.id}-", owner
-            )  # a sweep judges one left without
+            # a sweep judges one left without
+            self._socket_home = owned_dir(f"{SOCKET_PREFIX}{self.id}-", owner)
             socket_dir = os.path.join(self._socket_home, "run")
             os.mkdir(socket_dir)
             os.chmod(socket_dir, 0o777)
@@ -415,11 +412,12 @@ def remove_orphan_socket_dirs(names: set[str]) -> int:
 def _socket_dirs(prefix: str) -> list[tuple[str, str]]:
     """The socket directories of sandbox ids starting with `prefix`, each with its container's name."""
     home = tempfile.gettempdir()
+    # mkdtemp's suffix: no '-'
     return [
         (os.path.join(home, entry), "pgsr-" + entry.removeprefix(SOCKET_PREFIX).rsplit("-", 1)[0])
         for entry in os.listdir(home)
         if entry.startswith(SOCKET_PREFIX + prefix)
-    ]  # mkdtemp's suffix: no '-'
+    ]
 
 
 def _gone_after(container: Container, timeout: float = 30) -> int:

@@ -89,9 +89,8 @@ class _Tenant:
     login: Login
     databases: list[str]  # its own, by name (a recreated one keeps its name, not its oid)
     baseline: tuple[str, ...] = ()  # its state at the end of its provisioning (`_state`)
-    settings: list[tuple[str | None, str | None, list[str]]] = field(
-        default_factory=list
-    )  # ... its settings rows
+    # ... its settings rows
+    settings: list[tuple[str | None, str | None, list[str]]] = field(default_factory=list)
 
 
 # One slot's state as far as its own SQL can change it, beyond its databases' contents: its role's
@@ -219,9 +218,8 @@ class Steward(Resource):
                     )
                 )
             for role in (objects_role(self.base), shared_owner(self.base), sharing_role(self.base)):
-                self._q(
-                    sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role))
-                )  # pgsr_admin made none
+                # pgsr_admin made none
+                self._q(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
                 self._q(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
             self._q(
                 sql.SQL("ALTER ROLE {} VALID UNTIL 'infinity' CONNECTION LIMIT {}").format(

@@ -19,13 +19,7 @@ from loguru import logger
 
 from runner.errors import WorkerClosing
 from runner.harness.base import SandboxInfo, sandbox_info, slot_database
-from runner.sandbox.base import (
-    Sandbox,
-    cancel_queries,
-    copy_databases,
-    new_password,
-    recreate_database,
-)
+from runner.sandbox.base import Sandbox, cancel_queries, copy_databases, new_password, recreate_database
 from runner.sandbox.lock_queue import LockQueueGuard
 from runner.sandbox.tenancy import Steward, TenantStuck
 from runner.sandbox.witness import Incarnation, SandboxGone, Witness
@@ -43,9 +37,8 @@ class SandboxKeeper:
         self.sandbox: Sandbox | None = None
         self.witness: Witness | None = None  # the worker's own session: did the sandbox serve a whole record?
         self.steward: Steward | None = None  # the runner's superuser session: each slot a tenant of its own
-        self.guard: LockQueueGuard | None = (
-            None  # with neighbour slots: no session of theirs queues a strong lock
-        )
+        # with neighbour slots: no session of theirs queues a strong lock
+        self.guard: LockQueueGuard | None = None
         self.turns = Turns()  # every slot at once, or a record run again alone
         self.generation = 0
         self.lock = threading.Lock()  # one replacement of the sandbox at a time

@@ -38,15 +38,7 @@ from runner.results.result import now_iso
 from runner.sandbox.base import Launched
 from runner.sandbox.settings import SandboxSettings
 from runner.wire.inbox import Connection, Outbox
-from runner.wire.messages import (
-    Assign,
-    Job,
-    ResultDiscarded,
-    Stop,
-    WorkerFailed,
-    WorkerReady,
-    WorkerRetiring,
-)
+from runner.wire.messages import Assign, Job, ResultDiscarded, Stop, WorkerFailed, WorkerReady, WorkerRetiring
 from runner.worker.clock import AlarmClock
 from runner.worker.keeper import SandboxKeeper
 from runner.worker.settings import SlotSettings
@@ -74,14 +66,12 @@ class WorkerSpec:
     gateway_url: str | None = None
     gateway_token: str | None = None  # what the run's gateway admits its callers by
     lane: int = -1  # its in-flight counts in the shared limiter, reclaimed if it dies mid-call
-    launched: Launched | None = (
-        None  # its first sandbox, started ahead by the supervisor (engine/prestart.py)
-    )
+    # its first sandbox, started ahead by the supervisor (engine/prestart.py)
+    launched: Launched | None = None
     warm: str | None = None  # harness.python: where its slots' shims are forked (proc/warm.py)
     catalogue: Catalogue | None = None  # what each model takes, its provider asked at the run's start
-    offsets: Mapping[str, tuple[int, int]] | None = (
-        None  # where each record's line is (None: read the file for them)
-    )
+    # where each record's line is (None: read the file for them)
+    offsets: Mapping[str, tuple[int, int]] | None = None
 
     @property
     def slots(self) -> int:
@@ -291,9 +281,8 @@ def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
     if limiter is not None:
         limiter.lane = spec.lane
     worker: Worker | None = None
-    marks = [
-        ("start", time.perf_counter())
-    ]  # its boot step by step, in its log: what a slow start is read from
+    # its boot step by step, in its log: what a slow start is read from
+    marks = [("start", time.perf_counter())]
     try:
         worker = Worker(spec, inbox, limiter)
         marks.append(("harnesses", time.perf_counter()))

@@ -171,9 +171,8 @@ def _make_room(sb: Sandbox, names: list[str], slots: int) -> None:
     if not sb.data_in_memory():
         return
     size = databases_bytes(sb.control, names)
-    extra = int(size * slots * 1.25) - SLOT_DATA_MIB * 2**20 * (
-        slots - 1
-    )  # a quarter more for what records write
+    # a quarter more for what records write
+    extra = int(size * slots * 1.25) - SLOT_DATA_MIB * 2**20 * (slots - 1)
     if extra > 0 and sb.raise_memory(extra):
         logger.info(
             "sandbox memory limit raised by {} MiB: {} slots' copies of {} MiB of databases in memory",

@@ -26,12 +26,10 @@ from runner.harness.crm.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT
 TOOL_RESULT_CHARS = 220  # one tool result's JSON (`{"ok": true, "result": {...}}`): a row or two
 ANSWER_CHARS = 120  # the agent's closing words to the user, a question or a refusal: a sentence or two
 CALL_OUTPUT_CHARS = 20  # what a tool call's output adds to its name and arguments (the block's frame)
-PROPOSAL_OVERHEAD_CHARS = (
-    60  # Atlas: the marker and JSON frame around the student's step shown to the teacher
-)
-VERDICT_CHARS = (
-    60  # the teacher's verdict: mostly `{"verdict": "approve"}`, now and then a revision with guidance
-)
+# Atlas: the marker and JSON frame around the student's step shown to the teacher
+PROPOSAL_OVERHEAD_CHARS = 60
+# the teacher's verdict: mostly `{"verdict": "approve"}`, now and then a revision with guidance
+VERDICT_CHARS = 60
 CALL_ID = "call_0123456789abcdefghij"  # a tool call id as the providers write them (~24 characters)
 
 

@@ -81,9 +81,8 @@ async def anthropic_create(request: web.Request) -> web.Response:
         [(r["custom_id"], r["params"]) for r in body["requests"]],
         request.headers,
     )
-    await asyncio.sleep(
-        _batches(request).settings.create_seconds
-    )  # made already: a caller gone now leaves it
+    # made already: a caller gone now leaves it
+    await asyncio.sleep(_batches(request).settings.create_seconds)
     return web.json_response(anthropic_batch(b, _origin(request)))
 
 

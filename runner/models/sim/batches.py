@@ -163,9 +163,8 @@ class Batches:
                 item.outcome = await self._outcome(b, item)
         undone = any(i.outcome is None for i in b.items)
         if not undone or b.cancelled is not None or now >= b.window_end:
-            b.ended = (
-                b.window_end if undone and b.cancelled is None else now
-            )  # undone, not cancelled: expired
+            # undone, not cancelled: expired
+            b.ended = b.window_end if undone and b.cancelled is None else now
 
     async def _outcome(self, b: SimBatch, item: Item) -> tuple[int, dict[str, Any]]:
         api = "anthropic" if b.api == "bedrock" else b.api  # a Bedrock job's records: Claude API requests

@@ -368,6 +368,7 @@ async def stop(request: web.Request) -> web.Response:
     return web.json_response({})
 
 
+# ModelInvocationJobStatus
 STATUSES = (
     "Submitted",
     "InProgress",
@@ -379,7 +380,7 @@ STATUSES = (
     "Expired",
     "Validating",
     "Scheduled",
-)  # ModelInvocationJobStatus
+)
 
 
 def _list_problem(q: Any) -> str | None:

@@ -87,10 +87,7 @@ INTENTS: dict[str, list[str]] = {
         "Create a new account: {name}, a {industry} company based in {city}, {country}.",
         "Please set up {name} as a new {industry} account ({city}, {country}).",
     ],
-    "lookup_stage": [
-        "What stage is the {opp} opportunity in?",
-        "Which stage is {opp} at right now?",
-    ],
+    "lookup_stage": ["What stage is the {opp} opportunity in?", "Which stage is {opp} at right now?"],
     "clarify": [
         "Update the opportunity for me.",
         "Change the amount on that deal.",

@@ -91,9 +91,8 @@ class SimState:
     def __init__(self, settings: SimSettings) -> None:
         self.settings = settings
         self.rng = random.Random(settings.seed)
-        self.asked: Counter[str] = (
-            Counter()
-        )  # by request: how many times it came (a retry draws its fault anew)
+        # by request: how many times it came (a retry draws its fault anew)
+        self.asked: Counter[str] = Counter()
         self.buckets: dict[tuple[str, str], Bucket] = {}
         self.stats: Counter[str] = Counter()
         self.per_model: dict[str, Counter[str]] = {}
@@ -513,9 +512,8 @@ async def _answer(
         action = Action(text=action.text[: max(0, limit - think_tokens) * 4] if action.text else "")
         out_tokens = max(0, limit - think_tokens)
         think_tokens = min(think_tokens, limit)
-    state.refund(
-        limited, "output", out_estimate - out_tokens
-    )  # charged up front, adjusted to what was written
+    # charged up front, adjusted to what was written
+    state.refund(limited, "output", out_estimate - out_tokens)
     counters = [state.stats, state.per_model[model]] + (
         [state.played.setdefault(plays, Counter())] if plays else []
     )

@@ -44,9 +44,8 @@ class Episode:
     model_calls: list[dict[str, Any]] = field(default_factory=list)
     step_limit_hit: bool = False
     atlas_steps: list[dict[str, Any]] = field(default_factory=list)
-    tool_timings: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # when each tool call ran (trace exports)
+    # when each tool call ran (trace exports)
+    tool_timings: list[dict[str, Any]] = field(default_factory=list)
 
     def record_model_call(self, role: str, c: Completion, turn: int) -> None:
         self.model_calls.append(
