@@ -207,7 +207,8 @@ class BatchSettings(_Frozen):
     max_queued_tokens: dict[str, int] = Field(
         default_factory=dict,
         description="per model (key provider/model, or provider for each of its models), "
-        "input tokens in batches not yet ended at most (OpenAI's enqueued-token limit; estimated as a quarter of "
+        "input tokens in batches not yet ended at most (OpenAI's enqueued-token limit; estimated as a "
+        "quarter of "
         "each request's bytes); more wait their turn",
     )
     then: Literal["interactive", "error"] = Field(
@@ -774,8 +775,10 @@ class Config(_Frozen):
     container_network: Literal["auto", "none", "bridge"] = Field(
         "auto",
         description="none: the sandbox has no network at all (no route out, not even to this machine), "
-        "reached through a Unix socket: DB_HOST is that socket's directory. bridge: Docker's default network, its "
-        "port published on 127.0.0.1. auto: none for the built-in CRM (which connects through the socket), bridge "
+        "reached through a Unix socket: DB_HOST is that socket's directory. bridge: Docker's default "
+        "network, its "
+        "port published on 127.0.0.1. auto: none for the built-in CRM (which connects through the socket), "
+        "bridge "
         "for a user's harness (which may build its own host:port URL)",
     )
     cache: bool = True

@@ -7,20 +7,20 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     ├── RunStopped                  the whole run cannot go on
     │   ├── ConfigError             bad config file or flag (names file:line and field)
     │   ├── DatasetError            malformed conversation file (names file:line and reason)
-    │   ├── NothingSelected         -k, --ids, --shard or --limit chose no record (exit 5, as pytest's)
+    │   ├── NothingSelected         -k, --ids, --shard or --limit chose no record (exit 5, as pytest)
     │   ├── ResumeMismatch          output dir holds an incompatible run
     │   ├── OutputInUse             another live run writes the same output dir
-    │   ├── OutputUnwritable        the output or cache dir: read-only, full, not ours (names the path)
+    │   ├── OutputUnwritable        the output or cache dir: read-only, full, not ours (names it)
     │   ├── SandboxBootError        no engine, no image, no binaries: a worker cannot boot
     │   ├── ImageBuildError         the sandbox image could not be built
-    │   └── ProviderFatal           auth, permission, unknown model, quota, billing: every call would fail
-    ├── ExportRefused               `runner export`: the receiver (an OTLP collector) did not take what was sent
+    │   └── ProviderFatal           auth, permission, unknown model, quota, billing: every call fails
+    ├── ExportRefused               `runner export`: the receiver (an OTLP collector) refused it
     └── ConversationFailed          this record fails, the next one runs (each carries its ErrorKind)
         ├── ProviderGaveUp          retries or the total retry time ran out
         ├── ProviderRejected        the provider answered 400/413/422 to this record's request
-        │   └── RunRefused          ...in a way every request of the run repeats: the run stops (its other
+        │   └── RunRefused          ...as it would every request of the run: the run stops (its other
         │                           records are not sent; the runner's other runs go on)
-        ├── TurnCut                 the model did not finish a turn: output limit, refusal, context window
+        ├── TurnCut                 the model did not finish a turn: output limit, refusal, context
         └── BadRecord               the record's own data cannot run (a gold call failing on its seed)
 
 A result that failed carries one of the ErrorKind values (below), so reports group failures by cause. Some

@@ -225,7 +225,8 @@ def usage_lines(
         f"{calls} model call(s): {answered} answered by the model{latency}, {hits} from the response cache, "
         f"{errors} error(s) passed to the caller; {int(counts.get('retries', 0))} retried "
         f"({int(counts.get('rate_limited', 0))} after a 429)",
-        f"tokens: {int(counts.get('input_tokens', 0))} in (+{int(counts.get('cache_read_tokens', 0))} read from "
+        f"tokens: {int(counts.get('input_tokens', 0))} in (+{int(counts.get('cache_read_tokens', 0))} read "
+        "from "
         f"the prompt cache), {int(counts.get('output_tokens', 0))} out; cost {cost}",
     ]
     if per_worker:

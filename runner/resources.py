@@ -237,7 +237,8 @@ class ServerProcess(Resource):
         try:
             extra: list[str] = []
             if sock is not None:
-                self.listen = (self.listen[0], sock.getsockname()[1])  # type: ignore[index]  # a restart binds it again
+                # a restart binds it again
+                self.listen = (self.listen[0], sock.getsockname()[1])  # type: ignore[index]
                 self.url = f"http://{self.listen[0]}:{self.listen[1]}"
                 extra = self.on_socket(sock.fileno())
             self._proc = self.spawn(extra, sock)

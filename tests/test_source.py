@@ -124,6 +124,13 @@ def test_the_package_is_as_its_formatter_writes_it() -> None:
     assert p.returncode == 0, f"run `ruff format runner`:\n{p.stdout[-3000:]}{p.stderr[-1000:]}"
 
 
+def test_no_line_of_the_package_passes_110_columns() -> None:
+    """What the formatter cannot wrap (a string, a comment, a docstring) is wrapped by hand."""
+    long = [f"{p.relative_to(RUNNER.parent)}:{n}" for p in sorted(RUNNER.rglob("*.py"))
+            for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 110]
+    assert long == []
+
+
 def test_no_import_cycle_even_through_function_level_imports() -> None:
     known = _modules()
     graph = {name: _imports(name, path, known) for name, path in known.items()}

@@ -152,7 +152,8 @@ class Supervisor:
                 self.on_state(msg)
             case WorkerFailed():
                 self.fail(
-                    f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: {msg.error}"
+                    f"worker {msg.worker} {'could not boot' if msg.at_boot else 'stopped the run'}: "
+                    f"{msg.error}"
                 )
             case _:
                 raise TypeError(f"unexpected message {msg!r}")

@@ -1,11 +1,12 @@
 """The providers' published rate-limit tiers, for a forecast under a tier other than the config's limits.
 
 The tables are runner/budget/published.yaml, read from the providers' own pages (Anthropic:
-https://platform.claude.com/docs/en/api/rate-limits, OpenAI: https://platform.openai.com/docs/guides/rate-limits
-and each model's page), each figure with its source and how sure it is, on the date the file gives
-(2026-11-26). A tier names limits per model (Anthropic pools some models: "Sonnet 4.x" is 4.6 and 4.5); a
-model the table does not list under that tier has no published figure, and the forecast says so. OpenAI
-publishes one tokens-per-minute limit, which counts input tokens (the forecast holds input to it).
+https://platform.claude.com/docs/en/api/rate-limits, OpenAI:
+https://platform.openai.com/docs/guides/rate-limits and each model's page), each figure with its source
+and how sure it is, on the date the file gives (2026-11-26). A tier names limits per model (Anthropic
+pools some models: "Sonnet 4.x" is 4.6 and 4.5); a model the table does not list under that tier has no
+published figure, and the forecast says so. OpenAI publishes one tokens-per-minute limit, which counts
+input tokens (the forecast holds input to it).
 """
 
 from __future__ import annotations

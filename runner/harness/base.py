@@ -86,7 +86,8 @@ class Database:
     def url(self) -> str:
         auth = f"{quote(self.user, safe='')}:{quote(self.password, safe='')}"
         if self.host.startswith("/"):  # a socket directory (container_network: none): libpq's URI form for it
-            return f"postgresql://{auth}@/{quote(self.name, safe='')}?host={quote(self.host, safe='')}&port={self.port}"
+            where = f"host={quote(self.host, safe='')}&port={self.port}"
+            return f"postgresql://{auth}@/{quote(self.name, safe='')}?{where}"
         return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.name, safe='')}"
 
 

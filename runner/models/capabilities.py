@@ -230,7 +230,9 @@ def sdk_request_keys_imported(provider: str) -> frozenset[str]:
     if provider == "anthropic":
         from anthropic.types.message_create_params import MessageCreateParamsBase as T
     else:
-        from openai.types.chat.completion_create_params import CompletionCreateParamsBase as T  # type: ignore[assignment]
+        from openai.types.chat.completion_create_params import (  # type: ignore[assignment]
+            CompletionCreateParamsBase as T,
+        )
     return frozenset(get_type_hints(T))
 
 

@@ -6,7 +6,7 @@
                     worker's slots as threads (host mode)
     interpreter.py  one slot's shim process, as the worker sees it
     hosted.py       a worker's one shim for all its slots (host mode), as the worker sees it
-    slot_env.py     a slot-aware os.environ for slots that are threads of one process (loaded by path in a shim)
+    slot_env.py     a slot-aware os.environ for slots that are threads of one process (loaded by a shim)
 
 Stdlib only in zygote.py, shim.py and slot_env.py: they run in the user's interpreter, which has none of
 ours.

@@ -109,7 +109,8 @@ class Database:
 
     def url(self) -> str:
         return (
-            f"postgresql://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{self.host}:{self.port}"
+            f"postgresql://{quote(self.user, safe='')}:{quote(self.password, safe='')}"
+            f"@{self.host}:{self.port}"
             f"/{quote(self.name, safe='')}"
         )
 

@@ -67,7 +67,8 @@ def install(per_slot: Iterable[str]) -> None:
     keys = list(per_slot)
     own(keys)
     for key in keys:
-        if os.environ._data.get(os.environ.encodekey(key)) != os.environ.encodevalue(UNSET):  # type: ignore[attr-defined]
+        stored = os.environ._data.get(os.environ.encodekey(key))  # type: ignore[attr-defined]
+        if stored != os.environ.encodevalue(UNSET):
             os.environ[key] = UNSET
 
 

@@ -32,7 +32,10 @@ from runner.sandbox.owner import dir_owner, is_stale, owned_dir, owner_identity
 ZYGOTE = Path(__file__).with_name("zygote.py")
 HOME_PREFIX = "pgsr-warm-"  # its socket's directory, under the temporary directory
 # Run by path without its directory on sys.path (ours holds modules named base, env, command...).
-BOOT = "import runpy, sys; path = sys.argv[1]; sys.argv = sys.argv[1:]; runpy.run_path(path, run_name='__main__')"
+BOOT = (
+    "import runpy, sys; path = sys.argv[1]; sys.argv = sys.argv[1:]; "
+    "runpy.run_path(path, run_name='__main__')"
+)
 # A slot waits this long for its fork: the warm interpreter answers once its imports are done (~0.3 s for
 # openai, seconds for a heavy stack); one stuck importing is not waited on for ever.
 FORK_WAIT_SECONDS = 60.0

@@ -94,7 +94,8 @@ def _steps(steps: list[Any]) -> list[str]:
                 else f"[red]revises[/]: {escape(str(s.get('guidance') or ''))}"
             )
             out.append(
-                f"    {int(s.get('turn', 0)) + 1}.{int(s.get('step', 0)) + 1} student {said(s.get('proposed'))}"
+                f"    {int(s.get('turn', 0)) + 1}.{int(s.get('step', 0)) + 1} student "
+                f"{said(s.get('proposed'))}"
                 f"; teacher {teacher}; ran {said(s.get('executed'))}"
             )
     return out
@@ -109,7 +110,8 @@ def cache_line(calls: list[Any]) -> str | None:
     if not cached:
         return f"{len(kept)} model call(s), each answered by the model"
     return (
-        f"{cached} of {len(kept)} model call(s) replayed from the response cache, not answered by the model now "
+        f"{cached} of {len(kept)} model call(s) replayed from the response cache, not answered by the model "
+        "now "
         "(--no-cache calls the models)"
     )
 

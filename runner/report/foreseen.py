@@ -77,7 +77,8 @@ def foreseen_lines(doc: dict[str, Any]) -> list[str]:
         spent = "unknown" if a["cost_usd"] is None else f"${a['cost_usd']:.4f}"
         hit = r.get("cache_hit_rate", 0.0)
         band = (
-            f"the forecast's band (for the {_share(1 - hit)} of calls the models answered, the response cache "
+            f"the forecast's band (for the {_share(1 - hit)} of calls the models answered, the response "
+            "cache "
             "the rest)"
             if hit
             else "the forecast's band"

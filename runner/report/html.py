@@ -134,7 +134,8 @@ def _tokens_in(m: dict[str, Any]) -> str:
         split += f"<br>+ {_count(m['cache_write_tokens'])} written"
 
     title = (
-        f"{total} prompt tokens: {m['input_tokens']} not from the prompt cache, {m['cache_read_tokens']} read "
+        f"{total} prompt tokens: {m['input_tokens']} not from the prompt cache, {m['cache_read_tokens']} "
+        "read "
         f"from it, {m['cache_write_tokens']} written to it"
     )
     shown = f' <span class="ci split">{split}</span>' if m["input_tokens"] != total else ""
@@ -178,7 +179,8 @@ def _summary(metrics: dict[str, dict[str, Any]], shares: set[str], top: str | No
             return (
                 '<td title="no result has a success field">not scored</td>'
                 if m["unscored"]
-                else '<td title="every result ended in an error or a cut turn: none finished">none finished</td>'
+                else '<td title="every result ended in an error or a cut turn: none finished">'
+                "none finished</td>"
             )
         if v is None:
             return "<td>unknown</td>" if c == "cost_usd" else "<td>-</td>"
@@ -230,7 +232,8 @@ details.fail{border-color:#f58518} details.error{border-color:#e45756}
 .side{display:grid;gap:12px;grid-template-columns:repeat(var(--runs),minmax(0,1fr))}
 .col{min-width:0;overflow-wrap:break-word;overflow-x:auto} .col h4{margin:6px 0}
 .col pre,.col code{overflow-wrap:anywhere}
-.steps,.steps tbody,.steps tr,.steps td{display:block;border:0;padding:1px 0} .steps tr:first-child{display:none}
+.steps,.steps tbody,.steps tr,.steps td{display:block;border:0;padding:1px 0}
+.steps tr:first-child{display:none}
 .steps tr{border-top:1px solid #ddd;padding:3px 0} .steps td::before{content:attr(data-label) ": ";color:#666}
 .steps code{overflow-wrap:break-word}
 .chart svg{max-width:100%;height:auto}
@@ -239,7 +242,8 @@ a.link{color:#999;text-decoration:none} #q{width:14em}
 @media (max-width:760px){body{margin:.6em} .side{grid-template-columns:1fr} #filters label{display:block;
 margin:4px 0} h1{font-size:1.3em;overflow-wrap:anywhere} .note{font-size:12px;padding:4px 8px}
 .side>.col.fail,.side>.col.error{order:-1}}
-.b{display:inline-block;padding:0 6px;margin:0 2px;border-radius:3px;font-size:12px;color:#fff;background:#999}
+.b{display:inline-block;padding:0 6px;margin:0 2px;border-radius:3px;font-size:12px;color:#fff;
+background:#999}
 .b.ok{background:#54a24b} .b.fail{background:#f58518} .b.error{background:#e45756} .g,.m{color:#666}
 #filters label{margin-right:14px} #shown{color:#666} .u{margin-top:8px} .c{color:#555}
 .res code{color:#2a6} .err,.err code{color:#c33} pre{background:#f6f6f6;padding:4px;white-space:pre-wrap}
@@ -250,7 +254,8 @@ margin:4px 0} h1{font-size:1.3em;overflow-wrap:anywhere} .note{font-size:12px;pa
 #summary th.run{white-space:nowrap} #summary tr:first-child th:first-child{text-align:left}
 .note{background:#fff4d6;border:1px solid #e8c45c;padding:6px 10px;margin:4px 0}
 .ci.split{white-space:nowrap} #incomplete{background:#fde2e1;border-color:#e45756;font-weight:600}
-.v{font-weight:600} .v.better{color:#2a6} .v.worse{color:#c33} .v.borderline{color:#a67c00} .v.too,.v.no{color:#555}
+.v{font-weight:600} .v.better{color:#2a6} .v.worse{color:#c33} .v.borderline{color:#a67c00}
+.v.too,.v.no{color:#555}
 #headline ul{list-style:none;padding:0;margin:.2em 0 1em} #headline li{margin:.35em 0;font-size:15px}
 #headline .d{white-space:nowrap} #headline .p{white-space:nowrap} .against{margin:.6em 0 0;color:#555}
 .b.flaky::after{content:" flaky"} details.earlier{margin-top:8px} p.more{margin:8px 0}
@@ -287,7 +292,8 @@ def render(
     first = {k: notes.pop(k) for k in ("incomplete",) if k in notes}
     top = top if top is not None else best(rows, {n: m["success_rate"] for n, m in metrics.items()})
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="results-digest" content="{e(digest)}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="results-digest" content="{e(digest)}">
 <title>{e(title)}</title><style>
 {STYLE}</style></head><body><h1>{e(title)}</h1>
 {_notes(first)}{headline_html(pairs or [])}{_notes(notes)}

@@ -90,7 +90,8 @@ FOOTNOTE = (
     "verdict: better or worse where the 95 % interval leaves out 0 and p < 0.05, borderline where only one "
     "of the two says so, too few records to tell where these records could not show a difference at all. "
     "detectable: the smallest difference these records would show at 80 % power ('> X%': more than the share "
-    "of records whose outcome differs, the largest difference they could show, so none they could; 'too few': "
+    "of records whose outcome differs, the largest difference they could show, so none they could; 'too "
+    "few': "
     "too few records for any; 'nothing varies': every record came out alike in both runs)"
 )
 
@@ -103,7 +104,8 @@ def notes(c: dict[str, Any]) -> list[str]:
             out.append(f"{len(ids)} record(s) only in {where} (left out): {_ids(ids)}")
     if ids := c["unfinished"]:
         out.append(
-            f"{len(ids)} shared record(s) not finished in both (an error or a cut turn; left out): {_ids(ids)}"
+            f"{len(ids)} shared record(s) not finished in both (an error or a cut turn; left out): "
+            f"{_ids(ids)}"
         )
     return out
 
@@ -174,8 +176,10 @@ def paired_html(pairs: list[dict[str, Any]], plot: str, heading: str) -> str:
     return (
         f'<h2 id="comparison">{e(heading)}</h2>{plot}'
         f'<table id="paired"><tr><th>run</th>{head}</tr>{"".join(body)}</table>'
-        '<p class="m">On the records both runs finished: the difference in success with Newcombe\'s paired 95 % '
-        "interval and the exact McNemar p-value; won/lost are the records the run solved and the reference did "
+        '<p class="m">On the records both runs finished: the difference in success with Newcombe\'s paired '
+        "95 % "
+        "interval and the exact McNemar p-value; won/lost are the records the run solved and the reference "
+        "did "
         f"not, and the other way round (click to list them). {e(FOOTNOTE)}. See docs/report.md.</p>"
     )
 

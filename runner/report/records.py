@@ -80,7 +80,8 @@ def steps(items: list[Any]) -> str:
 
     rows = "".join(row(s) for s in items if isinstance(s, dict))
     return (
-        '<table class="steps"><tr><th>turn.step</th><th>student proposed</th><th>teacher</th><th>ran</th></tr>'
+        '<table class="steps"><tr><th>turn.step</th><th>student '
+        "proposed</th><th>teacher</th><th>ran</th></tr>"
         f"{rows}</table>"
     )
 
@@ -150,7 +151,8 @@ def _row(
     failed = "|".join(run for run, s in states.items() if s in ("fail", "error"))
     worst = "error" if "error" in states.values() else "fail" if failed else "ok"
     tag = (
-        f'<details class="{worst}" id="{e(rid)}" data-id="{e(rid)}" data-n="{n}" data-fail="{int(bool(failed))}" '
+        f'<details class="{worst}" id="{e(rid)}" data-id="{e(rid)}" data-n="{n}" '
+        f'data-fail="{int(bool(failed))}" '
         f'data-failed="{e(failed)}" data-differs="{int(differs)}" data-flaky="{e(flaky_in)}" '
         f'data-groups="{e(groups)}">'
     )
@@ -265,7 +267,8 @@ const rowsHtml = (a, b) => matching.slice(a, b).map(i => index[i][6]).join('');
 function marks() {
   const left = matching.length - end;
   val('more').hidden = left <= 0; val('earlier').hidden = start <= 0;
-  val('more').querySelector('button').textContent = 'show ' + Math.min(PAGE, left) + ' more (' + left + ' left)';
+  val('more').querySelector('button').textContent =
+    'show ' + Math.min(PAGE, left) + ' more (' + left + ' left)';
 }
 function showMore() {
   const b = Math.min(matching.length, end + PAGE);
@@ -296,7 +299,8 @@ async function applyFilters() {
   const q = val('q').value.trim().toLowerCase();
   const text = q ? await texts(index) : null;
   if (q !== val('q').value.trim().toLowerCase()) return;  // typed on meanwhile: that call filters
-  const want = [...document.querySelectorAll('select.f')].filter(s => s.value).map(s => s.dataset.g + '=' + s.value);
+  const want = [...document.querySelectorAll('select.f')].filter(s => s.value)
+    .map(s => s.dataset.g + '=' + s.value);
   matching = [];
   index.forEach(([id, fail, failed, differs, flaky, groups], i) => {
     const g = groups.split('|');
@@ -362,6 +366,7 @@ def records(rows: dict[str, list[Result]], shares: set[str]) -> str:
     data = json.dumps(index).replace("<", "\\u003c")  # raw text inside <script>: no tag may end it early
     return (
         f'<h2>Records</h2>{_filters(rows)}<p id="earlier" class="more" hidden><button>show earlier records'
-        '</button></p><div id="drilldown"></div><p id="more" class="more" hidden><button>show more</button></p>'
+        '</button></p><div id="drilldown"></div><p id="more" class="more" hidden><button>show '
+        "more</button></p>"
         f'<script type="application/json" id="record-index">{data}</script>{pack(bodies)}{SCRIPT}'
     )

@@ -70,8 +70,10 @@ def trials_html(metrics: dict[str, dict[str, Any]]) -> str:
         for run, r in table.items()
     )
     return (
-        f'<h2 id="trials">Repeated trials</h2><table id="trial-table"><tr><th>run</th>{head}</tr>{body}</table>'
+        '<h2 id="trials">Repeated trials</h2><table '
+        f'id="trial-table"><tr><th>run</th>{head}</tr>{body}</table>'
         '<p class="m">Each record ran several times. Success is over records (their trials reduced as the '
         "config's reducer says), its interval from the standard error clustered by record (Miller 2024); "
-        "pass@k: at least one of k trials succeeds, pass^k: all k do; flips: records whose trials disagree.</p>"
+        "pass@k: at least one of k trials succeeds, pass^k: all k do; flips: records whose trials "
+        "disagree.</p>"
     )

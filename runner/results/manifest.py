@@ -315,7 +315,8 @@ def check(out: Path, m: Manifest, *, force: bool) -> Manifest:
     for key in keys:
         if getattr(old, key) != getattr(m, key) and not force:
             raise ResumeMismatch(
-                f"{out} holds results of another run ({key} was {getattr(old, key)!r}, now {getattr(m, key)!r}); "
+                f"{out} holds results of another run ({key} was {getattr(old, key)!r}, now "
+                f"{getattr(m, key)!r}); "
                 "use another --out, or --force-resume to resume anyway"
             )
     new = m.model_dump(exclude_unset=True, exclude={"started_at"})

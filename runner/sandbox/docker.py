@@ -223,7 +223,8 @@ class DockerSandbox(Sandbox):
         logs = [] if self.keep else server_args(SERVER_LOG_SETTINGS)
         c.with_command(" ".join([f"-c max_connections={self.connections}", *logs]))
         if not self.offline:
-            c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]  # docker SDK form: (ip, port)
+            # the docker SDK's form: (ip, port)
+            c.ports["5432/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]
         if self.tmpfs:  # the data directory in memory (it counts against the container's memory limit)
             # docker's default mode: 1777
             c.with_env("SANDBOX_TMPFS", TMPFS_PATH).with_tmpfs_mount(TMPFS_PATH)

@@ -41,12 +41,13 @@ CREATE FUNCTION pgsr_shared.before_ddl() RETURNS event_trigger LANGUAGE plpgsql 
 SET search_path = pg_catalog AS $$
 BEGIN
   IF (tg_tag = 'ALTER DEFAULT PRIVILEGES'
-      OR tg_tag LIKE 'CREATE %' AND tg_tag NOT IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'CREATE SEQUENCE',
-                                                  'CREATE INDEX', 'CREATE VIEW'))
+      OR tg_tag LIKE 'CREATE %'
+         AND tg_tag NOT IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'CREATE SEQUENCE',
+                            'CREATE INDEX', 'CREATE VIEW'))
      AND pg_has_role(session_user, {sharing_name}, 'MEMBER')
      AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
-    RAISE EXCEPTION 'in a shared database a slot creates tables, views, sequences and indexes only, not %', tg_tag
-      USING ERRCODE = 'insufficient_privilege';
+    RAISE EXCEPTION 'in a shared database a slot creates tables, views, sequences and indexes only, not %',
+      tg_tag USING ERRCODE = 'insufficient_privilege';
   END IF;
 END $$;
 CREATE FUNCTION pgsr_shared.after_ddl() RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -68,8 +69,10 @@ BEGIN
       EXECUTE format('ALTER VIEW %s SET (security_invoker = true)', obj.object_identity);
     END IF;
     -- what it was born with beyond its owner's own (a slot's default privileges): revoked
-    FOR grantee IN SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END
-                   FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = obj.objid AND a.grantee <> c.relowner LOOP
+    FOR grantee IN SELECT DISTINCT
+                     CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END
+                   FROM pg_class c, aclexplode(c.relacl) a
+                   WHERE c.oid = obj.objid AND a.grantee <> c.relowner LOOP
       EXECUTE format('REVOKE ALL ON %s %s FROM %s CASCADE', kind, obj.object_identity, grantee);
     END LOOP;
     IF kind = 'SEQUENCE' THEN
@@ -82,7 +85,8 @@ END $$;
 CREATE EVENT TRIGGER pgsr_shared_before ON ddl_command_start EXECUTE FUNCTION pgsr_shared.before_ddl();
 CREATE EVENT TRIGGER pgsr_shared_after ON ddl_command_end EXECUTE FUNCTION pgsr_shared.after_ddl();
 REVOKE EXECUTE ON FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid),
-  pg_catalog.lo_from_bytea(oid, bytea), pg_catalog.lo_import(text), pg_catalog.lo_import(text, oid) FROM PUBLIC;
+  pg_catalog.lo_from_bytea(oid, bytea), pg_catalog.lo_import(text), pg_catalog.lo_import(text, oid)
+  FROM PUBLIC;
 """
 
 

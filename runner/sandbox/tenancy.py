@@ -110,7 +110,8 @@ SELECT
                                   d.datistemplate, d.datacl)::text, ';' ORDER BY d.datname), '')
      FROM pg_database d WHERE d.datname = ANY(%(dbs)s) OR d.datdba = (SELECT oid FROM pg_roles
                                                                         WHERE rolname = %(role)s)),
-  (SELECT coalesce(string_agg(row(pg_get_userbyid(m.roleid), pg_get_userbyid(m.member))::text, ';' ORDER BY 1), '')
+  (SELECT coalesce(string_agg(row(pg_get_userbyid(m.roleid), pg_get_userbyid(m.member))::text, ';'
+                              ORDER BY 1), '')
      FROM pg_auth_members m JOIN pg_roles r ON r.oid IN (m.roleid, m.member) WHERE r.rolname = %(role)s)
 """
 # The slot's sessions still at work, idle in a transaction or holding advisory locks, ended. Functions only,
@@ -258,7 +259,8 @@ class Steward(Resource):
                 [
                     r[0]
                     for r in conn.execute(
-                        "SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = %s)",
+                        "SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE "
+                        "rolname = %s)",
                         (old,),
                     ).fetchall()
                 ]
@@ -320,7 +322,8 @@ class Steward(Resource):
                     (d, r, list(c))
                     for d, r, c in self._q(
                         "SELECT d.datname, r.rolname, s.setconfig FROM pg_db_role_setting s "
-                        "LEFT JOIN pg_database d ON d.oid = s.setdatabase LEFT JOIN pg_roles r ON r.oid = s.setrole "
+                        "LEFT JOIN pg_database d ON d.oid = s.setdatabase LEFT JOIN pg_roles r ON r.oid = "
+                        "s.setrole "
                         "WHERE r.rolname = %(role)s OR d.datname = ANY(%(dbs)s)",
                         {"role": t.login.user, "dbs": t.databases},
                     )
@@ -389,7 +392,8 @@ class Steward(Resource):
         )
         for database, who, config in t.settings:
             self._q(
-                "INSERT INTO pg_db_role_setting SELECT coalesce((SELECT oid FROM pg_database WHERE datname = %s),"
+                "INSERT INTO pg_db_role_setting SELECT coalesce((SELECT oid FROM pg_database WHERE datname = "
+                "%s),"
                 " 0), coalesce((SELECT oid FROM pg_roles WHERE rolname = %s), 0), %s::text[]",
                 (database, who, config),
             )

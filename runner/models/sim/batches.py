@@ -215,8 +215,9 @@ class Batches:
                 "code": "token_limit_exceeded",
                 "line": None,
                 "param": None,
-                "message": f"Enqueued token limit reached for {model} in organization org-sim. Limit: {limit:,} "
-                "enqueued tokens. Please try again once some in_progress batches have been completed.",
+                "message": f"Enqueued token limit reached for {model} in organization org-sim. "
+                f"Limit: {limit:,} enqueued tokens. Please try again once some in_progress batches have been "
+                "completed.",
             }
         ]
 

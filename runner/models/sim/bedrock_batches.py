@@ -111,7 +111,8 @@ def _create_problem(body: dict[str, Any]) -> str | None:
     for name in ("jobName", "roleArn", "modelId", "inputDataConfig", "outputDataConfig"):
         if name not in body:
             return (
-                f"1 validation error detected: Value null at '{name}' failed to satisfy constraint: Member must "
+                f"1 validation error detected: Value null at '{name}' failed to satisfy constraint: Member "
+                "must "
                 "not be null"
             )
     checks = (("jobName", JOB_NAME, 63), ("roleArn", ROLE_ARN, 2048), ("clientRequestToken", TOKEN, 256))

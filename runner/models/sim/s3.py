@@ -177,7 +177,8 @@ async def list_objects(request: web.Request) -> web.Response:
             entries.append(entry)
     page, truncated = entries[: max(0, min(most, 1000))], len(entries) > max(0, min(most, 1000))
     contents = "".join(
-        f"<Contents><Key>{escape(k)}</Key><LastModified>{_iso(o.at)}</LastModified><ETag>{escape(o.etag)}</ETag>"
+        f"<Contents><Key>{escape(k)}</Key><LastModified>{_iso(o.at)}</LastModified>"
+        f"<ETag>{escape(o.etag)}</ETag>"
         f"<Size>{len(o.body)}</Size><StorageClass>STANDARD</StorageClass></Contents>"
         for k, common in page
         if not common and (o := objects.stored[(bucket, k)])
@@ -196,7 +197,8 @@ async def list_objects(request: web.Request) -> web.Response:
     body = (
         f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
         f'2006-03-01/"><Name>{escape(bucket)}</Name><Prefix>{escape(prefix)}</Prefix>'
-        f"{f'<Delimiter>{escape(delimiter)}</Delimiter>' if delimiter else ''}<KeyCount>{len(page)}</KeyCount>"
+        f"{f'<Delimiter>{escape(delimiter)}</Delimiter>' if delimiter else ''}"
+        f"<KeyCount>{len(page)}</KeyCount>"
         f"<MaxKeys>{most}</MaxKeys><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>{given}{more}"
         f"{contents}{commons}</ListBucketResult>"
     )

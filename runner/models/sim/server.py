@@ -58,8 +58,8 @@ from runner.serving import site_for
 
 QUOTA_MESSAGE = {
     "openai": "You exceeded your current quota, please check your plan and billing details.",
-    "anthropic": "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to "
-    "upgrade or purchase credits.",
+    "anthropic": "Your credit balance is too low to access the Anthropic API. "
+    "Please go to Plans & Billing to upgrade or purchase credits.",
 }
 
 

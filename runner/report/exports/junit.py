@@ -9,7 +9,7 @@ records by run (GitHub's test reporters, GitLab's test report, Jenkins). A recor
 | success | passed |
 | failure | <failure>: why it failed, as `runner show` says it (anatomy: wrong call, rows that differ) |
 | error | <error type="{error_kind}">: the cause, traceback included |
-| cut | <error type="cut:{error_kind}">: the model did not finish a turn (not the agent's failure, not a pass) |
+| cut | <error type="cut:{error_kind}">: the model did not finish a turn (not the agent's fault, not a pass) |
 | unscored | <skipped>: the harness wrote no success field |
 
 With repeated trials (epochs) a record is one testcase whose message says "k of n trials passed"; it passes

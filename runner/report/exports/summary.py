@@ -115,7 +115,8 @@ def trials_section(a: Analysis) -> list[str]:
         "",
         *table(["run", *head], [[run, *(r.get(k, "-") for k in head)] for run, r in t.items()]),
         "",
-        "_pass@k: at least one of k trials succeeds; pass^k: all k do; flips: records whose trials disagree._",
+        "_pass@k: at least one of k trials succeeds; pass^k: all k do; flips: records whose trials "
+        "disagree._",
         "",
     ]
 

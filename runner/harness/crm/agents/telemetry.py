@@ -21,8 +21,8 @@ CREATE TABLE IF NOT EXISTS atlas_sessions (
     created_at timestamptz NOT NULL DEFAULT now());
 CREATE TABLE IF NOT EXISTS atlas_steps (
     session_id bigint NOT NULL REFERENCES atlas_sessions (id) ON DELETE CASCADE, turn integer NOT NULL,
-    step integer NOT NULL, verdict text NOT NULL, guidance text, proposed jsonb NOT NULL, executed jsonb NOT NULL,
-    PRIMARY KEY (session_id, turn, step));
+    step integer NOT NULL, verdict text NOT NULL, guidance text, proposed jsonb NOT NULL,
+    executed jsonb NOT NULL, PRIMARY KEY (session_id, turn, step));
 """
 
 
