@@ -95,7 +95,7 @@ runner-image: install engine
 # latency and Ray's start (the CPUs are half idle with two), and a file's module-scoped sandboxes and
 # cluster stay with one process.
 test: image browser $(LITELLM) $(INSPECT) $(RAY) $(HELPDESK)
-	$(BIN)/pytest -n 3 --dist loadfile --durations=15
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
 lint: install
 	$(BIN)/ruff check runner tests bench examples
