@@ -19,6 +19,7 @@ from runner.harness.crm import db
 from runner.harness.crm.agents.baseline import run_baseline
 from runner.harness.crm.dataset import load_conversations
 from runner.models.client import make_client
+from runner.models.settings import client_settings
 
 TRUNCATE = "TRUNCATE activities, quote_lines, quotes, cases, opportunities, contacts, accounts RESTART IDENTITY"
 
@@ -26,7 +27,7 @@ TRUNCATE = "TRUNCATE activities, quote_lines, quotes, cases, opportunities, cont
 def _worker(cfg: Config, sim_url: str, dsn: str, ids: Any, out: Any) -> None:
     convs = {c.id: c for c in load_conversations(cfg.dataset)}
     spec = cfg.runs[0]
-    client = make_client(spec.model_ref(), cfg, sim_url=sim_url, limiter=None, cache=None)
+    client = make_client(spec.model_ref(), client_settings(cfg), sim_url=sim_url, limiter=None, cache=None)
     conn = psycopg.connect(dsn, autocommit=True)
     while True:
         cid = ids.get()

@@ -107,14 +107,22 @@ def clouds_used(cfg: Config) -> set[str]:
 
 def settings_of(cfg: Config, ref: ModelRef) -> CloudSettings:
     """The ref's cloud settings: its own block over the config's, field by field."""
-    top: CloudSettings = getattr(cfg, ref.provider)
+    return settings_over(getattr(cfg, ref.provider), ref)
+
+
+def settings_over(top: CloudSettings, ref: ModelRef) -> CloudSettings:
+    """The ref's own block for its cloud over `top`, the config's, field by field."""
     own: CloudSettings | None = getattr(ref, ref.provider)
     return top.model_copy(update=own.model_dump(exclude_none=True)) if own is not None else top
 
 
 def target(cfg: Config, ref: ModelRef, *, mode: Literal["real", "sim"], who: str = "") -> Target:
     """Where `ref`'s calls go; ConfigError naming what is missing (`who`: the run and role needing it)."""
-    s = settings_of(cfg, ref)
+    return target_of(settings_of(cfg, ref), ref, mode=mode, who=who)
+
+
+def target_of(s: CloudSettings, ref: ModelRef, *, mode: Literal["real", "sim"], who: str = "") -> Target:
+    """Where `ref`'s calls go, given its cloud settings `s` (settings_of)."""
     env = environment().cloud
     needed = f" (needed by {who})" if who else ""
 

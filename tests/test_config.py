@@ -99,11 +99,12 @@ def test_mode_follows_the_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_missing_key_in_real_mode_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from runner.models.client import make_provider
+    from runner.models.settings import client_settings
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     cfg = load_config(_write(tmp_path, GOOD), {"providers_mode": "real"})
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY is not set"):
-        make_provider(cfg.runs[0], cfg, None)
+        make_provider(cfg.runs[0], client_settings(cfg), None)
 
 
 def test_one_name_per_concept_in_yaml_and_flags(tmp_path: Path) -> None:

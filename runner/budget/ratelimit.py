@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +28,7 @@ from runner.budget import timings
 from runner.budget.gates import Gates
 from runner.budget.spend import Spend
 from runner.budget.xlock import ProcessLock
-from runner.config import Config, Limits
+from runner.config import Config, Limits, LimitSpec
 from runner.interrupts import shielded
 
 (
@@ -458,10 +458,15 @@ def limiter_key(cfg: Config, provider: str, model: str) -> str:
     provider (or the budget covering it). A cloud is a provider of its own (bedrock, vertex, azure): another
     account, with limits of its own, than the first-party API of the same models, unless a budget covers
     it."""
+    return budget_key(cfg.rate_limits, provider, model)
+
+
+def budget_key(rate_limits: Mapping[str, LimitSpec], provider: str, model: str) -> str:
+    """limiter_key, given the config's rate_limits."""
     for key in (f"{provider}/{model}", provider):
-        if key in cfg.rate_limits:
+        if key in rate_limits:
             return key
-        owner = next((k for k, spec in cfg.rate_limits.items() if key in spec.covers), None)
+        owner = next((k for k, spec in rate_limits.items() if key in spec.covers), None)
         if owner is not None:
             return owner
     return provider

@@ -22,19 +22,17 @@ from typing import Any
 from loguru import logger
 
 from runner.budget.gates import Gates, Refused
-from runner.budget.ratelimit import Budget, limiter_key
+from runner.budget.ratelimit import Budget, budget_key
 from runner.budget.spend import JOB, Spend, Spent
 from runner.cache import ResponseCache
 from runner.config import (
     API_KEY_ENV,
     CLOUD_KEY_ENV,
     CLOUDS,
-    Config,
     ModelRef,
     RetrySettings,
     api_key,
     environment,
-    resolve_mode,
     sdk_base_url,
 )
 from runner.errors import ConfigError, ProviderFatal, ProviderGaveUp, ProviderRejected, RunRefused
@@ -42,6 +40,7 @@ from runner.models.base import SIM_MODEL_HEADER, Completion, Provider, ProviderE
 from runner.models.capabilities import Capabilities, lookup, split_sampling
 from runner.models.live import Catalogue
 from runner.models.retry import RetryPolicy
+from runner.models.settings import ClientSettings
 from runner.models.thinking import ThinkingChoice, ThinkingPlan, thinking_choice
 from runner.models.thinking import plan as plan_thinking
 from runner.models.usage import Counts, Tokens, budget_input_tokens, cost
@@ -268,7 +267,12 @@ BATCH_WAIT_SECONDS = 25 * 3600.0
 
 
 def make_provider(
-    ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None = None, via_token: str | None = None
+    ref: ModelRef,
+    settings: ClientSettings,
+    sim_url: str | None,
+    *,
+    via: str | None = None,
+    via_token: str | None = None,
 ) -> tuple[Provider, str]:
     """The SDK client for ref, aimed at the real API or the simulator (or `via` a gateway of this run, which
     sends on to either: batch mode, presenting `via_token`); and the model name to send."""
@@ -276,10 +280,10 @@ def make_provider(
     from runner.models.openai import OpenAIProvider
 
     if ref.provider in CLOUDS:
-        return _cloud_provider(ref, cfg, sim_url, via=via, via_token=via_token), ref.model
+        return _cloud_provider(ref, settings, sim_url, via=via, via_token=via_token), ref.model
 
-    settings = cfg.anthropic if ref.provider == "anthropic" else cfg.openai
-    if resolve_mode(cfg) == "sim":
+    api = settings.provider(ref.provider)
+    if settings.mode == "sim":
         if not sim_url:
             raise ConfigError("the simulator is not running")
         base = sdk_base_url(sim_url, ref.provider)
@@ -291,9 +295,9 @@ def make_provider(
             raise ConfigError(
                 f"{API_KEY_ENV[ref.provider]} is not set (needed by {ref.provider} {ref.model})"
             )
-        key, base, model = key_value, settings.base_url or None, ref.model  # type: ignore[assignment]
+        key, base, model = key_value, api.base_url or None, ref.model  # type: ignore[assignment]
         headers = {}
-    timeout = settings.timeout_seconds
+    timeout = api.timeout_seconds
     if via is not None:  # a batch can take up to its 24 h window: the call waits for it
         base, timeout = sdk_base_url(via, ref.provider), max(timeout, BATCH_WAIT_SECONDS)
         key = via_token or key
@@ -303,27 +307,28 @@ def make_provider(
         base_url=base,
         timeout=timeout,
         headers=headers,
-        lean=_lean(settings.transport, resolve_mode(cfg)),
+        lean=_lean(api.transport, settings.mode),
     ), model
 
 
 def _cloud_provider(
-    ref: ModelRef, cfg: Config, sim_url: str | None, *, via: str | None, via_token: str | None
+    ref: ModelRef, settings: ClientSettings, sim_url: str | None, *, via: str | None, via_token: str | None
 ) -> Provider:
     """A cloud's SDK client for ref. On the simulator the cloud's own model id goes in the path, as on the
     cloud, and `x-sim-model` names the simulator model that answers it; stand-in credentials (SigV4 with a
     made-up key pair, a made-up Google token, a made-up Azure key). Through a gateway, the run's token is its
     credential (the gateway authenticates to the cloud itself). On the real cloud the SDK finds the
     credentials in the environment, as it would alone."""
-    from runner.clouds import SIM_CREDENTIALS, AzureTarget, BedrockTarget, target
+    from runner.clouds import SIM_CREDENTIALS, AzureTarget, BedrockTarget, settings_over, target_of
     from runner.models.azure import AzureProvider
     from runner.models.bedrock import BedrockProvider
     from runner.models.vertex import VertexProvider
 
-    mode = resolve_mode(cfg)
+    mode = settings.mode
     if mode == "sim" and not sim_url:
         raise ConfigError("the simulator is not running")
-    t = target(cfg, ref, mode=mode, who=f"{ref.provider} {ref.model}")
+    cloud = settings_over(settings.clouds[ref.provider], ref)
+    t = target_of(cloud, ref, mode=mode, who=f"{ref.provider} {ref.model}")
     sim = mode == "sim" and via is None
     headers = {SIM_MODEL_HEADER: ref.sim_model} if mode == "sim" else {}
     root = via or (sim_url if mode == "sim" else None)
@@ -343,7 +348,7 @@ def _cloud_provider(
             timeout=timeout,
             api_key=key,
             headers=headers,
-            lean=_lean(cfg.openai.transport, mode),
+            lean=_lean(settings.openai.transport, mode),
         )
     env_token = environment().cloud.get(CLOUD_KEY_ENV["vertex"])  # else Application Default Credentials
     token = token or (SIM_CREDENTIALS["vertex_token"] if sim else env_token)
@@ -356,17 +361,22 @@ def _lean(transport: str, mode: str) -> bool:
 
 
 def make_client(
-    ref: ModelRef, cfg: Config, *, sim_url: str | None, limiter: Budget | None, cache: ResponseCache | None
+    ref: ModelRef,
+    settings: ClientSettings,
+    *,
+    sim_url: str | None,
+    limiter: Budget | None,
+    cache: ResponseCache | None,
 ) -> ModelClient:
-    provider, wire_model = make_provider(ref, cfg, sim_url)
-    return client_over(provider, wire_model, ref, cfg, limiter=limiter, cache=cache)
+    provider, wire_model = make_provider(ref, settings, sim_url)
+    return client_over(provider, wire_model, ref, settings, limiter=limiter, cache=cache)
 
 
 def client_over(
     provider: Provider,
     wire_model: str,
     ref: ModelRef,
-    cfg: Config,
+    settings: ClientSettings,
     *,
     limiter: Budget | None,
     cache: ResponseCache | None,
@@ -381,9 +391,9 @@ def client_over(
     (without one: the table and the config's overrides)."""
     slot = None
     if limiter is not None:
-        k = limiter_key(cfg, ref.provider, ref.model)
+        k = budget_key(settings.rate_limits, ref.provider, ref.model)
         slot = limiter.slot(k) if k in limiter.keys else None
-    caps = (catalogue or Catalogue()).of(ref.provider, ref.model, cfg.model_overrides())
+    caps = (catalogue or Catalogue()).of(ref.provider, ref.model, dict(settings.model_overrides))
     return ModelClient(
         provider,
         wire_model=wire_model,
@@ -391,11 +401,11 @@ def client_over(
         limiter=limiter,
         limiter_slot=slot,
         cache=cache,
-        retry=cfg.retry,
+        retry=settings.retry,
         caps=caps,
-        prompt_cache=cfg.prompt_cache,
+        prompt_cache=settings.prompt_cache,
         thinking=thinking_choice(ref),
-        simulated=resolve_mode(cfg) == "sim",
+        simulated=settings.mode == "sim",
         gate=gate,
         run=run,
     )

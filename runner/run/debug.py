@@ -22,6 +22,7 @@ from runner.harness.crm.dataset import iter_conversations
 from runner.harness.crm.episode import Expectations, run_episode
 from runner.harness.crm.harness import DATABASE
 from runner.models.client import make_client
+from runner.models.settings import client_settings
 from runner.report.explain import explain_result
 from runner.results.result import now_iso, share_metrics
 from runner.run.debug_harness import debug_record, run_named
@@ -134,9 +135,10 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
             from runner.cache import DEFAULT_DIR, ResponseCache
 
             cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
-        agent = make_client(spec.model_ref(), cfg, sim_url=sim_url, limiter=None, cache=cache)
+        clients = client_settings(cfg)
+        agent = make_client(spec.model_ref(), clients, sim_url=sim_url, limiter=None, cache=cache)
         teacher = (
-            make_client(spec.teacher, cfg, sim_url=sim_url, limiter=None, cache=cache)
+            make_client(spec.teacher, clients, sim_url=sim_url, limiter=None, cache=cache)
             if spec.teacher
             else None
         )

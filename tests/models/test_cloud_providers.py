@@ -14,6 +14,7 @@ from runner.config import Config, SimSettings
 from runner.harness.crm.agents.base import NEUTRAL_TOOLS
 from runner.models.base import Provider, ProviderError, Request
 from runner.models.client import make_provider
+from runner.models.settings import client_settings
 from runner.models.sim.process import SimServer
 from runner.models.vertex import VertexProvider
 
@@ -37,7 +38,7 @@ def _cfg(provider: str, model: str, **run: Any) -> Config:
 
 def _provider(sim: SimServer, provider: str, model: str, **run: Any) -> tuple[Provider, str]:
     cfg = _cfg(provider, model, **run)
-    return make_provider(cfg.runs[0].model_ref(), cfg, sim.url)
+    return make_provider(cfg.runs[0].model_ref(), client_settings(cfg), sim.url)
 
 
 def _req(model: str, msgs: list[dict[str, Any]] | None = None) -> Request:
@@ -93,7 +94,7 @@ def test_a_cloud_runs_calls_are_counted_priced_and_drawn_from_its_budget(sim: Si
 
     cfg = Config.model_validate({**_cfg("bedrock", RUNS["bedrock"]).model_dump(), "rate_limits": rate_limits})
     limiter = build_limiter(cfg)
-    client = make_client(cfg.runs[0].model_ref(), cfg, sim_url=sim.url, limiter=limiter, cache=None)
+    client = make_client(cfg.runs[0].model_ref(), client_settings(cfg), sim_url=sim.url, limiter=limiter, cache=None)
     done = client.complete(_req(RUNS["bedrock"]))
     assert done.tool_calls and done.cost_usd is not None and done.cost_usd > 0
     assert client.stats.llm_calls == 1 and client.stats.cost_usd == done.cost_usd

@@ -16,6 +16,7 @@ from runner.harness.crm.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT, assista
 from runner.models.base import Request
 from runner.models.capabilities import lookup
 from runner.models.client import ModelClient, make_client
+from runner.models.settings import client_settings
 from runner.models.sim import checks
 from runner.models.sim.process import SimServer
 from runner.models.thinking import ThinkingChoice, plan
@@ -34,7 +35,7 @@ def _client(sim: SimServer, model: str = "claude-sonnet-5-5", **thinking: Any) -
     # a run's model (a bare ModelRef is a teacher's, which does not think unless asked)
     ref = ModelRef(provider=provider, model=model, sim_model="sim-strong", **{"thinking": "model-default", **thinking})
     cfg = Config(dataset="x.jsonl", runs=[{"name": "r", "provider": provider, "model": model}], cache=False)
-    return make_client(ref, cfg, sim_url=sim.url, limiter=None, cache=None)
+    return make_client(ref, client_settings(cfg), sim_url=sim.url, limiter=None, cache=None)
 
 
 # ---------------------------------------------------------------------- what a run sends

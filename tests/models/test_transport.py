@@ -16,6 +16,7 @@ from runner.config import Config, ModelRef, SimSettings
 from runner.harness.crm.agents.base import NEUTRAL_TOOLS, SYSTEM_PROMPT
 from runner.models.base import Request
 from runner.models.client import make_client
+from runner.models.settings import client_settings
 from runner.models.sim.process import SimServer
 
 
@@ -69,7 +70,7 @@ def _client(recorder: Recorder, monkeypatch: pytest.MonkeyPatch, transport: str)
     cfg = Config(dataset="x.jsonl", runs=[{"name": "r", "provider": "anthropic", "model": "claude-sonnet-5-5"}],
                  providers_mode="real", cache=False, anthropic={"base_url": url, "transport": transport},
                  retry={"base_seconds": 0.01, "max_backoff_seconds": 0.05})
-    return make_client(ModelRef(provider="anthropic", model="claude-sonnet-5-5", thinking="off"), cfg,
+    return make_client(ModelRef(provider="anthropic", model="claude-sonnet-5-5", thinking="off"), client_settings(cfg),
                        sim_url=None, limiter=None, cache=None)
 
 

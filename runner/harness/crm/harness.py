@@ -23,6 +23,7 @@ from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import Conversation, check
 from runner.harness.crm.episode import Expectations, run_episode, stats_delta, usage_of
 from runner.models.client import ModelClient, client_over, make_provider
+from runner.models.settings import client_settings
 from runner.models.usage import Counts
 from runner.records import Check
 from runner.results.result import Usage
@@ -142,6 +143,7 @@ class _Shared:
     def __init__(self, info: WorkerInfo) -> None:
         cfg = self.cfg = info.cfg
         self.info, self.members = info, 0
+        self.client_settings = client_settings(cfg)  # what its model clients are made with
         self.cache = None
         if cfg.cache:
             from runner.cache import DEFAULT_DIR, ResponseCache
@@ -178,7 +180,7 @@ class _Shared:
                     raise SandboxBootError(f"run {batch_run} is in batch mode, but no gateway was started")
                 via = f"{self.info.gateway_url}/run/{batch_run}/worker/{self.info.worker}"
             self.providers[key] = make_provider(
-                ref, self.cfg, self.info.sim_url, via=via, via_token=self.info.gateway_token
+                ref, self.client_settings, self.info.sim_url, via=via, via_token=self.info.gateway_token
             )
         provider, wire_model = self.providers[key]
         gates = getattr(self.info.limiter, "gates", None)
@@ -186,7 +188,7 @@ class _Shared:
             provider,
             wire_model,
             ref,
-            self.cfg,
+            self.client_settings,
             limiter=None if batch_run else self.info.limiter,
             cache=self.cache,
             batch=batch_run is not None,

@@ -16,6 +16,7 @@ from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import load_conversations
 from runner.harness.crm.episode import Expectations, run_episode
 from runner.models.client import make_client
+from runner.models.settings import client_settings
 from runner.models.sim.process import SimServer
 from runner.sandbox.base import Sandbox
 
@@ -42,8 +43,8 @@ def outcomes(shared_local_sandbox: Sandbox) -> Iterator[dict[str, list[dict[str,
         exp = Expectations()
         out: dict[str, list[dict[str, Any]]] = {}
         for name, spec in RUNS.items():
-            agent = make_client(spec.model_ref(), cfg, sim_url=sim.url, limiter=None, cache=None)
-            teacher = make_client(spec.teacher, cfg, sim_url=sim.url, limiter=None, cache=None) \
+            agent = make_client(spec.model_ref(), client_settings(cfg), sim_url=sim.url, limiter=None, cache=None)
+            teacher = make_client(spec.teacher, client_settings(cfg), sim_url=sim.url, limiter=None, cache=None) \
                 if spec.teacher else None
             out[name] = []
             for c in convs:
