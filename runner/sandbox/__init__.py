@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from runner.errors import SandboxBootError
-from runner.sandbox.base import Launched, Sandbox
-from runner.sandbox.schema import DatabaseSpec
+
+if TYPE_CHECKING:  # not imported with the package: a run's janitor (run/janitor.py) reads sandbox/owner.py
+    # alone, and psycopg was most of its start (~0.15 s of CPU, once per run)
+    from runner.sandbox.base import Launched, Sandbox
+    from runner.sandbox.schema import DatabaseSpec
 
 
 def resolve_kind(requested: str) -> str:
