@@ -21,6 +21,13 @@ No record of a tenant has a reason to wait for a strong lock on a shared object 
 tablespaces: the `database = 0` rows of pg_locks) or on a relation of a shared database, so a session of
 a non-superuser role seen waiting for one is ended, within POLL_SECONDS: the waiters behind it then get
 their locks. The sessions waiting behind it ask for weak modes and are left alone.
+
+Nor to hold one there for long: a foreign key a record makes to a shared table, in a transaction it keeps
+open, is granted SHARE ROW EXCLUSIVE on that table (nobody held a conflicting lock), and every other
+slot's INSERT then waits until the record ends (a second probe: its neighbours timed out). A tenant's
+session that holds a strong lock on a relation of a shared database that another session waits for, in a
+transaction open for more than HOLD_SECONDS, is ended. A harness's own DDL there (the built-in CRM's
+telemetry makes two tables at start, one referencing the other) holds such a lock for milliseconds.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ POLL_SECONDS = 0.1  # the longest a neighbour's new connection waits behind a qu
 # the modes that conflict with the RowExclusiveLock a connection takes on its database as it starts, and an
 # INSERT on a table
 STRONG = ("ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
+HOLD_SECONDS = (
+    0.5  # the longest a tenant's transaction may hold a strong lock on a shared table others wait for
+)
 # Functions only, no table or view (as the steward's end of a slot's sessions): a query that names a
 # relation needs a slot in the server's lock table, which a record may have filled meanwhile.
 _QUEUED = """
@@ -46,6 +56,16 @@ SELECT l.pid, pg_get_userbyid(a.usesysid), l.mode, l.database = 0, pg_terminate_
   FROM pg_lock_status() l JOIN pg_stat_get_activity(NULL) a ON a.pid = l.pid
  WHERE NOT l.granted AND l.mode = ANY(%s) AND a.usesysid <> ALL(%s::oid[])
    AND (l.database = 0 OR l.locktype = 'relation' AND l.database = ANY(%s::oid[]))
+"""
+_HOLDING = """
+SELECT h.pid, pg_get_userbyid(a.usesysid), h.mode, pg_terminate_backend(h.pid, 1000)
+  FROM pg_lock_status() h JOIN pg_stat_get_activity(NULL) a ON a.pid = h.pid
+ WHERE h.granted AND h.mode = ANY(%s) AND a.usesysid <> ALL(%s::oid[])
+   AND h.locktype = 'relation' AND h.database = ANY(%s::oid[])
+   AND a.xact_start < statement_timestamp() - make_interval(secs => %s)
+   AND EXISTS (SELECT 1 FROM pg_lock_status() w
+                WHERE NOT w.granted AND w.locktype = 'relation' AND w.database = h.database
+                  AND w.relation = h.relation AND w.pid <> h.pid)
 """
 
 
@@ -81,9 +101,8 @@ class LockQueueGuard(Resource):
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(1)
-            if (
-                thread.is_alive() and self._conn is not None
-            ):  # its look waits on a frozen server: cut it short
+            # its look waits on a frozen server: cut it short
+            if thread.is_alive() and self._conn is not None:
                 sever(self._conn)
                 thread.join(5)
         conn, self._conn = self._conn, None
@@ -91,7 +110,7 @@ class LockQueueGuard(Resource):
             conn.close()
 
     def sweep(self) -> int:
-        """End the sessions waiting now; how many."""
+        """End the sessions waiting now, and those holding a shared table others wait for; how many."""
         conn = self._conn
         if conn is None:
             return 0
@@ -103,8 +122,21 @@ class LockQueueGuard(Resource):
                 else "a table of a shared database, which makes every slot's use of it wait behind it"
             )
             logger.warning("ended session {} of {}: it waited for {} on {}", pid, role, mode, what)
-        self.ended += len(ended)
-        return len(ended)
+        held = conn.execute(
+            _HOLDING, (list(STRONG), self._superusers, self._shared_oids, HOLD_SECONDS)
+        ).fetchall()
+        for pid, role, mode, _ in {row[0]: row for row in held}.values():
+            logger.warning(
+                "ended session {} of {}: its transaction held {} on a table of a shared database for over "
+                "{} s while other slots waited for it",
+                pid,
+                role,
+                mode,
+                HOLD_SECONDS,
+            )
+        n = len(ended) + len({row[0] for row in held})
+        self.ended += n
+        return n
 
     def _watch(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
@@ -112,10 +144,9 @@ class LockQueueGuard(Resource):
                 self.sweep()
             except psycopg.Error as e:
                 conn = self._conn
-                if (
-                    conn is None or conn.closed or conn.broken
-                ):  # the server died or was replaced: the keeper's
-                    logger.debug("lock queue guard stopped: {}", e)  # witness finds out
+                # the server died or was replaced: the keeper's witness finds out
+                if conn is None or conn.closed or conn.broken:
+                    logger.debug("lock queue guard stopped: {}", e)
                     return
                 # a look refused (the server out of a shared resource a record used up): the next one
                 logger.debug("lock queue guard: {}", e)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
 from runner.sandbox.docker import DockerSandbox
-from runner.sandbox.lock_queue import LockQueueGuard
+from runner.sandbox.lock_queue import HOLD_SECONDS, LockQueueGuard
 
 pytestmark = pytest.mark.docker
 
@@ -102,3 +103,50 @@ def test_the_guard_stops_promptly_on_a_frozen_server(sandbox: DockerSandbox) -> 
         assert time.monotonic() - t0 < 8
     finally:
         subprocess.run(["docker", "unpause", cid], check=True, capture_output=True)
+
+
+def test_a_tenant_holding_a_shared_table_others_wait_for_is_ended_and_they_go_on(sandbox: DockerSandbox) -> None:
+    """The second probe's residual: a strong lock on a shared table (a foreign key made to it, in a
+    transaction kept open) granted, and every neighbour's INSERT waiting behind it until the record ends.
+    With the guard, the holder's session is ended past HOLD_SECONDS and the INSERT goes through."""
+    with psycopg.connect(sandbox.control.dsn("crm"), autocommit=True) as admin:
+        admin.execute("CREATE TABLE IF NOT EXISTS held (k int PRIMARY KEY)")
+        admin.execute("GRANT ALL ON held TO sandbox")
+    with LockQueueGuard(sandbox.control.dsn("postgres"), shared=["crm"]) as guard:
+        holder = psycopg.connect(sandbox.dsn("crm"))  # its transaction stays open
+        holder.execute("LOCK TABLE held IN SHARE ROW EXCLUSIVE MODE")  # as a foreign key to it takes
+        try:
+            with psycopg.connect(sandbox.dsn("crm"), autocommit=True) as neighbour:
+                t0 = time.monotonic()
+                neighbour.execute("SET statement_timeout = '10s'")
+                neighbour.execute("INSERT INTO held VALUES (1)")  # waits, then goes on once the holder is gone
+                waited = time.monotonic() - t0
+            assert HOLD_SECONDS <= waited < 5, waited
+            for _ in range(100):  # the guard counts it once the server has said the session is gone
+                if guard.ended:
+                    break
+                threading.Event().wait(0.05)
+            assert guard.ended == 1
+            with pytest.raises(psycopg.OperationalError):
+                holder.execute("SELECT 1")
+        finally:
+            holder.close()
+    with psycopg.connect(sandbox.control.dsn("crm"), autocommit=True) as admin:
+        assert admin.execute("SELECT count(*) FROM held").fetchone() == (1,)
+        admin.execute("DROP TABLE held")
+
+
+def test_a_tenant_holding_a_shared_table_nobody_waits_for_is_left_alone(sandbox: DockerSandbox) -> None:
+    """A harness's own DDL in a shared database (a table referencing another, at start) holds the same lock:
+    nobody waiting, nothing is ended, however long its transaction."""
+    with psycopg.connect(sandbox.control.dsn("crm"), autocommit=True) as admin:
+        admin.execute("CREATE TABLE IF NOT EXISTS alone (k int PRIMARY KEY)")
+        admin.execute("GRANT ALL ON alone TO sandbox")
+    with LockQueueGuard(sandbox.control.dsn("postgres"), shared=["crm"]) as guard, \
+            psycopg.connect(sandbox.dsn("crm")) as holder:
+        holder.execute("LOCK TABLE alone IN SHARE ROW EXCLUSIVE MODE")
+        threading.Event().wait(HOLD_SECONDS + 1.0)
+        assert holder.execute("SELECT 1").fetchone() == (1,)
+        assert guard.ended == 0
+    with psycopg.connect(sandbox.control.dsn("crm"), autocommit=True) as admin:
+        admin.execute("DROP TABLE alone")

@@ -194,6 +194,12 @@ attack("shared-fk-queue", "hold an INSERT on the shared table open, then add a f
        after=2)
 attack("shared-partition-queue", "hold an INSERT on the shared table open, then attach a partition to it",
        [HOLD_AN_INSERT, {"db": "ledger", "sql": ["CREATE TABLE public.evp PARTITION OF events DEFAULT"]}], after=2)
+# The residual the second probe left (a foreign key granted, then held): SHARE ROW EXCLUSIVE on the shared
+# table in a transaction kept open, every neighbour's INSERT behind it; the guard ends the holder.
+attack("shared-fk-hold", "add a foreign key to the shared table in a transaction, and keep the transaction open",
+       [{"connect": "shared", "keep": True,
+         "sql": ["BEGIN", "CREATE TABLE public.evh (r bigint REFERENCES events(id))"]}, {"sleep": LONG}],
+       after=2)
 attack("alter-db-shared", "ALTER DATABASE <the shared database> SET default_transaction_read_only = on",
        [{"each": "shared", "sql": "ALTER DATABASE {db} SET default_transaction_read_only = on"}])
 attack("lockout-shared", "ALTER DATABASE <the shared database> CONNECTION LIMIT 0",

@@ -22,7 +22,7 @@ may fail; its neighbours and the records after it must not notice.
     HOSTILE_EACH=1 ... test_hostile_python.py -k "alone and 3slot and role-read-only"  # one of them
     HOSTILE_SUMMARY=/tmp/hostile.jsonl ...     # also one JSON line per run: attacks, changed records, secrets
 
-The per-attack runs (opt-in, ~10 s each, 57 attacks x 4) say which attack changed which record when
+The per-attack runs (opt-in, ~10 s each, 58 attacks x 4) say which attack changed which record when
 the interleaved run cannot (a role-wide setting changes every record after it, hiding the rest).
 """
 
