@@ -1072,9 +1072,8 @@ def check_harness_python(cfg: Config) -> None:
 def gateway_use(cfg: Config) -> str | None:
     """Why a user's harness gets the gateway's variables, or None: it gets none of ours (no base URL, no key
     it did not have), so a harness that turns a judge on when a key is set behaves as it would alone."""
-    if (
-        cfg.harness.kind == "crm"
-    ):  # its calls go through the runner's own clients, batched ones by the gateway
+    # its calls go through the runner's own clients, batched ones by the gateway
+    if cfg.harness.kind == "crm":
         return f"batch mode for {', '.join(sorted(runs))}" if (runs := cfg.batch_runs()) else None
     if cfg.gateway is False:
         return None

@@ -45,9 +45,8 @@ def replace(path: Path, data: bytes, *, sync: bool = True) -> None:
 
 def sync_dir(directory: Path) -> None:
     """Flush a directory's entries (a rename or a new file in it) to disk."""
-    with contextlib.suppress(
-        OSError
-    ):  # some file systems take no fsync of a directory: nothing more to do there
+    # some file systems take no fsync of a directory: nothing more to do there
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)

@@ -42,9 +42,8 @@ class ProcessLock:
         self.__init__(state["path"])  # type: ignore[misc]
 
     def _descriptor(self) -> int:
-        if (
-            self._pid != os.getpid()
-        ):  # a forked or spawned process: its own descriptor (locks are not inherited)
+        # a forked or spawned process: its own descriptor (locks are not inherited)
+        if self._pid != os.getpid():
             self._threads = threading.Lock()
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             self._pid = os.getpid()

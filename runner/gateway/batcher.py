@@ -252,9 +252,8 @@ class Batcher:
             same, inherited = self.holding.get(key), self.inherited.taken(key)
             if free is None and not inherited and (same is None or same.abandoned()):
                 free = key
-            if (
-                same is None and not inherited and not self.inherited.holds(key)
-            ):  # past every occurrence in use
+            # past every occurrence in use
+            if same is None and not inherited and not self.inherited.holds(key):
                 assert free is not None
                 return free
         raise AssertionError("unreachable")

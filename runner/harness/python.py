@@ -254,9 +254,8 @@ class PythonHarness(Harness):
         except InterpreterExited as e:
             self._stop_interpreter()
             return Outcome.failed(str(e))
-        except (
-            BaseException
-        ):  # the time limit, or the worker stopping: the process is midway through a record
+        # the time limit, or the worker stopping: the process is midway through a record
+        except BaseException:
             self._stop_interpreter()
             raise
         finally:

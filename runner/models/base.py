@@ -62,9 +62,8 @@ def _json(value: Any) -> bytes:
     in flight (each call's body and its token estimate serialize the whole transcript)."""
     try:
         return orjson.dumps(value)
-    except (
-        TypeError
-    ):  # what orjson refuses and the stdlib takes (an integer past 64 bits from a model's args)
+    # what orjson refuses and the stdlib takes (an integer past 64 bits from a model's args)
+    except TypeError:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 

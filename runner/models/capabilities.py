@@ -69,9 +69,8 @@ class Capabilities:
     thinks_by_default: bool = False  # a request that says nothing about thinking thinks
     # thinking: disabled (Anthropic) / reasoning_effort: none (OpenAI) taken
     can_disable_thinking: bool = True
-    efforts: tuple[
-        str, ...
-    ] = ()  # output_config.effort (Anthropic) or reasoning_effort (OpenAI) values taken
+    # output_config.effort (Anthropic) or reasoning_effort (OpenAI) values taken
+    efforts: tuple[str, ...] = ()
     default_effort: str | None = None
     # Anthropic's `thinking: between_tools` (no thinking before answering; short updates between tool calls
     # come back as thinking blocks): the efforts it is taken at (Sonnet 5.5: low, medium, high; a 400 at

@@ -16,9 +16,8 @@ class ClientSettings:
     mode: Literal["real", "sim"]
     anthropic: ProviderSettings
     openai: ProviderSettings
-    clouds: Mapping[
-        str, CloudSettings
-    ]  # bedrock, vertex, azure: the config's blocks (a ref's own go over them)
+    # bedrock, vertex, azure: the config's blocks (a ref's own go over them)
+    clouds: Mapping[str, CloudSettings]
     rate_limits: Mapping[str, LimitSpec]
     retry: RetrySettings
     prompt_cache: bool

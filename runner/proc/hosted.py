@@ -122,9 +122,8 @@ class Hosted(Interpreter):
             if isinstance(reply, str):  # the process ended: why, as the reply reader found it
                 raise InterpreterExited(reply)
             assert isinstance(reply, dict)
-            if (msg.get("op") == "cut") == (
-                "cut" in reply
-            ):  # a call's reply a cut came after is not the cut's
+            # a call's reply a cut came after is not the cut's
+            if (msg.get("op") == "cut") == ("cut" in reply):
                 break
         self.outputs[n].wait(OUTPUT_WAIT)  # its lines logged under its record's mark, not the next's
         return reply
@@ -139,9 +138,8 @@ class Hosted(Interpreter):
 
     def _read_replies(self, proc: Process, generation: int) -> None:
         assert proc.stdout is not None
-        with contextlib.suppress(
-            OSError, ValueError
-        ):  # its pipe closed under it: the process is being replaced
+        # its pipe closed under it: the process is being replaced
+        with contextlib.suppress(OSError, ValueError):
             for line in proc.stdout:
                 with contextlib.suppress(ValueError):
                     reply = json.loads(line)

@@ -221,9 +221,8 @@ class Zygote:
         cpu = time.process_time()
         gc.disable()  # imports make objects by the hundred thousand: collections meanwhile only walk them
         try:
-            with contextlib.redirect_stdout(
-                sys.stderr
-            ):  # stdout carries the report: a library's print is not
+            # stdout carries the report: a library's print is not
+            with contextlib.redirect_stdout(sys.stderr):
                 done = preload(
                     libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]), self.started
                 )

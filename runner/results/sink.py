@@ -107,9 +107,8 @@ class ResultSink:
         self._files: dict[str, IO[str]] = {}
         self.errors: Counter[str] = Counter()
         self.present: dict[str, set[tuple[str, int]]] = {}  # finalize: the trials each run's file holds
-        self.seen: dict[
-            str, list[Result]
-        ] = {}  # what `standing` read: each run's latest results (the forecast's)
+        # what `standing` read: each run's latest results (the forecast's)
+        self.seen: dict[str, list[Result]] = {}
         # finalize's (order, counts), if still so
         self._final: tuple[dict[str, int], dict[str, int]] | None = None
 

@@ -66,9 +66,8 @@ from runner.select import chosen
 from runner.worker.main import WorkerSpec
 from runner.worker.settings import slot_settings
 
-if (
-    TYPE_CHECKING
-):  # the servers (aiohttp) load only for runs that start them: a resume of a finished job does not
+# the servers (aiohttp) load only for runs that start them: a resume of a finished job does not
+if TYPE_CHECKING:
     from runner.gateway.process import GatewayServer
     from runner.models.sim.process import SimServer
 

@@ -384,9 +384,8 @@ def remove_stale(*, run_id: str | None = None, worker: int | None = None) -> int
                     raise
                 removed += _gone_after(c)
             remove_socket_dir(labels.get(f"{LABEL}.socket-home"))
-        if (
-            run_id is not None and worker is not None
-        ):  # a dead worker's: one killed before its container was made
+        # a dead worker's: one killed before its container was made
+        if run_id is not None and worker is not None:
             for path, _ in _socket_dirs(mine):
                 remove_socket_dir(path)
     finally:

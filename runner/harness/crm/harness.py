@@ -71,9 +71,8 @@ class CrmHarness(Harness):
             )
             self.clients[run.name] = (agent, teacher)
         self.expectations = Expectations(self.cache)
-        self.current: list[
-            ModelClient
-        ] = []  # the clients of the record being run, and their counts before it
+        # the clients of the record being run, and their counts before it
+        self.current: list[ModelClient] = []
         self.before: list[Counts] = []
         self.crm: psycopg.Connection[Any] | None = None
         self.telemetry: telemetry.Writer | None = None
@@ -152,9 +151,8 @@ class _Shared:
         self.providers: dict[tuple[str, str, str, str], tuple[Any, str]] = {}
         self.telemetry_sink: psycopg.Connection[Any] | None = None
         self.telemetry_lock = threading.Lock()  # one write at a time on the shared telemetry connections
-        self.atlas: dict[
-            str, tuple[psycopg.Connection[Any], int]
-        ] = {}  # sandbox's telemetry DSN -> (conn, users)
+        # sandbox's telemetry DSN -> (conn, users)
+        self.atlas: dict[str, tuple[psycopg.Connection[Any], int]] = {}
         if cfg.telemetry_dsn:
             try:
                 self.telemetry_sink = db.connect(cfg.telemetry_dsn)

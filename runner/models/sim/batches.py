@@ -173,9 +173,8 @@ class Batches:
             return 500, err(500, "Internal server error (simulated, inside a batch)")
         if item.body.get("stream"):
             return 400, err(400, "stream: a request in a batch cannot stream", param="stream")
-        if (
-            b.endpoint == "/v1/responses"
-        ):  # answered as the chat request it asks, in the Responses API's shape
+        # answered as the chat request it asks, in the Responses API's shape
+        if b.endpoint == "/v1/responses":
             status, payload = await self.answer(b.headers, b.api, responses.to_chat(item.body))
             return (status, responses.from_chat(payload, item.body)) if status == 200 else (status, payload)
         return await self.answer(b.headers, api, item.body)

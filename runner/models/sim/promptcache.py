@@ -68,9 +68,8 @@ def segments(api: str, body: dict[str, Any]) -> list[Segment]:
     else:
         raw += list(body.get("messages", []))
     tools = body.get("tools") or []
-    if api == "anthropic" and body.get(
-        "cache_control"
-    ):  # top level: a breakpoint on the last cacheable block
+    # top level: a breakpoint on the last cacheable block
+    if api == "anthropic" and body.get("cache_control"):
         if raw:
             raw[-1] = {**raw[-1], "cache_control": body["cache_control"]}
         elif tools:

@@ -76,9 +76,8 @@ class TraceSender(Resource):
     def send(self, root: SpanSpec) -> None:
         from opentelemetry.context import Context
 
-        with (
-            self._lock
-        ):  # a trace's spans are made together (the supervisor has one thread; a caller may not)
+        # a trace's spans are made together (the supervisor has one thread; a caller may not)
+        with self._lock:
             self._emit(root, Context())
             self.sent += 1
 
