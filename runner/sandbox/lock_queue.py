@@ -122,10 +122,9 @@ class LockQueueGuard(Resource):
                 else "a table of a shared database, which makes every slot's use of it wait behind it"
             )
             logger.warning("ended session {} of {}: it waited for {} on {}", pid, role, mode, what)
-        held = conn.execute(
-            _HOLDING, (list(STRONG), self._superusers, self._shared_oids, HOLD_SECONDS)
-        ).fetchall()
-        for pid, role, mode, _ in {row[0]: row for row in held}.values():
+        rows = conn.execute(_HOLDING, (list(STRONG), self._superusers, self._shared_oids, HOLD_SECONDS))
+        held = {row[0]: row for row in rows}  # a session holding several tables is one session ended
+        for pid, role, mode, _ in held.values():
             logger.warning(
                 "ended session {} of {}: its transaction held {} on a table of a shared database for over "
                 "{} s while other slots waited for it",
@@ -134,7 +133,7 @@ class LockQueueGuard(Resource):
                 mode,
                 HOLD_SECONDS,
             )
-        n = len(ended) + len({row[0] for row in held})
+        n = len(ended) + len(held)
         self.ended += n
         return n
 
