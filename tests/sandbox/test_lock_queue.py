@@ -121,7 +121,8 @@ def test_a_tenant_holding_a_shared_table_others_wait_for_is_ended_and_they_go_on
                 neighbour.execute("SET statement_timeout = '10s'")
                 neighbour.execute("INSERT INTO held VALUES (1)")  # waits, then goes on once the holder is gone
                 waited = time.monotonic() - t0
-            assert HOLD_SECONDS <= waited < 5, waited
+            # it went through (its wait starts after the holder's transaction did: no lower bound to it)
+            assert waited < 5, waited
             for _ in range(100):  # the guard counts it once the server has said the session is gone
                 if guard.ended:
                     break
