@@ -10,6 +10,7 @@ import shlex
 import signal
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -931,15 +932,9 @@ def gateway(
     made = token is None and not settings_json
     if made:
         token = secrets.token_urlsafe(24)
-    serve(
-        build_gateway(settings, token=token),
-        host,
-        port,
-        listen_fd=listen_fd,
-        token_line=f"token: {token} (your SDKs' API key for this gateway; set {TOKEN_ENV} to choose it)"
-        if made
-        else None,
-    )
+    line = f"token: {token} (your SDKs' API key for this gateway; set {TOKEN_ENV} to choose it)"
+    gw = build_gateway(settings, token=token)
+    _until_interrupted(lambda: serve(gw, host, port, listen_fd=listen_fd, token_line=line if made else None))
 
 
 @cli.command()
@@ -1014,11 +1009,17 @@ def sim_serve(
     else:
         base = load_config(config_path).simulator if config_path else SimSettings()
         settings = base.model_copy(update={"host": host, "port": port})
+    _until_interrupted(lambda: serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None))
+
+
+def _until_interrupted(serve: Callable[[], None]) -> None:
+    """A server's life; its end by SIGINT or SIGTERM is an interrupt (130), not aiohttp's GracefulExit (a
+    SystemExit of code 1)."""
     from aiohttp.web_runner import GracefulExit
 
     try:
-        serve(settings, listen_fd=listen_fd, apis=warm.split(",") if warm else None)
-    except GracefulExit:  # aiohttp's answer to SIGINT and SIGTERM: a SystemExit of code 1, not ours
+        serve()
+    except GracefulExit:
         raise KeyboardInterrupt from None
 
 

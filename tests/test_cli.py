@@ -4,8 +4,10 @@ the subcommand, help on every option, and errors before any work when the input 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -109,26 +111,40 @@ def test_validating_with_skip_invalid_names_every_skipped_line_and_fails(tmp_pat
     assert "2 bad line(s) skipped" in done.output and len(load_conversations(path, skip_invalid=True)) == 2
 
 
-def _interrupted(*args: str) -> tuple[int, str]:
-    """`runner ARGS`, a server until interrupted: Ctrl-C once it listens; its exit code and what it said."""
+def _interrupted(*args: str, sig: int, ignoring: bool) -> tuple[int, str]:
+    """`runner ARGS`, a server until interrupted: `sig` once it listens; its exit code and what it said.
+    `ignoring`: started with SIGINT ignored, as a script's background job (`runner gateway &`) is."""
     import signal
+
+    def start() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignoring else signal.SIG_DFL)
 
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     p = subprocess.Popen([sys.executable, "-m", "runner", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, env=env)
+                         text=True, env=env, preexec_fn=start)
     assert p.stdout is not None
     line = p.stdout.readline()
     assert line.startswith("listening on http://127.0.0.1:"), line
-    p.send_signal(signal.SIGINT)
-    out, _ = p.communicate(timeout=60)
+    p.send_signal(sig)
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGUSR1)  # its threads' stacks (faulthandler), then gone
+        time.sleep(1)
+        p.kill()
+        pytest.fail(f"{args}: still running a minute after {signal.Signals(sig).name}:\n{p.communicate()[0][-4000:]}")
     return p.returncode, out
 
 
-def test_the_simulator_and_the_gateway_exit_130_on_ctrl_c() -> None:
+@pytest.mark.parametrize("ignoring", [False, True], ids=["foreground", "background"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_the_simulator_and_the_gateway_exit_130_on_ctrl_c_and_sigterm(sig: int, ignoring: bool) -> None:
     """Before: 1, with "Aborted!" (the gateway) or aiohttp's GracefulExit (the simulator, which also waited for its
-    SDK warm-up thread first: ~5 s when interrupted at start)."""
+    SDK warm-up thread first: ~5 s when interrupted at start). Then: the gateway died of SIGTERM without a word,
+    and started with SIGINT ignored (`runner gateway &` in a script) it ignored SIGINT for good (asyncio sets its
+    handler only over Python's default)."""
     for args in (["sim", "serve", "--port", "0"], ["gateway", "--port", "0", "--upstream-sim", "http://127.0.0.1:9"]):
-        code, out = _interrupted(*args)
+        code, out = _interrupted(*args, sig=sig, ignoring=ignoring)
         assert code == 130 and "interrupted" in out and "Aborted" not in out and "Traceback" not in out, (args, out)
 
 

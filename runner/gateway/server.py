@@ -346,7 +346,9 @@ def serve(
     inherited listening socket instead of binding one), then `token_line` if given."""
 
     async def main() -> None:
-        runner = web.AppRunner(gateway.app(), access_log=None)
+        # aiohttp's own SIGINT and SIGTERM handlers (GracefulExit): asyncio.run sets one for SIGINT only
+        # where it finds Python's default, and `runner gateway &` in a script starts with SIGINT ignored
+        runner = web.AppRunner(gateway.app(), access_log=None, handle_signals=True)
         await runner.setup()
         site = site_for(runner, host, port, listen_fd)
         await site.start()
