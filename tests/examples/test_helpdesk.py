@@ -126,9 +126,27 @@ def _strike(out: Path, p: subprocess.Popen[str], fault: str) -> bool:
             session.close()
 
 
+def _logged(out: Path, what: str) -> int:
+    return sum(f.read_text(errors="replace").count(what) for f in (out / "logs").glob("worker-*.log"))
+
+
 def _discard_seen(out: Path) -> bool:
     """Whether a worker has thrown a result away (its log says so as it does, before the record's rerun)."""
-    return any("result discarded" in f.read_text(errors="replace") for f in (out / "logs").glob("*.log"))
+    return _logged(out, "result discarded") > 0
+
+
+def _await_discard(out: Path, p: subprocess.Popen[str], replaced: int) -> None:
+    """After a strike: until a result is thrown away, the run ends, or the worker has replaced its sandbox
+    (past the `replaced` it had before) and had a moment more to throw a result away. A strike can land as a
+    record ends, on its session still open: the worker then replaces the sandbox and has nothing to throw
+    away, and the caller strikes again."""
+    deadline, noticed = time.monotonic() + 60, None
+    while not _discard_seen(out) and p.poll() is None and time.monotonic() < deadline:
+        if noticed is None and _logged(out, "is gone") > replaced:
+            noticed = time.monotonic()
+        if noticed is not None and time.monotonic() > noticed + 2:
+            return
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize(("config", "slots", "fault"), [
@@ -156,11 +174,10 @@ def test_a_fault_mid_run_changes_no_outcome(tmp_path: Path, clean: dict[str, dic
     else:
         # strike again (up to 5 times) until a worker is seen throwing a result away, or the run ends
         for _ in range(5):
+            replaced = _logged(out, "is gone")
             if not _strike(out, p, fault):
                 break
-            deadline = time.monotonic() + 30
-            while not _discard_seen(out) and p.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
+            _await_discard(out, p, replaced)
             if _discard_seen(out) or p.poll() is not None:
                 break
     rc, log = finish(p, timeout=400)
