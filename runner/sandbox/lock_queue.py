@@ -50,19 +50,20 @@ HOLD_SECONDS = (
     0.5  # the longest a tenant's transaction may hold a strong lock on a shared table others wait for
 )
 # Functions only, no table or view (as the steward's end of a slot's sessions): a query that names a
-# relation needs a slot in the server's lock table, which a record may have filled meanwhile.
-_QUEUED = """
-SELECT l.pid, pg_get_userbyid(a.usesysid), l.mode, l.database = 0, pg_terminate_backend(l.pid, 1000)
+# relation needs a slot in the server's lock table, which a record may have filled meanwhile. One statement
+# for both rules, so a sweep is one round trip: `queued` rows wait for a strong lock, `holding` rows hold
+# one on a shared table that another session waits for.
+_SWEEP = """
+SELECT 'queued', l.pid, pg_get_userbyid(a.usesysid), l.mode, l.database = 0, pg_terminate_backend(l.pid, 1000)
   FROM pg_lock_status() l JOIN pg_stat_get_activity(NULL) a ON a.pid = l.pid
- WHERE NOT l.granted AND l.mode = ANY(%s) AND a.usesysid <> ALL(%s::oid[])
-   AND (l.database = 0 OR l.locktype = 'relation' AND l.database = ANY(%s::oid[]))
-"""
-_HOLDING = """
-SELECT h.pid, pg_get_userbyid(a.usesysid), h.mode, pg_terminate_backend(h.pid, 1000)
+ WHERE NOT l.granted AND l.mode = ANY(%(strong)s) AND a.usesysid <> ALL(%(superusers)s::oid[])
+   AND (l.database = 0 OR l.locktype = 'relation' AND l.database = ANY(%(shared)s::oid[]))
+UNION ALL
+SELECT 'holding', h.pid, pg_get_userbyid(a.usesysid), h.mode, false, pg_terminate_backend(h.pid, 1000)
   FROM pg_lock_status() h JOIN pg_stat_get_activity(NULL) a ON a.pid = h.pid
- WHERE h.granted AND h.mode = ANY(%s) AND a.usesysid <> ALL(%s::oid[])
-   AND h.locktype = 'relation' AND h.database = ANY(%s::oid[])
-   AND a.xact_start < statement_timestamp() - make_interval(secs => %s)
+ WHERE h.granted AND h.mode = ANY(%(strong)s) AND a.usesysid <> ALL(%(superusers)s::oid[])
+   AND h.locktype = 'relation' AND h.database = ANY(%(shared)s::oid[])
+   AND a.xact_start < statement_timestamp() - make_interval(secs => %(hold)s)
    AND EXISTS (SELECT 1 FROM pg_lock_status() w
                 WHERE NOT w.granted AND w.locktype = 'relation' AND w.database = h.database
                   AND w.relation = h.relation AND w.pid <> h.pid)
@@ -114,17 +115,24 @@ class LockQueueGuard(Resource):
         conn = self._conn
         if conn is None:
             return 0
-        ended = conn.execute(_QUEUED, (list(STRONG), self._superusers, self._shared_oids)).fetchall()
-        for pid, role, mode, on_server, _ in ended:
+        args = {
+            "strong": list(STRONG),
+            "superusers": self._superusers,
+            "shared": self._shared_oids,
+            "hold": HOLD_SECONDS,
+        }
+        rows = conn.execute(_SWEEP, args).fetchall()
+        queued = [row for row in rows if row[0] == "queued"]
+        # a session holding several tables is one session ended
+        held = {row[1]: row for row in rows if row[0] == "holding"}
+        for _, pid, role, mode, on_server, _ in queued:
             what = (
                 "a database or role, which makes every new connection to it wait behind it"
                 if on_server
                 else "a table of a shared database, which makes every slot's use of it wait behind it"
             )
             logger.warning("ended session {} of {}: it waited for {} on {}", pid, role, mode, what)
-        rows = conn.execute(_HOLDING, (list(STRONG), self._superusers, self._shared_oids, HOLD_SECONDS))
-        held = {row[0]: row for row in rows}  # a session holding several tables is one session ended
-        for pid, role, mode, _ in held.values():
+        for _, pid, role, mode, _, _ in held.values():
             logger.warning(
                 "ended session {} of {}: its transaction held {} on a table of a shared database for over "
                 "{} s while other slots waited for it",
@@ -133,7 +141,7 @@ class LockQueueGuard(Resource):
                 mode,
                 HOLD_SECONDS,
             )
-        n = len(ended) + len(held)
+        n = len(queued) + len(held)
         self.ended += n
         return n
 
