@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shlex
 import threading
 import time
@@ -25,8 +24,7 @@ from runner.models.client import make_client
 from runner.models.settings import client_settings
 from runner.report.explain import explain_result
 from runner.results.result import now_iso, share_metrics
-from runner.run.debug_harness import debug_record, run_named
-from runner.sandbox import make_sandbox, resolve_kind
+from runner.run.debug_harness import debug_record, kept_sandbox, run_named
 from runner.sandbox.base import Sandbox
 
 
@@ -99,29 +97,12 @@ def debug(cfg: Config, conversation_id: str, run_name: str | None, console: Cons
     if conv is None:
         raise ConfigError(f"no conversation {conversation_id!r} in {cfg.dataset}")
     spec = run_named(cfg, run_name)
-    kind = resolve_kind(cfg.sandbox)
-    image = None
-    if kind == "docker":
-        from runner.sandbox.image import ensure_image
-
-        image = ensure_image(DATABASE)
+    sb, kind = kept_sandbox(cfg, DATABASE)
     mode = resolve_mode(cfg)
     console.print(
         f"[bold]{conv.id}[/] ({conv.difficulty}; {', '.join(conv.tags)}) with run [bold]{spec.name}[/] "
         f"({spec.agent}, {spec.model}) on {'the simulator' if mode == 'sim' else 'the real API'}, "
         f"{kind} sandbox"
-    )
-    sb = make_sandbox(
-        kind,
-        DATABASE,
-        image=image,
-        run_id="debug",
-        owner_pid=os.getpid(),
-        name_hint="debug",
-        memory=cfg.sandbox_memory(),
-        cpus=cfg.container_cpus,
-        dsn=cfg.dsn,
-        keep=True,
     )
     sb.start()
     with contextlib.ExitStack() as stack:

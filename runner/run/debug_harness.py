@@ -25,6 +25,7 @@ from runner.results.result import now_iso, share_metrics
 from runner.run.job import model_servers
 from runner.sandbox import make_sandbox, resolve_kind
 from runner.sandbox.base import Sandbox
+from runner.sandbox.schema import DatabaseSpec
 
 
 def run_named(cfg: Config, name: str | None) -> RunSpec:
@@ -33,6 +34,31 @@ def run_named(cfg: Config, name: str | None) -> RunSpec:
     if run is None:
         raise ConfigError(f"no run {name!r}; the config has {', '.join(r.name for r in cfg.runs)}")
     return run
+
+
+def kept_sandbox(cfg: Config, spec: DatabaseSpec) -> tuple[Sandbox, str]:
+    """A debug command's sandbox of `spec`, not started, and its kind: made to outlive the command, with a
+    port on 127.0.0.1 (the user connects to it afterwards, and removes it with the command printed)."""
+    kind = resolve_kind(cfg.sandbox)
+    image = None
+    if kind == "docker":
+        from runner.sandbox.image import ensure_image
+
+        image = ensure_image(spec)
+    sb = make_sandbox(
+        kind,
+        spec,
+        image=image,
+        run_id="debug",
+        owner_pid=os.getpid(),
+        name_hint="debug",
+        memory=cfg.sandbox_memory(),
+        cpus=cfg.container_cpus,
+        dsn=cfg.dsn,
+        keep=True,
+        tmpfs=cfg.container_tmpfs,
+    )
+    return sb, kind
 
 
 def debug_record(
@@ -47,28 +73,11 @@ def debug_record(
     if record is None:
         raise ConfigError(f"no record {record_id!r} in {cfg.dataset}")
     run = run_named(cfg, run_name)
-    spec, kind = database_spec(cfg), resolve_kind(cfg.sandbox)
-    image = None
-    if kind == "docker":
-        from runner.sandbox.image import ensure_image
-
-        image = ensure_image(spec)
+    spec = database_spec(cfg)
+    sb, kind = kept_sandbox(cfg, spec)
     console.print(
         f"[bold]{record_id}[/] with run [bold]{run.name}[/] through the {cfg.harness.kind} harness, "
         f"{kind} sandbox"
-    )
-    sb = make_sandbox(
-        kind,
-        spec,
-        image=image,
-        run_id="debug",
-        owner_pid=os.getpid(),
-        name_hint="debug",
-        memory=cfg.sandbox_memory(),
-        cpus=cfg.container_cpus,
-        dsn=cfg.dsn,
-        keep=True,
-        tmpfs=cfg.container_tmpfs,
     )
     sb.start()
     with contextlib.ExitStack() as stack:
