@@ -24,7 +24,7 @@ if docker compose version >/dev/null 2>&1; then
 fi
 if ! command -v docker-compose >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+        "$here/scripts/apt-install.sh" docker-compose
     else
         echo "compose.sh: neither 'docker compose' nor 'docker-compose' is installed" >&2
         exit 1

@@ -31,8 +31,7 @@ MSG
     fi
     if ! command -v dockerd >/dev/null 2>&1; then
         echo "docker-engine: installing docker.io from Debian's packages"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+        "$(dirname "$0")/apt-install.sh" docker.io
     fi
     mkdir -p "$STATE_DIR"
     echo "docker-engine: starting dockerd (log: $LOG)"
