@@ -91,15 +91,16 @@ runner-image: install engine
 	    --build-arg BASE=$$(docker image inspect -f '{{.Id}}' pgsandbox-runner/base:bookworm-pg15 2>/dev/null || echo debian:bookworm-slim) \
 	    -t pgsandbox-runner:latest .
 
-# Three test processes on two cores, one file each at a time: most tests wait on sandboxes, simulated
-# latency and Ray's start (the CPUs are half idle with two), and a file's module-scoped sandboxes and
-# cluster stay with one process.
+# Four test processes on two cores, one file each at a time: most tests wait on sandboxes, simulated
+# latency and Ray's start, and a file's module-scoped sandboxes and cluster stay with one process. With
+# three, the hostile suite's two files (first, long, mostly waiting on time limits) left one process to
+# keep both cores busy: 872-890 s and 85 % of the CPU; with four, 822 s and 94 % (2026-11-29).
 # Their prerequisites are set up side by side (a fresh clone's took ~4.5 minutes one after another): each
 # venv is a directory of its own and apt waits its turn (scripts/apt-install.sh); what writes .venv (its
 # install, then Ray's extra, which reinstalls the editable runner) goes before what runs from it (the image).
 test:
 	@$(MAKE) --no-print-directory -j4 browser $(LITELLM) $(INSPECT) $(HELPDESK) test-venv
-	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
+	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=15
 
 test-venv: $(RAY)
 	@$(MAKE) --no-print-directory image
