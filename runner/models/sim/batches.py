@@ -167,7 +167,8 @@ class Batches:
             b.ended = b.window_end if undone and b.cancelled is None else now
 
     async def _outcome(self, b: SimBatch, item: Item) -> tuple[int, dict[str, Any]]:
-        api = "anthropic" if b.api == "bedrock" else b.api  # a Bedrock job's records: Claude API requests
+        # a Bedrock or Vertex AI job's records: Claude API requests
+        api = "anthropic" if b.api in ("bedrock", "vertex") else b.api
         err = wire.anthropic_error if api == "anthropic" else wire.openai_error
         if item.errored:
             return 500, err(500, "Internal server error (simulated, inside a batch)")

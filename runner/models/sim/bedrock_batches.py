@@ -48,6 +48,7 @@ from runner.models.sim import cloud_ids, s3, sigv4
 from runner.models.sim.batches import Batches, SimBatch
 from runner.models.sim.bedrock import body_problem
 from runner.models.sim.dialect import BEDROCK
+from runner.models.sim.objects import Objects
 from runner.models.sim.translate import json_object, refused
 
 MIN_RECORDS = 100  # the quota's default (Minimum number of records per batch inference job)
@@ -142,7 +143,7 @@ def _create_problem(body: dict[str, Any]) -> str | None:
 
 
 def _read_input(
-    objects: s3.Objects, uri: str
+    objects: Objects, uri: str
 ) -> tuple[list[tuple[str, list[tuple[str, dict[str, Any]]]]], str | None]:
     """The input's files and their records, or why validation fails the job."""
     parsed = s3.parse_uri(uri)
@@ -309,7 +310,7 @@ def described(job: InvocationJob) -> dict[str, Any]:
     }
 
 
-def _write_output(objects: s3.Objects, job: InvocationJob) -> None:
+def _write_output(objects: Objects, job: InvocationJob) -> None:
     """The job's output files and manifest, once it has ended: a line per record, in its file's order."""
     parsed = s3.parse_uri(job.output_uri)
     assert parsed is not None and job.batch is not None

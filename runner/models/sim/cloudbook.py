@@ -23,6 +23,15 @@ def facts() -> dict[str, Any]:
     return data
 
 
+@functools.cache
+def vertex_batch() -> dict[str, Any]:
+    """What the simulator's Vertex AI batch prediction serves by (`published/vertex_batch.yaml`'s `values`,
+    each with the fact it comes from)."""
+    data: dict[str, Any] = yaml.safe_load((HERE / "vertex_batch.yaml").read_text(encoding="utf-8"))
+    values: dict[str, Any] = data["values"]
+    return values
+
+
 def at(path: str) -> Any:
     """The fact at a dotted path of clouds.yaml (`bedrock.request_body.anthropic_version.value`)."""
     value: Any = facts()

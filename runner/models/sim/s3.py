@@ -13,7 +13,7 @@ under `/s3` (the simulator's address stands for `https://s3.{region}.amazonaws.c
   for a bucket nothing was ever put in, SignatureDoesNotMatch 403, InvalidAccessKeyId 403,
   AuthorizationHeaderMalformed 400, XAmzContentSHA256Mismatch 400, RequestTimeTooSkewed 403).
 
-A bucket exists once something was put in it (the account's buckets are not modelled): Bedrock's batch
+A bucket exists once something was put in it (objects.py): Bedrock's batch
 service reads its input from here and writes its output here (bedrock_batches.py).
 """
 
@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import time
 import uuid
-from dataclasses import dataclass
 from email.utils import formatdate
 from xml.sax.saxutils import escape
 
 from aiohttp import web
 
 from runner.models.sim import sigv4
+from runner.models.sim.objects import Objects
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
 PREFIX = "/s3"
@@ -40,45 +39,6 @@ _CODES = {
     "InvalidSignatureException": ("SignatureDoesNotMatch", 403),
     "RequestExpired": ("RequestTimeTooSkewed", 403),
 }
-
-
-@dataclass(frozen=True)
-class Stored:
-    """One object: its bytes, its ETag (its MD5, as S3's for a single PUT) and when it was put."""
-
-    body: bytes
-    etag: str
-    at: float  # epoch seconds
-
-
-class Objects:
-    """The simulator's buckets: (bucket, key) -> the object stored there."""
-
-    def __init__(self) -> None:
-        self.stored: dict[tuple[str, str], Stored] = {}
-        self.made: set[str] = set()  # a bucket stays once made, emptied or not
-
-    def buckets(self) -> set[str]:
-        return self.made
-
-    def put(self, bucket: str, key: str, body: bytes) -> str:
-        self.made.add(bucket)
-        etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag of a single PUT: the MD5
-        self.stored[(bucket, key)] = Stored(body, etag, time.time())
-        return etag
-
-    def object(self, bucket: str, key: str) -> Stored | None:
-        return self.stored.get((bucket, key))
-
-    def get(self, bucket: str, key: str) -> bytes | None:
-        found = self.stored.get((bucket, key))
-        return found.body if found else None
-
-    def delete(self, bucket: str, key: str) -> None:
-        self.stored.pop((bucket, key), None)
-
-    def listed(self, bucket: str, prefix: str) -> list[str]:
-        return sorted(k for b, k in self.stored if b == bucket and k.startswith(prefix))
 
 
 def error(code: str, status: int, message: str, resource: str = "") -> web.Response:

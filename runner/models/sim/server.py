@@ -37,12 +37,14 @@ from runner.models.sim import (
     bedrock_batches,
     checks,
     eventstream,
+    gcs,
     models_routes,
     responses,
     rulebook,
     s3,
     strict,
     vertex,
+    vertex_batches,
     wire,
 )
 from runner.models.sim import thinking as sim_thinking
@@ -663,7 +665,7 @@ def make_app(settings: SimSettings, apis: Sequence[str] | None = None) -> web.Ap
     app[ANSWER] = guarded  # what the cloud routes hand their requests to, translated
     batch_routes.add_routes(app)
     models_routes.add_routes(app)
-    for cloud in (bedrock, bedrock_batches, s3, vertex, azure, azure_batches):
+    for cloud in (bedrock, bedrock_batches, s3, vertex, vertex_batches, gcs, azure, azure_batches):
         cloud.add_routes(app)
     app.add_routes(
         [
