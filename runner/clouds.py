@@ -68,6 +68,15 @@ class VertexTarget:
     region: str
     base_url: str | None
     timeout: float
+    batch_gcs_uri: str | None = None  # batch mode's files (gs://bucket/prefix/)
+    storage_url: str | None = None
+
+    def control(self) -> str:
+        """Where the location's batch prediction jobs are (the aiplatform host rawPredict goes to)."""
+        return f"{self.endpoint().rstrip('/')}/projects/{self.project}/locations/{self.region}"
+
+    def storage(self) -> str:
+        return (self.storage_url or "https://storage.googleapis.com").rstrip("/")
 
     def endpoint(self) -> str:
         """What AnthropicVertex's base_url is (with /v1: its paths start at /projects/...), as the SDK picks
@@ -151,6 +160,8 @@ def target_of(s: CloudSettings, ref: ModelRef, *, mode: Literal["real", "sim"], 
             required(s.region, "region", "CLOUD_ML_REGION"),
             s.base_url or env.get("ANTHROPIC_VERTEX_BASE_URL"),
             timeout,
+            s.batch_gcs_uri,
+            s.storage_url,
         )
     assert isinstance(s, AzureSettings)
     resource = (

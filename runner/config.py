@@ -38,9 +38,6 @@ API_OF = {
     "vertex": "anthropic",
     "azure": "openai",
 }
-# Clouds whose batch service the runner does not use (Vertex AI batch prediction: jobs over Cloud Storage
-# files): their calls go interactive, counted and budgeted as any other.
-UNBATCHED = frozenset({"vertex"})
 # A cloud's credential when it is one token, read from the variable its SDK reads (Bedrock API key, Azure
 # OpenAI key) or, for Vertex, which has none, a Google OAuth access token (the variable Terraform's google
 # provider reads); the gateway gives a user's harness the run's token under these names.
@@ -298,6 +295,15 @@ class VertexSettings(_Frozen):
         "https://{region}-aiplatform.googleapis.com/v1",
     )
     timeout_seconds: float | None = Field(None, gt=0, description="default: 60")
+    batch_gcs_uri: str | None = Field(
+        None,
+        pattern=r"^gs://[^/]+(/.*)?$",
+        description="batch mode: where its batch prediction jobs' input and output files go, "
+        "gs://bucket/prefix/ (required)",
+    )
+    storage_url: str | None = Field(
+        None, description="batch mode: Cloud Storage's JSON API (default: https://storage.googleapis.com)"
+    )
 
 
 class AzureSettings(_Frozen):
@@ -528,11 +534,6 @@ class RunSpec(Thinking, CloudOverrides):
         if (self.provider is None) != (self.model is None):
             raise ValueError("provider and model go together")
         self._only_its_cloud(self.provider)
-        if self.batch and self.provider in UNBATCHED:
-            raise ValueError(
-                f"batch: the runner does not use {self.provider}'s batch service (jobs over "
-                "cloud storage files): its calls go interactive; leave batch unset"
-            )
         return self
 
     def model_ref(self) -> ModelRef:
@@ -968,13 +969,8 @@ class Config(_Frozen):
         return BATCH_CONVERSATION_SECONDS if self.batch_runs() else CONVERSATION_SECONDS
 
     def batch_runs(self) -> set[str]:
-        """The runs whose model calls go through the batch APIs (not those on a cloud the runner does not
-        batch for: theirs go interactive)."""
-        return {
-            r.name
-            for r in self.runs
-            if (r.batch if r.batch is not None else self.batch.enabled) and r.provider not in UNBATCHED
-        }
+        """The runs whose model calls go through the batch APIs."""
+        return {r.name for r in self.runs if (r.batch if r.batch is not None else self.batch.enabled)}
 
     def model_overrides(self) -> dict[str, dict[str, Any]]:
         return {k: v.model_dump(exclude_none=True) for k, v in self.models.items()}

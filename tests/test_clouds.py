@@ -99,11 +99,9 @@ def test_on_the_real_clouds_missing_credentials_are_named_with_the_variables_tha
 def test_bad_cloud_blocks_are_refused_with_their_field() -> None:
     with pytest.raises(ValueError, match="bedrock: settings for bedrock, but the provider is anthropic"):
         _cfg({"name": "x", "provider": "anthropic", "model": "claude-sonnet-5-5", "bedrock": {"region": "r"}})
-    with pytest.raises(ValueError, match="batch: the runner does not use vertex's batch service"):
-        _cfg({**VERTEX, "batch": True})
-    # the job-wide batch mode leaves Vertex's runs interactive; Azure's and Bedrock's are batched
+    # the job-wide batch mode batches every cloud's runs: each has a batch service
     cfg = _cfg(BEDROCK, AZURE, VERTEX, batch={"enabled": True})
-    assert cfg.batch_runs() == {"a", "b"}
+    assert cfg.batch_runs() == {"a", "b", "v"}
 
 
 def test_a_batched_bedrock_run_names_the_bucket_and_role_its_jobs_need(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,6 +124,28 @@ def test_a_batched_bedrock_run_names_the_bucket_and_role_its_jobs_need(monkeypat
         "https://bedrock.eu-west-1.amazonaws.com", "https://s3.eu-west-1.amazonaws.com", "evals", "runs/")
     with pytest.raises(ValueError, match="batch_s3_uri"):
         _cfg(BEDROCK, bedrock={"region": "us-east-1", "batch_s3_uri": "my-bucket/prefix"})
+
+
+def test_a_batched_vertex_run_names_the_bucket_its_jobs_need() -> None:
+    """Vertex AI batch prediction reads and writes Cloud Storage files: on the real cloud a batched run without
+    a bucket is one line at start; on the simulator its stand-in does, in the configured project and
+    location."""
+    from runner.gateway.settings import gateway_settings
+
+    batched = _cfg({**VERTEX, "batch": True}, vertex={"project": "p", "region": "us-east5"})
+    with pytest.raises(ConfigError, match=r"^vertex.batch_gcs_uri: not set, and run v sends its Vertex AI calls"):
+        gateway_settings(batched)
+    v = gateway_settings(batched, sim_url="http://127.0.0.1:9").vertex_batch
+    assert v is not None and (v.control, v.storage) == (
+        "http://127.0.0.1:9/v1/projects/p/locations/us-east5", "http://127.0.0.1:9")
+    mine = _cfg({**VERTEX, "batch": True}, vertex={"project": "p", "region": "europe-west1",
+                                                   "batch_gcs_uri": "gs://evals/runs"})
+    v = gateway_settings(mine).vertex_batch
+    assert v is not None and (v.control, v.storage, v.bucket, v.prefix) == (
+        "https://europe-west1-aiplatform.googleapis.com/v1/projects/p/locations/europe-west1",
+        "https://storage.googleapis.com", "evals", "runs/")
+    with pytest.raises(ValueError, match="batch_gcs_uri"):
+        _cfg(VERTEX, vertex={"region": "us-east5", "batch_gcs_uri": "evals/runs"})
 
 
 def test_auto_runs_on_a_real_cloud_only_when_its_credentials_are_set(monkeypatch: pytest.MonkeyPatch) -> None:

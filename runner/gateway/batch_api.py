@@ -2,8 +2,8 @@
 whether it has ended, collect what each request came to, list the batches an earlier gateway may have
 created. Anthropic's Message Batches (batch_anthropic.py); OpenAI's Batch API, and Azure OpenAI's on a
 resource's v1 paths (batch_openai.py); Amazon Bedrock's batch inference, jobs over S3 files
-(batch_bedrock.py). Vertex AI's batch prediction is not used: its calls go interactive. The types they
-share: batch_wire.py.
+(batch_bedrock.py); Vertex AI's batch prediction, jobs over Cloud Storage files (batch_vertex.py). The types
+they share: batch_wire.py.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import aiohttp
 import runner.gateway.batch_anthropic as batch_anthropic
 import runner.gateway.batch_bedrock as batch_bedrock
 import runner.gateway.batch_openai as batch_openai
+import runner.gateway.batch_vertex as batch_vertex
 from runner.gateway.batch_wire import (
     BATCH_PATHS,
     INTENT_KEY,
@@ -23,6 +24,7 @@ from runner.gateway.batch_wire import (
     BatchFailed,
     BatchGone,
     BatchRefused,
+    GcpBatch,
     Outcome,
 )
 
@@ -35,6 +37,7 @@ __all__ = [
     "BatchFailed",
     "BatchGone",
     "BatchRefused",
+    "GcpBatch",
     "Outcome",
     "of",
 ]
@@ -51,7 +54,7 @@ class BatchApi(Protocol):
         intent: str,
     ) -> tuple[str, str | None]:
         """One batch of (custom_id, request body without `stream`), made by the journaled `intent`: its id,
-        and the file uploaded for it (OpenAI, Bedrock), if one was."""
+        and the file uploaded for it (OpenAI, Bedrock, Vertex AI), if one was."""
 
     async def state(
         self, session: aiohttp.ClientSession, ep: BatchEndpoint, batch_id: str
@@ -77,6 +80,7 @@ _APIS: dict[str, BatchApi] = {
     "openai": batch_openai,
     "azure": batch_openai,
     "bedrock": batch_bedrock,
+    "vertex": batch_vertex,
 }
 
 

@@ -1,15 +1,15 @@
 """What batch mode's talk with the providers' batch APIs is made of
 (batch_api.py and the batch_{provider}.py it dispatches to): where a batch goes
-(`BatchEndpoint`; Bedrock's `AwsBatch`), what a request came to (`Outcome`), how a batch API call fails
-(`BatchRefused`, `BatchFailed`, `BatchGone`), and the calls of the key-authenticated APIs
-(`fetch_json`, `fetch_batch`, `fetch_results`).
+(`BatchEndpoint`; Bedrock's `AwsBatch`, Vertex AI's `GcpBatch`), what a request came to (`Outcome`), how a
+batch API call fails (`BatchRefused`, `BatchFailed`, `BatchGone`), and the calls of the key-authenticated
+APIs (`fetch_json`, `fetch_batch`, `fetch_results`).
 
 What a request came to is an `Outcome`: an answer or the API's own refusal (status and body, for the
 caller as an interactive call would have had them), or `None` where it is worth another try (an error
 of the provider's side, an expired or cancelled request). A call the API refuses whole raises
 `BatchRefused` with its status, the provider's words and its `retry-after`; a batch that failed whole (an
-OpenAI batch whose validation failed, a Bedrock job that failed) raises `BatchFailed` with the provider's
-words.
+OpenAI batch whose validation failed, a Bedrock or Vertex AI job that failed) raises `BatchFailed` with the
+provider's words.
 """
 
 from __future__ import annotations
@@ -67,13 +67,27 @@ class AwsBatch:
 
 
 @dataclass(frozen=True)
+class GcpBatch:
+    """Where Vertex AI batch prediction goes: the location its jobs are made in, Cloud Storage's JSON API, the
+    bucket and prefix its files go under, and what gives each request its OAuth token (blocking: google-auth
+    may refresh it)."""
+
+    control: str  # https://{region}-aiplatform.googleapis.com/v1/projects/{project}/locations/{region}
+    storage: str  # https://storage.googleapis.com
+    bucket: str
+    prefix: str  # ends in / (or is empty)
+    auth: Callable[[], dict[str, str]]
+
+
+@dataclass(frozen=True)
 class BatchEndpoint:
     provider: str
     base: str  # the provider's SDK base URL (OpenAI's ends in /v1)
     headers: dict[str, str]  # the key, and the simulator's x-sim-* where it answers
     path: str = ""  # the calls' own path (/v1/messages, /v1/chat/completions, /v1/responses)
     aws: AwsBatch | None = None  # Bedrock's batch inference
-    model: str = ""  # Bedrock: the model id its jobs name (the calls' path names it)
+    model: str = ""  # Bedrock, Vertex AI: the model id its jobs name (the calls' path names it)
+    gcp: GcpBatch | None = None  # Vertex AI's batch prediction
 
     def url(self, path: str) -> str:
         return upstream_url(self.base, self.provider, path)

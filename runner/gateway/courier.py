@@ -123,8 +123,9 @@ class Courier:
 
     async def find(self, ep: BatchEndpoint, intent: Intent) -> str | None:
         """The batch an intent created, if the provider lists one: an OpenAI batch by the intent in its
-        metadata, a Bedrock job by its name (an Anthropic batch cannot say: `claim` watches those)."""
-        if ep.provider not in ("openai", "azure", "bedrock"):
+        metadata, a Bedrock job by its name, a Vertex AI job by its label (an Anthropic batch cannot say:
+        `claim` watches those)."""
+        if ep.provider not in ("openai", "azure", "bedrock", "vertex"):
             return None
         with contextlib.suppress(BatchRefused, aiohttp.ClientError, TimeoutError, ValueError):
             for b in await of(ep).listed(self.session, ep, intent.at - 120):

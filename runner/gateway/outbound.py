@@ -6,6 +6,7 @@ caller's, and on the simulator with the model that plays the one asked for."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,8 +16,8 @@ from aiohttp import web
 from loguru import logger
 
 from runner.budget.ratelimit import Budget
-from runner.config import CLOUDS, UNBATCHED, api_key
-from runner.gateway.batch_api import BATCH_PATHS, AwsBatch, BatchEndpoint, BatchRefused
+from runner.config import CLOUDS, api_key
+from runner.gateway.batch_api import BATCH_PATHS, AwsBatch, BatchEndpoint, BatchRefused, GcpBatch
 from runner.gateway.batcher import CARRIED, INTERACTIVE, Batcher
 from runner.gateway.cloud_auth import aws_signer, bedrock_signer, credential_headers
 from runner.gateway.incoming import Incoming
@@ -93,14 +94,13 @@ class Outbound:
             # (a Bedrock stream is AWS event-stream framed: a batch's answer is not turned into one)
             if (
                 call.path in BATCH_PATHS
-                and call.provider not in UNBATCHED
                 and call.body is not None
                 and not (call.provider == "bedrock" and call.streaming)
             ):
                 answer = await self._batched(request, call)
                 if answer is not None:
                     return answer
-            else:  # what the batch APIs do not take (count_tokens, Bedrock, Vertex) goes as it came
+            else:  # what the batch APIs do not take (count_tokens, a Bedrock stream) goes as it came
                 self.batcher.stats["interactive_unbatchable"] += 1
         raw = call.raw
         cloud = call.provider in CLOUDS
@@ -141,8 +141,10 @@ class Outbound:
         stream cut from the final message. None: past its batches' retries, it goes interactive."""
         assert self.batcher is not None and call.body is not None
         body = dict(call.body)
-        if call.provider == "bedrock":  # a record's modelInput is the InvokeModel body as it came
-            if self.settings.bedrock_batch is None:
+        if call.provider in ("bedrock", "vertex"):  # a record's input is the cloud's body as it came
+            if (
+                self.settings.bedrock_batch if call.provider == "bedrock" else self.settings.vertex_batch
+            ) is None:
                 self.batcher.stats["interactive_unbatchable"] += 1
                 return None
         elif call.provider == "azure":  # the lines name the deployment's Global-Batch deployment
@@ -217,7 +219,22 @@ def batch_endpoint(
 ) -> BatchEndpoint:
     """Where a batch of this provider goes, with what of a caller's headers it carries; a batch left by an
     earlier gateway is polled with the environment's key (keys are never journaled), or on the simulator
-    with a stand-in. Bedrock's is signed for each request (`model`: the model id its jobs name)."""
+    with a stand-in. Bedrock's is signed for each request, Vertex AI's carries a token fetched for each
+    (`model`: the model id their jobs name)."""
+    if provider == "vertex":
+        v = settings.vertex_batch
+        if v is None:
+            raise BatchRefused(400, "Vertex AI batch prediction is not set up (vertex.batch_gcs_uri)", None)
+        simulated = settings.sim_models is not None
+        auth = functools.partial(credential_headers, "vertex", simulated=simulated)
+        return BatchEndpoint(
+            provider,
+            v.control,
+            {},
+            path,
+            model=model,
+            gcp=GcpBatch(v.control, v.storage, v.bucket, v.prefix, auth),
+        )
     if provider == "bedrock":
         b, region = settings.bedrock_batch, settings.bedrock_region
         if b is None or region is None:

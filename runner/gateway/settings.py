@@ -21,7 +21,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.clouds import AzureTarget, BedrockTarget, azure_deployments, gateway_target, target
+from runner.clouds import (
+    AzureTarget,
+    BedrockTarget,
+    VertexTarget,
+    azure_deployments,
+    gateway_target,
+    target,
+)
 from runner.config import (
     CLOUDS,
     PROVIDER_BASE_URLS,
@@ -53,6 +60,21 @@ class BedrockBatch(BaseModel):
 SIM_BATCH_S3_URI, SIM_BATCH_ROLE = "s3://pgsr-batches/runner/", "arn:aws:iam::123456789012:role/pgsr-batch"
 
 
+class VertexBatch(BaseModel):
+    """Vertex AI batch prediction: the location its jobs are made in, Cloud Storage's JSON API, the bucket and
+    prefix of their files."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    control: str  # https://{region}-aiplatform.googleapis.com/v1/projects/{project}/locations/{region}
+    storage: str  # https://storage.googleapis.com
+    bucket: str
+    prefix: str  # "" or ending in /
+
+
+# On the simulator, where a config names none: a bucket, project and location of the simulator's.
+SIM_BATCH_GCS_URI, SIM_VERTEX_PROJECT, SIM_VERTEX_REGION = "gs://pgsr-batches/runner/", "pgsr-sim", "us-east5"
+
+
 class GatewaySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -75,6 +97,7 @@ class GatewaySettings(BaseModel):
     bedrock_region: str | None = None  # what Bedrock calls are signed for (SigV4's credential scope)
     bedrock_profile: str | None = None  # the AWS profile whose credentials sign them (None: the SDK's chain)
     bedrock_batch: BedrockBatch | None = None  # where Bedrock batch inference goes (batch mode)
+    vertex_batch: VertexBatch | None = None  # where Vertex AI batch prediction goes (batch mode)
     deployments: dict[str, str] = Field(default_factory=dict)  # Azure: deployment -> the model it serves
     # Azure: deployment ("*": any) -> the Global-Batch deployment its batched calls name
     batch_deployments: dict[str, str] = Field(default_factory=dict)
@@ -122,9 +145,39 @@ def _cloud_settings(cfg: Config, sim_url: str | None) -> dict[str, Any]:
         "bedrock_region": region or ("us-east-1" if sim_url else None),
         "bedrock_profile": bedrock.profile if isinstance(bedrock, BedrockTarget) else None,
         "bedrock_batch": _bedrock_batch(cfg, bedrock, sim_url),
+        "vertex_batch": _vertex_batch(cfg, gateway_target(cfg, "vertex", mode), sim_url),
         "deployments": azure_deployments(cfg),
         "batch_deployments": batch,
     }
+
+
+def _bucket_and_prefix(uri: str) -> tuple[str, str]:
+    """`s3://bucket/prefix` or `gs://bucket/prefix` as (bucket, "" or a prefix ending in /)."""
+    bucket, _, prefix = uri.partition("://")[2].partition("/")
+    return bucket, prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
+def _vertex_batch(cfg: Config, vertex: Any, sim_url: str | None) -> VertexBatch | None:
+    """Where Vertex AI batch prediction goes, when a run batches Vertex calls (or the config's block says
+    where); a batched Vertex run without its bucket is a ConfigError naming it."""
+    batched = [r.name for r in cfg.model_runs() if r.name in cfg.batch_runs() and r.provider == "vertex"]
+    t = vertex if isinstance(vertex, VertexTarget) else None
+    uri = (t.batch_gcs_uri if t else None) or (SIM_BATCH_GCS_URI if sim_url else None)
+    if uri is None:
+        if batched:
+            raise ConfigError(
+                f"vertex.batch_gcs_uri: not set, and run {batched[0]} sends its Vertex AI calls in batches "
+                "(batch prediction reads and writes Cloud Storage files)"
+            )
+        return None
+    bucket, prefix = _bucket_and_prefix(uri)
+    if sim_url:
+        root = sim_url.rstrip("/")
+        project, region = (t.project, t.region) if t else (SIM_VERTEX_PROJECT, SIM_VERTEX_REGION)
+        control = f"{root}/v1/projects/{project}/locations/{region}"
+        return VertexBatch(control=control, storage=root, bucket=bucket, prefix=prefix)
+    assert t is not None
+    return VertexBatch(control=t.control(), storage=t.storage(), bucket=bucket, prefix=prefix)
 
 
 def _bedrock_batch(cfg: Config, bedrock: Any, sim_url: str | None) -> BedrockBatch | None:
@@ -145,8 +198,7 @@ def _bedrock_batch(cfg: Config, bedrock: Any, sim_url: str | None) -> BedrockBat
                 "(batch inference reads and writes S3 files, as a service role)"
             )
         return None
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
+    bucket, prefix = _bucket_and_prefix(uri)
     if sim_url:
         return BedrockBatch(
             control=sim_url.rstrip("/"),

@@ -19,6 +19,8 @@ import openai
 import pytest
 from aiohttp import web
 from botocore.config import Config as BotoConfig
+from google.cloud import storage as gcs
+from google.oauth2.credentials import Credentials as OAuthToken
 
 from runner.config import SIM_AWS_KEY, BatchTurnaround, Config, SimSettings
 from runner.gateway import build_gateway, gateway_settings
@@ -173,6 +175,48 @@ def test_in_batch_mode_azure_calls_go_through_its_global_batch_and_a_lone_bedroc
         assert batches["interactive: fewer than the 100 requests a bedrock batch takes were held"] == 1
         counts = gw.stats()["r"]
         assert counts["batched_calls"] == 1 and counts["llm_calls"] == 2 and counts["batch_saved_usd"] > 0
+
+
+def test_in_batch_mode_vertex_calls_go_as_one_batch_prediction_job_over_cloud_storage(tmp_path: Any) -> None:
+    """Through AnthropicVertex as a harness calls it, streamed and not: the requests put in the simulator's Cloud
+    Storage, a batch prediction job made on them with the gateway's own token, each caller answered from its
+    output at the batch price (a request rawPredict refuses, refused alike), every file of the job deleted."""
+    cfg = _cfg(tmp_path, {}, cache=False, output_dir=str(tmp_path / "out"),
+               batch={"enabled": True, "window_seconds": 0.5, "poll_min_seconds": 0.1, "poll_max_seconds": 0.5},
+               vertex={"project": "p", "region": "us-east5", "batch_gcs_uri": "gs://team-batches/evals"})
+    with SimServer(SimSettings(batches=BatchTurnaround(median_seconds=0.3))) as sim, _served(sim, cfg) as gw:
+        env = gateway_env(gw.url, "r", 1, token=TOKEN, clouds={"vertex"})
+        client = _clients({**env, "AWS_BEARER_TOKEN_BEDROCK": TOKEN, "ANTHROPIC_BEDROCK_BASE_URL": gw.url,
+                           "AZURE_OPENAI_ENDPOINT": gw.url, "AZURE_OPENAI_API_KEY": TOKEN})["vertex"]
+
+        def ask(n: int) -> Any:
+            asked = {"model": VERTEX_MODEL, "max_tokens": 200,
+                     "messages": [{"role": "user", "content": f"Close case {n}."}]}
+            if n == 0:  # refused by rawPredict: so inside the job
+                return client.messages.with_raw_response.create(**asked, extra_body={"temperature": 1.5})
+            if n == 1:
+                with client.messages.stream(**asked) as s:
+                    return s.get_final_message()
+            return client.messages.with_raw_response.create(**asked)
+
+        with ThreadPoolExecutor(6) as pool:
+            futures = [pool.submit(ask, n) for n in range(6)]
+        with pytest.raises(anthropic.BadRequestError, match="temperature"):
+            futures[0].result()
+        assert futures[1].result().content[0].type == "text"
+        answers = [f.result() for f in futures[2:]]
+        assert all(a.headers.get("x-runner-batched") == "1" and a.parse().content for a in answers)
+        batches = gw.gateway.outbound.batcher.stats  # type: ignore[union-attr]
+        assert batches["batches_submitted"] == 1 and batches["requests_answered"] == 6
+        assert not any(k.startswith("interactive") for k in batches)
+        counts = gw.stats()["r"]
+        assert counts["batched_calls"] == 5 and counts["errors"] == 1 and counts["batch_saved_usd"] > 0
+        with urllib.request.urlopen(f"{sim.url}/stats", timeout=10) as r:
+            played = json.loads(r.read())
+        assert played["batches"] == 1 and played["batch_requests"] == 6
+        storage = gcs.Client(project="p", credentials=OAuthToken(token="t"),
+                             client_options={"api_endpoint": sim.url})
+        assert [b.name for b in storage.list_blobs("team-batches")] == []  # its input and output: deleted
 
 
 def test_in_batch_mode_100_bedrock_calls_go_as_one_batch_inference_job_over_s3(tmp_path: Any) -> None:
