@@ -166,7 +166,8 @@ async def create(request: web.Request) -> web.Response:
         return _error(
             request,
             429,
-            f"Quota exceeded: at most {most} concurrent batch prediction jobs of Anthropic models in a project.",
+            f"Quota exceeded: at most {most} concurrent batch prediction jobs of Anthropic models in a "
+            "project.",
         )
     job = PredictionJob(
         f"projects/{where['project']}/locations/{where['location']}/batchPredictionJobs/{next(_ids)}",
