@@ -564,7 +564,7 @@ class RunSpec(Thinking, CloudOverrides):
 SPEED_ONLY: dict[str, Any] = {"harness": {"warm"}}
 
 
-class HarnessSettings(_Frozen):
+class HarnessBlock(_Frozen):
     """What runs one record: the built-in CRM, a Python function, or a command (docs/harness.md)."""
 
     kind: Literal["crm", "python", "command"] = "crm"
@@ -597,7 +597,7 @@ class HarnessSettings(_Frozen):
     reset: Literal["none", "recreate"] = Field("none", description="recreate: fresh database per record")
 
     @model_validator(mode="after")
-    def _kind_fields(self) -> HarnessSettings:
+    def _kind_fields(self) -> HarnessBlock:
         if self.python is not None and self.kind == "crm":
             raise ValueError("python: is for the python and command harnesses")
         if self.kind == "python" and not self.entrypoint:
@@ -718,7 +718,7 @@ class RaySettings(_Frozen):
 
 class Config(_Frozen):
     dataset: Path = Field(description="the records, one JSON object per line")
-    harness: HarnessSettings = HarnessSettings()
+    harness: HarnessBlock = HarnessBlock()
     database: DatabaseSettings | None = Field(None, description="default: the built-in CRM's")
     id_field: str | None = Field(None, description="default: the first of id, conversation_id present")
     success_field: str | None = Field(None, description="dotted path into the harness's result")

@@ -184,6 +184,19 @@ def load_records(path: str | Path, **kw: Any) -> dict[str, Record]:
     return {r.id: r for r in iter_records(path, **kw)}
 
 
+@dataclass(frozen=True)
+class RecordSource:
+    """Where a worker reads the records it runs: the dataset, the field naming each, and whether invalid
+    lines are skipped (the supervisor has read and checked them all, and reported the bad ones)."""
+
+    path: Path
+    id_field: str | None
+    skip_invalid: bool
+
+    def open(self, offsets: Mapping[str, tuple[int, int]] | None = None) -> RecordFile:
+        return RecordFile(self.path, offsets, id_field=self.id_field, skip_invalid=self.skip_invalid)
+
+
 class RecordFile:
     """A dataset's records read where they are, one when it is asked for: a worker is handed where each
     record's line starts (the supervisor read and checked them all), so it parses only the records it runs,

@@ -13,7 +13,7 @@ from typing import Any
 
 from runner.config import Config, resolve_path
 from runner.harness.base import Defaults, Harness, Outcome, Task
-from runner.records import Check
+from runner.records import Check, RecordSource
 from runner.results.result import Result, as_group, as_success, dig, error_result, now_iso, read_score
 from runner.sandbox.schema import DatabaseSpec, init_files
 
@@ -81,6 +81,11 @@ def record_check(cfg: Config) -> Check | None:
 
 def id_field(cfg: Config) -> str | None:
     return cfg.id_field if cfg.id_field or cfg.harness.kind != "crm" else "id"
+
+
+def record_source(cfg: Config) -> RecordSource:
+    """Where a worker reads its records, as this config's harness names them."""
+    return RecordSource(cfg.dataset, id_field(cfg), cfg.skip_invalid)
 
 
 def build_result(

@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 import psycopg
 
-from runner.clouds import clouds_used
-from runner.config import API_KEY_ENV, CLOUD_KEY_ENV, Config, RunSpec, sdk_base_url
+from runner.config import API_KEY_ENV, CLOUD_KEY_ENV, RunSpec, sdk_base_url
 from runner.errors import ErrorKind
+from runner.harness.settings import HarnessSettings
 from runner.records import Check
 from runner.results.result import Usage
 from runner.sandbox.base import socket_dsn
@@ -191,10 +191,10 @@ class Defaults:
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """The worker around a harness: its id, the run's settings, and where it may write."""
+    """The worker around a harness: its id, what it reads of the config, and where it may write."""
 
     worker: int
-    cfg: Config
+    settings: HarnessSettings
     scratch: Path
     run_id: str
     sim_url: str | None = None
@@ -222,7 +222,7 @@ class Harness(ABC):
     counts_own_calls = False
 
     @classmethod
-    def preload_for(cls, cfg: Config) -> tuple[str, ...]:
+    def preload_for(cls, settings: HarnessSettings) -> tuple[str, ...]:
         """Modules this config's workers import anyway: imported once, in the process workers are forked
         from (runner/engine/forkserver.py), instead of once per worker (an SDK is ~1 s of CPU)."""
         return ()
@@ -248,7 +248,7 @@ class Harness(ABC):
         if info.gateway_url is None:
             return {}
         return gateway_env(
-            info.gateway_url, run, info.caller, token=info.gateway_token, clouds=clouds_used(info.cfg)
+            info.gateway_url, run, info.caller, token=info.gateway_token, clouds=info.settings.clouds
         )
 
     def attach(self, sandbox: SandboxInfo) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 
 from loguru import logger
 
-from runner.config import resolve_path
 from runner.harness.base import Harness, Outcome, Task, WorkerInfo
 from runner.harness.env import harness_env, render, template_values
 from runner.records import record_id
@@ -32,30 +31,29 @@ TAIL_CHARS = 600
 class CommandHarness(Harness):
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
-        self.chunk_size = info.cfg.harness.chunk
+        self.chunk_size = info.settings.block.chunk
         self.chunks = 0
 
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
         assert self.sandbox is not None
-        cfg, run = self.info.cfg, tasks[0].run
+        hs, run = self.info.settings, tasks[0].run
         self.chunks += 1
         stem = self.info.scratch / f"chunk-{self.chunks}"
         inp, outp = stem.with_suffix(".in.jsonl"), stem.with_suffix(".out.jsonl")
         inp.write_text("".join(json.dumps(t.record) + "\n" for t in tasks), encoding="utf-8")
         outp.unlink(missing_ok=True)
-        vals = {**template_values(cfg, self.sandbox, run), "input": str(inp), "output": str(outp)}
-        argv = [render(a, vals, where="harness.command") for a in cfg.harness.command or []]
+        vals = {**template_values(hs, self.sandbox, run), "input": str(inp), "output": str(outp)}
+        argv = [render(a, vals, where="harness.command") for a in hs.block.command or []]
         # a chunk: one trial
         env = harness_env(
-            cfg,
+            hs,
             self.sandbox,
             run,
             {"input": str(inp), "output": str(outp)},
             gateway=self.gateway_env(run.name),
             epoch=tasks[0].epoch,
         )
-        cwd = resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
-        why = self._execute(argv, env, cwd, cfg.conversation_limit() * len(tasks))
+        why = self._execute(argv, env, hs.cwd, hs.conversation_limit * len(tasks))
         answers = self._read(outp, tasks)
         for t in tasks:
             got = answers.get(t.record_id)
@@ -108,7 +106,7 @@ class CommandHarness(Harness):
         found: dict[str, dict[str, Any]] = {}
         if not path.exists():
             return found
-        id_field = self.info.cfg.id_field
+        id_field = self.info.settings.id_field
         for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if not line.strip():
                 continue

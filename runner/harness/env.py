@@ -17,10 +17,10 @@ from collections.abc import Mapping
 
 from dotenv import dotenv_values
 
-from runner.clouds import clouds_used
-from runner.config import Config, RunSpec, harness_python, resolve_path
+from runner.config import RunSpec
 from runner.errors import ConfigError
 from runner.harness.base import Database, SandboxInfo, gateway_env
+from runner.harness.settings import HarnessSettings
 
 
 def connection_env(sb: SandboxInfo) -> dict[str, str]:
@@ -50,34 +50,31 @@ def connection_env(sb: SandboxInfo) -> dict[str, str]:
     return env
 
 
-def per_slot_keys(cfg: Config, sb: SandboxInfo) -> set[str]:
+def per_slot_keys(hs: HarnessSettings, sb: SandboxInfo) -> set[str]:
     """Variables whose value depends on the slot (its databases) or the run (its env:): with slots in
     threads, the process-wide value of these would be some other slot's (runner/proc/slot_env.py)."""
     keys = {"DB_NAME", "POSTGRES_DB", "PGDATABASE"} | {
         k for k in connection_env(sb) if k.endswith("DATABASE_URL")
     }
-    for run in cfg.runs:
+    for run in hs.runs:
         keys |= run.env.keys()
     return keys | {"RUNNER_RUN", "RUNNER_EPOCH"}
 
 
-def marked_env(cfg: Config, mark: str) -> dict[str, str]:
+def marked_env(hs: HarnessSettings, mark: str) -> dict[str, str]:
     """The environment of the run's warm interpreter (proc/zygote.py): a record's, with `mark` for every
     value that differs between slots (its databases, the gateway's URLs and keys, the run): a library
     that keeps one at import is then found out, instead of handing every slot a value that is none's."""
-    dbs = {
-        n: Database(mark, 1, mark, mark, mark)
-        for n in ("main", *(cfg.database.extra_databases if cfg.database else ()))
-    }
-    gateway = {k: mark for k in gateway_env("http://h", "r", 0, token=mark, clouds=clouds_used(cfg))}
+    dbs = {n: Database(mark, 1, mark, mark, mark) for n in hs.databases}
+    gateway = {k: mark for k in gateway_env("http://h", "r", 0, token=mark, clouds=hs.clouds)}
     return {
-        **harness_env(cfg, SandboxInfo("warm", dbs, "main"), cfg.runs[0], gateway=gateway),
+        **harness_env(hs, SandboxInfo("warm", dbs, "main"), hs.runs[0], gateway=gateway),
         "RUNNER_RUN": mark,
         "RUNNER_EPOCH": "1",
     }
 
 
-def template_values(cfg: Config, sb: SandboxInfo, run: RunSpec) -> dict[str, str]:
+def template_values(hs: HarnessSettings, sb: SandboxInfo, run: RunSpec) -> dict[str, str]:
     db = sb.db
     vals = {
         "host": db.host,
@@ -87,7 +84,7 @@ def template_values(cfg: Config, sb: SandboxInfo, run: RunSpec) -> dict[str, str
         "database": db.name,
         "dsn": db.dsn(),
         "url": db.url(),
-        "python": str(harness_python(cfg) or sys.executable),
+        "python": str(hs.python or sys.executable),
     }
     for name, other in sb.databases.items():
         vals[f"dsn:{name}"] = other.dsn()
@@ -112,18 +109,18 @@ def render(template: str, values: Mapping[str, str], *, where: str) -> str:
     return "".join(out)
 
 
-def dotenv_file(cfg: Config) -> dict[str, str]:
+def dotenv_file(hs: HarnessSettings) -> dict[str, str]:
     """The .env next to the config (or harness.env_file): variables the process does not already have."""
-    path = resolve_path(cfg, cfg.harness.env_file) if cfg.harness.env_file else cfg.config_dir / ".env"
+    path = hs.env_file or hs.config_dir / ".env"
     if not path.is_file():
-        if cfg.harness.env_file:
+        if hs.env_file:
             raise ConfigError("env_file not found", where=str(path))
         return {}
     return {k: v for k, v in dotenv_values(path).items() if v is not None and k not in os.environ}
 
 
 def harness_env(
-    cfg: Config,
+    hs: HarnessSettings,
     sb: SandboxInfo,
     run: RunSpec,
     extra: Mapping[str, str] = {},
@@ -132,9 +129,9 @@ def harness_env(
     epoch: int = 1,
 ) -> dict[str, str]:
     """The whole environment for one record of `run` (a full copy: subprocesses get exactly this)."""
-    vals = {**template_values(cfg, sb, run), **extra}
-    env = {**os.environ, **dotenv_file(cfg)}
-    for k, v in cfg.harness.env.items():
+    vals = {**template_values(hs, sb, run), **extra}
+    env = {**os.environ, **dotenv_file(hs)}
+    for k, v in hs.block.env.items():
         env[k] = render(v, vals, where=f"harness.env.{k}")
     for k, v in run.env.items():
         env[k] = render(v, vals, where=f"runs.{run.name}.env.{k}")
@@ -145,18 +142,15 @@ def harness_env(
     return env
 
 
-def check_templates(cfg: Config) -> None:
+def check_templates(hs: HarnessSettings) -> None:
     """Fail at start, not in a worker, on a placeholder that no record could fill."""
-    dbs = {
-        n: Database("h", 1, "u", "p", n)
-        for n in ("main", *(cfg.database.extra_databases if cfg.database else ()))
-    }
+    dbs = {n: Database("h", 1, "u", "p", n) for n in hs.databases}
     fake = SandboxInfo("check", dbs, "main")
-    for run in cfg.runs:
-        vals = {**template_values(cfg, fake, run), "input": "", "output": ""}
-        for k, v in cfg.harness.env.items():
+    for run in hs.runs:
+        vals = {**template_values(hs, fake, run), "input": "", "output": ""}
+        for k, v in hs.block.env.items():
             render(v, vals, where=f"harness.env.{k}")
         for k, v in run.env.items():
             render(v, vals, where=f"runs.{run.name}.env.{k}")
-        for i, arg in enumerate(cfg.harness.command or []):
+        for i, arg in enumerate(hs.block.command or []):
             render(arg, vals, where=f"harness.command[{i}]")

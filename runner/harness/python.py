@@ -22,9 +22,9 @@ from typing import Any
 
 from loguru import logger
 
-from runner.config import Config, harness_python, resolve_path
 from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task, WorkerInfo
 from runner.harness.env import harness_env, marked_env, per_slot_keys
+from runner.harness.settings import HarnessSettings
 from runner.proc.hosted import Hosted, Hosts
 from runner.proc.interpreter import Interpreter, InterpreterExited
 from runner.proc.shim import calling, load_entrypoint
@@ -32,16 +32,16 @@ from runner.proc.slot_env import install, set_slot_env
 from runner.proc.warm import WarmInterpreter, known_refusal, marker, verdict_key
 
 
-def warm_interpreter(cfg: Config) -> WarmInterpreter | None:
+def warm_interpreter(hs: HarnessSettings) -> WarmInterpreter | None:
     """The run's warm interpreter (proc/zygote.py), for a python harness in its own interpreter: every
     slot's shim is forked from it with the harness's libraries imported once. None where an earlier run's
     refused for the same interpreter, load and installed packages: each worker's interpreter then starts at
     once, instead of after a warm one has imported everything only to refuse again."""
-    python = harness_python(cfg)
-    if cfg.harness.kind != "python" or python is None or not cfg.harness.warm:
+    python = hs.python
+    if hs.kind != "python" or python is None or not hs.block.warm:
         return None
-    verdicts = _verdicts(cfg)
-    if (why := known_refusal(verdicts, verdict_key(str(python), _load(cfg)))) is not None:
+    verdicts = _verdicts(hs)
+    if (why := known_refusal(verdicts, verdict_key(str(python), _load(hs)))) is not None:
         logger.info(
             "harness interpreter: no warm one ({}, an earlier run found; it is asked again once the "
             "virtualenv's packages change): each worker's interpreter imports its libraries itself",
@@ -49,25 +49,21 @@ def warm_interpreter(cfg: Config) -> WarmInterpreter | None:
         )
         return None
     mark = marker()
-    return WarmInterpreter(str(python), marked_env(cfg, mark), _cwd(cfg), _load(cfg), mark, verdicts)
+    return WarmInterpreter(str(python), marked_env(hs, mark), hs.cwd, _load(hs), mark, verdicts)
 
 
-def _verdicts(cfg: Config) -> Path:
+def _verdicts(hs: HarnessSettings) -> Path:
     from runner.cache import DEFAULT_DIR
 
-    return Path(cfg.cache_dir or DEFAULT_DIR)
+    return Path(hs.cache_dir or DEFAULT_DIR)
 
 
-def _cwd(cfg: Config) -> Path:
-    return resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir
-
-
-def _load(cfg: Config) -> dict[str, Any]:
+def _load(hs: HarnessSettings) -> dict[str, Any]:
     """What the shim's `load` (and the warm interpreter) needs: where the entrypoint is found."""
     return {
-        "entrypoint": cfg.harness.entrypoint,
-        "cwd": str(_cwd(cfg)),
-        "pythonpath": [str(resolve_path(cfg, p)) for p in cfg.harness.pythonpath],
+        "entrypoint": hs.block.entrypoint,
+        "cwd": str(hs.cwd),
+        "pythonpath": [str(p) for p in hs.pythonpath],
     }
 
 
@@ -120,17 +116,17 @@ class PythonHarness(Harness):
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
-        if info.cfg.harness.python is not None and info.slots > 1 and info.slot == 0:
+        if info.settings.python is not None and info.slots > 1 and info.slot == 0:
             self._host_ahead()
 
     def _host_ahead(self) -> None:
         """The worker's hosted interpreter started and loaded now, while its sandbox boots (its imports are
         seconds of CPU for a heavy stack): every value that differs between slots, or is the sandbox's, is a
         marker at load, parked for the slots' own (harness/env.marked_env, proc/slot_env.py)."""
-        cfg = self.info.cfg
-        python = harness_python(cfg)
+        hs = self.info.settings
+        python = hs.python
         assert python is not None
-        env = marked_env(cfg, marker())
+        env = marked_env(hs, marker())
         keys = {k for k in env if k not in os.environ} | {
             "DB_NAME",
             "POSTGRES_DB",
@@ -139,17 +135,17 @@ class PythonHarness(Harness):
             "RUNNER_EPOCH",
         }
         host = self.host = Hosts.join(
-            lambda: Hosted(str(python), env, _cwd(cfg), _slot_log, warm=self.info.warm)
+            lambda: Hosted(str(python), env, hs.cwd, _slot_log, warm=self.info.warm)
         )
-        msg = {"env": env, "per_slot": sorted(keys), **_load(cfg)}
+        msg = {"env": env, "per_slot": sorted(keys), **_load(hs)}
         threading.Thread(target=_quietly, args=(host.load, msg), daemon=True, name="harness-ahead").start()
 
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
-        if self.info.cfg.harness.python is not None and self.info.slots > 1:
+        if self.info.settings.python is not None and self.info.slots > 1:
             self._hosted(sandbox)
             return
-        if self.info.cfg.harness.python is not None:
+        if self.info.settings.python is not None:
             self._stop_interpreter()  # a new sandbox: a fresh import sees its variables
             self._interpreter()
             return
@@ -160,35 +156,34 @@ class PythonHarness(Harness):
         slot threads start; from a slot thread, writing the environment races other threads reading it
         from C (libpq's getenv). A subprocess or C library that reads a parked variable gets a value naming
         the problem, not another slot's database."""
-        cfg = self.info.cfg
-        if self.info.slots <= 1 or cfg.harness.python is not None:
+        hs = self.info.settings
+        if self.info.slots <= 1 or hs.python is not None:
             return
-        keys = set(per_slot_keys(cfg, sandbox))
-        for run in cfg.runs:
+        keys = set(per_slot_keys(hs, sandbox))
+        for run in hs.runs:
             keys |= (
-                harness_env(cfg, sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
+                harness_env(hs, sandbox, run, gateway=self.gateway_env(run.name)).keys() - os.environ.keys()
             )
         install(keys)
 
     def _import(self, sandbox: SandboxInfo) -> None:
-        cfg = self.info.cfg
+        hs = self.info.settings
         if self.info.slots > 1:  # slots run in threads of one process: each reads its own variables
-            install(per_slot_keys(cfg, sandbox))
+            install(per_slot_keys(hs, sandbox))
         # Environment first: a harness module may read its settings at import time.
-        self._export(harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name)))
-        for p in reversed(cfg.harness.pythonpath):
-            path = str(resolve_path(cfg, p))
-            if path not in sys.path:
-                sys.path.insert(0, path)
-        os.chdir(resolve_path(cfg, cfg.harness.cwd) if cfg.harness.cwd else cfg.config_dir)
-        assert cfg.harness.entrypoint is not None
-        self.fn = calling(load_entrypoint(cfg.harness.entrypoint))
+        self._export(harness_env(hs, sandbox, hs.runs[0], gateway=self.gateway_env(hs.runs[0].name)))
+        for p in reversed(hs.pythonpath):
+            if str(p) not in sys.path:
+                sys.path.insert(0, str(p))
+        os.chdir(hs.cwd)
+        assert hs.block.entrypoint is not None
+        self.fn = calling(load_entrypoint(hs.block.entrypoint))
 
     def run(self, tasks: list[Task]) -> Iterator[tuple[Task, Outcome]]:
         assert self.sandbox is not None
         for task in tasks:
             env = harness_env(
-                self.info.cfg,
+                self.info.settings,
                 self.sandbox,
                 task.run,
                 gateway=self.gateway_env(task.run.name),
@@ -197,7 +192,7 @@ class PythonHarness(Harness):
             if self.host is not None:
                 yield task, self._call_hosted(task, env)
                 continue
-            if self.info.cfg.harness.python is not None:
+            if self.info.settings.python is not None:
                 yield task, self._call_there(task, env)
                 continue
             self._export(env)
@@ -221,22 +216,22 @@ class PythonHarness(Harness):
         """The slot's shim process, started and loaded (again after one was cut short)."""
         if self.interpreter is not None:
             return self.interpreter
-        cfg, sb = self.info.cfg, self.sandbox
+        hs, sb = self.info.settings, self.sandbox
         assert sb is not None
-        python = harness_python(cfg)
+        python = hs.python
         assert python is not None
-        env = harness_env(cfg, sb, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
-        interp = Interpreter(str(python), env, _cwd(cfg), self._log_line, warm=self.info.warm)
+        env = harness_env(hs, sb, hs.runs[0], gateway=self.gateway_env(hs.runs[0].name))
+        interp = Interpreter(str(python), env, hs.cwd, self._log_line, warm=self.info.warm)
         interp.start()
         try:
-            reply = interp.ask({"op": "load", "env": env, **_load(cfg)})
+            reply = interp.ask({"op": "load", "env": env, **_load(hs)})
         except BaseException:
             interp.stop()
             raise
         if "error" in reply:
             interp.stop()
             raise RuntimeError(
-                f"cannot load harness entrypoint {cfg.harness.entrypoint} in {python}:\n{reply['error']}"
+                f"cannot load harness entrypoint {hs.block.entrypoint} in {python}:\n{reply['error']}"
             )
         self.interpreter = interp
         return interp
@@ -269,35 +264,33 @@ class PythonHarness(Harness):
     def _hosted(self, sandbox: SandboxInfo) -> None:
         """The worker's hosted interpreter (proc/hosted.py), joined once and loaded: its environment holds
         every variable that differs between slots parked (proc/slot_env.py), as the in-process kind's."""
-        cfg = self.info.cfg
-        base = harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
+        hs = self.info.settings
+        base = harness_env(hs, sandbox, hs.runs[0], gateway=self.gateway_env(hs.runs[0].name))
         if self.host is None:
-            python = harness_python(cfg)
+            python = hs.python
             assert python is not None
-            self.host = Hosts.join(
-                lambda: Hosted(str(python), base, _cwd(cfg), _slot_log, warm=self.info.warm)
-            )
+            self.host = Hosts.join(lambda: Hosted(str(python), base, hs.cwd, _slot_log, warm=self.info.warm))
         self.host.serve(sandbox.id, base)
         self._load_hosted()
 
     def _load_hosted(self) -> Hosted:
         assert self.host is not None and self.sandbox is not None
-        cfg, sandbox = self.info.cfg, self.sandbox
+        hs, sandbox = self.info.settings, self.sandbox
 
         def message() -> dict[str, Any]:
-            keys = set(per_slot_keys(cfg, sandbox))
-            for run in cfg.runs:
+            keys = set(per_slot_keys(hs, sandbox))
+            for run in hs.runs:
                 keys |= (
-                    harness_env(cfg, sandbox, run, gateway=self.gateway_env(run.name)).keys()
+                    harness_env(hs, sandbox, run, gateway=self.gateway_env(run.name)).keys()
                     - os.environ.keys()
                 )
-            env = harness_env(cfg, sandbox, cfg.runs[0], gateway=self.gateway_env(cfg.runs[0].name))
-            return {"env": env, "per_slot": sorted(keys), **_load(cfg)}
+            env = harness_env(hs, sandbox, hs.runs[0], gateway=self.gateway_env(hs.runs[0].name))
+            return {"env": env, "per_slot": sorted(keys), **_load(hs)}
 
         reply = self.host.load(message)
         if "error" in reply:
             raise RuntimeError(
-                f"cannot load harness entrypoint {cfg.harness.entrypoint} in {self.host.python}:\n"
+                f"cannot load harness entrypoint {hs.block.entrypoint} in {self.host.python}:\n"
                 f"{reply['error']}"
             )
         return self.host

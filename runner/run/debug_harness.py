@@ -19,6 +19,7 @@ from runner.config import Config, RunSpec, resolve_mode
 from runner.errors import ConfigError
 from runner.harness import build_result, database_spec, harness_class, id_field, reading
 from runner.harness.base import Task, WorkerInfo, sandbox_info
+from runner.harness.settings import harness_settings
 from runner.records import load_records
 from runner.report.explain import explain_result
 from runner.results.result import now_iso, share_metrics
@@ -85,7 +86,7 @@ def debug_record(
         sim_url, gateway_url = (sim.url if sim else None), (gateway.url if gateway else None)
         scratch = Path(tempfile.mkdtemp(prefix="pgsandbox-debug-"))
         harness = harness_class(cfg.harness.kind)(
-            WorkerInfo(0, cfg, scratch, "debug", sim_url=sim_url, gateway_url=gateway_url)
+            WorkerInfo(0, harness_settings(cfg), scratch, "debug", sim_url=sim_url, gateway_url=gateway_url)
         )
         stack.callback(harness.close)
         harness.attach(sandbox_info(sb, spec))

@@ -40,9 +40,10 @@ from runner.engine.supervisor import Supervisor
 from runner.errors import ConfigError, DatasetError, NothingSelected, RunStopped
 from runner.forecast.forecast import Forecast, Foresight, forecast, gather
 from runner.forecast.render import seconds, usd
-from runner.harness import database_spec, id_field, record_check
+from runner.harness import database_spec, id_field, reading, record_check, record_source
 from runner.harness.env import check_templates
 from runner.harness.python import warm_interpreter
+from runner.harness.settings import harness_settings
 from runner.logfiles import add_log_file
 from runner.models.live import Catalogue
 from runner.models.preflight import (
@@ -177,7 +178,7 @@ def _preflight(
     if cfg.ids is not None and (unknown := sorted(set(cfg.ids) - set(order))):
         raise ConfigError(f"--ids: {', '.join(unknown[:10])} not in {cfg.dataset}", where="command line")
     _check_selected(cfg, order, picked)
-    check_templates(cfg)
+    check_templates(harness_settings(cfg))
     check_harness_python(cfg)
     check_keys(cfg)
     # a typo named with the id it meant, before a provider is asked
@@ -697,14 +698,16 @@ def _specs(
     sandbox = sandbox_settings(
         cfg, spec, kind=kind, image=image, run_id=run_id, owner_pid=os.getpid(), slots=lay.slots
     )
-    slot = slot_settings(cfg)
+    slot, harness = slot_settings(cfg), harness_settings(cfg)
 
     def base(wid: int) -> WorkerSpec:
         return WorkerSpec(
             wid,
-            cfg,
+            record_source(cfg),
             sandbox,
             slot,
+            harness,
+            reading(cfg),
             None,
             str(out / "logs"),
             str(out / "scratch"),
@@ -715,7 +718,7 @@ def _specs(
     prestart = warm = None
     if kind == "docker" and cfg.executor == "local":
         prestart = stack.enter_context(Prestart([base(w) for w in range(lay.workers)]))
-    if cfg.executor == "local" and (interpreter := warm_interpreter(cfg)) is not None:
+    if cfg.executor == "local" and (interpreter := warm_interpreter(harness)) is not None:
         warm = stack.enter_context(interpreter).socket or None
 
     def make_spec(wid: int, sim_url: str | None, gateway_url: str | None, token: str | None) -> WorkerSpec:

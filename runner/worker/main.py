@@ -28,11 +28,12 @@ from runner import heap
 from runner.budget.ratelimit import Budget
 from runner.config import Config
 from runner.errors import RunStopped
-from runner.harness import harness_class, id_field, reading
+from runner.harness import Reading, harness_class
 from runner.harness.base import WorkerInfo
+from runner.harness.settings import HarnessSettings, harness_settings
 from runner.logfiles import add_log_file, capture_output
 from runner.models.live import Catalogue
-from runner.records import RecordFile
+from runner.records import RecordSource
 from runner.resources import die_with_parent, leave_forkserver
 from runner.results.result import now_iso
 from runner.sandbox.base import Launched
@@ -57,9 +58,11 @@ STUCK_GRACE_SECONDS = 5.0
 @dataclass(frozen=True)
 class WorkerSpec:
     worker: int
-    cfg: Config
+    records: RecordSource  # where its records are read
     sandbox: SandboxSettings  # what its sandboxes are made with (the whole of what the sandbox layer reads)
     slot: SlotSettings  # what its slots read of the config
+    harness: HarnessSettings  # what its harnesses read of it
+    reading: Reading  # how a result is read (success, metrics, breakdowns)
     sim_url: str | None
     log_dir: str
     scratch_dir: str
@@ -88,19 +91,16 @@ class WorkerSpec:
 
 class Worker:
     def __init__(self, spec: WorkerSpec, inbox: Any, limiter: Budget | None) -> None:
-        cfg = spec.cfg
-        self.spec, self.cfg, self.inbox, self.slot_settings = spec, cfg, inbox, spec.slot
+        self.spec, self.inbox, self.slot_settings = spec, inbox, spec.slot
         self.worker_id, self.gateway_url, self.gateway_token = (
             spec.worker,
             spec.gateway_url,
             spec.gateway_token,
         )
         # The supervisor already checked every line and reported the bad ones; valid ones suffice here.
-        self.records = RecordFile(
-            cfg.dataset, spec.offsets, id_field=id_field(cfg), skip_invalid=cfg.skip_invalid
-        )
-        self.reading = reading(cfg)
-        kind = harness_class(cfg.harness.kind)
+        self.records = spec.records.open(spec.offsets)
+        self.reading = spec.reading
+        kind = harness_class(spec.harness.kind)
         self.slots = [
             Slot(
                 n,
@@ -108,7 +108,7 @@ class Worker:
                 kind(
                     WorkerInfo(
                         spec.worker,
-                        cfg,
+                        spec.harness,
                         self._scratch(n),
                         spec.run_id,
                         sim_url=spec.sim_url,
@@ -237,7 +237,7 @@ def preload(cfg: Config) -> list[str]:
         "docker": ["runner.sandbox.docker"],
         "local": ["runner.sandbox.local"],
     }.get(cfg.sandbox, [])
-    return [__name__, *sandbox, harness.__module__, *harness.preload_for(cfg)]
+    return [__name__, *sandbox, harness.__module__, *harness.preload_for(harness_settings(cfg))]
 
 
 def _on_term(signum: int, frame: object) -> None:
@@ -276,7 +276,7 @@ def run_worker(spec: WorkerSpec, inbox: Any, tasks: Any, limiter: Any) -> int:
         spec.worker,
         os.getpid(),
         spec.sandbox.kind,
-        spec.cfg.harness.kind,
+        spec.harness.kind,
     )
     if limiter is not None:
         limiter.lane = spec.lane

@@ -12,7 +12,9 @@ from docker.errors import NotFound
 from runner.config import Config
 from runner.engine.prestart import Prestart
 from runner.errors import SandboxBootError
+from runner.harness import reading, record_source
 from runner.harness.crm.harness import DATABASE as CRM
+from runner.harness.settings import harness_settings
 from runner.sandbox.base import logs_in
 from runner.sandbox.docker import DockerSandbox
 from runner.sandbox.settings import sandbox_settings
@@ -26,7 +28,8 @@ def _spec(tmp_path: Path, image: str, worker: int, run_id: str) -> WorkerSpec:
     cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
                                  "runs": [{"name": "r"}], "container_tmpfs": True})
     sandbox = sandbox_settings(cfg, CRM, kind="docker", image=image, run_id=run_id, owner_pid=os.getpid(), slots=1)
-    return WorkerSpec(worker, cfg, sandbox, slot_settings(cfg), None, str(tmp_path), str(tmp_path))
+    return WorkerSpec(worker, record_source(cfg), sandbox, slot_settings(cfg),
+                      harness_settings(cfg), reading(cfg), None, str(tmp_path), str(tmp_path))
 
 
 def _exists(container_id: str) -> bool:

@@ -24,6 +24,8 @@ from runner.engine.progress import Progress, RunProgress
 from runner.engine.scheduler import Scheduler
 from runner.engine.settings import engine_settings
 from runner.engine.supervisor import Supervisor
+from runner.harness import reading, record_source
+from runner.harness.settings import harness_settings
 from runner.plan import WorkItem
 from runner.results.result import Result
 from runner.results.sink import ResultSink, read_results
@@ -154,7 +156,9 @@ def _supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviours: Cal
     def make_spec(wid: int) -> WorkerSpec:
         sandbox = sandbox_settings(config, None, kind="fake", image=None, run_id="run", owner_pid=1,  # type: ignore[arg-type]
                                    slots=slots)
-        return WorkerSpec(wid, config, sandbox, slot_settings(config), None, str(tmp_path), str(tmp_path))
+        return WorkerSpec(wid, record_source(config), sandbox,
+                          slot_settings(config), harness_settings(config), reading(config), None, str(tmp_path),
+                          str(tmp_path))
 
     pool = WorkerPool(transport, make_spec, None, heartbeat_timeout=config.heartbeat_timeout_seconds,
                       max_restarts=restart_cap(config.max_worker_restarts, workers), spawnable=spawnable)

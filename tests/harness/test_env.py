@@ -12,6 +12,7 @@ from runner.errors import ConfigError
 from runner.harness.base import Database, SandboxInfo
 from runner.harness.env import check_templates, connection_env, harness_env, render
 from runner.harness.python import Context, calling
+from runner.harness.settings import harness_settings
 
 SB = SandboxInfo("sb", {"app": Database("127.0.0.1", 5555, "u", "p@ss/w", "app"),
                         "atlas": Database("127.0.0.1", 5555, "u", "p@ss/w", "atlas")}, "app")
@@ -59,7 +60,7 @@ def test_layers_dotenv_then_harness_then_run_then_the_sandbox_wins(tmp_path: Pat
     monkeypatch.setenv("ALREADY_SET", "process")
     cfg = _cfg(tmp_path, harness={"kind": "command", "command": ["x", "{input}", "{output}"],
                                   "env": {"SHARED": "harness", "ATLAS": "{dsn:atlas}", "DB_HOST": "harness"}})
-    env = harness_env(cfg, SB, cfg.runs[0])
+    env = harness_env(harness_settings(cfg), SB, cfg.runs[0])
     assert env["FROM_DOTENV"] == "1" and env["ALREADY_SET"] == "process"  # python-dotenv never overrides
     assert env["SHARED"] == "harness" and env["RUN_MODEL"] == "m1" and "dbname=atlas" in env["ATLAS"]
     assert env["DB_HOST"] == "127.0.0.1"  # the sandbox wins over .env and env:
@@ -67,7 +68,8 @@ def test_layers_dotenv_then_harness_then_run_then_the_sandbox_wins(tmp_path: Pat
 
 def test_unknown_placeholders_fail_at_start_naming_where(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"runs.r1.env.X: unknown placeholder \{modle\}"):
-        check_templates(_cfg(tmp_path, runs=[{"name": "r1", "params": {"model": "m"}, "env": {"X": "{modle}"}}]))
+        check_templates(harness_settings(_cfg(tmp_path, runs=[{"name": "r1", "params": {"model": "m"},
+                                                             "env": {"X": "{modle}"}}])))
     assert render("{run}-{n}", {"run": "r", "n": "3"}, where="w") == "r-3"
 
 

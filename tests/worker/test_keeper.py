@@ -9,7 +9,9 @@ import pytest
 
 from runner.config import Config
 from runner.errors import WorkerClosing
+from runner.harness import reading, record_source
 from runner.harness.crm.harness import DATABASE as CRM
+from runner.harness.settings import harness_settings
 from runner.sandbox.settings import sandbox_settings
 from runner.worker.keeper import SandboxKeeper
 from runner.worker.main import WorkerSpec
@@ -36,7 +38,8 @@ def test_a_closed_keeper_never_replaces_its_sandbox(tmp_path: Path, sandbox_imag
                                  "runs": [{"name": "r"}]})
     sandbox = sandbox_settings(cfg, CRM, kind="docker", image=sandbox_image, run_id=run_id, owner_pid=os.getpid(),
                                slots=1)
-    spec = WorkerSpec(0, cfg, sandbox, slot_settings(cfg), None, str(tmp_path), str(tmp_path))
+    spec = WorkerSpec(0, record_source(cfg), sandbox, slot_settings(cfg),
+                      harness_settings(cfg), reading(cfg), None, str(tmp_path), str(tmp_path))
     inbox = _Inbox()
     keeper = SandboxKeeper(spec, inbox, inline=True)
     try:

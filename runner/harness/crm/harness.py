@@ -15,15 +15,15 @@ from typing import Any
 
 import psycopg
 
-from runner.config import Config, ModelRef, RunSpec
+from runner.config import ModelRef, RunSpec
 from runner.errors import ConversationFailed, SandboxBootError
 from runner.harness.base import CallShape, Defaults, Harness, Outcome, SandboxInfo, Task, WorkerInfo
 from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import Conversation, check
 from runner.harness.crm.episode import Expectations, run_episode, stats_delta, usage_of
+from runner.harness.settings import HarnessSettings
 from runner.models.client import ModelClient, client_over, make_provider
-from runner.models.settings import client_settings
 from runner.models.usage import Counts
 from runner.records import Check
 from runner.results.result import Usage
@@ -47,21 +47,21 @@ class CrmHarness(Harness):
     counts_own_calls = True  # its batch runs' calls go through the gateway, counted here all the same
 
     @classmethod
-    def preload_for(cls, cfg: Config) -> tuple[str, ...]:
+    def preload_for(cls, settings: HarnessSettings) -> tuple[str, ...]:
         """The SDKs of the providers the runs call only: anthropic alone is ~0.9 s of import, on the way
         to a job's first result (workers fork once the preload is in)."""
-        return (*sorted(cfg.providers_called()), "runner.cache")
+        return (*sorted(settings.providers), "runner.cache")
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
         # What the slots of a worker share: the SDK clients (thread-safe HTTP pools), the cache's
         # SQLite connection, the telemetry connection. Each slot keeps its own counts (ModelClient).
         self.shared = _Shared.join(info)
-        cfg = info.cfg
+        hs = info.settings
         self.cache = self.shared.cache
         self.clients: dict[str, tuple[ModelClient, ModelClient | None]] = {}
-        batched = cfg.batch_runs()
-        for run in cfg.model_runs():
+        batched = hs.batch_runs
+        for run in hs.model_runs:
             via = run.name if run.name in batched else None  # its calls through the gateway's batches
             agent = self.shared.client(run.model_ref(), batch_run=via, gate=f"{run.name}/agent")
             teacher = (
@@ -137,32 +137,32 @@ class CrmHarness(Harness):
 class _Shared:
     """One per worker process, joined by each slot's harness, closed when the last one leaves."""
 
-    joined: dict[int, _Shared] = {}  # by id of the worker's config: every slot of a worker has the same one
+    joined: dict[int, _Shared] = {}  # by id of the worker's settings: every slot of a worker has the same
 
     def __init__(self, info: WorkerInfo) -> None:
-        cfg = self.cfg = info.cfg
+        hs = self.settings = info.settings
         self.info, self.members = info, 0
-        self.client_settings = client_settings(cfg)  # what its model clients are made with
+        self.client_settings = hs.client  # what its model clients are made with
         self.cache = None
-        if cfg.cache:
+        if hs.cache:
             from runner.cache import DEFAULT_DIR, ResponseCache
 
-            self.cache = ResponseCache(cfg.cache_dir or DEFAULT_DIR)
+            self.cache = ResponseCache(hs.cache_dir or DEFAULT_DIR)
         self.providers: dict[tuple[str, str, str, str], tuple[Any, str]] = {}
         self.telemetry_sink: psycopg.Connection[Any] | None = None
         self.telemetry_lock = threading.Lock()  # one write at a time on the shared telemetry connections
         # sandbox's telemetry DSN -> (conn, users)
         self.atlas: dict[str, tuple[psycopg.Connection[Any], int]] = {}
-        if cfg.telemetry_dsn:
+        if hs.telemetry_dsn:
             try:
-                self.telemetry_sink = db.connect(cfg.telemetry_dsn)
+                self.telemetry_sink = db.connect(hs.telemetry_dsn)
                 telemetry.ensure_schema(self.telemetry_sink)
             except psycopg.Error as e:
                 raise SandboxBootError(f"cannot reach the telemetry database: {e}") from e
 
     @classmethod
     def join(cls, info: WorkerInfo) -> _Shared:
-        shared = cls.joined.get(id(info.cfg)) or cls.joined.setdefault(id(info.cfg), cls(info))
+        shared = cls.joined.get(id(info.settings)) or cls.joined.setdefault(id(info.settings), cls(info))
         shared.members += 1
         return shared
 
@@ -222,7 +222,7 @@ class _Shared:
         self.members -= 1
         if self.members > 0:
             return
-        _Shared.joined.pop(id(self.cfg), None)
+        _Shared.joined.pop(id(self.settings), None)
         for provider, _ in self.providers.values():
             with contextlib.suppress(Exception):
                 provider.close()  # the SDKs' HTTP connection pools

@@ -15,6 +15,7 @@ from runner.harness.crm import db
 from runner.harness.crm.agents import telemetry
 from runner.harness.crm.dataset import load_conversations
 from runner.harness.crm.episode import Expectations, run_episode
+from runner.harness.settings import harness_settings
 from runner.models.client import make_client
 from runner.models.settings import client_settings
 from runner.models.sim.process import SimServer
@@ -99,7 +100,7 @@ def test_closing_the_harness_closes_every_client_and_the_cache(tmp_path: Path) -
 
     cfg = Config(dataset=SAMPLE, runs=list(RUNS.values()), providers_mode="sim", cache=True,
                  cache_dir=tmp_path / "cache")
-    h = CrmHarness(WorkerInfo(0, cfg, tmp_path, "run-1", sim_url="http://127.0.0.1:9"))
+    h = CrmHarness(WorkerInfo(0, harness_settings(cfg), tmp_path, "run-1", sim_url="http://127.0.0.1:9"))
     clients = [c for pair in h.clients.values() for c in pair if c is not None]
     assert len(clients) == 4 and h.cache is not None
     h.close()
