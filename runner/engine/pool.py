@@ -249,9 +249,11 @@ class WorkerPool:
             )
         return None
 
-    def excuse_stall(self) -> None:
+    def excuse_stall(self) -> float:
         """Heartbeats are judged by the supervisor's clock: after it was stopped itself (SIGSTOP, a
-        suspended VM), every worker would look silent. A loop turn that late: judged from now."""
+        suspended VM), every worker would look silent. A judgement that late after the last one: judged
+        from now. Returns that now, for the judgement to be made at the same instant (a pause that lands
+        after it, before the judgement, would otherwise still read as every worker's silence)."""
         now = time.monotonic()
         if now - self.last_turn > STALL_SECONDS:
             logger.warning(
@@ -260,11 +262,12 @@ class WorkerPool:
             for h in self.workers.values():
                 h.last_beat = max(h.last_beat, now)
         self.last_turn = now
+        return now
 
     def gone(self, overdue: Collection[int] = ()) -> Iterator[WorkerHandle]:
         """Workers that exited, including those killed here for a stale heartbeat or an overdue chunk (the
         scheduler's judgement, `overdue`), once their exit is seen: the kill itself never waits."""
-        now = time.monotonic()
+        now = self.excuse_stall()
         for h in list(self.workers.values()):
             if h.exitcode is None:
                 if h.killing_since is not None:

@@ -115,7 +115,6 @@ class Supervisor:
                     break
                 self.dispatch(msg)
                 msg = self.inbox.get(0)
-            self.pool.excuse_stall()
             if not self.stopping and (why := self.services.check()):
                 self.fail(why)
             self.reap()
