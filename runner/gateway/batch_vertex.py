@@ -184,10 +184,10 @@ async def collect(
     written: list[str] = []
     outcomes: dict[str, Outcome] = {}
     try:
+        written = await _listed_names(session, ep, out)  # a failed job's too: what it wrote goes as well
         if job.get("state") == "JOB_STATE_FAILED":
             raise BatchFailed(str((job.get("error") or {}).get("message") or "failed"))
         directory = str((job.get("outputInfo") or {}).get("gcsOutputDirectory") or "")
-        written = await _listed_names(session, ep, out)
         mine = directory.removeprefix(f"gs://{g.bucket}/").rstrip("/") + "/"
         for name in (n for n in written if n.endswith(".jsonl") and (not directory or n.startswith(mine))):
             status, raw, headers = await _call(session, ep, "GET", _object_url(g, name) + "?alt=media")

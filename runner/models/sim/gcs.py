@@ -81,18 +81,20 @@ def resource(origin: str, bucket: str, name: str, found: Stored) -> dict[str, An
         "bucket": bucket,
         "generation": generation,
         "metageneration": "1",
-        "contentType": "application/octet-stream",
+        "contentType": found.content_type,
         "storageClass": "STANDARD",
         "size": str(len(found.body)),  # int64 values are strings in the JSON API
         "md5Hash": base64.b64encode(hashlib.md5(found.body).digest()).decode(),
+        "crc32c": found.crc32c,
         "etag": base64.b64encode(generation.encode()).decode(),
         "timeCreated": _iso(found.at),
         "updated": _iso(found.at),
     }
 
 
-def _uploaded(content_type: str, raw: bytes) -> tuple[dict[str, Any], bytes] | None:
-    """A multipart/related upload's metadata and media; None for a body that is not one."""
+def _uploaded(content_type: str, raw: bytes) -> tuple[dict[str, Any], bytes, str] | None:
+    """A multipart/related upload's metadata, media and the media part's type; None for a body that is not
+    one."""
     if not content_type.startswith("multipart/related"):
         return None
     message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
@@ -105,21 +107,25 @@ def _uploaded(content_type: str, raw: bytes) -> tuple[dict[str, Any], bytes] | N
         fields = json.loads(meta or b"{}")
     except ValueError:
         return None
-    return (fields, media) if isinstance(fields, dict) else None
+    return (fields, media, parts[1].get_content_type()) if isinstance(fields, dict) else None
 
 
 async def insert(request: web.Request) -> web.Response:
     if (bad := _unauthenticated(request)) is not None:
         return bad
     bucket, q, raw = request.match_info["bucket"], request.query, await request.read()
-    kind = q.get("uploadType", "")
-    if kind == "media":
-        name, body = q.get("name", ""), raw
-    elif kind == "multipart":
-        parsed = _uploaded(request.headers.get("content-type", ""), raw)
+    kind, sent = q.get("uploadType", ""), request.headers.get("content-type", "")
+    if kind == "media":  # the request's Content-Type is the object's
+        name, body, media_type = q.get("name", ""), raw, sent or "application/octet-stream"
+    elif kind == "multipart":  # the metadata's contentType, else the media part's
+        parsed = _uploaded(sent, raw)
         if parsed is None:
             return error(400, "invalid", "Invalid multipart request: a JSON metadata part and a media part")
-        name, body = str(parsed[0].get("name") or q.get("name", "")), parsed[1]
+        meta, body, part_type = parsed
+        name, media_type = (
+            str(meta.get("name") or q.get("name", "")),
+            str(meta.get("contentType") or part_type),
+        )
     else:
         return error(
             400, "invalid", f"Invalid upload type: {kind!r} (the simulator takes media and multipart)"
@@ -127,7 +133,7 @@ async def insert(request: web.Request) -> web.Response:
     if not name:
         return error(400, "required", "Required parameter: name")
     objects = _objects(request)
-    objects.put(bucket, name, body)
+    objects.put(bucket, name, body, media_type)
     found = objects.object(bucket, name)
     assert found is not None
     return web.json_response(resource(_origin(request), bucket, name, found))

@@ -5,9 +5,37 @@ put in it: the accounts' buckets are not modelled.
 
 from __future__ import annotations
 
+import base64
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1  # Castagnoli's polynomial, reflected
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C, as Cloud Storage checksums an object (google-crc32c's, where it is installed)."""
+    try:
+        import google_crc32c
+
+        return int(google_crc32c.value(data))
+    except ImportError:
+        c = 0xFFFFFFFF
+        for byte in data:
+            c = _TABLE[(c ^ byte) & 0xFF] ^ (c >> 8)
+        return c ^ 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -17,6 +45,12 @@ class Stored:
     body: bytes
     etag: str
     at: float  # epoch seconds
+    content_type: str = "application/octet-stream"  # as the upload said
+
+    @functools.cached_property
+    def crc32c(self) -> str:
+        """Cloud Storage's `crc32c`: the CRC-32C, big-endian, base64 (computed once, when first asked)."""
+        return base64.b64encode(crc32c(self.body).to_bytes(4, "big")).decode()
 
 
 class Objects:
@@ -29,10 +63,10 @@ class Objects:
     def buckets(self) -> set[str]:
         return self.made
 
-    def put(self, bucket: str, key: str, body: bytes) -> str:
+    def put(self, bucket: str, key: str, body: bytes, content_type: str = "application/octet-stream") -> str:
         self.made.add(bucket)
         etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag of a single PUT: the MD5
-        self.stored[(bucket, key)] = Stored(body, etag, time.time())
+        self.stored[(bucket, key)] = Stored(body, etag, time.time(), content_type)
         return etag
 
     def object(self, bucket: str, key: str) -> Stored | None:

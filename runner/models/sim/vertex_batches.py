@@ -49,7 +49,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from runner.models.sim import cloud_ids, cloudbook, gcs
+from runner.models.sim import checks, cloud_ids, cloudbook, gcs, list_filter
 from runner.models.sim.batches import Batches, SimBatch
 from runner.models.sim.dialect import VERTEX, vertex_error
 from runner.models.sim.objects import Objects
@@ -66,8 +66,6 @@ ENDED = (
     "JOB_STATE_EXPIRED",
 )
 _ids = itertools.count(int(time.time()) * 1000)
-# the filter's terms the simulator reads: display_name and state by equality, create_time compared
-_TERM = re.compile(r'^\s*(display_name|state|create_time)\s*(=|!=|>=|<=|>|<)\s*"?([^"]*)"?\s*$')
 
 
 @dataclass
@@ -111,14 +109,23 @@ def _create_problem(body: dict[str, Any]) -> str | None:
     source, target = body["inputConfig"], body["outputConfig"]
     if not isinstance(source, dict) or source.get("instancesFormat") != "jsonl":
         return "inputConfig.instancesFormat: the simulator serves jsonl (Cloud Storage) input"
-    uris = (source.get("gcsSource") or {}).get("uris")
-    if not isinstance(uris, list) or not uris or any(gcs.parse_uri(str(u)) is None for u in uris):
+    uris = _uris(source)
+    if not uris or any(gcs.parse_uri(u) is None for u in uris):
         return "inputConfig.gcsSource.uris: one or more gs://bucket/object URIs"
     if not isinstance(target, dict) or target.get("predictionsFormat") != "jsonl":
         return "outputConfig.predictionsFormat: the simulator serves jsonl (Cloud Storage) output"
     if gcs.parse_uri(str((target.get("gcsDestination") or {}).get("outputUriPrefix", ""))) is None:
         return "outputConfig.gcsDestination.outputUriPrefix: a gs://bucket/prefix URI"
     return None
+
+
+def _uris(source: dict[str, Any]) -> list[str]:
+    """gcsSource.uris: a list, or one string of comma-separated URIs as the Claude page's REST body writes it
+    ("INPUT_URIS: A comma-separated list")."""
+    uris = (source.get("gcsSource") or {}).get("uris")
+    if isinstance(uris, str):
+        return [u.strip() for u in uris.split(",") if u.strip()]
+    return [str(u) for u in uris] if isinstance(uris, list) else []
 
 
 def _read_input(objects: Objects, uris: list[str]) -> tuple[list[dict[str, Any]], str | None]:
@@ -145,7 +152,14 @@ def _read_input(objects: Objects, uris: list[str]) -> tuple[list[dict[str, Any]]
     return lines, None
 
 
+def _parent(request: web.Request) -> str:
+    """The jobs' collection the path names: projects/{project}/locations/{location}/batchPredictionJobs/."""
+    where = request.match_info
+    return f"projects/{where['project']}/locations/{where['location']}/batchPredictionJobs/"
+
+
 def _running(jobs: dict[str, PredictionJob], project: str) -> int:
+    """The project's jobs not ended, in every location (the quota is the project's)."""
     return sum(1 for j in jobs.values() if j.name.split("/")[1] == project and state(j) not in ENDED)
 
 
@@ -173,7 +187,7 @@ async def create(request: web.Request) -> web.Response:
         f"projects/{where['project']}/locations/{where['location']}/batchPredictionJobs/{next(_ids)}",
         str(body["displayName"]),
         str(body["model"]),
-        [str(u) for u in body["inputConfig"]["gcsSource"]["uris"]],
+        _uris(body["inputConfig"]),
         str(body["outputConfig"]["gcsDestination"]["outputUriPrefix"]),
         {str(k): str(v) for k, v in (body.get("labels") or {}).items()},
         time.time(),
@@ -188,14 +202,17 @@ async def create(request: web.Request) -> web.Response:
 
 
 def _start(batches: Batches, job: PredictionJob, plays: str) -> SimBatch:
-    """The job's lines as a batch of the Claude API; a request rawPredict would refuse is refused alike."""
+    """The job's lines as a batch of the Claude API; a request rawPredict would refuse is refused alike, and
+    so is one a Message Batch refuses (the published rules of the `batches` endpoint: max_tokens of at least
+    1, "max_tokens: 0 cache pre-warming is not supported inside a batch")."""
     entries, refusals = [], {}
     for n, line in enumerate(job.lines):
         request = line["request"]
         key = f"{n}"  # the line's place: custom ids are the caller's, and need not be unique
         body = {k: v for k, v in request.items() if k != "anthropic_version"}
         entries.append((key, {**body, "model": plays}))
-        if (problem := body_problem(request)) is not None:
+        batched = checks.refusal("anthropic", "batches", {"params": body}, {}, plays)
+        if (problem := body_problem(request) or (str(batched) if batched else None)) is not None:
             refusals[key] = problem
     b = batches.new("vertex", f"vertex_{job.id}", entries, {"x-sim-plays": plays})
     for item in b.items:
@@ -227,7 +244,8 @@ def _iso(epoch: float) -> str:
 def described(job: PredictionJob) -> dict[str, Any]:
     """The BatchPredictionJob resource."""
     b, now = job.batch, state(job)
-    ended = b.wall(b.ended) if b is not None and b.ended is not None else None
+    # a job failed at its input ended as it started
+    ended = (b.wall(b.ended) if b.ended is not None else None) if b is not None else job.created
     items = b.items if b is not None else []
     ok = sum(1 for i in items if i.outcome is not None and i.outcome[0] == 200)
     failed = sum(1 for i in items if i.outcome is not None and i.outcome[0] != 200)
@@ -285,10 +303,9 @@ def _write_output(objects: Objects, job: PredictionJob) -> None:
 async def _found(request: web.Request) -> PredictionJob | web.Response:
     if (bad := _signed_in(request)) is not None:
         return bad
-    where = request.match_info
-    job = _jobs(request).get(where["job"])
-    if job is None or job.name.split("/")[1] != where["project"]:
-        name = f"projects/{where['project']}/locations/{where['location']}/batchPredictionJobs/{where['job']}"
+    name = f"{_parent(request)}{request.match_info['job']}"
+    job = _jobs(request).get(request.match_info["job"])
+    if job is None or job.name != name:  # a job is its location's: another's path does not find it
         return _error(request, 404, f"The BatchPredictionJob does not exist: {name}")
     await _advance(request, job)
     return job
@@ -317,51 +334,27 @@ async def cancel(request: web.Request) -> web.Response:
     return web.json_response({})
 
 
-def _matches(job: PredictionJob, terms: list[tuple[str, str, str]]) -> bool:
-    for what, op, value in terms:
-        have = {"display_name": job.display_name, "state": state(job), "create_time": _iso(job.created)}[what]
-        if what == "create_time":
-            ok = {
-                ">": have > value,
-                ">=": have >= value,
-                "<": have < value,
-                "<=": have <= value,
-                "=": have == value,
-                "!=": have != value,
-            }[op]
-        else:
-            ok = (have == value) == (op == "=") if op in ("=", "!=") else False
-        if not ok:
-            return False
-    return True
-
-
-def _filter(text: str) -> list[tuple[str, str, str]] | str:
-    """The filter's terms (joined by AND), or why the simulator does not read it."""
-    terms = []
-    for part in re.split(r"\s+AND\s+", text.strip()) if text.strip() else []:
-        m = _TERM.match(part)
-        if m is None:
-            return f"Unsupported filter term: {part!r} (the simulator reads display_name, state, create_time)"
-        terms.append((m[1], m[2], m[3]))
-    return terms
-
-
 async def listed(request: web.Request) -> web.Response:
-    """The project's jobs, newest first, `pageSize` a page (default 100) and the token of the rest."""
+    """The location's jobs, newest first, `pageSize` a page (default 100) and the token of the rest."""
     if (bad := _signed_in(request)) is not None:
         return bad
-    q, project = request.query, request.match_info["project"]
-    terms = _filter(q.get("filter", ""))
-    if isinstance(terms, str):
-        return _error(request, 400, terms)
+    q, parent = request.query, _parent(request)
+    test = list_filter.parse(q.get("filter", ""))
+    if isinstance(test, str):
+        return _error(request, 400, test)
     size = q.get("pageSize", "100")
     if not size.isdigit() or int(size) < 1:
         return _error(request, 400, f"Invalid pageSize: {size}")
     found = []
     for job in sorted(_jobs(request).values(), key=lambda j: j.created, reverse=True):
         await _advance(request, job)
-        if job.name.split("/")[1] == project and _matches(job, terms):
+        fields = {
+            "display_name": job.display_name,
+            "state": state(job),
+            "create_time": _iso(job.created),
+            "labels": job.labels,
+        }
+        if job.name.startswith(parent) and test(fields):
             found.append(described(job))
     start = int(q["pageToken"]) if q.get("pageToken", "").isdigit() else 0
     end = start + min(int(size), 1000)
