@@ -164,7 +164,8 @@ def _connection(url: str) -> tuple[http.client.HTTPConnection, str]:
 def _first_bytes(url: str, n: int, tag: str, model: str) -> list[tuple[float, float]]:
     """(first byte, last byte) seconds after sending, for `n` streamed Anthropic calls to `url`."""
     conn, prefix = _connection(url)
-    headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "content-type": "application/json",
+    # the run's token: the gateway serves its run only (the simulator takes any key)
+    headers = {"x-api-key": TOKEN, "anthropic-version": "2023-06-01", "content-type": "application/json",
                "x-sim-plays": MODELS["anthropic"]}
     times = []
     try:
@@ -175,6 +176,7 @@ def _first_bytes(url: str, n: int, tag: str, model: str) -> list[tuple[float, fl
             first = 0.0
             conn.request("POST", f"{prefix}/v1/messages", body=json.dumps(body), headers=headers)
             r = conn.getresponse()
+            assert r.status == 200, (r.status, r.read()[:300])
             while r.read1(65536):  # returns as soon as some bytes arrived
                 first = first or time.perf_counter() - t0
             times.append((first, time.perf_counter() - t0))
@@ -230,7 +232,7 @@ def _hammer(url: str, seconds: float, concurrency: int, out: Any) -> None:
     import aiohttp
 
     body = b'{"model":"claude-sonnet-5-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}'
-    headers = {"x-api-key": "k", "content-type": "application/json", "anthropic-version": "2023-06-01"}
+    headers = {"x-api-key": TOKEN, "content-type": "application/json", "anthropic-version": "2023-06-01"}
 
     async def main() -> int:
         done = 0
@@ -251,7 +253,7 @@ def _hammer(url: str, seconds: float, concurrency: int, out: Any) -> None:
 def _latencies(url: str, n: int) -> list[float]:
     conn, path = _connection(url)
     body = json.dumps({"model": "claude-sonnet-5-5", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
-    headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "content-type": "application/json"}
+    headers = {"x-api-key": TOKEN, "anthropic-version": "2023-06-01", "content-type": "application/json"}
     out = []
     try:
         for _ in range(n):
