@@ -48,6 +48,7 @@ from runner.models.sim import cloud_ids, s3, sigv4
 from runner.models.sim.batches import Batches, SimBatch
 from runner.models.sim.bedrock import body_problem
 from runner.models.sim.dialect import BEDROCK
+from runner.models.sim.instants import rfc3339
 from runner.models.sim.objects import Objects
 from runner.models.sim.translate import json_object, refused
 
@@ -250,10 +251,6 @@ def status(job: InvocationJob) -> str:
     return "Completed" if done == len(b.items) else "PartiallyCompleted" if done else "Expired"
 
 
-def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _counts(job: InvocationJob) -> dict[str, int]:
     items = job.batch.items if job.batch is not None else []
     done = [i for i in items if i.outcome is not None]
@@ -298,13 +295,13 @@ def described(job: InvocationJob) -> dict[str, Any]:
         **({"clientRequestToken": job.token} if job.token else {}),
         "status": state,
         **({"message": job.message} if job.message else {}),
-        "submitTime": _iso(job.submitted),
-        "lastModifiedTime": _iso(ended or time.time()),
-        **({"endTime": _iso(ended)} if ended else {}),
+        "submitTime": rfc3339(job.submitted),
+        "lastModifiedTime": rfc3339(ended or time.time()),
+        **({"endTime": rfc3339(ended)} if ended else {}),
         "inputDataConfig": {"s3InputDataConfig": {"s3InputFormat": "JSONL", "s3Uri": job.input_uri}},
         "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": job.output_uri}},
         "timeoutDurationInHours": job.timeout_hours,
-        "jobExpirationTime": _iso(job.submitted + job.timeout_hours * 3600),
+        "jobExpirationTime": rfc3339(job.submitted + job.timeout_hours * 3600),
         "modelInvocationType": "InvokeModel",
         **_counts(job),
     }

@@ -22,7 +22,6 @@ here and writes its output here (vertex_batches.py).
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import hashlib
 import json
 from email.parser import BytesParser
@@ -32,6 +31,7 @@ from urllib.parse import quote, unquote
 
 from aiohttp import web
 
+from runner.models.sim.instants import rfc3339
 from runner.models.sim.objects import Objects, Stored
 
 
@@ -62,10 +62,6 @@ def _origin(request: web.Request) -> str:
     return str(request.url.origin())
 
 
-def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def resource(origin: str, bucket: str, name: str, found: Stored) -> dict[str, Any]:
     """The Object resource, as objects.get and objects.insert answer it (the fields a reader of it uses); its
     links on the host it was asked of (`origin`: storage.googleapis.com's stand-in)."""
@@ -87,8 +83,8 @@ def resource(origin: str, bucket: str, name: str, found: Stored) -> dict[str, An
         "md5Hash": base64.b64encode(hashlib.md5(found.body).digest()).decode(),
         "crc32c": found.crc32c,
         "etag": base64.b64encode(generation.encode()).decode(),
-        "timeCreated": _iso(found.at),
-        "updated": _iso(found.at),
+        "timeCreated": rfc3339(found.at),
+        "updated": rfc3339(found.at),
     }
 
 

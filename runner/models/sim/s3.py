@@ -19,7 +19,6 @@ service reads its input from here and writes its output here (bedrock_batches.py
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import uuid
 from email.utils import formatdate
@@ -28,6 +27,7 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 
 from runner.models.sim import sigv4
+from runner.models.sim.instants import rfc3339
 from runner.models.sim.objects import Objects
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
@@ -137,7 +137,7 @@ async def list_objects(request: web.Request) -> web.Response:
             entries.append(entry)
     page, truncated = entries[: max(0, min(most, 1000))], len(entries) > max(0, min(most, 1000))
     contents = "".join(
-        f"<Contents><Key>{escape(k)}</Key><LastModified>{_iso(o.at)}</LastModified>"
+        f"<Contents><Key>{escape(k)}</Key><LastModified>{rfc3339(o.at)}</LastModified>"
         f"<ETag>{escape(o.etag)}</ETag>"
         f"<Size>{len(o.body)}</Size><StorageClass>STANDARD</StorageClass></Contents>"
         for k, common in page
@@ -163,10 +163,6 @@ async def list_objects(request: web.Request) -> web.Response:
         f"{contents}{commons}</ListBucketResult>"
     )
     return web.Response(body=body.encode(), content_type="application/xml")
-
-
-def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_uri(uri: str) -> tuple[str, str] | None:

@@ -52,6 +52,7 @@ from aiohttp import web
 from runner.models.sim import checks, cloud_ids, cloudbook, gcs, list_filter
 from runner.models.sim.batches import Batches, SimBatch
 from runner.models.sim.dialect import VERTEX, vertex_error
+from runner.models.sim.instants import rfc3339
 from runner.models.sim.objects import Objects
 from runner.models.sim.translate import json_object, refused
 from runner.models.sim.vertex import body_problem, unauthenticated
@@ -237,10 +238,6 @@ def state(job: PredictionJob) -> str:
     return "JOB_STATE_PARTIALLY_SUCCEEDED" if done else "JOB_STATE_EXPIRED"
 
 
-def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def described(job: PredictionJob) -> dict[str, Any]:
     """The BatchPredictionJob resource."""
     b, now = job.batch, state(job)
@@ -263,10 +260,10 @@ def described(job: PredictionJob) -> dict[str, Any]:
             "failedCount": str(failed),
             "incompleteCount": str(len(items) - ok - failed),
         },
-        "createTime": _iso(job.created),
-        **({"startTime": _iso(job.created)} if b is not None else {}),
-        **({"endTime": _iso(ended)} if ended is not None else {}),
-        "updateTime": _iso(ended or time.time()),
+        "createTime": rfc3339(job.created),
+        **({"startTime": rfc3339(job.created)} if b is not None else {}),
+        **({"endTime": rfc3339(ended)} if ended is not None else {}),
+        "updateTime": rfc3339(ended or time.time()),
         **({"labels": job.labels} if job.labels else {}),
     }
 
@@ -291,7 +288,7 @@ def _write_output(objects: Objects, job: PredictionJob) -> None:
     for line, item in zip(job.lines, job.batch.items, strict=True):
         ok = item.outcome is not None and item.outcome[0] == 200
         done = job.batch.wall(item.due) if item.due is not None and item.outcome is not None else time.time()
-        out = {**line, "status": "" if ok else _status(item.outcome), "processed_time": _iso(done)}
+        out = {**line, "status": "" if ok else _status(item.outcome), "processed_time": rfc3339(done)}
         if ok:
             assert item.outcome is not None
             out["response"] = item.outcome[1]
@@ -351,7 +348,7 @@ async def listed(request: web.Request) -> web.Response:
         fields = {
             "display_name": job.display_name,
             "state": state(job),
-            "create_time": _iso(job.created),
+            "create_time": rfc3339(job.created),
             "labels": job.labels,
         }
         if job.name.startswith(parent) and test(fields):
