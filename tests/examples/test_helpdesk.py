@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from runner.sandbox.docker import SOCKET_MOUNT
-from tests.runs import finish, line_count, ready_container, ready_containers, rows_of, start_run
+from tests.runs import finish, line_count, ready_containers, rows_of, start_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
 VENV_PYTHON = Path(__file__).resolve().parents[2] / ".venv-helpdesk" / "bin" / "python"
@@ -91,11 +91,13 @@ def _admin(container: str) -> psycopg.Connection[Any]:
                            dbname="postgres", autocommit=True, connect_timeout=10)
 
 
-def _strike(out: Path, p: subprocess.Popen[str], fault: str) -> bool:
+def _strike(out: Path, p: subprocess.Popen[str], fault: str, struck: set[str]) -> bool:
     """A fault that lands mid-record: on whichever ready sandbox has a record at work (a harness session in
-    its transaction, which lasts the whole conversation), `docker kill` of its container, or one backend
-    killed -9 inside it, so that the server resets every session. A strike between records would change
-    nothing, and the test would test nothing. False when the run ended first."""
+    its transaction, which lasts the whole conversation), `docker kill` of its container, `docker pause` of
+    it (never unpaused: the runner must give up on it and remove it), or one backend killed -9 inside it, so
+    that the server resets every session. A strike between records would change nothing, and the test would
+    test nothing. A paused container is not looked at again (`struck`: a session on it would wait for good).
+    False when the run ended first."""
     busy = ("SELECT pid FROM pg_stat_activity WHERE usename LIKE 'helpdesk%%' "
             "AND state IN ('active', 'idle in transaction') LIMIT 1")
     sessions: dict[str, psycopg.Connection[Any]] = {}
@@ -104,6 +106,8 @@ def _strike(out: Path, p: subprocess.Popen[str], fault: str) -> bool:
         while p.poll() is None:
             assert time.monotonic() < deadline, "no record at work in any sandbox for a minute"
             for container in ready_containers(out, p):
+                if container in struck:
+                    continue
                 try:  # a sandbox replaced meanwhile: the others, then the next look
                     if container not in sessions:
                         sessions[container] = _admin(container)
@@ -115,9 +119,12 @@ def _strike(out: Path, p: subprocess.Popen[str], fault: str) -> bool:
                     continue
                 # the kill fails when the session ended between the look and it (then look again); when it
                 # succeeds, the session, and so its record, was still at work
-                strike = ["docker", "kill", container] if fault == "kill" else \
-                    ["docker", "exec", container, "sh", "-c", f"kill -9 {row[0]}"]
+                strike = {"kill": ["docker", "kill", container], "pause": ["docker", "pause", container]}.get(
+                    fault, ["docker", "exec", container, "sh", "-c", f"kill -9 {row[0]}"])
                 if subprocess.run(strike, capture_output=True).returncode == 0:
+                    if fault == "pause":
+                        struck.add(container)
+                        sessions.pop(container).close()
                     return True
             time.sleep(0.005)
         return False
@@ -169,17 +176,16 @@ def test_a_fault_mid_run_changes_no_outcome(tmp_path: Path, clean: dict[str, dic
     while line_count(out) < 3:
         assert p.poll() is None and time.monotonic() < deadline, "no results in time"
         time.sleep(0.05)
-    if fault == "pause":  # never unpaused: the runner must give up on it and remove it
-        subprocess.run(["docker", "pause", ready_container(out, p)], check=True, capture_output=True)
-    else:
-        # strike again (up to 5 times) until a worker is seen throwing a result away, or the run ends
-        for _ in range(5):
-            replaced = _logged(out, "is gone")
-            if not _strike(out, p, fault):
-                break
-            _await_discard(out, p, replaced)
-            if _discard_seen(out) or p.poll() is not None:
-                break
+    # strike again (up to 5 times) until a worker is seen throwing a result away, or the run ends: a strike
+    # can land as a record ends, and then there is nothing to throw away
+    struck: set[str] = set()
+    for _ in range(5):
+        replaced = _logged(out, "is gone")
+        if not _strike(out, p, fault, struck):
+            break
+        _await_discard(out, p, replaced)
+        if _discard_seen(out) or p.poll() is not None:
+            break
     rc, log = finish(p, timeout=400)
     assert rc == 0, log[-3000:]
     assert _outcomes(out) == clean
