@@ -22,7 +22,6 @@ here and writes its output here (vertex_batches.py).
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -80,7 +79,7 @@ def resource(origin: str, bucket: str, name: str, found: Stored) -> dict[str, An
         "contentType": found.content_type,
         "storageClass": "STANDARD",
         "size": str(len(found.body)),  # int64 values are strings in the JSON API
-        "md5Hash": base64.b64encode(hashlib.md5(found.body).digest()).decode(),
+        "md5Hash": found.md5,
         "crc32c": found.crc32c,
         "etag": base64.b64encode(generation.encode()).decode(),
         "timeCreated": rfc3339(found.at),
@@ -182,12 +181,7 @@ async def listed(request: web.Request) -> web.Response:
     if most < 1:
         return error(400, "invalid", f"Invalid value for maxResults: {most}")
     after = q.get("pageToken", "")
-    entries: list[tuple[str, bool]] = []  # (name or prefix, is a prefix), in name order, each once
-    for name in objects.listed(bucket, prefix):
-        cut = name.find(delimiter, len(prefix)) if delimiter else -1
-        entry = (name[: cut + len(delimiter)], True) if cut >= 0 else (name, False)
-        if entry[0] > after and (not entries or entries[-1] != entry):
-            entries.append(entry)
+    entries = objects.entries(bucket, prefix, delimiter, after)
     page = entries[:most]
     origin = _origin(request)
     items = [resource(origin, bucket, n, objects.stored[(bucket, n)]) for n, common in page if not common]

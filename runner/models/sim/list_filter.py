@@ -12,6 +12,7 @@ NOT (or a leading -); a field may be spelled as the proto has it (display_name) 
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Mapping
 
@@ -29,8 +30,20 @@ Fields = Mapping[str, object]
 Test = Callable[[Fields], bool]
 
 
-def _wildcard(pattern: str, value: str) -> bool:
+def _wildcard(value: str, pattern: str) -> bool:
     return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), value) is not None
+
+
+# (the job's value, the filter's): RFC 3339 times in UTC with a Z compare as strings
+_COMPARE: dict[str, Callable[[str, str], bool]] = {
+    ":": _wildcard,
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 def _term(text: str) -> Test | str:
@@ -64,17 +77,10 @@ def _term(text: str) -> Test | str:
         if op not in _OPS[field]:
             return f"{field} supports {', '.join(_OPS[field])} ({text!r})"
 
+        holds = _COMPARE[op]
+
         def compare(job: Fields) -> bool:
-            have = str(job[field])
-            return {
-                ":": lambda: _wildcard(value, have),
-                "=": lambda: have == value,
-                "!=": lambda: have != value,
-                "<": lambda: have < value,
-                "<=": lambda: have <= value,
-                ">": lambda: have > value,
-                ">=": lambda: have >= value,
-            }[op]()
+            return holds(str(job[field]), value)
 
         test = compare
     return (lambda job: not test(job)) if negated else test

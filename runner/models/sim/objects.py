@@ -10,6 +10,7 @@ import functools
 import hashlib
 import time
 from dataclasses import dataclass
+from typing import Any
 
 
 def _crc32c_table() -> list[int]:
@@ -25,17 +26,26 @@ def _crc32c_table() -> list[int]:
 _TABLE = _crc32c_table()
 
 
-def crc32c(data: bytes) -> int:
-    """CRC-32C, as Cloud Storage checksums an object (google-crc32c's, where it is installed)."""
+@functools.cache
+def _fast_crc32c() -> Any:
+    """google-crc32c's C implementation (a dependency): imported once, when a checksum is first asked for."""
     try:
         import google_crc32c
 
-        return int(google_crc32c.value(data))
+        return google_crc32c.value
     except ImportError:
-        c = 0xFFFFFFFF
-        for byte in data:
-            c = _TABLE[(c ^ byte) & 0xFF] ^ (c >> 8)
-        return c ^ 0xFFFFFFFF
+        return None
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C, as Cloud Storage checksums an object (in pure Python where google-crc32c is missing: slow
+    on a batch's megabytes)."""
+    if (fast := _fast_crc32c()) is not None:
+        return int(fast(data))
+    c = 0xFFFFFFFF
+    for byte in data:
+        c = _TABLE[(c ^ byte) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,11 @@ class Stored:
     etag: str
     at: float  # epoch seconds
     content_type: str = "application/octet-stream"  # as the upload said
+
+    @property
+    def md5(self) -> str:
+        """Cloud Storage's `md5Hash`: the MD5 the ETag already holds (its hex), base64."""
+        return base64.b64encode(bytes.fromhex(self.etag.strip('"'))).decode()
 
     @functools.cached_property
     def crc32c(self) -> str:
@@ -81,3 +96,15 @@ class Objects:
 
     def listed(self, bucket: str, prefix: str) -> list[str]:
         return sorted(k for b, k in self.stored if b == bucket and k.startswith(prefix))
+
+    def entries(self, bucket: str, prefix: str, delimiter: str, after: str) -> list[tuple[str, bool]]:
+        """What a listing shows past `after`, in key order, each once: (a key, False), or (a common prefix
+        that ends at the delimiter, True), as S3's ListObjectsV2 and Cloud Storage's objects.list group
+        them."""
+        entries: list[tuple[str, bool]] = []
+        for key in self.listed(bucket, prefix):
+            cut = key.find(delimiter, len(prefix)) if delimiter else -1
+            entry = (key[: cut + len(delimiter)], True) if cut >= 0 else (key, False)
+            if entry[0] > after and (not entries or entries[-1] != entry):
+                entries.append(entry)
+        return entries

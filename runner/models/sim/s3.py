@@ -129,12 +129,7 @@ async def list_objects(request: web.Request) -> web.Response:
     except ValueError:
         return error("InvalidArgument", 400, "Provided max-keys not an integer or within integer range")
     after = q.get("continuation-token") or q.get("start-after") or ""
-    entries: list[tuple[str, bool]] = []  # (key or common prefix, is a prefix), in key order, each once
-    for key in objects.listed(bucket, prefix):
-        cut = key.find(delimiter, len(prefix)) if delimiter else -1
-        entry = (key[: cut + len(delimiter)], True) if cut >= 0 else (key, False)
-        if entry[0] > after and (not entries or entries[-1] != entry):
-            entries.append(entry)
+    entries = objects.entries(bucket, prefix, delimiter, after)
     page, truncated = entries[: max(0, min(most, 1000))], len(entries) > max(0, min(most, 1000))
     contents = "".join(
         f"<Contents><Key>{escape(k)}</Key><LastModified>{rfc3339(o.at)}</LastModified>"
