@@ -10,27 +10,52 @@ import time
 import multiprocess as mp
 import pytest
 
-from runner.budget.gates import PROBE_REFUSALS, REFUSALS_IN_A_ROW, Gates, Refused
+from runner.budget.gates import PROBE_REFUSALS, PROBES, REFUSALS_IN_A_ROW, Gates, Refused
 
 
-def test_the_first_caller_probes_and_the_others_wait_for_its_answer() -> None:
+def test_the_first_callers_probe_and_the_others_wait_for_an_answer() -> None:
     g = Gates(["a/agent"])
-    assert g.enter("a/agent") is True  # the probe
+    assert PROBES == 2
+    assert g.enter("a/agent") is True and g.enter("a/agent") is True  # two probes out at once
     entered: list[bool] = []
     t = threading.Thread(target=lambda: entered.append(g.enter("a/agent")))
     t.start()
     time.sleep(0.2)
-    assert not entered  # waits while the probe is out
-    g.answered("a/agent")
+    assert not entered  # waits while the probes are out
+    g.answered("a/agent")  # the first answer of the two
     t.join(2)
     assert entered == [False]  # open: it goes, not as a probe
     assert g.enter("a/agent") is False
+    # the other probe, refused after the gate opened: one record's refusal, counted as any once open
+    assert not g.refused("a/agent", "prompt is too long", probing=True)
+    assert g.enter("a/agent") is False and g.shut() == {}
+
+
+def test_two_probes_out_at_once_refused_alike_shut_the_gate_in_one_round_trip() -> None:
+    g = Gates(["a/agent"])
+    assert g.enter("a/agent") and g.enter("a/agent")
+    assert not g.refused("a/agent", "HTTP 400: thinking.type disabled", probing=True)
+    assert g.refused("a/agent", "HTTP 400: thinking.type disabled", probing=True)
+    with pytest.raises(Refused, match=r"thinking\.type disabled"):
+        g.enter("a/agent")
+
+
+def test_a_probe_refused_alone_frees_its_place_for_another_record() -> None:
+    g = Gates(["a/agent"])
+    assert g.enter("a/agent") and g.enter("a/agent")
+    assert g.try_enter("a/agent") is None  # both probes out: wait
+    assert not g.refused("a/agent", "prompt is too long", probing=True)  # that record's own length
+    assert g.try_enter("a/agent") is True  # another record probes in its place
+    g.no_verdict("a/agent", probing=True)  # a 5xx: no verdict, its place free again
+    assert g.try_enter("a/agent") is True
+    assert not g.refused("a/agent", "other words", probing=True)  # not alike: no shut
+    assert g.shut() == {}
 
 
 def test_two_probes_refused_alike_shut_the_gate_with_the_providers_words_for_every_waiting_caller() -> None:
     g = Gates(["a/agent", "b/agent"])
     assert PROBE_REFUSALS == 2
-    assert g.enter("a/agent")
+    assert g.enter("a/agent") and g.enter("a/agent")
     assert not g.refused("a/agent", "HTTP 400 (thinking.type): use between_tools", probing=True)
     assert g.enter("a/agent") is True  # one record's refusal may be its own: another record probes
     errors: list[str] = []
