@@ -28,8 +28,8 @@ Which signal decides, in this order (the progress line says which):
 Never above the capacity the workers' slots give, never below one record per worker; and without one of
 the signals above, never held below what the slots and the budget allow: a full window grows. The first
 window starts once the slots are first full: until then the workers are booting. Where every budget has
-its limits set, the run starts at a quarter of the slots (`target`, runner/run/job.py): the budget paces
-the calls, and a ramp from 8 left its refill unused for the run's first seconds.
+its limits set, the run starts at every ready slot (`target`, runner/run/job.py): the budget paces the
+calls, and any ramp left its refill unused for the run's first seconds.
 """
 
 from __future__ import annotations

@@ -812,12 +812,13 @@ def _supervisor(
 
 
 def _first_target(cfg: Config, limiter: Any, capacity: int) -> int:
-    """--concurrency auto's first target: where every budget the runs draw on has its limits set, the budget
-    paces the calls (more records only wait in it), so the ramp starts at a quarter of the slots rather than
-    8: the seeds' job ramped 8 -> 128 over ~10 s while its tightest budget's refill went unused. 0: the
-    throttle's own start (a budget of unknown limits is found by the ramp)."""
+    """--concurrency auto's first target: where every budget the runs draw on has its limits set, every
+    ready slot: the budget paces the calls (more records only wait in it), so nothing says to hold fewer,
+    and a ramp held the records below the slots already up (from a quarter of them, the seeds' job sat at
+    64 and 128 in flight for its first 15 s with 256 slots up after 12 s). 0: the throttle's own start (a
+    budget of unknown limits is found by the ramp)."""
     keys = getattr(limiter, "keys", [])
-    return capacity // 4 if keys and all(k in cfg.rate_limits for k in keys) else 0
+    return capacity if keys and all(k in cfg.rate_limits for k in keys) else 0
 
 
 def _per_item(cfg: Config, ahead: Forecast | None) -> PerItem | None:
