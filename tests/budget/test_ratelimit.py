@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -222,3 +223,37 @@ def test_a_live_holder_keeps_the_budgets_lock_however_long_it_holds_it() -> None
         assert p.exitcode == 0  # and its own release went through
     finally:
         p.kill()
+
+
+def test_a_large_request_is_not_starved_by_smaller_ones_that_came_after_it() -> None:
+    """First come, first served: callers asking for 500 tokens again and again, as fast as the budget lets
+    them, and one asking for 3,000 after them. Whoever asked when enough had come back used to take it: the
+    small ones every time, and the large one waited for as long as they kept asking (a conversation's last,
+    largest turns were left to the end of a run). Now what comes back is kept for the oldest waiter."""
+    limiter = SharedLimiter({"k": Limits(itpm=600_000)}, {"k": False})  # 10,000 tokens a second
+    assert isinstance(limiter.try_acquire(0, 600_000), Reservation)  # the bucket drained: every call waits
+    stop = threading.Event()
+    small: list[float] = []
+
+    def asking() -> None:
+        while not stop.is_set():
+            res = limiter.acquire(0, 500, 0, deadline=time.monotonic() + 30)
+            if res is not None:
+                small.append(time.monotonic())
+                limiter.settle(res, 500, 0)
+
+    threads = [threading.Thread(target=asking, daemon=True) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)  # the small ones asking, the budget spent as it comes back
+    asked = time.monotonic()
+    big = limiter.acquire(0, 3_000, 0, deadline=asked + 20)
+    waited = time.monotonic() - asked
+    stop.set()
+    for t in threads:
+        t.join(35)
+    assert big is not None, "the large request was never admitted while the small ones kept asking"
+    # ahead of it: at most the four small ones already waiting (2,000 tokens), then its own 3,000 (0.5 s of
+    # refill); the bound leaves a loaded machine's scheduling room
+    assert waited < 10, waited
+    assert len(small) > 10  # and the small ones were served meanwhile too
