@@ -142,8 +142,8 @@ def test_no_import_cycle_even_through_function_level_imports() -> None:
 # simulator plays the CRM's language, and a harness holds a model client.
 LAYERS = [
     ["runner", "runner.errors", "runner.durable", "runner.resources", "runner.serving", "runner.interrupts",
-     "runner.heap", "runner.logfiles", "runner.config", "runner.clouds", "runner.records", "runner.select",
-     "runner.plan", "runner.cache"],
+     "runner.heap", "runner.logfiles", "runner.yamlfile", "runner.config", "runner.clouds", "runner.records",
+     "runner.select", "runner.plan", "runner.cache"],
     ["runner.results", "runner.wire"],
     ["runner.budget"],
     ["runner.sandbox", "runner.models", "runner.proc", "runner.harness", "runner.gateway"],

@@ -16,8 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from runner import yamlfile
 from runner.config import Limits
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "budget" / "published.yaml"
@@ -25,8 +24,7 @@ PUBLISHED = Path(__file__).resolve().parents[1] / "budget" / "published.yaml"
 
 @functools.cache
 def _table() -> dict[str, Any]:
-    with open(PUBLISHED, encoding="utf-8") as f:
-        data: dict[str, Any] = yaml.safe_load(f)
+    data: dict[str, Any] = yamlfile.read(PUBLISHED)
     return data
 
 

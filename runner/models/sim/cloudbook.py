@@ -12,14 +12,13 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import yaml
-
+from runner import yamlfile
 from runner.models.sim.rulebook import HERE
 
 
 @functools.cache
 def facts() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((HERE / "clouds.yaml").read_text(encoding="utf-8"))
+    data: dict[str, Any] = yamlfile.read(HERE / "clouds.yaml")
     return data
 
 
@@ -27,7 +26,7 @@ def facts() -> dict[str, Any]:
 def vertex_batch() -> dict[str, Any]:
     """What the simulator's Vertex AI batch prediction serves by (`published/vertex_batch.yaml`'s `values`,
     each with the fact it comes from)."""
-    data: dict[str, Any] = yaml.safe_load((HERE / "vertex_batch.yaml").read_text(encoding="utf-8"))
+    data: dict[str, Any] = yamlfile.read(HERE / "vertex_batch.yaml")
     values: dict[str, Any] = data["values"]
     return values
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from runner import yamlfile
 
 HERE = Path(__file__).with_name("published")
 _SNAPSHOT_ANTHROPIC = re.compile(r"-\d{8}")  # claude-sonnet-4-5-20250929
@@ -125,7 +125,7 @@ def _condition(body: Mapping[str, Any], c: Mapping[str, Any]) -> bool:
 
 @functools.cache
 def book(provider: str) -> Book:
-    data = yaml.safe_load((HERE / f"{provider}.yaml").read_text(encoding="utf-8"))
+    data = yamlfile.read(HERE / f"{provider}.yaml")
     rules = tuple(
         Rule(
             id=r["id"],
