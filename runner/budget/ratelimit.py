@@ -316,7 +316,14 @@ class SharedLimiter(Budget):
         left over. Without, whoever asked when enough had come back took it: a small request again and again,
         and a large one waited on (the seeds' job: the largest fifth of its binding model's calls waited 7 s
         on average and up to 53 s, the smallest fifth 1 s; a conversation's last turns, its largest, were
-        left to the end, one after the other, while the budget sat partly unused)."""
+        left to the end, one after the other, while the budget sat partly unused).
+
+        The budget keeps one oldest waiter per key, learnt from the asks: once it is served, the next one is
+        known at its next ask (within 0.5 s), and meanwhile younger callers may take what came back; callers
+        that came within SAME_AGE_SECONDS of it count as as old (the caller's clock and the budget's differ
+        by a call's time on Ray). So an order nearly first come, first served: a younger caller may get
+        ahead by up to one poll's refill per waiter served, never again and again (an independent check
+        found both, and no waiter held back longer)."""
         out = self.out_estimate if output_tokens is None else output_tokens
         lane = self.lane if lane is None else lane
         a, base = self._arr, slot * _F
