@@ -279,9 +279,9 @@ class SharedLimiter(Budget):
             self._arr[base + _FULL_AT] = -INF
             self._arr[base + _INFLIGHT] = 0.0
             self._arr[base + _RTT] = 0.0
-            for i in (_WAITED, _ADMITTED, _USED_REQ, _USED_IN, _USED_OUT, _HEAD_SEEN, _HEAD_IN, _HEAD_OUT):
+            self._arr[base + _HEAD_SEEN] = -INF  # no oldest waiter: its other fields are read only once seen
+            for i in (_WAITED, _ADMITTED, _USED_REQ, _USED_IN, _USED_OUT):
                 self._arr[base + i] = 0.0
-            self._arr[base + _HEAD_SINCE] = INF  # nobody waits
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -354,7 +354,7 @@ class SharedLimiter(Budget):
                     a[base + _HEAD_OUT] = min(out, a[base + _OTPM_CAP])
                 return max(waits)
             if oldest and head:
-                a[base + _HEAD_SEEN] = 0.0  # the oldest waiter is served: the next one asks for itself
+                a[base + _HEAD_SEEN] = -INF  # the oldest waiter is served: the next one asks for itself
             a[base + _RPM] -= 1.0
             a[base + _ITPM] -= input_tokens
             a[base + _OTPM] -= out
