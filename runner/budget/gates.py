@@ -8,9 +8,11 @@ for a run passes the run's gate first, in memory all of a run's processes share:
 - the first PROBES callers of a gate probe: their calls go out, every other caller of that gate waits for
   an answer (a caller whose probe died is replaced: another one probes);
 - an answer lets the gate open for good; a request error that will repeat (a 400 or 422 by its type) lets
-  another caller probe, and when two probes' calls, two records', are refused in the same words, the gate
-  shuts with them: the waiting callers and every later one get `Refused` without sending anything (two
-  probes, so that one record's own refusal, its content or its length, never stops a run);
+  another caller probe once no probe is out any more (while the other probe is out its verdict may shut the
+  gate, and a third probe sent meanwhile would be one more refused record: the race that made a run whose
+  every request was refused pay three), and when two probes' calls, two records', are refused in the same
+  words, the gate shuts with them: the waiting callers and every later one get `Refused` without sending
+  anything (two probes, so that one record's own refusal, its content or its length, never stops a run);
 - once open, REFUSALS_IN_A_ROW refusals of a gate with the same words and no answer between shut it the
   same way (a run whose second role, or whose long conversations, all fail alike).
 
@@ -43,6 +45,7 @@ REFUSALS_IN_A_ROW = 5  # once open, refusals alike with no answer between before
 MESSAGE_BYTES = 1024
 POLL_SECONDS = 0.05
 (UNTRIED, OPEN, SHUT) = range(3)  # untried: not answered yet, its probes (if any) out
+HELD = -1  # a probe's place after its refusal, while another probe is out: nobody probes in it yet
 # per gate: state, refusals in a row, digest of the last refusal's words, then each probe's pid (0: none)
 _FORMAT = "<3q" + "q" * PROBES
 _SLOT = struct.calcsize(_FORMAT)
@@ -128,7 +131,8 @@ class Gates:
             if state == OPEN:
                 return False
             if state == UNTRIED:
-                probes = [pid if pid and _alive(pid) else 0 for pid in probes]  # a dead one: no verdict
+                # a dead one: no verdict (and -1 is no pid: kill(-1, 0) would signal every process)
+                probes = _settled([pid if pid == HELD or (pid > 0 and _alive(pid)) else 0 for pid in probes])
                 if 0 in probes:
                     probes[probes.index(0)] = os.getpid()
                     self._write(m, at, [state, count, digest, *probes])
@@ -155,7 +159,7 @@ class Gates:
         with self._locked() as m:
             state, count, digest, *probes = self._read(m, at)
             if state == UNTRIED:
-                self._write(m, at, [state, count, digest, *_without_me(probes)])
+                self._write(m, at, [state, count, digest, *_settled(_without_me(probes))])
 
     def refused(self, key: str, words: str, *, probing: bool) -> bool:
         """A request of this gate was refused in a way that repeats: True once the gate is shut
@@ -170,8 +174,8 @@ class Gates:
                 return True
             probing = probing and state == UNTRIED  # a probe that ended after another one's answer opened it
             count = count + 1 if digest == new else 1
-            if probing:
-                probes = _without_me(probes)  # the next caller probes (another record), these words kept
+            if probing:  # the next caller probes (another record) once the other probe is back; words kept
+                probes = _settled(_without_me(probes, HELD if any(p > 0 for p in _without_me(probes)) else 0))
             if count < (PROBE_REFUSALS if probing else REFUSALS_IN_A_ROW):
                 self._write(m, at, [state, count, new, *probes])
                 return False
@@ -200,12 +204,18 @@ class Gates:
         return {key: self.message(key) for key, state in states.items() if state == SHUT}
 
 
-def _without_me(probes: list[int]) -> list[int]:
-    """The probes' pids less one of this process's (two slots of one worker may both probe)."""
+def _without_me(probes: list[int], leave: int = 0) -> list[int]:
+    """The probes' pids less one of this process's (two slots of one worker may both probe), its place left
+    free (0) or HELD."""
     probes = list(probes)
     if os.getpid() in probes:
-        probes[probes.index(os.getpid())] = 0
+        probes[probes.index(os.getpid())] = leave
     return probes
+
+
+def _settled(probes: list[int]) -> list[int]:
+    """Held places freed once no probe is out: nothing is left to decide before another record probes."""
+    return probes if any(p > 0 for p in probes) else [0 if p == HELD else p for p in probes]
 
 
 def _alive(pid: int) -> bool:

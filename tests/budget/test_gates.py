@@ -40,16 +40,41 @@ def test_two_probes_out_at_once_refused_alike_shut_the_gate_in_one_round_trip() 
         g.enter("a/agent")
 
 
-def test_a_probe_refused_alone_frees_its_place_for_another_record() -> None:
+def test_a_probe_refused_alone_frees_its_place_for_another_record_once_no_probe_is_out() -> None:
     g = Gates(["a/agent"])
     assert g.enter("a/agent") and g.enter("a/agent")
     assert g.try_enter("a/agent") is None  # both probes out: wait
-    assert not g.refused("a/agent", "prompt is too long", probing=True)  # that record's own length
-    assert g.try_enter("a/agent") is True  # another record probes in its place
-    g.no_verdict("a/agent", probing=True)  # a 5xx: no verdict, its place free again
+    assert not g.refused("a/agent", "prompt is too long", probing=True)  # that record's own length?
+    assert g.try_enter("a/agent") is None  # the other probe's verdict first: it may shut the gate
+    assert not g.refused("a/agent", "other words", probing=True)  # not alike: no shut, both places free
+    assert g.try_enter("a/agent") is True and g.try_enter("a/agent") is True
+    g.no_verdict("a/agent", probing=True)  # a 5xx: no verdict; the other probe still out, its place free
     assert g.try_enter("a/agent") is True
-    assert not g.refused("a/agent", "other words", probing=True)  # not alike: no shut
     assert g.shut() == {}
+
+
+def test_a_request_every_record_repeats_costs_two_refused_records_however_the_answers_interleave() -> None:
+    """The race behind `assert 3 == 2` (tests/test_real_api_job.py): the first probe's refusal let a third
+    caller probe before the second probe's refusal shut the gate, so three records paid for one verdict."""
+    g = Gates(["a/agent"])
+    sent: list[bool] = []
+    assert g.enter("a/agent") and g.enter("a/agent")
+    assert not g.refused("a/agent", "HTTP 400: max_tokens", probing=True)
+    sent.append(bool(g.try_enter("a/agent")))  # a caller arriving between the two refusals sends nothing
+    assert g.refused("a/agent", "HTTP 400: max_tokens", probing=True)
+    with pytest.raises(Refused):
+        g.try_enter("a/agent")
+    assert sent == [False]
+
+
+def test_a_held_place_is_freed_when_the_other_probe_dies() -> None:
+    g = Gates(["a/agent"])
+    assert g.enter("a/agent")  # this process probes
+    child = mp.get_context("spawn").Process(target=_probe_and_die, args=(g,))
+    child.start()
+    child.join(30)
+    assert not g.refused("a/agent", "HTTP 400: x", probing=True)  # held while the dead child seems out
+    assert g.try_enter("a/agent") is True and g.try_enter("a/agent") is True
 
 
 def test_two_probes_refused_alike_shut_the_gate_with_the_providers_words_for_every_waiting_caller() -> None:
@@ -57,7 +82,7 @@ def test_two_probes_refused_alike_shut_the_gate_with_the_providers_words_for_eve
     assert PROBE_REFUSALS == 2
     assert g.enter("a/agent") and g.enter("a/agent")
     assert not g.refused("a/agent", "HTTP 400 (thinking.type): use between_tools", probing=True)
-    assert g.enter("a/agent") is True  # one record's refusal may be its own: another record probes
+    assert g.try_enter("a/agent") is None  # one record's refusal may be its own: the other probe decides
     errors: list[str] = []
 
     def wait() -> None:
