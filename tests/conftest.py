@@ -4,6 +4,8 @@ there a missing engine or missing PostgreSQL binaries fail the run instead of sk
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,17 @@ import pytest
 
 from runner.harness.crm.harness import DATABASE as CRM
 from runner.sandbox.base import Sandbox
+
+# The day every test judges retirements on, in this process and in every runner it starts (an environment
+# variable, so subprocesses inherit it): no verdict moves with the calendar. The retirement tests choose
+# their own days (tests/models/test_capabilities.py, tests/test_cli.py). 2026-12-01: after Claude Sonnet
+# 4.5 retired (2026-11-30), before GPT-4.1 shuts down (2027-01-14).
+SUITE_DAY = "2026-12-01"
+os.environ["RUNNER_TODAY"] = SUITE_DAY
+
+# The benches' working directory (bench/common.py WORK) per test process, not the fixed /tmp/pgsandbox-bench
+# that another run on the machine (a bench, another checkout's suite) may fill or remove meanwhile.
+os.environ["BENCH_DIR"] = tempfile.mkdtemp(prefix="pgsandbox-bench-test-")
 
 REQUIRED = bool(os.environ.get("RUNNER_REQUIRE_DOCKER") or os.environ.get("CI"))
 TEST_RUN_ID = f"pytest-{os.getpid()}"
@@ -32,6 +45,7 @@ def sandbox_image() -> str:
 @pytest.fixture(scope="session", autouse=True)
 def _remove_test_containers() -> Iterator[None]:
     yield
+    shutil.rmtree(os.environ["BENCH_DIR"], ignore_errors=True)
     from runner.sandbox.docker import engine_answers, remove_stale
 
     if engine_answers():

@@ -73,10 +73,12 @@ def test_the_models_table_says_what_each_model_takes_costs_and_when_it_retires()
 
     from runner.cli import cli
 
-    out = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "400"}).output
-    row = next(line for line in out.splitlines() if line.startswith("│ claude-sonnet-5-5 "))
+    before = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "400", "RUNNER_TODAY": "2026-11-22"}).output
+    row = next(line for line in before.splitlines() if line.startswith("│ claude-sonnet-5-5 "))
     assert "adaptive/between_tools, thinks by default, disabled refused" in row and "10" in row  # $10 per 1M out
-    assert "retires 2026-11-30 -> claude-sonnet-5-5" in out  # the seeds' model, with its successor
+    assert "retires 2026-11-30 -> claude-sonnet-5-5" in before  # the seeds' model, with its successor
+    out = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "400", "RUNNER_TODAY": "2026-11-30"}).output
+    assert "retired 2026-11-30 -> claude-sonnet-5-5" in out and "retires 2027-01-14 -> gpt-5.4" in out
     assert "read 2026-11-26 from https://platform.claude.com" in " ".join(out.split())  # a price has a date
 
 
@@ -215,7 +217,7 @@ def test_the_models_table_is_readable_at_80_columns() -> None:
 
     from runner.models.capabilities import BUILTIN
 
-    out = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "80"}).output
+    out = CliRunner().invoke(cli, ["models"], env={"COLUMNS": "80", "RUNNER_TODAY": "2026-11-22"}).output
     lines = out.splitlines()
     assert "…" not in out and all(len(line) <= 80 for line in lines)
     assert all(name in lines for name in BUILTIN)  # each id whole, on a line of its own
@@ -241,3 +243,18 @@ def test_merge_says_what_it_merged_in_words_not_a_python_dict(tmp_path: Path) ->
     assert done.exit_code == 0, done.output
     first = done.output.splitlines()[0]
     assert first.endswith("results per run: a 2") and "{" not in first
+
+
+def test_the_seeds_models_once_retired_stop_a_run_before_anything_starts(tmp_path: Path) -> None:
+    """Since 2026-11-30 `--original-models` names a retired model: one line names it, its retirement day and
+    its successor, and the way to try anyway; nothing starts. Before that day the same command started."""
+    default = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+    out = tmp_path / "out"
+    args = ("run", str(default), "--original-models", "--limit", "1", "--out", str(out))
+    done = _runner(*args, env={**os.environ, "RUNNER_TODAY": "2026-12-01"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if "was retired on" in line]
+    assert len(said) == 1 and "--allow-retired" in said[0], done.stderr[-2000:]
+    assert "claude-sonnet-4-5-20250929 was retired on 2026-11-30; use claude-sonnet-5-5 instead" in said[0]
+    assert "gpt-4.1" not in said[0]  # not yet: it shuts down on 2027-01-14
+    assert not out.exists()

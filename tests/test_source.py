@@ -188,3 +188,18 @@ def test_no_class_name_is_defined_twice() -> None:
             if isinstance(node, ast.ClassDef):
                 seen.setdefault(node.name, []).append(str(path))
     assert {name: where for name, where in seen.items() if len(where) > 1} == {}
+
+
+def test_one_place_reads_the_calendar_and_no_test_judges_a_retirement_by_it() -> None:
+    """Five tests failed on 2026-12-01 for asserting what was true before 2026-11-30. The runner reads the day
+    in one function (runner/models/capabilities.py `today`, which RUNNER_TODAY overrides); the suite pins it
+    (tests/conftest.py); and no test reads the calendar but the one that checks that function."""
+    calendar = ("date.today(", "datetime.today(")  # the day; datetime.now(UTC) stamps instants, never judged
+    in_runner = sorted(str(p.relative_to(RUNNER.parent)) for p in RUNNER.rglob("*.py")
+                       if any(c in p.read_text() for c in calendar))
+    assert in_runner == ["runner/models/capabilities.py"]
+    tests = RUNNER.parent / "tests"
+    in_tests = sorted(str(p.relative_to(tests)) for p in tests.rglob("*.py")
+                      if p.name != "test_source.py" and any(c in p.read_text() for c in calendar))
+    assert in_tests == ["models/test_capabilities.py"]
+    assert 'os.environ["RUNNER_TODAY"] = SUITE_DAY' in (tests / "conftest.py").read_text()

@@ -8,7 +8,10 @@ Two facts come from the installed SDKs rather than from this file, so an SDK upg
 - which request keys exist at all (`sdk_request_keys`): the anthropic SDK of API version
   2026-10-21 has no `temperature`, `top_p` or `top_k`, so no Claude model is sent one;
 - retirement dates (`sdk_retirements`): anthropic's `DEPRECATED_MODELS`, and the "Announced
-  shutdown date" notes of openai's `ChatModel` type. They win over the dates written here.
+  shutdown date" notes of openai's `ChatModel` type. They win over the dates written here, which stay for
+  the models the seeds name: an SDK drops a model from its deprecation data once it has retired (anthropic
+  2.15.0 no longer lists claude-sonnet-4-5-20250929, retired 2026-11-30), and a runner that forgot the date
+  would send every request of a run to a model that refuses them all.
 
 Prices were read from the providers' published pages (docs/configuration.md#models says when);
 `models:` in the config overrides any field, and a model missing from both has unknown prices
@@ -21,12 +24,14 @@ import ast
 import datetime as dt
 import functools
 import importlib.util
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from runner.config import API_OF
+from runner.errors import ConfigError
 
 SAMPLING = frozenset({"temperature", "top_p", "top_k"})
 
@@ -164,11 +169,21 @@ CLOUD_PRICES = {
     "azure": "OpenAI's first-party prices (Azure OpenAI's own not read): set the cloud's under models:",
 }
 
+_SONNET45_RETIRED = dt.date(2026, 11, 30)
+_GPT41_SHUTDOWN = dt.date(2027, 1, 14)
+
 BUILTIN: dict[str, Capabilities] = {
     # Anthropic. Sonnet 4.x still took temperature on older API versions; Sonnet 5+ answer 400 to any
     # non-default sampling value. Under the SDK's 2026-10-21 version none is sent (see module doc).
-    "claude-sonnet-4-5-20250929": _claude(3.0, 15.0, successor="claude-sonnet-5-5", **_CLAUDE45),
-    "claude-sonnet-4-5": _claude(3.0, 15.0, successor="claude-sonnet-5-5", **_CLAUDE45),
+    # Retired 2026-11-30: Anthropic's model deprecations page and the Sonnet 4.5 model page ("retires on
+    # November 30, 2026", sources of runner/models/sim/published/anthropic.yaml), and anthropic 2.14.0's
+    # DEPRECATED_MODELS ("November 30th, 2026"; read 2026-12-02; gone from 2.15.0).
+    "claude-sonnet-4-5-20250929": _claude(
+        3.0, 15.0, retires=_SONNET45_RETIRED, successor="claude-sonnet-5-5", **_CLAUDE45
+    ),
+    "claude-sonnet-4-5": _claude(
+        3.0, 15.0, retires=_SONNET45_RETIRED, successor="claude-sonnet-5-5", **_CLAUDE45
+    ),
     "claude-sonnet-4-6": _claude(3.0, 15.0, successor="claude-sonnet-5-5", **_CLAUDE46),
     "claude-sonnet-5": _claude(2.0, 10.0, successor="claude-sonnet-5-5", **_SONNET5),
     # Sonnet 5.5 cache reads at $0.10 (0.05 x input) since 2026-10-07 (its pricing row and model page, read
@@ -178,10 +193,13 @@ BUILTIN: dict[str, Capabilities] = {
     "claude-haiku-4-5-20251001": _claude(1.0, 5.0, min_cache_tokens=2048, **_CLAUDE45),
     "claude-opus-5-5": _claude(4.0, 20.0, read_ratio=0.05, **_OPUS55),
     # OpenAI: cached input is priced apart (GPT-4.1: 75 % off; GPT-5.x: 90 % off).
-    "gpt-4.1": _gpt(2.0, 0.5, 8.0, successor="gpt-5.4", **_GPT41),
-    "gpt-4.1-2025-04-14": _gpt(2.0, 0.5, 8.0, successor="gpt-5.4", **_GPT41),
-    "gpt-4.1-mini": _gpt(0.4, 0.1, 1.6, successor="gpt-5.4-mini", **_GPT41),
-    "gpt-4.1-mini-2025-04-14": _gpt(0.4, 0.1, 1.6, successor="gpt-5.4-mini", **_GPT41),
+    # Shut down 2027-01-14: the "Announced shutdown date" note of openai 3.57.0's ChatModel (read 2026-12-02).
+    "gpt-4.1": _gpt(2.0, 0.5, 8.0, retires=_GPT41_SHUTDOWN, successor="gpt-5.4", **_GPT41),
+    "gpt-4.1-2025-04-14": _gpt(2.0, 0.5, 8.0, retires=_GPT41_SHUTDOWN, successor="gpt-5.4", **_GPT41),
+    "gpt-4.1-mini": _gpt(0.4, 0.1, 1.6, retires=_GPT41_SHUTDOWN, successor="gpt-5.4-mini", **_GPT41),
+    "gpt-4.1-mini-2025-04-14": _gpt(
+        0.4, 0.1, 1.6, retires=_GPT41_SHUTDOWN, successor="gpt-5.4-mini", **_GPT41
+    ),
     "gpt-5.5": _gpt(5.0, 0.5, 30.0, **_GPT5),
     "gpt-5.4": _gpt(2.5, 0.25, 15.0, **_GPT54),
     "gpt-5.4-mini": _gpt(0.75, 0.075, 4.5, **_GPT5),
@@ -327,6 +345,18 @@ def split_sampling(
     sent = {k: v for k, v in requested.items() if v is not None and k in caps.sampling}
     dropped = sorted(k for k, v in requested.items() if v is not None and k not in caps.sampling)
     return sent, dropped
+
+
+def today() -> dt.date:
+    """The day retirements are judged on: the machine's, or RUNNER_TODAY (YYYY-MM-DD) to see a config as it
+    will stand on another day; the test suite sets it, so that no test's verdict moves with the calendar."""
+    told = os.environ.get("RUNNER_TODAY")
+    if not told:
+        return dt.date.today()
+    try:
+        return dt.date.fromisoformat(told)
+    except ValueError:
+        raise ConfigError(f"RUNNER_TODAY={told!r} is not a date (YYYY-MM-DD)") from None
 
 
 def retirement_notice(

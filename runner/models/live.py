@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from runner.models.capabilities import Capabilities, overridden, table
+from runner.models.capabilities import Capabilities, overridden, table, today
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")  # Anthropic's EffortCapability keys, lowest first
 ASK_TIMEOUT_SECONDS = 15.0
@@ -107,7 +107,7 @@ def _lifecycle(info: dict[str, Any]) -> dict[str, Any]:
         return dt.date.fromisoformat(text[:10])
 
     if info.get("lifecycle") == "retired":
-        return {"retires": day(info.get("retires_at")) or day(info.get("deprecated_at")) or dt.date.today()}
+        return {"retires": day(info.get("retires_at")) or day(info.get("deprecated_at")) or today()}
     if "retires_at" in info:
         return {"retires": day(info.get("retires_at"))}
     return {}

@@ -17,6 +17,7 @@ from runner.config import API_KEY_ENV, API_OF, CLOUDS, Config, ModelRef, api_key
 from runner.errors import ConfigError
 from runner.models import live
 from runner.models.capabilities import retirement_notice, split_sampling
+from runner.models.capabilities import today as clock_today
 from runner.models.live import Catalogue
 from runner.models.thinking import plan as plan_thinking
 from runner.models.thinking import thinking_choice
@@ -151,7 +152,7 @@ def describe_requests(sent: dict[str, list[dict[str, Any]]]) -> list[str]:
 
 def check_retirements(cfg: Config, today: dt.date | None = None, cat: Catalogue | None = None) -> list[str]:
     """Warnings for models retiring soon; ConfigError for a retired one (unless allow_retired)."""
-    today = today or dt.date.today()
+    today = today or clock_today()
     cat = cat or Catalogue()
     warnings: list[str] = []
     retired: list[str] = []

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from runner.config import CLOUDS, Config
 from runner.models.capabilities import BUILTIN, PRICE_SOURCES, Capabilities, lookup, table
+from runner.models.capabilities import today as clock_today
 from runner.models.live import Answer, differences
 
 
@@ -40,7 +41,7 @@ def _retires(c: Capabilities, today: dt.date) -> str:
 
 
 def models_table(overrides: dict[str, dict[str, Any]] | None = None, today: dt.date | None = None) -> Table:
-    today = today or dt.date.today()
+    today = today or clock_today()
     sources = "; ".join(f"{p}: read {d} from {url}" for p, (d, url) in PRICE_SOURCES.items())
     t = Table(
         title="models (USD per 1M tokens)",

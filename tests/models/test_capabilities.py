@@ -9,6 +9,7 @@ import pytest
 
 from runner.config import load_config
 from runner.errors import ConfigError
+from runner.models import capabilities
 from runner.models.capabilities import lookup, sdk_request_keys, sdk_retirements
 from runner.models.preflight import check_retirements, requests_sent
 from runner.models.usage import Tokens, budget_input_tokens
@@ -16,10 +17,51 @@ from runner.models.usage import Tokens, budget_input_tokens
 DEFAULT = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
 
 
-def test_retirement_dates_come_from_the_installed_sdks() -> None:
-    dates = sdk_retirements()
-    assert dates["claude-sonnet-4-5-20250929"] == dt.date(2026, 11, 30)  # anthropic's DEPRECATED_MODELS
-    assert dates["gpt-4.1"] == dates["gpt-4.1-mini"] == dt.date(2027, 1, 14)  # openai's ChatModel notes
+def test_retirement_dates_are_read_from_the_sdks_own_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each SDK's deprecation data as its file writes it (anthropic's DEPRECATED_MODELS, openai's ChatModel
+    notes), read from stand-ins of those files: what a given SDK release lists is its own business."""
+    files = {
+        ("anthropic", "_data", "deprecated_models.py"):
+            'from typing import Dict\nDEPRECATED_MODELS: Dict[str, str] = {\n'
+            '    "claude-x-1": "November 30th, 2026",\n    "claude-y-2": "January 2nd, 2027",\n}\n',
+        ("openai", "types", "shared", "chat_model.py"):
+            'ChatModel = Literal[\n  "gpt-a",\n  "gpt-a-mini",\n]\n"""\n  "gpt-a",\n  "gpt-a-mini":\n'
+            '  Announced shutdown date: 2027-01-14\n"""\n',
+    }
+    monkeypatch.setattr(capabilities, "_sdk_source", lambda package, *parts: files.get((package, *parts)))
+    capabilities.sdk_retirements.cache_clear()
+    try:
+        assert capabilities.sdk_retirements() == {"claude-x-1": dt.date(2026, 11, 30),
+                                                  "claude-y-2": dt.date(2027, 1, 2),
+                                                  "gpt-a": dt.date(2027, 1, 14), "gpt-a-mini": dt.date(2027, 1, 14)}
+    finally:
+        capabilities.sdk_retirements.cache_clear()
+
+
+def test_the_installed_sdks_dates_are_read_and_win_over_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    dates = sdk_retirements()  # whatever this release lists: each date a date, each id a string
+    assert all(isinstance(k, str) and isinstance(v, dt.date) for k, v in dates.items())
+    monkeypatch.setattr(capabilities, "sdk_retirements", lambda: {"gpt-4.1": dt.date(2027, 6, 1)})
+    assert lookup("gpt-4.1", "openai").retires == dt.date(2027, 6, 1)
+
+
+def test_the_seeds_models_keep_their_dates_once_an_sdk_drops_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """anthropic 2.15.0 dropped claude-sonnet-4-5-20250929 from DEPRECATED_MODELS once it retired: the
+    table's own date (from the providers' pages) still stops a run that names it."""
+    monkeypatch.setattr(capabilities, "sdk_retirements", dict)
+    assert lookup("claude-sonnet-4-5-20250929", "anthropic").retires == dt.date(2026, 11, 30)
+    assert lookup("claude-sonnet-4-5", "anthropic").retires == dt.date(2026, 11, 30)
+    assert lookup("gpt-4.1", "openai").retires == lookup("gpt-4.1-mini", "openai").retires == dt.date(2027, 1, 14)
+
+
+def test_the_day_is_the_machines_unless_runner_today_says_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNNER_TODAY", "2027-02-03")
+    assert capabilities.today() == dt.date(2027, 2, 3)
+    monkeypatch.setenv("RUNNER_TODAY", "tomorrow")
+    with pytest.raises(ConfigError, match="RUNNER_TODAY='tomorrow' is not a date"):
+        capabilities.today()
+    monkeypatch.delenv("RUNNER_TODAY")
+    assert capabilities.today() == dt.date.today()  # the one place the suite reads the calendar
 
 
 def test_no_sampling_key_the_sdk_lacks_is_ever_sent() -> None:
@@ -65,6 +107,14 @@ def test_original_models_are_one_flag_away_and_retirement_is_checked_first() -> 
     allowed = load_config(DEFAULT, {"original_models": True, "allow_retired": True})
     assert any("was retired" in w for w in check_retirements(allowed, today=dt.date(2026, 12, 1)))
     assert check_retirements(load_config(DEFAULT), today=dt.date(2026, 12, 1)) == []  # the current models
+    # today's state (the suite's day): the GPT-4.1 runs alone still start, with a warning naming the day
+    full = load_config(DEFAULT, {"original_models": True})
+    gpt = full.model_copy(update={"runs": [r for r in full.runs if r.name in ("gpt-large", "gpt-mini")]})
+    assert check_retirements(gpt, today=dt.date(2026, 12, 1)) == [
+        "gpt-4.1 retires on 2027-01-14 (in 44 days); use gpt-5.4 instead",
+        "gpt-4.1-mini retires on 2027-01-14 (in 44 days); use gpt-5.4-mini instead"]
+    with pytest.raises(ConfigError, match=r"gpt-4.1 was retired on 2027-01-14"):
+        check_retirements(gpt, today=dt.date(2027, 1, 14))
 
 
 def test_input_budget_follows_each_providers_rules() -> None:
