@@ -41,6 +41,7 @@ TOKEN = "bench-gateway-token"
 
 @contextlib.contextmanager
 def _gateway(cfg: Config, sim: str) -> Iterator[GatewayServer]:
+    WORK.mkdir(parents=True, exist_ok=True)  # its log lives there: the first bench step of a fresh machine
     with GatewayServer(gateway_settings(cfg, sim_url=sim), TOKEN, log_path=str(WORK / "gateway-bench.log")) as gw:
         yield gw
 
