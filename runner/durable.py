@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from pathlib import Path
 
 
@@ -23,9 +24,10 @@ def replace(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Write `data` to `path` atomically and (with `sync`) durably; OSError as the system raised it, nothing
     half-written. Without `sync` (a status file rewritten every second) a crash may leave the old file, never
     a torn one."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    # a name of its own per write: two writers of one file sharing a temporary name could publish a torn mix
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
             while view:

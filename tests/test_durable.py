@@ -51,3 +51,28 @@ def test_a_batch_journaled_before_a_torn_line_is_still_pending_after_the_next_ap
     pending = {batch for _, batch, _ in Journal(path).pending()}
     assert pending == {"msgbatch_1", "batch_3"}
     assert all(line.endswith("}") for line in path.read_text().splitlines())
+
+
+def test_two_writers_of_one_file_never_publish_a_mix(tmp_path: Path) -> None:
+    """Each write has a temporary file of its own: with one fixed name, one writer's rename could publish the
+    other's half-written bytes."""
+    import threading
+
+    path = tmp_path / "status.json"
+    payloads = [bytes([65 + i]) * 200_000 for i in range(4)]
+    errors: list[BaseException] = []
+
+    def write(data: bytes) -> None:
+        try:
+            for _ in range(25):
+                replace(path, data, sync=False)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(p,)) for p in payloads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and path.read_bytes() in payloads
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]

@@ -22,6 +22,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+# Guards the first use of a lock in each process: two threads there must not each make a thread lock of
+# their own (both would be inside at once: 65 of 200 fresh locks in a spawned process let two threads in).
+_FIRST_USE = threading.Lock()
+os.register_at_fork(after_in_child=lambda: globals().update(_FIRST_USE=threading.Lock()))
+
 
 class ProcessLock:
     """`with lock.held(): ...`; picklable (it travels to spawned workers as its path)."""
@@ -41,18 +46,22 @@ class ProcessLock:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"])  # type: ignore[misc]
 
-    def _descriptor(self) -> int:
-        # a forked or spawned process: its own descriptor (locks are not inherited)
+    def _this_process(self) -> tuple[threading.Lock, int]:
+        """This process's thread lock and descriptor, made once (a forked or spawned process needs its own:
+        flock locks are not inherited, and a thread lock copied by fork may be held by a thread that is not
+        there). `_pid` is set last, so a thread that sees it sees the rest."""
         if self._pid != os.getpid():
-            self._threads = threading.Lock()
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            self._pid = os.getpid()
-        return self._fd
+            with _FIRST_USE:
+                if self._pid != os.getpid():
+                    self._threads = threading.Lock()
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                    self._pid = os.getpid()
+        return self._threads, self._fd
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        with self._threads:
-            fd = self._descriptor()
+        threads, fd = self._this_process()
+        with threads:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 yield

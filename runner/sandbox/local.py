@@ -17,11 +17,12 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psycopg
 from loguru import logger
@@ -96,6 +97,9 @@ def _chown_tree(path: Path, user: pwd.struct_passwd | None) -> None:
 
 
 PORT_TRIES = 5
+TEMPLATE_BOOT_SECONDS = (
+    60.0  # the schema-loading server of a template: seconds to answer before its log is shown
+)
 
 
 def _free_port() -> int:
@@ -121,46 +125,60 @@ def _single_user(bindir: Path, datadir: Path, sql: str, user: pwd.struct_passwd 
         raise SandboxBootError(f"postgres --single failed on {db}: {(p.stderr or p.stdout)[-1500:]}")
 
 
+def _first_connection(
+    proc: subprocess.Popen[bytes], log: IO[bytes], conninfo: dict[str, Any]
+) -> psycopg.Connection:
+    """A connection to the template server once it answers; SandboxBootError with its log if it exits or does
+    not answer within TEMPLATE_BOOT_SECONDS (stopped first: its log is complete, and nothing waits on it)."""
+    deadline = time.monotonic() + TEMPLATE_BOOT_SECONDS
+    while True:
+        try:
+            return psycopg.connect(**conninfo, dbname="postgres", autocommit=True)
+        except psycopg.OperationalError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                how = f"exited {proc.returncode}" if proc.poll() is not None else "no answer"
+                stop_process(proc, timeout=10)
+                log.seek(0)
+                err = log.read()[-1500:].decode(errors="replace")
+                raise SandboxBootError(
+                    f"template server did not start ({how} within {TEMPLATE_BOOT_SECONDS:.0f} s): {err}"
+                ) from None
+            time.sleep(0.05)
+
+
 def _load_schema(bindir: Path, datadir: Path, user: pwd.struct_passwd | None, spec: DatabaseSpec) -> None:
     """Create the role and databases and apply the spec's files through a temporary socket-only server."""
     sock = datadir / "tmp-sock"
     sock.mkdir()
     _chown_tree(sock, user)
-    proc = subprocess.Popen(
-        dies_with_parent(
-            [str(bindir / "postgres"), "-D", str(datadir), "-c", "listen_addresses=", "-k", str(sock)]
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        **_as_user(user),
-    )  # type: ignore[call-overload]
-    try:
-        conninfo: dict[str, Any] = {"host": str(sock), "user": "postgres"}
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = psycopg.connect(**conninfo, dbname="postgres", autocommit=True)
-                break
-            except psycopg.OperationalError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read()[-1500:] if proc.stderr else b""
-                    raise SandboxBootError(f"template server did not start: {err!r}") from None
-                time.sleep(0.05)
-        with conn:
-            if spec.user != "postgres":
-                conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB").format(sql.Identifier(spec.user)))
-            for db in spec.databases:
-                if db != "postgres":
-                    conn.execute(
-                        sql.SQL("CREATE DATABASE {} OWNER {}").format(
-                            sql.Identifier(db), sql.Identifier(spec.user)
+    # its log in a file, not a pipe: reading a live server's pipe to its end waited forever on a boot timeout
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            dies_with_parent(
+                [str(bindir / "postgres"), "-D", str(datadir), "-c", "listen_addresses=", "-k", str(sock)]
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            **_as_user(user),
+        )  # type: ignore[call-overload]
+        try:
+            conninfo: dict[str, Any] = {"host": str(sock), "user": "postgres"}
+            conn = _first_connection(proc, log, conninfo)
+            with conn:
+                if spec.user != "postgres":
+                    conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB").format(sql.Identifier(spec.user)))
+                for db in spec.databases:
+                    if db != "postgres":
+                        conn.execute(
+                            sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                                sql.Identifier(db), sql.Identifier(spec.user)
+                            )
                         )
-                    )
-        for db, f in spec.all_files():
-            _apply(f, db, spec.user, conninfo, sock)
-    finally:
-        stop_process(proc, timeout=30)
-        shutil.rmtree(sock, ignore_errors=True)
+            for db, f in spec.all_files():
+                _apply(f, db, spec.user, conninfo, sock)
+        finally:
+            stop_process(proc, timeout=30)
+            shutil.rmtree(sock, ignore_errors=True)
 
 
 def _apply(f: Path, db: str, role: str, conninfo: dict[str, Any], sock: Path) -> None:
