@@ -13,7 +13,7 @@ import pytest
 from runner.budget.ratelimit import Reservation
 from runner.config import Limits
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow]
 CALLERS, RPM = 12, 30.0
 
 

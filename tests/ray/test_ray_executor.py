@@ -14,7 +14,7 @@ import pytest
 from runner.resources import parent_of
 from tests.runs import assert_exactly_once, finish, rows_of, start_run, wait_for_results
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
 DEFAULT = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
 DEFAULT_RUNS = ["claude-sonnet", "gpt-large", "gpt-mini", "atlas"]
 
