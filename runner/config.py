@@ -578,9 +578,15 @@ class HarnessBlock(_Frozen):
         "bin/python, or the virtualenv's directory) instead of the runner's; command: what "
         "{python} means",
     )
+    isolation: Literal["process", "thread"] = Field(
+        "process",
+        description="python: process (each slot a process of its own that lives across its records: "
+        "module globals, cwd, environment and crashes are the slot's) or thread (a worker's slots share "
+        "one interpreter: see docs/harness.md for what they then share)",
+    )
     warm: bool = Field(
         True,
-        description="python with python: fork each slot's interpreter from one that imported "
+        description="python: fork each slot's interpreter from one that imported "
         "the harness's libraries once (false: each slot starts its own)",
     )
     command: list[str] | None = Field(None, min_length=1, description="command: argv template")
@@ -600,6 +606,10 @@ class HarnessBlock(_Frozen):
     def _kind_fields(self) -> HarnessBlock:
         if self.python is not None and self.kind == "crm":
             raise ValueError("python: is for the python and command harnesses")
+        if self.isolation == "thread" and self.kind != "python":
+            raise ValueError(
+                "isolation: thread is for the python harness (a command's records are processes)"
+            )
         if self.kind == "python" and not self.entrypoint:
             raise ValueError("a python harness needs entrypoint: package.module:function")
         if self.kind == "command" and not self.command:

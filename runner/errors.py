@@ -15,6 +15,8 @@ on; errors that stop the run end it cleanly (results so far are kept, containers
     │   ├── ImageBuildError         the sandbox image could not be built
     │   └── ProviderFatal           auth, permission, unknown model, quota, billing: every call fails
     ├── ExportRefused               `runner export`: the receiver (an OTLP collector) refused it
+    ├── SlotProcessDied             a slot's own process died holding its record: the record is run
+    │                               again (as a lost sandbox's), never charged to a neighbour
     └── ConversationFailed          this record fails, the next one runs (each carries its ErrorKind)
         ├── ProviderGaveUp          retries or the total retry time ran out
         ├── ProviderRejected        the provider answered 400/413/422 to this record's request
@@ -47,6 +49,7 @@ ErrorKind = Literal[
     "bad_record",  # the record's own data is wrong (a dataset check cannot see it until it runs)
     "harness_error",  # the harness raised (its traceback is the error) or wrote no/garbage output
     "worker_died",  # the worker process died holding this record, on every attempt
+    "slot_died",  # the slot's own process (a python harness's) died holding this record, on every attempt
     # the model did not finish a turn (its stop reason): an outcome of its own, neither success nor error
     "max_tokens",  # cut by the output limit (max_tokens / finish_reason length): thinking included
     "refusal",  # the model refused (stop_reason refusal, a content filter, OpenAI's refusal field)
@@ -123,6 +126,11 @@ class ProviderFatal(RunStopped):
 class WorkerClosing(RunnerError):
     """The worker is stopping (told to, or at the end of the grace period): a slot whose record met the
     sandbox removed under it ends quietly instead of starting another; the record's result is not sent."""
+
+
+class SlotProcessDied(RunnerError):
+    """The process a python harness runs one slot's records in died during a record (a segfault, an
+    os._exit, a kill): only that record is affected; its result is discarded and it runs again, alone."""
 
 
 class ExportRefused(RunnerError):

@@ -184,7 +184,10 @@ class Progress:
                 p.cost,
             )
         if self.discarded:
-            logger.info("{} result(s) discarded (sandbox lost mid-record) and run again", self.discarded)
+            logger.info(
+                "{} result(s) discarded (sandbox or slot process lost mid-record) and run again",
+                self.discarded,
+            )
         if self.batches:
             logger.info("batch mode: {}", self.batches)
         if spending := self.spending():
@@ -203,7 +206,7 @@ class Progress:
         if self.target is not None:
             flying += f", target {self.target}: {self.target_why}"
         if self.discarded:
-            flying += f", {self.discarded} discarded (sandbox lost) and rerun"
+            flying += f", {self.discarded} discarded (sandbox or slot process lost) and rerun"
         if self.batches:
             flying += f", batches: {self.batches}"
         if spending := self.spending():

@@ -202,10 +202,10 @@ class Supervisor:
             self.assign(h)
 
     def on_discarded(self, m: ResultDiscarded) -> None:
-        """A worker threw a result away (its sandbox did not serve the whole record): the record's next
-        attempt."""
+        """A worker threw a result away (its sandbox did not serve the whole record, or the slot's process
+        died under it): the record's next attempt."""
         self.scheduler.again(m.worker, m.item_id, time.monotonic())
-        self.discarded["sandbox_lost"] += 1  # the one reason a worker discards a result today
+        self.discarded[m.lost] += 1
         self.progress.discarded += 1
 
     # ------------------------------------------------------------------ work

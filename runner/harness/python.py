@@ -1,10 +1,18 @@
 """The `python` harness: a user's function, `fn(record: dict, ctx) -> dict`, called once per record
 (or `fn(record, **params)`: an existing function runs as written, see `calling`).
 
-The entrypoint is imported inside the worker (after `pythonpath:` entries go first on sys.path,
-so a checkout works uninstalled, and after the connection variables are in os.environ, so a
-module that reads DB_HOST at import sees the sandbox). An exception becomes this record's error
-with its traceback; a function that kills its process is a worker death (requeued, bounded).
+By default (`isolation: process`) each slot runs its records in a process of its own, the shim
+(runner/proc/shim.py) in the runner's interpreter or in `harness.python`, forked from the run's warm
+interpreter where the harness's imports allow it: module globals, first-use caches, the working directory,
+os.environ, signal handlers and crashes are the slot's, as in the harness's own CLI that runs records one
+after another. A slot process that dies under a record loses only that record: it is discarded and run
+again (SlotProcessDied, judged as a lost sandbox is), never charged to a neighbour.
+
+`isolation: thread` is the older, opt-in shape (docs/harness.md says what slots then share): the function
+is imported inside the worker (after `pythonpath:` entries go first on sys.path, and after the connection
+variables are in os.environ, so a module that reads DB_HOST at import sees the sandbox) and each slot is a
+thread of it; with `harness.python`, a worker's slots are threads of one shim (proc/hosted.py). An
+exception becomes this record's error with its traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Any
 
 from loguru import logger
 
+from runner.errors import SlotProcessDied
 from runner.harness.base import Database, Harness, Outcome, SandboxInfo, Task, WorkerInfo
 from runner.harness.env import harness_env, marked_env, per_slot_keys
 from runner.harness.settings import HarnessSettings
@@ -32,12 +41,25 @@ from runner.proc.slot_env import install, set_slot_env
 from runner.proc.warm import WarmInterpreter, known_refusal, marker, verdict_key
 
 
+def isolated(hs: HarnessSettings) -> bool:
+    """Each slot a process of its own (the default), not a thread of a shared interpreter."""
+    return hs.kind == "python" and hs.block.isolation == "process"
+
+
+def slot_python(hs: HarnessSettings) -> Path | None:
+    """The interpreter a slot's process runs: harness.python, else the runner's own (isolation: process);
+    None where slots are threads of the worker."""
+    if hs.python is not None:
+        return hs.python
+    return Path(sys.executable) if isolated(hs) else None
+
+
 def warm_interpreter(hs: HarnessSettings) -> WarmInterpreter | None:
-    """The run's warm interpreter (proc/zygote.py), for a python harness in its own interpreter: every
+    """The run's warm interpreter (proc/zygote.py), for a python harness whose slots are processes: every
     slot's shim is forked from it with the harness's libraries imported once. None where an earlier run's
-    refused for the same interpreter, load and installed packages: each worker's interpreter then starts at
+    refused for the same interpreter, load and installed packages: each slot's interpreter then starts at
     once, instead of after a warm one has imported everything only to refuse again."""
-    python = hs.python
+    python = slot_python(hs)
     if hs.kind != "python" or python is None or not hs.block.warm:
         return None
     verdicts = _verdicts(hs)
@@ -116,7 +138,8 @@ class PythonHarness(Harness):
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
-        if info.settings.python is not None and info.slots > 1 and info.slot == 0:
+        self.isolated = isolated(info.settings)
+        if not self.isolated and info.settings.python is not None and info.slots > 1 and info.slot == 0:
             self._host_ahead()
 
     def _host_ahead(self) -> None:
@@ -142,10 +165,10 @@ class PythonHarness(Harness):
 
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
-        if self.info.settings.python is not None and self.info.slots > 1:
+        if not self.isolated and self.info.settings.python is not None and self.info.slots > 1:
             self._hosted(sandbox)
             return
-        if self.info.settings.python is not None:
+        if self.isolated or self.info.settings.python is not None:
             self._stop_interpreter()  # a new sandbox: a fresh import sees its variables
             self._interpreter()
             return
@@ -157,7 +180,7 @@ class PythonHarness(Harness):
         from C (libpq's getenv). A subprocess or C library that reads a parked variable gets a value naming
         the problem, not another slot's database."""
         hs = self.info.settings
-        if self.info.slots <= 1 or hs.python is not None:
+        if self.info.slots <= 1 or hs.python is not None or self.isolated:
             return
         keys = set(per_slot_keys(hs, sandbox))
         for run in hs.runs:
@@ -192,7 +215,7 @@ class PythonHarness(Harness):
             if self.host is not None:
                 yield task, self._call_hosted(task, env)
                 continue
-            if self.info.settings.python is not None:
+            if self.isolated or self.info.settings.python is not None:
                 yield task, self._call_there(task, env)
                 continue
             self._export(env)
@@ -218,7 +241,7 @@ class PythonHarness(Harness):
             return self.interpreter
         hs, sb = self.info.settings, self.sandbox
         assert sb is not None
-        python = hs.python
+        python = slot_python(hs)
         assert python is not None
         env = harness_env(hs, sb, hs.runs[0], gateway=self.gateway_env(hs.runs[0].name))
         interp = Interpreter(str(python), env, hs.cwd, self._log_line, warm=self.info.warm)
@@ -246,9 +269,9 @@ class PythonHarness(Harness):
             reply = self._interpreter().ask(
                 {"op": "call", "record": task.record, "ctx": self._ctx(task), "env": env}
             )
-        except InterpreterExited as e:
+        except InterpreterExited as e:  # the slot's process died under this record: it alone runs again
             self._stop_interpreter()
-            return Outcome.failed(str(e))
+            raise SlotProcessDied(str(e)) from None
         # the time limit, or the worker stopping: the process is midway through a record
         except BaseException:
             self._stop_interpreter()

@@ -51,6 +51,7 @@ class Hosted(Interpreter):
         self.start_lock = threading.RLock()  # starts, stops and the reply reader's last word, one at a time
         self.loaded: dict[str, Any] | None = None
         self.generation = 0  # how many processes this one has been: a reply of an earlier one is stale
+        self._asked = 0  # requests sent: the next one's id, which its reply repeats
         self.sandbox: str | None = None  # the sandbox whose values its process was started with
         self.slots_lock = threading.Lock()
 
@@ -108,7 +109,9 @@ class Hosted(Interpreter):
             raise InterpreterExited("the harness's interpreter is not running")
         try:
             with self.send_lock:
-                proc.stdin.write(json.dumps({**msg, "slot": n}).encode() + b"\n")
+                self._asked += 1
+                asked = f"{os.getpid()}-{self._asked}"
+                proc.stdin.write(json.dumps({**msg, "slot": n, "id": asked}).encode() + b"\n")
                 proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):  # ended, or replaced meanwhile (its pipe closed)
             raise InterpreterExited(f"the harness's interpreter ({self.python}) is gone") from None
@@ -122,8 +125,9 @@ class Hosted(Interpreter):
             if isinstance(reply, str):  # the process ended: why, as the reply reader found it
                 raise InterpreterExited(reply)
             assert isinstance(reply, dict)
-            # a call's reply a cut came after is not the cut's
-            if (msg.get("op") == "cut") == ("cut" in reply):
+            # a reply to another request (a cut record's, late; a line the harness wrote on the pipe) is
+            # not this one's
+            if reply.pop("id", None) == asked or (msg.get("op") == "cut" and "cut" in reply):
                 break
         self.outputs[n].wait(OUTPUT_WAIT)  # its lines logged under its record's mark, not the next's
         return reply

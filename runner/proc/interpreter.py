@@ -61,6 +61,7 @@ class Interpreter(Resource):
         self.python, self.env, self.cwd, self.log, self.warm = python, dict(env), cwd, log, warm
         self.proc: Process | None = None
         self._buffer = b""
+        self._asked = 0  # requests sent: the next one's id, which its reply repeats
         self._reader: threading.Thread | None = None
         self._output_read = threading.Event()  # END_OF_OUTPUT seen: every line of the request is logged
 
@@ -121,21 +122,33 @@ class Interpreter(Resource):
         proc = self.proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         self._output_read.clear()
+        self._asked += 1
+        asked = f"{os.getpid()}-{self._asked}"
         try:
-            proc.stdin.write(json.dumps(msg).encode() + b"\n")
+            proc.stdin.write(json.dumps({**msg, "id": asked}).encode() + b"\n")
             proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise InterpreterExited(self._ended(proc)) from None
         fd = proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            if not fd_ready(fd, POLL_SECONDS):
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise InterpreterExited(self._ended(proc))
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        reply: dict[str, Any] = json.loads(line)
+        while True:
+            while b"\n" not in self._buffer:
+                if not fd_ready(fd, POLL_SECONDS):
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise InterpreterExited(self._ended(proc))
+                self._buffer += chunk
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                reply = None
+            if isinstance(reply, dict) and reply.pop("id", None) == asked:
+                break
+            # a late reply to a request given up on (a cut record's), or a line not the shim's
+            logger.debug(
+                "harness interpreter: a line on its reply pipe not for request {}: {!r}", asked, line[:200]
+            )
         # its lines logged under its record's mark, not the next's
         self._output_read.wait(OUTPUT_WAIT_SECONDS)
         return reply

@@ -12,6 +12,9 @@ One slot (a worker of one slot):
     shim -> worker   {"ok": true} | {"output": {...}} | {"error": "traceback", "kind": "raised" | "load"}
                      and on stderr, after each request's own lines, END_OF_OUTPUT
 
+Every request carries an "id" its reply repeats: a reply to another request (one a child the harness forked
+wrote late, a line the harness wrote to the reply pipe itself) is never taken for this one's.
+
 A worker's K slots (HOST_ENV set): one shim hosts them all, each slot a thread of it, so the harness's
 libraries are imported once per worker, not once per slot. Every request and reply carries its "slot";
 "load" comes once, with "per_slot" (the variables that differ between slots: each slot thread reads its
@@ -136,7 +139,7 @@ class Context:
 
 
 def _environ(env: Mapping[str, str]) -> None:
-    """The record's whole environment, as a subprocess would get it (this process is the slot's alone)."""
+    """The slot's whole environment, as a process of its own starts with."""
     os.environ.clear()
     os.environ.update(env)
 
@@ -144,10 +147,23 @@ def _environ(env: Mapping[str, str]) -> None:
 class Shim:
     def __init__(self) -> None:
         self.fn: Callable[[dict[str, Any], Any], Any] | None = None
+        self.given: dict[str, str] = {}  # what the runner last set: its next record changes only what differs
+
+    def _record_env(self, env: Mapping[str, str]) -> None:
+        """A record's environment over the slot's: only what the runner's values changed since the last record
+        (its run, its trial) is written, so what the harness wrote itself stays, as in its own CLI's process
+        that runs records one after another."""
+        for k in self.given.keys() - env.keys():
+            os.environ.pop(k, None)
+        for k, v in env.items():
+            if self.given.get(k) != v:
+                os.environ[k] = v
+        self.given = dict(env)
 
     def load(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         if not msg.get("keep_env"):
             _environ(msg["env"])
+            self.given = dict(msg["env"])
         for p in reversed(msg["pythonpath"]):
             if p not in sys.path:
                 sys.path.insert(0, p)
@@ -158,7 +174,7 @@ class Shim:
     def call(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         assert self.fn is not None, "call before load"
         if not msg.get("hosted"):  # a hosted slot's environment is its thread's overlay (SlotHost.set_env)
-            _environ(msg["env"])
+            self._record_env(msg["env"])
         out = self.fn(msg["record"], Context(msg["ctx"], msg["env"]))
         if not isinstance(out, dict):
             return {"error": f"the harness returned {type(out).__name__}, not a dict", "kind": "raised"}
@@ -247,6 +263,8 @@ class _Slot(threading.Thread):
                 reply = None  # the worker gave up on this record: nothing to answer
             except BaseException:  # whatever the harness raised (SystemExit too), this slot serves on
                 reply = {"error": traceback.format_exc(limit=-12), "kind": "raised"}
+            if reply is not None:
+                reply["id"] = msg.get("id")
             try:
                 with contextlib.suppress(SlotCut):
                     sys.stdout.flush()
@@ -286,10 +304,10 @@ class SlotHost:
                 self.slot_env = _slot_env()
                 self.slot_env.install(msg.get("per_slot", []))
                 self.slot_env.own(list(os.environ))  # every slot is given a whole record's environment
-                self.done(n, self.shim.answer({**msg, "keep_env": True}))
+                self.done(n, {**self.shim.answer({**msg, "keep_env": True}), "id": msg.get("id")})
             elif msg["op"] == "cut":
                 slot = self.slots.get(n)
-                self.answer({"slot": n, "cut": slot.cut() if slot is not None else True})
+                self.answer({"slot": n, "id": msg.get("id"), "cut": slot.cut() if slot is not None else True})
             else:
                 if n not in self.slots:
                     self.slots[n] = _Slot(n, self)
@@ -365,10 +383,11 @@ def main() -> None:
     sys.stdout = sys.stderr
     shim = Shim()
     for line in requests:
-        reply = shim.answer(json.loads(line))
+        msg = json.loads(line)
+        reply = shim.answer(msg)
         sys.stderr.flush()
         os.write(2, END_OF_OUTPUT)  # what the record printed is all ahead of this: its lines get its mark
-        replies.write(json.dumps(reply).encode() + b"\n")
+        replies.write(json.dumps({**reply, "id": msg.get("id")}).encode() + b"\n")
         replies.flush()
 
 

@@ -34,9 +34,31 @@ def sharing_role(base: str) -> str:
 # call another slot's SQL makes (the search-path attack PostgreSQL 15 closed for `public` by default).
 # Nor large objects (their creating functions' EXECUTE revoked): one would outlive the record,
 # readable and writable by later ones.
+# A slot appends, but never chooses a key its table's sequence or identity will hand out: INSERT is granted
+# on every column but those (column-level grants). Granted on the whole table, one record's rows with
+# explicit ids ahead of the sequence (INSERT ... SELECT g FROM generate_series(nextval(s) + 1, ...): an agent
+# "fixing" a failing insert does it without malice) made every later default-keyed append of every slot of
+# the worker fail on a duplicate key until the sandbox went. GENERATED ALWAYS would not hold it (OVERRIDING
+# SYSTEM VALUE is accepted from whoever may insert the column); a column grant does. Nor may a slot move a
+# sequence (setval needs UPDATE, never granted).
 SHARED_DDL = """
 CREATE SCHEMA pgsr_shared;
 REVOKE ALL ON SCHEMA pgsr_shared FROM PUBLIC;
+CREATE FUNCTION pgsr_shared.grant_append(rel regclass) RETURNS void LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog AS $$
+DECLARE cols text;
+BEGIN
+  EXECUTE format('GRANT SELECT, REFERENCES ON TABLE %s TO {sharing}', rel);
+  SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO cols
+    FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+     AND a.attidentity = '' AND a.attgenerated = ''
+     AND coalesce(pg_get_expr(d.adbin, d.adrelid), '') NOT LIKE '%nextval(%';
+  IF cols IS NOT NULL THEN
+    EXECUTE format('GRANT INSERT (%s) ON TABLE %s TO {sharing}', cols, rel);
+  END IF;
+END $$;
+REVOKE ALL ON FUNCTION pgsr_shared.grant_append(regclass) FROM PUBLIC;
 CREATE FUNCTION pgsr_shared.before_ddl() RETURNS event_trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog AS $$
 BEGIN
@@ -78,7 +100,7 @@ BEGIN
     IF kind = 'SEQUENCE' THEN
       EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE %s TO {sharing}', obj.object_identity);
     ELSE
-      EXECUTE format('GRANT SELECT, INSERT, REFERENCES ON TABLE %s TO {sharing}', obj.object_identity);
+      PERFORM pgsr_shared.grant_append(obj.objid::regclass);
     END IF;
   END LOOP;
 END $$;
@@ -92,8 +114,9 @@ REVOKE EXECUTE ON FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oi
 
 def hand_over(conn: psycopg.Connection[Any], base: str) -> None:
     """Inside one shared database (`conn`, the runner's session in it): every schema and what is in it to
-    the shared owner, the slots granted USAGE and CREATE, SELECT, INSERT and REFERENCES on its tables, and
-    the event triggers that do the same for whatever a slot creates later (SHARED_DDL)."""
+    the shared owner, the slots granted USAGE and CREATE, SELECT and REFERENCES on its tables and INSERT on
+    their columns but the keys a sequence hands out, and the event triggers that do the same for whatever a
+    slot creates later (SHARED_DDL)."""
     owner, sharing = sql.Identifier(shared_owner(base)), sql.Identifier(sharing_role(base))
     schemas = [
         r[0]
@@ -107,13 +130,14 @@ def hand_over(conn: psycopg.Connection[Any], base: str) -> None:
         conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(schema, owner))
         conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA {} TO {}").format(schema, sharing))
         conn.execute(
-            sql.SQL("GRANT SELECT, INSERT, REFERENCES ON ALL TABLES IN SCHEMA {} TO {}").format(
-                schema, sharing
-            )
-        )
-        conn.execute(
             sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema, sharing)
         )
     conn.execute(
         sql.SQL(SHARED_DDL).format(owner=owner, sharing=sharing, sharing_name=sql.Literal(sharing_role(base)))
+    )
+    conn.execute(
+        "SELECT pgsr_shared.grant_append(c.oid) "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT LIKE 'pg\\_%' "
+        "AND n.nspname NOT IN ('information_schema', 'pgsr_shared')"
     )

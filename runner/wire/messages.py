@@ -85,12 +85,14 @@ class SandboxReplaced:
 @dataclass(frozen=True)
 class ResultDiscarded:
     """Emitted when a record's result is thrown away because its sandbox did not serve the whole record
-    (died, froze, was replaced, lost the slot's database): the record runs again as its next attempt."""
+    (died, froze, was replaced, lost the slot's database) or its slot's process died under it: the record
+    runs again as its next attempt."""
 
     worker: int
     item_id: int
     attempt: int  # the attempt whose result was discarded
     reason: str
+    lost: str = "sandbox_lost"  # what was lost under it: the sandbox, or the slot's own process (slot_died)
 
 
 @dataclass(frozen=True)

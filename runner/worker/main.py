@@ -151,10 +151,10 @@ class Worker:
         if first.failure is not None:
             raise first.failure
 
-    def discard(self, job: Job, reason: str) -> None:
+    def discard(self, job: Job, reason: str, lost: str = "sandbox_lost") -> None:
         """Tell the supervisor a result was thrown away and the record goes again (it counts an attempt)."""
         logger.warning("{}:{} attempt {}: result discarded: {}", job.run, job.record_id, job.attempt, reason)
-        self.inbox.put(ResultDiscarded(self.worker_id, job.item_id, job.attempt, reason))
+        self.inbox.put(ResultDiscarded(self.worker_id, job.item_id, job.attempt, reason, lost))
 
     # ------------------------------------------------------------------ jobs
     def serve(self, tasks: Any, heart: Heart) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import psycopg
 from loguru import logger
 
-from runner.errors import ErrorKind, RunStopped, WorkerClosing
+from runner.errors import ErrorKind, RunStopped, SlotProcessDied, WorkerClosing
 from runner.gateway.process import set_trial, take_usage
 from runner.harness import Reading, build_result
 from runner.harness.base import Harness, SandboxInfo, Task
@@ -79,7 +79,7 @@ class Host(Protocol):
     inbox: Any
     keeper: Keeper
 
-    def discard(self, job: Job, reason: str) -> None: ...
+    def discard(self, job: Job, reason: str, lost: str = "sandbox_lost") -> None: ...
 
 
 class Slot:
@@ -150,19 +150,22 @@ class Slot:
         slots), and the record run again as its next attempt, until max_attempts. So is a failure that met
         the server out of a resource every slot shares (its lock table, memory, disk: tenancy.py). A record
         run again runs alone (turns.py): a neighbour that failed it once cannot fail it again. After each
-        chunk, what its records changed beyond their databases is put back (the slot's role and databases)."""
+        chunk, what its records changed beyond their databases is put back (the slot's role and databases).
+
+        A python harness's slot process that died under a record (slot_died) is handled the same way: the
+        sandbox served, the process did not; only that record is run again, its neighbours go on."""
         left = list(jobs)
         discarded: dict[int, list[str]] = {j.item_id: [] for j in jobs}
         again = False
         while left:
             with self.host.keeper.turns.alone() if again else self.host.keeper.turns.shared():
-                lost, why = yield from self._through(left, clock, discarded)
+                lost, why, kind = yield from self._through(left, clock, discarded)
             if not lost:
                 return
             again, left = True, []
             for job in lost:
-                self.host.discard(job, why)
-                discarded[job.item_id].append(f"sandbox_lost: attempt {job.attempt}")
+                self.host.discard(job, why, kind)
+                discarded[job.item_id].append(f"{kind}: attempt {job.attempt}")
                 if job.attempt < self.settings.max_attempts:
                     left.append(dataclasses.replace(job, attempt=job.attempt + 1))
                 else:
@@ -173,16 +176,16 @@ class Slot:
                             job.record_id,
                             job.index,
                             f"{why}, on each of {job.attempt} attempts",
-                            kind="sandbox_lost",
+                            kind=kind,
                             discarded=discarded[job.item_id],
                         ),
                     )
 
     def _through(
         self, jobs: list[Job], clock: Clock, discarded: dict[int, list[str]]
-    ) -> Generator[tuple[Job, Result], None, tuple[list[Job], str]]:
-        """One pass of the jobs on the sandbox: the results it served whole, yielded; the jobs it did not, and
-        why, returned."""
+    ) -> Generator[tuple[Job, Result], None, tuple[list[Job], str, ErrorKind]]:
+        """One pass of the jobs on the sandbox: the results it served whole, yielded; the jobs it did not,
+        why, and what was lost (the sandbox, or the slot's process), returned."""
         while True:
             if self.generation != self.host.keeper.generation:
                 self.attach()
@@ -192,11 +195,15 @@ class Slot:
                 break  # else another slot replaced the sandbox since this one attached: attach to the new one
         lost: list[Job] = []
         why, broken = "", False
+        kind: ErrorKind = "sandbox_lost"
         since = time.time()
         try:
             for job, res in self.attempt(jobs, clock):
                 failed = not _succeeded(res)
-                if before is None or self.host.keeper.incarnation(self.n, failed=failed) != before:
+                if res.error_kind == "slot_died":  # the sandbox served; the slot's own process did not
+                    lost.append(job)
+                    why, kind = res.error or "the slot's process died", "slot_died"
+                elif before is None or self.host.keeper.incarnation(self.n, failed=failed) != before:
                     lost.append(job)
                     broken = True
                 elif failed and (short := self.host.keeper.starved(self.n, since, time.time())) is not None:
@@ -219,7 +226,8 @@ class Slot:
             self.host.keeper.replace_sandbox(
                 f"{len(lost)} record(s) ran while the database stopped answering", seen
             )
-        return lost, why
+            kind = "sandbox_lost"
+        return lost, why, kind
 
     def _before_records(self) -> tuple[int, Incarnation] | None:
         """Reset the slot's databases if the harness asks for it, then which sandbox serves them (None:
@@ -276,6 +284,8 @@ class Slot:
             yield from self._fail_all(left, str(e), "database", started, self._spent(len(jobs), usage))
             if not self.host.keeper.sandbox_dead():
                 self.reconnect()
+        except SlotProcessDied as e:  # judged by the caller (_through): run again, never a neighbour's
+            yield from self._fail_all(left, str(e), "slot_died", started, self._spent(len(jobs), usage))
         except RunStopped:
             raise
         except Exception as e:  # a bug or an unexpected answer: these records fail, the worker goes on

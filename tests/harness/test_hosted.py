@@ -1,4 +1,5 @@
-"""harness.python with slots: one interpreter of the user's per worker hosts all its slots, each a thread."""
+"""harness.python with slots and `isolation: thread`: one interpreter of the user's per worker hosts all its
+slots, each a thread."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from tests.runs import TOY_PYTHON, toy_config
 
 pytestmark = pytest.mark.slow
-HOSTED = TOY_PYTHON + f"  python: {sys.executable}\n"  # the user's own interpreter (here: this one)
+# the user's own interpreter (here: this one), its slots threads of it
+HOSTED = TOY_PYTHON + f"  python: {sys.executable}\n  isolation: thread\n"
 
 
 def _run(tmp_path: Path, records: list[dict[str, Any]], *args: str, extra: str = "",

@@ -48,7 +48,9 @@ def test_python_harness_failures_are_results_and_the_run_goes_on(tmp_path: Path,
         assert Path(r["output"]["scratch"]).is_dir()
     assert res["boom"]["error_kind"] == "harness_error" and "ValueError: bad record boom" in res["boom"]["error"]
     assert "Traceback" in res["boom"]["error"] and "toyharness.py" in res["boom"]["error"]
-    assert res["die"]["error_kind"] == "worker_died" and "2 attempts" in res["die"]["error"]
+    # its slot's own process died (isolation: process): that record alone, run again, then slot_died
+    assert res["die"]["error_kind"] == "slot_died" and "2 attempts" in res["die"]["error"]
+    assert res["die"]["discarded"] == ["slot_died: attempt 1", "slot_died: attempt 2"]
     assert res["hang"]["error_kind"] == "timeout" and "4s" in res["hang"]["error"]
     assert res["odd"]["error_kind"] == "harness_error" and "returned str, not a dict" in res["odd"]["error"]
 

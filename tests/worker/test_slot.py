@@ -155,7 +155,7 @@ def _slot(keeper: Any, harness: Any, record_ids: tuple[str, ...] = ("a",)) -> Sl
                                  "runs": [{"name": "r"}], "success_field": "ok"})
     host = SimpleNamespace(slot_settings=slot_settings(cfg), worker_id=0, gateway_url=None, inbox=None, keeper=keeper,
                            reading=reading(cfg),
-                           discard=lambda job, why: None,
+                           discard=lambda job, why, lost="sandbox_lost": None,
                            records={r: Record(r, n, {"id": r}) for n, r in enumerate(record_ids)})
     return Slot(0, host, harness)
 

@@ -200,6 +200,20 @@ attack("shared-fk-hold", "add a foreign key to the shared table in a transaction
        [{"connect": "shared", "keep": True,
          "sql": ["BEGIN", "CREATE TABLE public.evh (r bigint REFERENCES events(id))"]}, {"sleep": LONG}],
        after=2)
+# A shared table's sequence squatted (issue 64): rows with explicit ids ahead of the sequence, so every later
+# default-keyed append of every slot meets a duplicate key; an agent "fixing" a failing insert does it without
+# malice. Also through OVERRIDING SYSTEM VALUE and setval, and held in an open transaction (a neighbour's
+# insert of the same key would wait on it).
+SEQ = "pg_get_serial_sequence('events', 'id')"
+SQUAT = ("INSERT INTO events (id, record_id) {how} SELECT g, 'squat' "
+         f"FROM generate_series(nextval({SEQ}) + 1, currval({SEQ}) + 3000) g")
+attack("shared-sequence-squat", "insert rows into the shared table with explicit ids ahead of its sequence",
+       [{"connect": "shared", "sql": [SQUAT.format(how=""), SQUAT.format(how="OVERRIDING SYSTEM VALUE"),
+                                      "SELECT setval(pg_get_serial_sequence('events', 'id'), 1)"]}],
+       after=3)
+attack("shared-held-rows", "insert explicit ids ahead of the shared table's sequence in a transaction kept open",
+       [{"connect": "shared", "keep": True, "sql": ["BEGIN", SQUAT.format(how="")]}, {"sleep": LONG}],
+       after=3)
 attack("alter-db-shared", "ALTER DATABASE <the shared database> SET default_transaction_read_only = on",
        [{"each": "shared", "sql": "ALTER DATABASE {db} SET default_transaction_read_only = on"}])
 attack("lockout-shared", "ALTER DATABASE <the shared database> CONNECTION LIMIT 0",
