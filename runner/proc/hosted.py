@@ -148,12 +148,13 @@ class Hosted(Interpreter):
                 with contextlib.suppress(ValueError):
                     reply = json.loads(line)
                     self._slot(int(reply.pop("slot", 0))).put((generation, reply))
-        with self.start_lock:  # one thread asks how it ended (a forked one's status comes over a socket)
-            if self.proc is proc:
-                why = self._ended(proc)
-                self.loaded = None
-            else:
-                why = f"the harness's interpreter ({self.python}) was replaced"
+        # Not under start_lock: a load holds it while it waits for this very reply (a process that dies while
+        # importing would deadlock the worker: "in flight: 0 of 2" for minutes).
+        if self.proc is proc:
+            why = self._ended(proc)
+            self.loaded = None
+        else:
+            why = f"the harness's interpreter ({self.python}) was replaced"
         for n in list(self.replies):  # every slot waiting is told
             self._slot(n).put((generation, why))
             self.outputs[n].set()

@@ -187,7 +187,9 @@ class Shim:
     def answer(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         try:
             return self.load(msg) if msg["op"] == "load" else self.call(msg)
-        except Exception:
+        # SystemExit too: a module that exits at import (an argparse main, an env guard) fails the load with
+        # its traceback, where the process ending would say only its exit code
+        except (Exception, SystemExit):
             tb = traceback.format_exc(limit=-12)
             sys.stderr.write(tb)
             return {"error": tb.strip(), "kind": "load" if msg["op"] == "load" else "raised"}
