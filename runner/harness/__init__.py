@@ -7,6 +7,7 @@ command  a user's CLI over a JSONL chunk                             harness/com
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,25 @@ from runner.harness.base import Defaults, Harness, Outcome, Task
 from runner.records import Check, RecordSource
 from runner.results.result import Result, as_group, as_success, dig, error_result, now_iso, read_score
 from runner.sandbox.schema import DatabaseSpec, init_files
+
+# The largest output a record may store (its JSON): results files are read whole by the report and the resume;
+# a harness that returns a transcript with every tool result verbatim stays far below it.
+OUTPUT_LIMIT_BYTES = 4 << 20
+
+
+def output_problem(out: Any) -> str | None:
+    """Why a harness's output cannot be stored as it is (None: it can): JSON has no bytes, no sets, no
+    NaN (kept, it would be read back as null, silently), and the output has a size limit."""
+    try:
+        size = len(json.dumps(out, allow_nan=False, ensure_ascii=False).encode())
+    except (TypeError, ValueError, RecursionError) as e:
+        return f"the harness's output cannot be stored as JSON: {type(e).__name__}: {e}"
+    if size > OUTPUT_LIMIT_BYTES:
+        return (
+            f"the harness's output is {size / (1 << 20):.1f} MiB as JSON, over the limit of "
+            f"{OUTPUT_LIMIT_BYTES >> 20} MiB (docs/harness.md): keep large artifacts in files (ctx.scratch)"
+        )
+    return None
 
 
 def harness_class(kind: str) -> type[Harness]:
@@ -97,12 +117,13 @@ def build_result(
     """
     started_at, t0 = started
     wall = round((time.monotonic() - t0) / share, 4)
-    if outcome.error is not None or outcome.output is None:
+    problem = None if outcome.output is None else output_problem(outcome.output)
+    if outcome.error is not None or outcome.output is None or problem is not None:
         return error_result(
             task.run.name,
             task.record_id,
             index,
-            outcome.error or "no output",
+            outcome.error or problem or "no output",
             kind=outcome.error_kind or "harness_error",
             started_at=started_at,
             wall_seconds=wall,

@@ -179,9 +179,12 @@ class Shim:
         if not isinstance(out, dict):
             return {"error": f"the harness returned {type(out).__name__}, not a dict", "kind": "raised"}
         try:
-            json.dumps(out)
-        except (TypeError, ValueError) as e:
-            return {"error": f"the harness's result is not JSON: {e}", "kind": "raised"}
+            json.dumps(out, allow_nan=False)  # NaN is no JSON: read back, it would be null, silently
+        except (TypeError, ValueError, RecursionError) as e:
+            return {
+                "error": f"the harness's output cannot be stored as JSON: {type(e).__name__}: {e}",
+                "kind": "raised",
+            }
         return {"output": out}
 
     def answer(self, msg: Mapping[str, Any]) -> dict[str, Any]:
