@@ -106,6 +106,10 @@ BEGIN
 END $$;
 CREATE EVENT TRIGGER pgsr_shared_before ON ddl_command_start EXECUTE FUNCTION pgsr_shared.before_ddl();
 CREATE EVENT TRIGGER pgsr_shared_after ON ddl_command_end EXECUTE FUNCTION pgsr_shared.after_ddl();
+"""
+# No large objects where every slot connects: one outlives its record and tidy, readable and writable by later
+# records of any slot (found in the shared databases, then in `postgres` and `template1`).
+NO_LARGE_OBJECTS = """
 REVOKE EXECUTE ON FUNCTION pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid),
   pg_catalog.lo_from_bytea(oid, bytea), pg_catalog.lo_import(text), pg_catalog.lo_import(text, oid)
   FROM PUBLIC;
@@ -135,6 +139,7 @@ def hand_over(conn: psycopg.Connection[Any], base: str) -> None:
     conn.execute(
         sql.SQL(SHARED_DDL).format(owner=owner, sharing=sharing, sharing_name=sql.Literal(sharing_role(base)))
     )
+    conn.execute(NO_LARGE_OBJECTS)
     conn.execute(
         "SELECT pgsr_shared.grant_append(c.oid) "
         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "

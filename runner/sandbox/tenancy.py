@@ -47,7 +47,7 @@ from psycopg import sql
 from runner.resources import Resource
 from runner.sandbox.base import drop_database
 from runner.sandbox.server_log import ServerLog
-from runner.sandbox.sharing import hand_over, shared_owner, sharing_role
+from runner.sandbox.sharing import NO_LARGE_OBJECTS, hand_over, shared_owner, sharing_role
 
 ADMIN_ROLE = "pgsr_admin"  # the runner's superuser in every sandbox it starts (never a harness's)
 SYSTEM_DATABASES = ("postgres", "template0", "template1")
@@ -89,6 +89,9 @@ class _Tenant:
     login: Login
     databases: list[str]  # its own, by name (a recreated one keeps its name, not its oid)
     baseline: tuple[str, ...] = ()  # its state at the end of its provisioning (`_state`)
+    oids: dict[int, str] = field(
+        default_factory=dict
+    )  # its own by oid, and their names: a record may rename one
     # ... its settings rows
     settings: list[tuple[str | None, str | None, list[str]]] = field(default_factory=list)
 
@@ -210,6 +213,9 @@ class Steward(Resource):
         if not self.enabled:
             return
         with self._lock:
+            for name in ("postgres", "template1"):  # open to every slot: nothing of a record may stay there
+                with self._in(name) as conn:
+                    conn.execute(NO_LARGE_OBJECTS)
             for (name,) in self._q(
                 "SELECT datname FROM pg_database WHERE datname <> ALL(%s)", (list(SYSTEM_DATABASES),)
             ):
@@ -311,12 +317,19 @@ class Steward(Resource):
         if self.enabled:
             with self._lock:
                 self._reassign(database, objects_role(self.base), slot_role(self.base, slot))
+                t = self.tenants[slot]
+                t.oids = {o: n for o, n in t.oids.items() if n != database} | dict(
+                    self._q("SELECT oid, datname FROM pg_database WHERE datname = %s", (database,))
+                )
 
     def settle(self, slot: int) -> None:
         """The slot is provisioned: what `tidy` puts back from now on."""
         if self.enabled:
             with self._lock:
                 t = self.tenants[slot]
+                t.oids = dict(
+                    self._q("SELECT oid, datname FROM pg_database WHERE datname = ANY(%s)", (t.databases,))
+                )
                 t.baseline = self._state(slot)
                 t.settings = [
                     (d, r, list(c))
@@ -349,14 +362,30 @@ class Steward(Resource):
                 undone.append(f"{ended} session(s) still at work or holding advisory locks ended")
             # its own, and those it handed to the role every slot is a member of
             # (OWNER TO <user>__sharing, which membership allows): nobody else's, and never the runner's, so
-            # left they would outlive every reset
-            for (name,) in self._q(
-                "SELECT datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
-                "WHERE rolname IN (%s, %s)) AND datname <> ALL(%s)",
-                (role, sharing_role(self.base), t.databases),
-            ):
+            # left they would outlive every reset. Its own databases are known by oid: one a record renamed
+            # is named back, never dropped as one it made (under reset: none that lost the slot its data)
+            owned = self._q(
+                "SELECT oid, datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
+                "WHERE rolname IN (%s, %s))",
+                (role, sharing_role(self.base)),
+            )
+            renamed = {oid: name for oid, name in owned if oid in t.oids and t.oids[oid] != name}
+            for oid, name in owned:
+                if oid in t.oids or (name in t.databases and name not in (t.oids[o] for o in renamed)):
+                    continue  # its own (one recreated under its name), unless it took a renamed one's name
                 drop_database(self._q, name)
                 undone.append(f"database {name!r} it made dropped")
+            for oid, name in renamed.items():
+                self._q(
+                    "SELECT count(pg_terminate_backend(pid, 2000)) FROM pg_stat_activity WHERE datname = %s",
+                    (name,),
+                )
+                self._q(
+                    sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                        sql.Identifier(name), sql.Identifier(t.oids[oid])
+                    )
+                )
+                undone.append(f"database {t.oids[oid]!r}, renamed {name!r} by a record, named back")
             now = self._state(slot)
             if now == t.baseline:
                 return undone

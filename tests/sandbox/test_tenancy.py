@@ -293,6 +293,40 @@ def test_every_database_but_the_systems_is_closed_to_public(tenants: tuple[Local
     assert slot_role("tenant", 0) == "tenant" and slot_role("tenant", 3) == "tenant__s3"
 
 
+def test_a_database_a_record_renames_is_named_back_never_dropped(tenants: tuple[LocalSandbox, Steward]) -> None:
+    """Tidy dropped every database of the slot's role not named as its own: a record that renamed its own
+    lost the slot its data under reset: none (issue 64), and one that then took the name kept it."""
+    sb, st = tenants
+    with _as(sb, st, 1, SLOT1) as c:
+        c.execute("INSERT INTO items VALUES (77, 'kept across the rename')")
+    with _as(sb, st, 1, "postgres") as c:
+        c.execute(f"ALTER DATABASE {SLOT1} RENAME TO moved_away")
+        c.execute(f"CREATE DATABASE {SLOT1}")  # and takes the name with an empty one
+        c.execute("CREATE DATABASE made_by_the_record")
+    undone = "; ".join(st.tidy(1))
+    assert f"database '{SLOT1}', renamed 'moved_away' by a record, named back" in undone, undone
+    assert "'made_by_the_record' it made dropped" in undone and f"'{SLOT1}' it made dropped" in undone
+    with _as(sb, st, 1, SLOT1) as c:
+        assert c.execute("SELECT v FROM items WHERE id = 77").fetchone() == ("kept across the rename",)
+        c.execute("DELETE FROM items WHERE id = 77")
+    with psycopg.connect(sb.control.dsn(), autocommit=True) as admin:
+        assert admin.execute("SELECT count(*) FROM pg_database WHERE datname IN ('moved_away', "
+                             "'made_by_the_record')").fetchone() == (0,)
+    assert st.tidy(1) == []
+
+
+@pytest.mark.parametrize("db", ["postgres", "template1", "ledger"])
+def test_no_slot_makes_a_large_object_where_every_slot_connects(tenants: tuple[LocalSandbox, Steward],
+                                                                 db: str) -> None:
+    """One outlived its record and tidy in `postgres` and `template1`: another slot's record read and overwrote
+    it (issue 64)."""
+    sb, st = tenants
+    with _as(sb, st, 1, db) as c:
+        for make in ("SELECT lo_from_bytea(0, 'planted')", "SELECT lo_create(0)", "SELECT lo_creat(-1)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(make)
+
+
 
 def test_at_a_slots_time_limit_its_role_is_cancelled_on_every_database_and_no_other_role(
         tenants: tuple[LocalSandbox, Steward]) -> None:
