@@ -28,6 +28,12 @@ slot's INSERT then waits until the record ends (a second probe: its neighbours t
 session that holds a strong lock on a relation of a shared database that another session waits for, in a
 transaction open for more than HOLD_SECONDS, is ended. A harness's own DDL there (the built-in CRM's
 telemetry makes two tables at start, one referencing the other) holds such a lock for milliseconds.
+
+Nor any other lock for long, whatever its kind: a tenant's session that a session of another role (another
+slot's, or the runner's own) has waited on for more than WAIT_SECONDS is ended (pg_blocking_pids). A row
+a record inserted with a unique key and held in an open transaction made a neighbour's insert of the same key
+wait 25.7 s (an independent probe); an advisory lock or a row lock held across a long statement does the
+same. Waits between one slot's own sessions are its record's own business, and left alone.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ STRONG = ("ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiv
 HOLD_SECONDS = (
     0.5  # the longest a tenant's transaction may hold a strong lock on a shared table others wait for
 )
+WAIT_SECONDS = 1.0  # the longest another role's session may wait on a tenant's, for any lock
 # Functions only, no table or view (as the steward's end of a slot's sessions): a query that names a
 # relation needs a slot in the server's lock table, which a record may have filled meanwhile. One statement
 # for both rules, so a sweep is one round trip: `queued` rows wait for a strong lock, `holding` rows hold
@@ -67,6 +74,14 @@ SELECT 'holding', h.pid, pg_get_userbyid(a.usesysid), h.mode, false, pg_terminat
    AND EXISTS (SELECT 1 FROM pg_lock_status() w
                 WHERE NOT w.granted AND w.locktype = 'relation' AND w.database = h.database
                   AND w.relation = h.relation AND w.pid <> h.pid)
+UNION ALL
+SELECT DISTINCT 'blocking', b.pid, pg_get_userbyid(ba.usesysid), w.mode, false,
+       pg_terminate_backend(b.pid, 1000)
+  FROM pg_lock_status() w JOIN pg_stat_get_activity(NULL) wa ON wa.pid = w.pid
+ CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS b(pid)
+  JOIN pg_stat_get_activity(NULL) ba ON ba.pid = b.pid
+ WHERE NOT w.granted AND w.waitstart < statement_timestamp() - make_interval(secs => %(wait)s)
+   AND ba.usesysid <> ALL(%(superusers)s::oid[]) AND ba.usesysid IS DISTINCT FROM wa.usesysid
 """
 
 
@@ -120,11 +135,13 @@ class LockQueueGuard(Resource):
             "superusers": self._superusers,
             "shared": self._shared_oids,
             "hold": HOLD_SECONDS,
+            "wait": WAIT_SECONDS,
         }
         rows = conn.execute(_SWEEP, args).fetchall()
         queued = [row for row in rows if row[0] == "queued"]
         # a session holding several tables is one session ended
         held = {row[1]: row for row in rows if row[0] == "holding"}
+        blocking = {row[1]: row for row in rows if row[0] == "blocking" and row[1] not in held}
         for _, pid, role, mode, on_server, _ in queued:
             what = (
                 "a database or role, which makes every new connection to it wait behind it"
@@ -141,7 +158,16 @@ class LockQueueGuard(Resource):
                 mode,
                 HOLD_SECONDS,
             )
-        n = len(queued) + len(held)
+        for _, pid, role, mode, _, _ in blocking.values():
+            logger.warning(
+                "ended session {} of {}: another slot's or the runner's session waited on it (for {}) "
+                "for over {} s",
+                pid,
+                role,
+                mode,
+                WAIT_SECONDS,
+            )
+        n = len(queued) + len(held) + len(blocking)
         self.ended += n
         return n
 

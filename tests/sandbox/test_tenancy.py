@@ -15,7 +15,7 @@ import pytest
 
 from runner.sandbox.base import cancel_queries, copy_databases, snapshot_database, template_name
 from runner.sandbox.local import LocalSandbox
-from runner.sandbox.lock_queue import LockQueueGuard
+from runner.sandbox.lock_queue import WAIT_SECONDS, LockQueueGuard
 from runner.sandbox.schema import DatabaseSpec
 from runner.sandbox.tenancy import Steward, slot_role
 
@@ -291,6 +291,44 @@ def test_every_database_but_the_systems_is_closed_to_public(tenants: tuple[Local
             "AND (datacl IS NULL OR datacl::text LIKE '%{=%' OR datacl::text LIKE '%,=%')")]
     assert open_to_all == []
     assert slot_role("tenant", 0) == "tenant" and slot_role("tenant", 3) == "tenant__s3"
+
+
+def test_a_tenant_session_another_slot_waits_on_past_the_limit_is_ended_whatever_the_lock(
+        tenants: tuple[LocalSandbox, Steward]) -> None:
+    """A row with a unique key inserted and held in an open transaction: a neighbour's insert of the same key
+    waited 25.7 s (issue 64). The guard ends the holder once the neighbour has waited WAIT_SECONDS."""
+    sb, st = tenants
+    with _as(sb, st, 1, "ledger") as c, _as(sb, st, 0, "ledger") as other:
+        c.execute("CREATE TABLE IF NOT EXISTS claims (k text PRIMARY KEY)")
+        holder = _as(sb, st, 1, "ledger")
+        holder.execute("BEGIN")
+        holder.execute("INSERT INTO claims VALUES ('the same key')")
+        try:
+            with LockQueueGuard(sb.control.dsn("postgres"), shared=["ledger"]) as guard:
+                other.execute("SET lock_timeout = '30s'")
+                t0 = time.monotonic()
+                other.execute("INSERT INTO claims VALUES ('the same key')")  # through, once the holder ended
+                waited = time.monotonic() - t0
+            assert guard.ended == 1 and WAIT_SECONDS <= waited < WAIT_SECONDS + 10, (guard.ended, waited)
+            with pytest.raises(psycopg.OperationalError):
+                holder.execute("SELECT 1")
+        finally:
+            holder.close()
+            with psycopg.connect(sb.control.dsn("ledger"), autocommit=True) as admin:
+                admin.execute("DROP TABLE IF EXISTS claims")
+
+
+def test_a_slot_waiting_on_its_own_session_is_left_alone(tenants: tuple[LocalSandbox, Steward]) -> None:
+    sb, st = tenants
+    with _as(sb, st, 1, SLOT1) as holder, _as(sb, st, 1, SLOT1) as waiter:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(7)")
+        waiter.execute("SET lock_timeout = '2500ms'")
+        with LockQueueGuard(sb.control.dsn("postgres"), shared=["ledger"]) as guard:
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                waiter.execute("SELECT pg_advisory_lock(7)")
+        assert guard.ended == 0
+        holder.execute("COMMIT")
 
 
 def test_a_database_a_record_renames_is_named_back_never_dropped(tenants: tuple[LocalSandbox, Steward]) -> None:
