@@ -281,14 +281,20 @@ def copy_databases(
         )
 
 
-def cancel_queries(endpoint: Endpoint, databases: list[str], role: str | None = None) -> None:
+def cancel_queries(
+    endpoint: Endpoint, databases: list[str], role: str | None = None, *, terminate: bool = False
+) -> None:
     """Cancel whatever runs on these databases (a slot over its time limit), and whatever the slot's own
     `role` runs on any other (where no other slot logs in as it): a statement its harness waits on from a
-    session on `postgres` holds it past its limit as surely. Sessions stay open."""
+    session on `postgres` holds it past its limit as surely. Sessions stay open; with `terminate`, those
+    still at work are ended (a statement that catches the cancel, a plpgsql loop's EXCEPTION WHEN
+    query_canceled, cannot catch that)."""
+    end = "pg_terminate_backend(pid, 1000)" if terminate else "pg_cancel_backend(pid)"
+    busy = " AND state IS DISTINCT FROM 'idle'" if terminate else ""
     with psycopg.connect(endpoint.dsn("postgres"), autocommit=True, connect_timeout=5) as conn:
         conn.execute(
-            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE (datname = ANY(%s) OR usename = %s) "
-            "AND pid <> pg_backend_pid()",
+            f"SELECT {end} FROM pg_stat_activity WHERE (datname = ANY(%s) OR usename = %s) "
+            f"AND pid <> pg_backend_pid(){busy} AND backend_type = 'client backend'",
             (databases, role),
         )
 

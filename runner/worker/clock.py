@@ -41,6 +41,7 @@ class Clock:
 
 
 SHIELD_RETRY_SECONDS = 0.005  # an alarm that fell inside a shield comes back this much later
+END_AFTER_SECONDS = 1.0  # a cut slot's queries ignored their cancel this long: its sessions at work are ended
 
 
 class AlarmClock(Clock):
@@ -91,9 +92,10 @@ class WatchedClock(Clock):
     the harness runs, raises Alarm in the slot's thread (at its next Python instruction) and cancels
     the slot's queries (a thread blocked in the database returns to take it)."""
 
-    def __init__(self, cancel: Callable[[], None]) -> None:
+    def __init__(self, cancel: Callable[[], None], end: Callable[[], None] | None = None) -> None:
         super().__init__()
-        self.cancel = cancel
+        self.cancel, self.end = cancel, end
+        self._ended = False
         self.thread: int | None = None
         self.started: tuple[str, float] | None = None
         self._lock = threading.Lock()
@@ -119,7 +121,14 @@ class WatchedClock(Clock):
 
     def check(self, now: float) -> bool:
         """Cut the harness if it is past its deadline; True if it was cut now. Not while the thread is in
-        one of the runner's own critical sections (runner/interrupts.py): the next check cuts it."""
+        one of the runner's own critical sections (runner/interrupts.py): the next check cuts it. Cut and
+        still inside END_AFTER_SECONDS later (a statement that caught the cancel: a plpgsql loop's EXCEPTION
+        WHEN query_canceled), the slot's sessions still at work are ended, which nothing catches: the
+        thread's blocked read returns and takes its Alarm, and the worker need not retire."""
+        if self.end is not None and not self._ended and self.stuck(now, END_AFTER_SECONDS):
+            self._ended = True
+            with contextlib.suppress(Exception):
+                self.end()
         with self._lock, cut_lock:
             if (
                 not self._inside
@@ -130,7 +139,7 @@ class WatchedClock(Clock):
                 or shielded_now(self.thread)
             ):
                 return False
-            self._raised, self._raised_at = True, now
+            self._raised, self._raised_at, self._ended = True, now, False
             _set_async_exc(self.thread, Alarm)
         with contextlib.suppress(Exception):
             self.cancel()

@@ -219,7 +219,7 @@ class SandboxKeeper:
         except (psycopg.OperationalError, psycopg.InterfaceError):
             return None
 
-    def cancel_queries(self, slot: int) -> None:
+    def cancel_queries(self, slot: int, *, terminate: bool = False) -> None:
         if (sb := self.sandbox) is not None and sb.endpoint is not None:
             role = self.steward.own_role(slot) if self.steward is not None else None
-            cancel_queries(sb.control, self.own_databases(slot, sb), role)
+            cancel_queries(sb.control, self.own_databases(slot, sb), role, terminate=terminate)

@@ -386,11 +386,11 @@ class Slot:
 class SlotThread(threading.Thread):
     """Runs its slot's chunks from its own queue, on a WatchedClock the worker's main thread checks."""
 
-    def __init__(self, slot: Slot, cancel: Callable[[int], None]) -> None:
+    def __init__(self, slot: Slot, cancel: Callable[..., None]) -> None:
         super().__init__(daemon=True, name=f"slot-{slot.n}")
         self.announce = slot.n > 0  # slot 0's readiness is the worker's (WorkerReady)
         self.slot = slot
-        self.clock = WatchedClock(lambda: cancel(slot.n))
+        self.clock = WatchedClock(lambda: cancel(slot.n), lambda: cancel(slot.n, terminate=True))
         self.jobs: queue.SimpleQueue[Assign | None] = queue.SimpleQueue()
         self.failure: BaseException | None = None  # a RunStopped, or a crash: the worker ends with it
         self.attached = threading.Event()

@@ -129,3 +129,20 @@ def test_a_harness_that_exits_at_import_stops_the_run_within_seconds_with_its_tr
         assert "exit code 3" in log, log[-3000:]
     # what it printed on its way out: in the worker's log, as every line a harness prints
     assert f"{module}: no PATTERN_TOKEN set, giving up" in (tmp_path / "out" / "logs" / "worker-0.log").read_text()
+
+
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_a_statement_that_ignores_its_cancel_ends_at_the_limit_and_its_worker_goes_on(
+        tmp_path: Path, local_bindir: str, isolation: str) -> None:
+    """A plpgsql loop that catches query_canceled: in thread mode it outlived the limit and its worker retired
+    (its siblings lost an attempt when it was later killed as overdue). Now its session is ended."""
+    records = [{"id": "stubborn", "pattern": "ignore_cancel"},
+               *({"id": f"p-{i:02d}", "pattern": "plain", "nap": 0.4} for i in range(9))]
+    cfg = _config(tmp_path, records, f"  isolation: {isolation}\n", workers=1, slots=3,
+                  conversation_timeout_seconds=3)
+    code, log, _ = _run(cfg, tmp_path / "out")
+    res = results_by_id(tmp_path / "out")
+    assert res["stubborn"]["error_kind"] == "timeout", res["stubborn"]
+    assert _wrong({k: v for k, v in res.items() if k != "stubborn"}) == [], log[-3000:]
+    assert all(not r.get("discarded") for r in res.values())
+    assert "retire" not in log and log.count("worker 0 ready") == 1, log[-3000:]

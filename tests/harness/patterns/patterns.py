@@ -98,8 +98,28 @@ def crash(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"ok": True, "seen": "survived"}
 
 
+def plain(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Reads its settings per record, from ctx: right in any isolation."""
+    conn = driver.connect(ctx.dsn())
+    try:
+        time.sleep(record.get("nap", 0.05))
+        seen = _database(conn)
+    finally:
+        conn.close()
+    return {"ok": seen == ctx.db.name, "seen": seen}
+
+
+def ignore_cancel(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """A statement that catches its own cancel and goes on, past any time limit."""
+    conn = driver.connect(ctx.dsn())
+    cur = conn.cursor()
+    cur.execute("DO $$ BEGIN LOOP BEGIN PERFORM pg_sleep(0.2); EXCEPTION WHEN query_canceled THEN NULL; END; "
+                "END LOOP; END $$")
+    return {"ok": True, "seen": "never"}
+
+
 PATTERNS = {f.__name__: f for f in (cached_connection, cached_settings, chdir_per_record, env_per_record,
-                                    writes_db_name, crash)}
+                                    writes_db_name, crash, plain, ignore_cancel)}
 
 
 def evaluate(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
