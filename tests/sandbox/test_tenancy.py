@@ -324,9 +324,9 @@ def test_a_slot_waiting_on_its_own_session_is_left_alone(tenants: tuple[LocalSan
         holder.execute("BEGIN")
         holder.execute("SELECT pg_advisory_xact_lock(7)")
         waiter.execute("SET lock_timeout = '2500ms'")
-        with LockQueueGuard(sb.control.dsn("postgres"), shared=["ledger"]) as guard:
-            with pytest.raises(psycopg.errors.LockNotAvailable):
-                waiter.execute("SELECT pg_advisory_lock(7)")
+        with LockQueueGuard(sb.control.dsn("postgres"), shared=["ledger"]) as guard, \
+                pytest.raises(psycopg.errors.LockNotAvailable):
+            waiter.execute("SELECT pg_advisory_lock(7)")
         assert guard.ended == 0
         holder.execute("COMMIT")
 
