@@ -45,6 +45,9 @@ class SandboxKeeper:
         self.closed = False  # the worker is stopping: its sandbox is removed and never replaced
         # slot k's databases exist in the first sandbox once copied[k] is set (copied in the background)
         self.copied = [threading.Event() for _ in range(spec.slots)]
+        # ... and are the slot's: copied, adopted and settled whole (a copier stopped midway leaves one
+        # that exists but its role does not own: its records met `permission denied`, as their own failure)
+        self.whole = [slot == 0 for slot in range(spec.slots)]
         self.deferred: sandbox_boot.Copies = []  # (owner, [(template, copy)]) per slot from 1
         self.deferred_roles: list[tuple[int, list[str]]] = []  # (slot, its databases): made before its copies
 
@@ -69,6 +72,7 @@ class SandboxKeeper:
             if self.generation != 1:
                 return False
             adopt(i)
+            self.whole[i + 1] = True
             self.copied[i + 1].set()
             return self.generation == 1
 
@@ -93,7 +97,11 @@ class SandboxKeeper:
         return provision
 
     def wait_copied(self, slot: int) -> None:
+        """Until the slot's databases are whole in the current sandbox: where the background copier stopped
+        before they were, the sandbox is replaced (a replacement makes every slot's), never used as it is."""
         self.copied[slot].wait()
+        if self.generation == 1 and not self.whole[slot]:
+            self.replace_sandbox(f"slot {slot}'s databases were not copied and handed over whole", 1)
 
     def main_db(self, sb: Sandbox | None = None) -> str:
         sb = sb or self.sandbox
