@@ -63,6 +63,11 @@ def set_trial(gateway_url: str, token: str | None, worker: int | str, epoch: int
     _ask(gateway_url, f"/workers/{worker}/trial/{epoch}", token, post=True)
 
 
+def abort_calls(gateway_url: str, token: str | None, worker: int | str) -> int:
+    """Close the connections of a worker's (slot's) calls in flight (its record was cut); how many."""
+    return int(_ask(gateway_url, f"/workers/{worker}/abort", token, post=True).get("aborted", 0))
+
+
 def take_usage(gateway_url: str, token: str | None, worker: int | str, parts: int = 1) -> list[Usage]:
     """The calls a worker made since it last asked, as result usage; split evenly over `parts` records
     that ran together (a command harness's chunk shares its calls as it shares its time)."""

@@ -85,6 +85,8 @@ class Gateway:
         self.runs: dict[str, Counts] = {}
         self.workers: dict[str, Counts] = {}
         self.trials: dict[str, int] = {}  # the trial each worker (slot) runs now, where a job has epochs
+        # each worker's (slot's) calls being answered, by id (a request is not hashable)
+        self.in_flight: dict[str, dict[int, web.Request]] = {}
         self.outbound = Outbound(settings, limiter, token, self.trials)
         self._prices: dict[tuple[str, str], Prices | None] = {}
 
@@ -95,6 +97,7 @@ class Gateway:
         app.router.add_get("/batches", self.get_batches)
         app.router.add_post("/workers/{worker}/take", self.take)
         app.router.add_post("/workers/{worker}/trial/{trial:[0-9]+}", self.set_trial)
+        app.router.add_post("/workers/{worker}/abort", self.abort)
         app.router.add_post("/{path:.*}", self.handle)
         app.router.add_get("/{path:.*}", self.models)
         app.on_startup.append(self._open)
@@ -171,6 +174,18 @@ class Gateway:
         self.trials[request.match_info["worker"]] = int(request.match_info["trial"])
         return web.json_response({})
 
+    async def abort(self, request: web.Request) -> web.Response:
+        """A worker's (slot's) record was cut at its time limit: the connections of its calls in flight are
+        closed, so a thread of its blocked reading an answer gets an error at once and takes its cut (an
+        exception raised into a thread lands only once its socket read returns; before, the slot stayed
+        blocked until the model answered, and its worker retired). The calls themselves are answered and
+        counted as ever: their cost was incurred."""
+        calls = list(self.in_flight.get(request.match_info["worker"], {}).values())
+        for call in calls:
+            if call.transport is not None:
+                call.transport.close()
+        return web.json_response({"aborted": len(calls)})
+
     async def take(self, request: web.Request) -> web.Response:
         """A worker's counts since it last asked (its last record), and a fresh start."""
         tally = self.workers.pop(request.match_info["worker"], Counts())
@@ -213,6 +228,16 @@ class Gateway:
             request.query_string,
             self.settings.deployments,
         )
+        flying = self.in_flight.setdefault(worker or "", {})
+        flying[id(request)] = request
+        try:
+            return await self._answer(request, call, run, worker, provider)
+        finally:
+            flying.pop(id(request), None)
+
+    async def _answer(
+        self, request: web.Request, call: Incoming, run: str, worker: str | None, provider: str
+    ) -> web.StreamResponse:
         tallies = [self.runs.setdefault(run, Counts())]
         tallies += [self.workers.setdefault(worker, Counts())] if worker else []
         key = self.answers.key(call, self.trials.get(worker or "", 1))

@@ -23,7 +23,7 @@ import psycopg
 from loguru import logger
 
 from runner.errors import ErrorKind, RunStopped, SlotProcessDied, WorkerClosing
-from runner.gateway.process import set_trial, take_usage
+from runner.gateway.process import abort_calls, set_trial, take_usage
 from runner.harness import Reading, build_result
 from runner.harness.base import Harness, SandboxInfo, Task
 from runner.interrupts import Alarm
@@ -316,6 +316,16 @@ class Slot:
         except OSError as e:  # then its calls key as the first trial's: a cached answer may repeat
             logger.warning("could not tell the gateway this record's trial ({}): {}", epoch, e)
 
+    def abort_calls(self) -> None:
+        """Its calls in flight through the gateway cut off (its record was cut at its limit): a thread blocked
+        reading a model's answer returns and takes its cut, instead of waiting for the answer."""
+        if self.host.gateway_url is None:
+            return
+        try:
+            abort_calls(self.host.gateway_url, self.host.gateway_token, self.caller)
+        except OSError as e:
+            logger.debug("slot {}: the gateway did not abort its calls: {}", self.n, e)
+
     def _gateway_usage(self, parts: int) -> list[Usage]:
         """What this slot's SDK calls through the gateway cost since its last record."""
         assert self.host.gateway_url is not None
@@ -390,7 +400,14 @@ class SlotThread(threading.Thread):
         super().__init__(daemon=True, name=f"slot-{slot.n}")
         self.announce = slot.n > 0  # slot 0's readiness is the worker's (WorkerReady)
         self.slot = slot
-        self.clock = WatchedClock(lambda: cancel(slot.n), lambda: cancel(slot.n, terminate=True))
+
+        def cut() -> None:  # what its thread may be blocked on: the database, a model's answer
+            try:
+                cancel(slot.n)
+            finally:
+                slot.abort_calls()
+
+        self.clock = WatchedClock(cut, lambda: cancel(slot.n, terminate=True))
         self.jobs: queue.SimpleQueue[Assign | None] = queue.SimpleQueue()
         self.failure: BaseException | None = None  # a RunStopped, or a crash: the worker ends with it
         self.attached = threading.Event()

@@ -147,3 +147,25 @@ def test_a_statement_that_ignores_its_cancel_ends_at_the_limit_and_its_worker_go
     assert _wrong({k: v for k, v in res.items() if k != "stubborn"}) == [], log[-3000:]
     assert all(not r.get("discarded") for r in res.values())
     assert "retire" not in log and log.count("worker 0 ready") == 1, log[-3000:]
+
+
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_a_slot_cut_while_it_waits_on_a_model_is_cut_within_2_s_and_its_worker_goes_on(
+        tmp_path: Path, local_bindir: str, isolation: str) -> None:
+    """The model answers in 30 s; the limit is 3 s. In thread mode the cut is an exception raised into the
+    slot's thread, which a blocked socket read never sees: the slot waited for the answer and its worker
+    retired. Now the gateway closes the slot's calls in flight when it is cut."""
+    records = [{"id": "waits", "pattern": "slow_model"},
+               *({"id": f"p-{i:02d}", "pattern": "plain", "nap": 0.3} for i in range(5))]
+    cfg = _config(tmp_path, records, f"  isolation: {isolation}\n", workers=1, slots=3,
+                  conversation_timeout_seconds=3)
+    cfg.write_text(cfg.read_text() + "providers: sim\ngateway: true\ncache: false\n"
+                   "simulator: {latency: {p50_ms: 30000, p95_ms: 30000}}\n")
+    code, log, seconds = _run(cfg, tmp_path / "out")
+    assert code == 0, log[-3000:]
+    res = results_by_id(tmp_path / "out")
+    waits = res["waits"]
+    assert waits["error_kind"] == "timeout" and waits["wall_seconds"] < 3 + 2, waits
+    assert _wrong({k: v for k, v in res.items() if k != "waits"}) == [], log[-3000:]
+    assert "retire" not in log and log.count("worker 0 ready") == 1, log[-3000:]
+    assert seconds < 25, seconds  # never waited for the answer

@@ -118,8 +118,18 @@ def ignore_cancel(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"ok": True, "seen": "never"}
 
 
+def slow_model(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """One model call through the run's gateway (OPENAI_BASE_URL and the key are the runner's), no retries."""
+    from openai import OpenAI
+
+    client = OpenAI(max_retries=0, timeout=120)
+    answer = client.chat.completions.create(model=record.get("model", "gpt-5.4"),
+                                            messages=[{"role": "user", "content": "hello"}])
+    return {"ok": True, "seen": answer.id}
+
+
 PATTERNS = {f.__name__: f for f in (cached_connection, cached_settings, chdir_per_record, env_per_record,
-                                    writes_db_name, crash, plain, ignore_cancel)}
+                                    writes_db_name, crash, plain, ignore_cancel, slow_model)}
 
 
 def evaluate(record: dict[str, Any], ctx: Any) -> dict[str, Any]:
