@@ -11,6 +11,12 @@ What cannot see an overlay reads the process's real (C-level) environment: libpq
 empty conninfo from PG*, a subprocess started without `env=`. For those the per-slot variables
 hold a value naming the problem (a database that does not exist), so such code fails loudly
 instead of sharing a database; `ctx.env` and `ctx.db` give the right values (docs/harness.md).
+
+What a slot's code writes (`os.environ[k] = v`, `del`) goes to its own overlay, never the process's: a write
+to the process's environment was read back by the slot through an overlay rebuilt from it at its next record,
+frozen there, so the next write was never seen (119 of 120 records of a harness that names its conversation
+file in a variable ran another record's). A slot's own write stays across its records, as in a process of its
+own, until the runner's value of that variable changes (its next run's, its next trial's).
 """
 
 from __future__ import annotations
@@ -22,8 +28,12 @@ from typing import Any
 
 UNSET = "runner-slot-env-use-ctx-env"  # what the process-wide variable holds once slots own it
 
-_overlay: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+_overlay: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "runner_slot_env", default=None
+)
+# what the runner last gave the context: the slot's own writes are what its overlay holds beyond it
+_given: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "runner_slot_given", default=None
 )
 # The keys the slots own (install()'s parked ones, and own()'s): a slot whose overlay lacks one does not
 # have it (reading through to the process's value would hand a harness a value it was never given: an
@@ -55,6 +65,25 @@ class _SlotEnviron(os._Environ):  # os._Environ: the class of os.environ
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def __setitem__(self, key: str, value: str) -> None:
+        ov = _overlay.get()
+        if ov is None:
+            super().__setitem__(key, value)
+            return
+        if not isinstance(key, str) or not isinstance(value, str):  # as os.environ refuses them
+            raise TypeError(f"str expected, not {type(key if not isinstance(key, str) else value).__name__}")
+        ov[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        ov = _overlay.get()
+        if ov is None:
+            super().__delitem__(key)
+            return
+        if key not in ov:
+            raise KeyError(key)
+        del ov[key]
+        _owned.add(key)  # absent in this slot from now on, whatever the process holds
+
     def copy(self) -> dict[str, str]:
         return {k: self[k] for k in self}
 
@@ -83,9 +112,20 @@ def own(keys: Iterable[str]) -> None:
 
 
 def set_slot_env(env: Mapping[str, str]) -> None:
-    """The calling thread's (context's) view of the environment from now on: env over the process's.
-    Writes nothing to the process's environment (slot threads call it while others read it from C)."""
-    _overlay.set(dict(env))
+    """The calling thread's (context's) view of the environment from now on: env over the process's, with
+    what the slot's own code wrote kept where the runner's value did not change. Writes nothing to the
+    process's environment (slot threads call it while others read it from C)."""
+    new, before, given = dict(env), _overlay.get(), _given.get()
+    if before is not None and given is not None:
+        for key in given.keys() | before.keys():
+            if before.get(key) == given.get(key) or new.get(key) != given.get(key):
+                continue  # not written by the slot, or the runner's value moved: the runner's
+            if key in before:
+                new[key] = before[key]
+            else:
+                new.pop(key, None)
+    _given.set(dict(env))
+    _overlay.set(new)
 
 
 def slot_env() -> Mapping[str, Any] | None:

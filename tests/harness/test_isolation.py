@@ -169,3 +169,18 @@ def test_a_slot_cut_while_it_waits_on_a_model_is_cut_within_2_s_and_its_worker_g
     assert _wrong({k: v for k, v in res.items() if k != "waits"}) == [], log[-3000:]
     assert "retire" not in log and log.count("worker 0 ready") == 1, log[-3000:]
     assert seconds < 25, seconds  # never waited for the answer
+
+
+@pytest.mark.parametrize("kind", ["env_per_record", "writes_db_name"])
+@pytest.mark.parametrize("where", ["runner", "own-interpreter"])
+def test_in_thread_mode_a_slot_s_own_environment_writes_are_its_own(tmp_path: Path, local_bindir: str,
+                                                                      where: str, kind: str) -> None:
+    """A write to os.environ from a slot goes to its own view: before, the runner rebuilt the slot's view
+    from the process's environment at each record, freezing the harness's earlier write there (119 of 120
+    records ran another record's conversation, all reported solved), and a write to DB_NAME was ignored."""
+    harness = "  isolation: thread\n" + (f"  python: {sys.executable}\n" if where == "own-interpreter" else "")
+    records = _records(kind, 16)
+    code, log, _ = _run(_config(tmp_path, records, harness, workers=1), tmp_path / "out")
+    assert code == 0, log[-3000:]
+    res = results_by_id(tmp_path / "out")
+    assert len(res) == 16 and _wrong(res) == [], log[-3000:]
