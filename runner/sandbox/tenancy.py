@@ -36,7 +36,7 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -360,32 +360,7 @@ class Steward(Resource):
             ended = self._q(_END_SESSIONS, (role,))[0][0]
             if ended:
                 undone.append(f"{ended} session(s) still at work or holding advisory locks ended")
-            # its own, and those it handed to the role every slot is a member of
-            # (OWNER TO <user>__sharing, which membership allows): nobody else's, and never the runner's, so
-            # left they would outlive every reset. Its own databases are known by oid: one a record renamed
-            # is named back, never dropped as one it made (under reset: none that lost the slot its data)
-            owned = self._q(
-                "SELECT oid, datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
-                "WHERE rolname IN (%s, %s))",
-                (role, sharing_role(self.base)),
-            )
-            renamed = {oid: name for oid, name in owned if oid in t.oids and t.oids[oid] != name}
-            for oid, name in owned:
-                if oid in t.oids or (name in t.databases and name not in (t.oids[o] for o in renamed)):
-                    continue  # its own (one recreated under its name), unless it took a renamed one's name
-                drop_database(self._q, name)
-                undone.append(f"database {name!r} it made dropped")
-            for oid, name in renamed.items():
-                self._q(
-                    "SELECT count(pg_terminate_backend(pid, 2000)) FROM pg_stat_activity WHERE datname = %s",
-                    (name,),
-                )
-                self._q(
-                    sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
-                        sql.Identifier(name), sql.Identifier(t.oids[oid])
-                    )
-                )
-                undone.append(f"database {t.oids[oid]!r}, renamed {name!r} by a record, named back")
+            undone += _own_databases_back(self._q, t, sharing_role(self.base))
             now = self._state(slot)
             if now == t.baseline:
                 return undone
@@ -452,6 +427,32 @@ class Steward(Resource):
         role = self.login(slot).user
         with self._lock:
             return self._server_log.starved(role, since, until, self._q)
+
+
+def _own_databases_back(q: Callable[..., list[tuple[Any, ...]]], t: _Tenant, sharing: str) -> list[str]:
+    """The databases of a slot's role as it was given them, through `q` (the steward's watched query): the
+    ones its records made dropped, their own and those handed to the role every slot is a member of (OWNER
+    TO <user>__sharing, which membership allows: nobody else's, and never the runner's, so left they would
+    outlive every reset). Its own are known by oid: one a record renamed is named back, never dropped as one
+    it made (under reset: none that lost the slot its data), and one that took its name is dropped. What was
+    done, in words."""
+    done: list[str] = []
+    owned = q(
+        "SELECT oid, datname FROM pg_database WHERE datdba IN (SELECT oid FROM pg_roles "
+        "WHERE rolname IN (%s, %s))",
+        (t.login.user, sharing),
+    )
+    renamed = {oid: name for oid, name in owned if oid in t.oids and t.oids[oid] != name}
+    for oid, name in owned:
+        if oid in t.oids or (name in t.databases and name not in (t.oids[o] for o in renamed)):
+            continue  # its own (one recreated under its name), unless it took a renamed one's name
+        drop_database(q, name)
+        done.append(f"database {name!r} it made dropped")
+    for oid, name in renamed.items():
+        q("SELECT count(pg_terminate_backend(pid, 2000)) FROM pg_stat_activity WHERE datname = %s", (name,))
+        q(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(name), sql.Identifier(t.oids[oid])))
+        done.append(f"database {t.oids[oid]!r}, renamed {name!r} by a record, named back")
+    return done
 
 
 class TenantStuck(Exception):

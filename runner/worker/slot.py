@@ -23,7 +23,6 @@ import psycopg
 from loguru import logger
 
 from runner.errors import ErrorKind, RunStopped, SlotProcessDied, WorkerClosing
-from runner.gateway.process import abort_calls, set_trial, take_usage
 from runner.harness import Reading, build_result
 from runner.harness.base import Harness, SandboxInfo, Task
 from runner.interrupts import Alarm
@@ -34,6 +33,7 @@ from runner.sandbox.witness import Incarnation
 from runner.wire.messages import Assign, ItemDone, Job, SlotReady
 from runner.worker.clock import Clock, WatchedClock
 from runner.worker.settings import SlotSettings
+from runner.worker.slot_gateway import SlotGateway
 from runner.worker.turns import Turns
 
 # Which record each slot of this process runs now: marks what the harness prints in the worker's log.
@@ -86,7 +86,7 @@ class Slot:
     def __init__(self, n: int, host: Host, harness: Harness) -> None:
         self.n, self.host, self.harness, self.settings = n, host, harness, host.slot_settings
         self.generation = 0  # the sandbox generation the harness is attached to
-        self.caller = harness.info.caller  # whom the gateway counts this slot's calls to
+        self.gateway = SlotGateway(host.gateway_url, host.gateway_token, harness.info.caller)
         self.abandoned = False  # stuck where its Alarm cannot reach: whatever it finishes is not sent
 
     # ------------------------------------------------------------------ the sandbox
@@ -256,7 +256,7 @@ class Slot:
         )
         told = trial.set(jobs[0].epoch)  # a chunk is one trial (the scheduler's doing)
         if self.settings.epochs > 1 and self.host.gateway_url is not None:
-            self._tell_gateway(jobs[0].epoch)
+            self.gateway.tell_trial(jobs[0].epoch)
         clock.start(limit + (ALARM_SLACK_SECONDS if len(jobs) > 1 else 0))
         try:
             outcomes = self.harness.run(tasks)
@@ -268,7 +268,7 @@ class Slot:
                 task, outcome = step
                 job = left.pop(task.item_id)
                 if self._usage_from_gateway():
-                    usage = usage or self._gateway_usage(len(jobs))
+                    usage = usage or self.gateway.take_usage(len(jobs))
                     outcome.usage = usage[n] if n < len(usage) else outcome.usage
                 yield job, build_result(task, outcome, job.index, started, self.host.reading, share=len(jobs))
         except Alarm:
@@ -303,37 +303,10 @@ class Slot:
         SDK calls, else the harness's own count for the record it was running."""
         if not self._usage_from_gateway():
             return [self.harness.spent()]
-        return taken or self._gateway_usage(parts)
+        return taken or self.gateway.take_usage(parts)
 
     def _usage_from_gateway(self) -> bool:
         return self.host.gateway_url is not None and not self.harness.counts_own_calls
-
-    def _tell_gateway(self, epoch: int) -> None:
-        """Which trial this slot's SDK calls through the gateway now belong to: their own cache keys."""
-        assert self.host.gateway_url is not None
-        try:
-            set_trial(self.host.gateway_url, self.host.gateway_token, self.caller, epoch)
-        except OSError as e:  # then its calls key as the first trial's: a cached answer may repeat
-            logger.warning("could not tell the gateway this record's trial ({}): {}", epoch, e)
-
-    def abort_calls(self) -> None:
-        """Its calls in flight through the gateway cut off (its record was cut at its limit): a thread blocked
-        reading a model's answer returns and takes its cut, instead of waiting for the answer."""
-        if self.host.gateway_url is None:
-            return
-        try:
-            abort_calls(self.host.gateway_url, self.host.gateway_token, self.caller)
-        except OSError as e:
-            logger.debug("slot {}: the gateway did not abort its calls: {}", self.n, e)
-
-    def _gateway_usage(self, parts: int) -> list[Usage]:
-        """What this slot's SDK calls through the gateway cost since its last record."""
-        assert self.host.gateway_url is not None
-        try:
-            return take_usage(self.host.gateway_url, self.host.gateway_token, self.caller, parts)
-        except OSError as e:  # the counts are a nicety: the record's result must not wait on them
-            logger.warning("could not read this record's model calls from the gateway: {}", e)
-            return []
 
     def _fail_all(
         self, left: dict[int, Job], why: str, kind: ErrorKind, started: tuple[str, float], spent: list[Usage]
@@ -405,7 +378,7 @@ class SlotThread(threading.Thread):
             try:
                 cancel(slot.n)
             finally:
-                slot.abort_calls()
+                slot.gateway.abort_calls()
 
         self.clock = WatchedClock(cut, lambda: cancel(slot.n, terminate=True))
         self.jobs: queue.SimpleQueue[Assign | None] = queue.SimpleQueue()

@@ -1,5 +1,9 @@
 """The supervisor's watchdogs on a user's harness: a frozen worker, a worker deaf to its time limit, a
-harness that kills every worker it runs in, and a second Ctrl-C. Every record ends exactly once."""
+harness that kills every worker it runs in, and a second Ctrl-C. Every record ends exactly once.
+
+The harness's code runs in the worker only with `isolation: thread`; by default each slot is a process of
+its own, which the slot's time limit kills, so the same harness ends those records as timeouts and no worker
+dies."""
 
 from __future__ import annotations
 
@@ -22,10 +26,13 @@ def _args(pid: int) -> str:
         return "(gone)"
 
 
+IN_THE_WORKER = TOY_PYTHON + "  isolation: thread\n"
+
+
 def test_a_frozen_worker_and_one_deaf_to_its_alarm_are_killed_and_the_rest_runs(tmp_path: Path,
                                                                                  local_bindir: str) -> None:
     records = [{"id": "freeze", "do": "freeze"}, {"id": "deaf", "do": "deaf"}] + [{"id": f"r{i}"} for i in range(4)]
-    cfg = toy_config(tmp_path, TOY_PYTHON, records,
+    cfg = toy_config(tmp_path, IN_THE_WORKER, records,
                      extra="max_attempts: 1\nheartbeat_timeout_seconds: 3\nconversation_timeout_seconds: 1")
     t0 = time.monotonic()
     code, log = finish(start_run(cfg, tmp_path / "out", "--sandbox", "local"), timeout=180)
@@ -42,10 +49,23 @@ def test_a_frozen_worker_and_one_deaf_to_its_alarm_are_killed_and_the_rest_runs(
     assert time.monotonic() - t0 < 90  # the overdue margin is the worker's own (a floor of 15 s), not 60 s
 
 
+def test_by_default_a_frozen_or_deaf_slot_process_is_its_record_s_timeout_and_no_worker_dies(
+        tmp_path: Path, local_bindir: str) -> None:
+    records = [{"id": "freeze", "do": "freeze"}, {"id": "deaf", "do": "deaf"}] + [{"id": f"r{i}"} for i in range(4)]
+    cfg = toy_config(tmp_path, TOY_PYTHON, records,
+                     extra="max_attempts: 1\nheartbeat_timeout_seconds: 3\nconversation_timeout_seconds: 1")
+    code, log = finish(start_run(cfg, tmp_path / "out", "--sandbox", "local"), timeout=180)
+    assert code == 0, log[-3000:]
+    res = results_by_id(tmp_path / "out")
+    assert all(res[f"r{i}"]["status"] == "ok" for i in range(4))
+    assert res["freeze"]["error_kind"] == res["deaf"]["error_kind"] == "timeout", (res["freeze"], res["deaf"])
+    assert "died" not in log and "overdue" not in log, log[-3000:]
+
+
 def test_a_harness_that_kills_every_worker_stops_the_run_at_the_restart_cap(tmp_path: Path,
                                                                               local_bindir: str) -> None:
     records = [{"id": f"die{i}", "do": "exit"} for i in range(6)]
-    cfg = toy_config(tmp_path, TOY_PYTHON, records, extra="workers: 1\nmax_attempts: 3\nmax_worker_restarts: 2")
+    cfg = toy_config(tmp_path, IN_THE_WORKER, records, extra="workers: 1\nmax_attempts: 3\nmax_worker_restarts: 2")
     code, log = finish(start_run(cfg, tmp_path / "out", "--sandbox", "local"), timeout=180)
     assert code == 2, log[-3000:]
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
