@@ -28,18 +28,22 @@ class _Inbox:
         self.sent.append(msg)
 
 
+def _spec(tmp_path: Path, image: str, run_id: str, *, slots: int) -> WorkerSpec:
+    cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
+                                 "runs": [{"name": "r"}]})
+    sandbox = sandbox_settings(cfg, CRM, kind="docker", image=image, run_id=run_id, owner_pid=os.getpid(),
+                               slots=slots)
+    return WorkerSpec(0, record_source(cfg), sandbox, slot_settings(cfg),
+                      harness_settings(cfg), reading(cfg), None, str(tmp_path), str(tmp_path))
+
+
 @pytest.mark.docker
 def test_a_closed_keeper_never_replaces_its_sandbox(tmp_path: Path, sandbox_image: str) -> None:
     """Before, a worker stopped with records running removed its sandbox under them, and each slot that
     met the dead database started a new one ("sandbox ... is gone; starting a new one"), for the end of
     the run's sweep to remove."""
     run_id = f"{TEST_RUN_ID}-closed"
-    cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
-                                 "runs": [{"name": "r"}]})
-    sandbox = sandbox_settings(cfg, CRM, kind="docker", image=sandbox_image, run_id=run_id, owner_pid=os.getpid(),
-                               slots=1)
-    spec = WorkerSpec(0, record_source(cfg), sandbox, slot_settings(cfg),
-                      harness_settings(cfg), reading(cfg), None, str(tmp_path), str(tmp_path))
+    spec = _spec(tmp_path, sandbox_image, run_id, slots=1)
     inbox = _Inbox()
     keeper = SandboxKeeper(spec, inbox, inline=True)
     try:
@@ -62,13 +66,7 @@ def test_a_slot_whose_copy_stopped_midway_never_runs_on_it(tmp_path: Path, sandb
     slot waits for a sandbox whose copies are whole: the one it would use is replaced."""
     from runner.worker import keeper as keeper_module
 
-    run_id = f"{TEST_RUN_ID}-copies"
-    cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
-                                 "runs": [{"name": "r"}]})
-    sandbox = sandbox_settings(cfg, CRM, kind="docker", image=sandbox_image, run_id=run_id, owner_pid=os.getpid(),
-                               slots=2)
-    spec = WorkerSpec(0, record_source(cfg), sandbox, slot_settings(cfg),
-                      harness_settings(cfg), reading(cfg), None, str(tmp_path), str(tmp_path))
+    spec = _spec(tmp_path, sandbox_image, f"{TEST_RUN_ID}-copies", slots=2)
     real = keeper_module.copy_databases
 
     def stops_after_copying(endpoint, groups, done=None, *, before=None):  # type: ignore[no-untyped-def]
