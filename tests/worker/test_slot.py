@@ -153,7 +153,8 @@ def _slot(keeper: Any, harness: Any, record_ids: tuple[str, ...] = ("a",)) -> Sl
     """A slot over stand-ins for its worker's keeper and harness (python kind, success field `ok`)."""
     cfg = Config.model_validate({"dataset": "x.jsonl", "harness": {"kind": "python", "entrypoint": "m:f"},
                                  "runs": [{"name": "r"}], "success_field": "ok"})
-    host = SimpleNamespace(slot_settings=slot_settings(cfg), worker_id=0, gateway_url=None, inbox=None, keeper=keeper,
+    host = SimpleNamespace(slot_settings=slot_settings(cfg), worker_id=0, gateway_url=None, gateway_token=None,
+                           inbox=None, keeper=keeper,
                            reading=reading(cfg),
                            discard=lambda job, why, lost="sandbox_lost": None,
                            records={r: Record(r, n, {"id": r}) for n, r in enumerate(record_ids)})
