@@ -45,13 +45,21 @@ FORK_WAIT_SECONDS = 60.0
 VERDICTS = "warm-refusals.json"
 
 
+# What the warm interpreter refuses changes with the runner: 2 holds the threads an import starts (zygote.Held)
+# where 1 refused them. A refusal remembered under other rules is asked again.
+RULES = 2
+
+
 def verdict_key(python: str, load: Mapping[str, Any]) -> str:
-    """What decides whether a warm interpreter would refuse: the interpreter, what it loads, and the state of
-    its virtualenv's installed packages (a package installed or removed changes its directory)."""
+    """What decides whether a warm interpreter would refuse: the interpreter, what it loads, the state of
+    its virtualenv's installed packages (a package installed or removed changes its directory), and the rules
+    it refuses by."""
     exe = Path(python)
     venv = exe.parent.parent
     packages = sorted(str(p.stat().st_mtime_ns) for p in venv.glob("lib/python*/site-packages") if p.is_dir())
-    text = json.dumps([str(exe.resolve()) if exe.exists() else python, dict(load), packages], sort_keys=True)
+    text = json.dumps(
+        [str(exe.resolve()) if exe.exists() else python, dict(load), packages, RULES], sort_keys=True
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -9,8 +9,16 @@ What is imported here is what the harness's own files import at their top level 
 (`openai`, `psycopg2`; never the harness's package). This process's environment carries a marker in
 every variable that differs between slots (DB_HOST, DATABASE_URL, the gateway's URLs, ...): a library
 that kept one at import would hand each slot a value that is no slot's, so if the marker is found in
-what the imports left behind, or an import started a thread (a fork copies only the forking thread),
-no slot is forked from here: each asks, is told why, and starts its own interpreter as before.
+what the imports left behind, or a thread runs here (a fork copies only the forking thread), no slot is
+forked from here: each asks, is told why, and starts its own interpreter as before.
+
+A library whose import starts threads of Python's (`threading.Thread.start`: LiteLLM's logging worker, a
+telemetry flusher, a pool reaper) no longer costs every slot that import: here each such start is held, not
+made (`Held`), and each slot forked from here starts those threads as its first act, so each slot process has
+its own, as if it had imported the library itself, and none is shared. A native thread (an OpenMP or gRPC pool,
+seen as the kernel counts threads) cannot be held: it still refuses, as does an import that waits for a thread
+it started (it would wait for ever here: once threads are held and the imports spend no CPU for
+STALLED_SECONDS, it is cut and refused; imports burn CPU all the way).
 
     python zygote.py FD MARKER    FD: a listening Unix socket; stdin: {"entrypoint", "pythonpath", "cwd"},
                                   then its end stops this process
@@ -40,6 +48,10 @@ from pathlib import Path
 from typing import Any
 
 MAX_FILES = 400  # the harness's own files read for their imports: a bound, not a limit anyone meets
+STALLED_SECONDS = (
+    2.0  # imports that spend no CPU this long while threads are held: one waits on a held thread
+)
+TICK_SECONDS = 0.25
 FDS = 3  # a slot's stdin, stdout and stderr
 STARTUP = ("PYTHON",)  # variables the interpreter reads as it starts: a fork cannot take others
 
@@ -134,19 +146,53 @@ def libraries(entrypoint: str, roots: list[str]) -> list[str]:
     return [m for m in out if not any(m.startswith(f"{o}.") for o in out)]
 
 
-def preload(names: list[str], started: dict[str, int] | None = None) -> list[str]:
+class Held:
+    """While it is on, `threading.Thread.start` holds the threads the imports start instead of starting them;
+    `start_all()` starts them (in a slot forked from here: each its own)."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self._start = threading.Thread.start
+
+    def __enter__(self) -> Held:
+        held = self.threads
+
+        def start(thread: threading.Thread) -> None:
+            held.append(thread)
+
+        threading.Thread.start = start  # type: ignore[method-assign,assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        threading.Thread.start = self._start  # type: ignore[method-assign]
+
+    def start_all(self) -> None:
+        for thread in self.threads:
+            self._start(thread)
+
+
+class HeldTooLong(BaseException):
+    """The imports stalled with threads held: one waits for a thread it started, which never runs here."""
+
+
+def preload(names: list[str], started: dict[str, int] | None = None, held: Held | None = None) -> list[str]:
     """Import each (one that fails is left to the slot, which reports it as the harness's own error);
     `started`: filled with the libraries whose import started threads, and how many (the kernel's count, so
-    a native pool is seen too)."""
+    a native pool is seen too, and the threads `held` holds for the slots)."""
     done = []
     for name in names:
-        before = _threads()
+        before, before_held = _threads(), len(held.threads) if held is not None else 0
         try:
             importlib.import_module(name)
+        except HeldTooLong:
+            raise
         except BaseException:  # SystemExit included: a library's import is not ours to stop on
+            if held is not None:  # a failed import's threads are not started anywhere: the slot imports it
+                del held.threads[before_held:]
             continue
         done.append(name)
-        if started is not None and (more := _threads() - before) > 0:
+        more = _threads() - before + (len(held.threads) - before_held if held is not None else 0)
+        if started is not None and more > 0:
             started[name] = more
     return done
 
@@ -202,6 +248,7 @@ class Zygote:
         self.marker, self.shim = marker, shim
         self.refused: str | None = None
         self.started: dict[str, int] = {}  # the libraries whose import started threads, and how many
+        self.held = Held()  # the Python threads they started, each slot's to start
         # bound and listening already: slots wait in its backlog
         self.listener = socket.socket(fileno=listener)
         self.children: dict[int, socket.socket] = {}
@@ -220,22 +267,44 @@ class Zygote:
         before = set(sys.modules)
         cpu = time.process_time()
         gc.disable()  # imports make objects by the hundred thousand: collections meanwhile only walk them
+        waited_too_long = False
+        last = [time.process_time(), time.monotonic()]  # CPU time last seen advancing, and when
+
+        def tick(*_: object) -> None:
+            now_cpu, now = time.process_time(), time.monotonic()
+            if now_cpu - last[0] > 0.01 or not self.held.threads:
+                last[:] = [now_cpu, now]
+            elif now - last[1] > STALLED_SECONDS:
+                raise HeldTooLong
+
+        signal.signal(signal.SIGALRM, tick)
+        signal.setitimer(signal.ITIMER_REAL, TICK_SECONDS, TICK_SECONDS)
         try:
             # stdout carries the report: a library's print is not
-            with contextlib.redirect_stdout(sys.stderr):
+            with contextlib.redirect_stdout(sys.stderr), self.held:
                 done = preload(
-                    libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]), self.started
+                    libraries(spec["entrypoint"], [*spec["pythonpath"], spec["cwd"]]), self.started, self.held
                 )
+        except HeldTooLong:
+            waited_too_long, done = True, []
         finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
             gc.freeze()  # a slot's collections then skip them, and leave the pages it shares with the others
             gc.enable()
-        self.refused = self.why_not([m for m in sys.modules if m not in before])
+        self.refused = (
+            f"its libraries' imports stalled for {STALLED_SECONDS:g} s with the threads they started held "
+            "(one waits on a thread it started)"
+            if waited_too_long
+            else self.why_not([m for m in sys.modules if m not in before])
+        )
         return {
             "preloaded": done,
             "refused": self.refused,
             "seconds": round(time.monotonic() - t0, 3),
             "cpu_seconds": round(time.process_time() - cpu, 3),
             "threads_by": self.started,
+            "held_threads": len(self.held.threads),
         }
 
     def why_not(self, loaded: list[str]) -> str | None:
@@ -348,6 +417,7 @@ class Zygote:
             numpy_random = sys.modules.get("numpy.random")
             if numpy_random is not None:  # `random` reseeds itself in a fork; numpy's global state does not
                 numpy_random.seed()
+            self.held.start_all()  # the threads the libraries' imports started: this slot's own
             self.shim.main()
             code = 0
         except BaseException:  # whatever happens, this copy must not return into the loop

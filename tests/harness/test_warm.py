@@ -115,10 +115,11 @@ def test_a_forked_slots_end_is_reported_like_a_started_ones(warm: WarmInterprete
     ("import thirdparty", "import os\nHOST = os.environ.get('DB_HOST')\n"),
     ("import thirdparty", "import os\nclass S:\n    pass\nsettings = S()\n"
                           "settings.url = 'x' + os.environ['DB_HOST']\n"),
-    ("import thirdparty", "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), "
-                          "daemon=True).start()\n"),
     ("import thirdparty", "import _thread, time\n_thread.start_new_thread(time.sleep, (60,))\n"),
-], indirect=True, ids=["kept-at-import", "kept-in-an-object", "a-thread", "a-thread-threading-does-not-see"])
+    ("import thirdparty", "import threading\nready = threading.Event()\n"
+                          "threading.Thread(target=ready.set, daemon=True).start()\nready.wait()\n"),
+], indirect=True, ids=["kept-at-import", "kept-in-an-object", "a-thread-threading-does-not-see",
+                       "an-import-that-waits-on-its-thread"])
 def test_a_library_that_would_make_a_fork_wrong_leaves_each_slot_its_own_interpreter(warm: WarmInterpreter) -> None:
     refused = str(_report(warm)["refused"])
     assert "thirdparty" in refused or "thread" in refused
@@ -128,6 +129,30 @@ def test_a_library_that_would_make_a_fork_wrong_leaves_each_slot_its_own_interpr
         assert out["ppid"] == os.getpid() and out["db"] == "/slot/a"  # started afresh, as without one
     finally:
         it.stop()
+
+
+@pytest.mark.parametrize("warm", [
+    ("import thirdparty", "import threading, time\nSTARTED = []\n"
+                          "def flush():\n    STARTED.append(1)\n    time.sleep(600)\n"
+                          "for name in ('flusher', 'reaper'):\n"
+                          "    threading.Thread(target=flush, daemon=True, name='lib-' + name).start()\n"),
+], indirect=True, ids=["two-threads-at-import"])
+def test_threads_a_library_starts_at_import_are_each_slot_s_own(warm: WarmInterpreter) -> None:
+    """LiteLLM's logging worker, a telemetry flusher: before, every slot then imported everything itself
+    (seconds of CPU each). Now the warm interpreter holds the threads the import starts, forks each slot from
+    itself, and each slot starts them: its own threads, none shared, the library's import paid once."""
+    report = _report(warm)
+    assert report["refused"] is None and report["held_threads"] == 2, report
+    slots = [_slot(warm, f"/slot/{s}", []) for s in "ab"]
+    try:
+        outs = [_call(it, f"/slot/{s}") for it, s in zip(slots, "ab", strict=True)]
+        for out, s in zip(outs, "ab", strict=True):
+            assert out["ppid"] != os.getpid() and out["db"] == f"/slot/{s}"  # forked from the warm one
+            assert out["threads"] == 3, out  # its main thread and the library's two, started in it
+        assert outs[0]["pid"] != outs[1]["pid"]
+    finally:
+        for it in slots:
+            it.stop()
 
 
 def test_without_the_warm_interpreter_a_slot_starts_its_own(tmp_path: Path) -> None:
