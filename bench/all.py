@@ -58,7 +58,8 @@ def main() -> None:
                     "(CI)")
     ap.add_argument("--out", type=Path, help="write the markdown document here")
     ap.add_argument("--only", help="comma-separated subset: scaling,slots,startup,memory,inflight,ratelimit,ray,cached,"
-                    "harness,helpdesk,heavy,gateway,headline,floor,batch,report,soak; with --out naming an existing "
+                    "harness,helpdesk,heavy,heavy7,gateway,headline,floor,batch,report,soak; with --out naming an "
+                    "existing "
                     "document, only those sections of it are replaced")
     ap.add_argument("--floor-n", type=int, default=1200,
                     help="conversations per run in the rate-limit-bound headline (1200 = the seeds' whole job)")
@@ -114,6 +115,9 @@ def main() -> None:
                                                     20 if q else 100), helpdesk.render))
     step("heavy", lambda: _one(heavy.heavy(size([1], [1, 2], [1, 2, 4, 8]), size(2, 4, 16), size(6, 40, 120),
                                            20 if q else 100), heavy.render))
+    # issue 64's row: a ~7 s import (a real team's stack), 400 records, -c 16 against the sharing mode
+    step("heavy7", lambda: _one(heavy.heavy([], size(2, 4, 16), size(6, 40, 400), 20 if q else 100,
+                                            work=size(1.0, 4.7, 4.7)), heavy.render))
     step("gateway", lambda: _one(gateway.gateway(size("tiny", "quick", "full")), gateway.render))
     step("headline", lambda: _one(headline.headline(size(4, 20, args.headline_n), size(2, 4, 16),
                                                     size(1 / 100, 1 / 20, 1 / 20)),
