@@ -8,7 +8,9 @@ for a run passes the run's gate first, in memory all of a run's processes share:
 - the first PROBES callers of a gate probe: their calls go out, every other caller of that gate waits for
   an answer (a caller whose probe died is replaced: another one probes);
 - an answer lets the gate open for good; a request error that will repeat (a 400 or 422 by its type) lets
-  another caller probe once no probe is out any more (while the other probe is out its verdict may shut the
+  another caller probe once no probe is out any more, and only as many at once as refusals are still needed
+  to shut the gate (after one refusal, one probe: two sent at once after a lone refusal were three refused
+  records for one verdict) (while the other probe is out its verdict may shut the
   gate, and a third probe sent meanwhile would be one more refused record: the race that made a run whose
   every request was refused pay three), and when two probes' calls, two records', are refused in the same
   words, the gate shuts with them: the waiting callers and every later one get `Refused` without sending
@@ -133,7 +135,9 @@ class Gates:
             if state == UNTRIED:
                 # a dead one: no verdict (and -1 is no pid: kill(-1, 0) would signal every process)
                 probes = _settled([pid if pid == HELD or (pid > 0 and _alive(pid)) else 0 for pid in probes])
-                if 0 in probes:
+                # never more probes out than refusals still needed to shut: after one refusal alike, one more
+                # probe decides (two at once would send a third refused record: `assert 3 == 2`)
+                if 0 in probes and sum(p > 0 for p in probes) < max(1, PROBE_REFUSALS - count):
                     probes[probes.index(0)] = os.getpid()
                     self._write(m, at, [state, count, digest, *probes])
                     return True
