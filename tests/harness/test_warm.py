@@ -229,3 +229,37 @@ def test_a_refusal_is_remembered_until_the_virtualenvs_packages_change(tmp_path:
     (packages / "newlib").mkdir()  # a package installed: asked again
     os.utime(packages, ns=(0, 123456789))
     assert verdict_key(str(venv / "bin" / "python"), load) != key
+
+
+FAKE_SHIM = '''
+import json, os, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    out = sys.stdout
+    # what reached the reply pipe before this request's reply: a late reply to an earlier request (a child
+    # the harness forked), a line the harness wrote there itself
+    out.write(json.dumps({"output": {"who": "an earlier request's"}, "id": "0-0"}) + "\\n")
+    out.write("the harness printed this on the reply pipe\\n")
+    out.write(json.dumps({"output": {"who": "stray, no id"}}) + "\\n")
+    out.write(json.dumps({"output": {"who": "its own", "record": msg["record"]}, "id": msg["id"]}) + "\\n")
+    out.flush()
+    os.write(2, b"\\x00pgsr: end of output\\n")
+'''
+
+
+def test_a_reply_is_taken_only_for_the_request_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replies carried no request id: a forked child's late reply was stored as the next record's result, and
+    a line written to the shim's reply pipe became a sibling's (issue 64)."""
+    from runner.proc import interpreter
+
+    fake = tmp_path / "fake_shim.py"
+    fake.write_text(FAKE_SHIM)
+    monkeypatch.setattr(interpreter, "SHIM", fake)
+    it = Interpreter(sys.executable, {"PATH": os.environ["PATH"]}, tmp_path, lambda line: None)
+    it.start()
+    try:
+        for n in range(3):
+            reply = it.ask({"op": "call", "record": {"n": n}})
+            assert reply == {"output": {"who": "its own", "record": {"n": n}}}
+    finally:
+        it.stop()
