@@ -45,8 +45,8 @@ FORK_WAIT_SECONDS = 60.0
 VERDICTS = "warm-refusals.json"
 
 
-# What the warm interpreter refuses changes with the runner: 2 holds the threads an import starts (zygote.Held)
-# where 1 refused them. A refusal remembered under other rules is asked again.
+# What the warm interpreter refuses changes with the runner: 2 holds the threads an import starts
+# (zygote.Held) where 1 refused them. A refusal remembered under other rules is asked again.
 RULES = 2
 
 

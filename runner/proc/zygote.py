@@ -13,12 +13,12 @@ what the imports left behind, or a thread runs here (a fork copies only the fork
 forked from here: each asks, is told why, and starts its own interpreter as before.
 
 A library whose import starts threads of Python's (`threading.Thread.start`: LiteLLM's logging worker, a
-telemetry flusher, a pool reaper) no longer costs every slot that import: here each such start is held, not
-made (`Held`), and each slot forked from here starts those threads as its first act, so each slot process has
-its own, as if it had imported the library itself, and none is shared. A native thread (an OpenMP or gRPC pool,
-seen as the kernel counts threads) cannot be held: it still refuses, as does an import that waits for a thread
-it started (it would wait for ever here: once threads are held and the imports spend no CPU for
-STALLED_SECONDS, it is cut and refused; imports burn CPU all the way).
+telemetry flusher, a pool reaper) no longer costs every slot that import: here each such start is held,
+not made (`Held`), and each slot forked from here starts those threads as its first act, so each slot
+process has its own, as if it had imported the library itself, and none is shared. A native thread (an
+OpenMP or gRPC pool, seen as the kernel counts threads) cannot be held: it still refuses, as does an import
+that waits for a thread it started (it would wait for ever here: once threads are held and the imports
+spend no CPU for STALLED_SECONDS, it is cut and refused; imports burn CPU all the way).
 
     python zygote.py FD MARKER    FD: a listening Unix socket; stdin: {"entrypoint", "pythonpath", "cwd"},
                                   then its end stops this process
