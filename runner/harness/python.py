@@ -138,8 +138,12 @@ class PythonHarness(Harness):
 
     def __init__(self, info: WorkerInfo) -> None:
         super().__init__(info)
-        self.isolated = isolated(info.settings)
-        if not self.isolated and info.settings.python is not None and info.slots > 1 and info.slot == 0:
+        hs = info.settings
+        # where the function runs: a shim process of this slot's own (isolation: process, or harness.python
+        # with one slot), a thread of the worker's one shim (hosted), or this worker's own thread
+        self.own_process = isolated(hs) or (hs.python is not None and info.slots <= 1)
+        self.hosted = not self.own_process and hs.python is not None
+        if self.hosted and info.slot == 0:
             self._host_ahead()
 
     def _host_ahead(self) -> None:
@@ -165,10 +169,10 @@ class PythonHarness(Harness):
 
     def attach(self, sandbox: SandboxInfo) -> None:
         super().attach(sandbox)
-        if not self.isolated and self.info.settings.python is not None and self.info.slots > 1:
+        if self.hosted:
             self._hosted(sandbox)
             return
-        if self.isolated or self.info.settings.python is not None:
+        if self.own_process:
             self._stop_interpreter()  # a new sandbox: a fresh import sees its variables
             self._interpreter()
             return
@@ -180,7 +184,7 @@ class PythonHarness(Harness):
         from C (libpq's getenv). A subprocess or C library that reads a parked variable gets a value naming
         the problem, not another slot's database."""
         hs = self.info.settings
-        if self.info.slots <= 1 or hs.python is not None or self.isolated:
+        if self.info.slots <= 1 or self.own_process or self.hosted:
             return
         keys = set(per_slot_keys(hs, sandbox))
         for run in hs.runs:
@@ -215,7 +219,7 @@ class PythonHarness(Harness):
             if self.host is not None:
                 yield task, self._call_hosted(task, env)
                 continue
-            if self.isolated or self.info.settings.python is not None:
+            if self.own_process:
                 yield task, self._call_there(task, env)
                 continue
             self._export(env)

@@ -51,7 +51,6 @@ class Hosted(Interpreter):
         self.start_lock = threading.RLock()  # starts, stops and the reply reader's last word, one at a time
         self.loaded: dict[str, Any] | None = None
         self.generation = 0  # how many processes this one has been: a reply of an earlier one is stale
-        self._asked = 0  # requests sent: the next one's id, which its reply repeats
         self.sandbox: str | None = None  # the sandbox whose values its process was started with
         self.slots_lock = threading.Lock()
 
@@ -109,8 +108,7 @@ class Hosted(Interpreter):
             raise InterpreterExited("the harness's interpreter is not running")
         try:
             with self.send_lock:
-                self._asked += 1
-                asked = f"{os.getpid()}-{self._asked}"
+                asked = self._next_id()
                 proc.stdin.write(json.dumps({**msg, "slot": n, "id": asked}).encode() + b"\n")
                 proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):  # ended, or replaced meanwhile (its pipe closed)

@@ -122,8 +122,7 @@ class Interpreter(Resource):
         proc = self.proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         self._output_read.clear()
-        self._asked += 1
-        asked = f"{os.getpid()}-{self._asked}"
+        asked = self._next_id()
         try:
             proc.stdin.write(json.dumps({**msg, "id": asked}).encode() + b"\n")
             proc.stdin.flush()
@@ -152,6 +151,11 @@ class Interpreter(Resource):
         # its lines logged under its record's mark, not the next's
         self._output_read.wait(OUTPUT_WAIT_SECONDS)
         return reply
+
+    def _next_id(self) -> str:
+        """A new request's id: unique in this worker (its pid) for this interpreter's life."""
+        self._asked += 1
+        return f"{os.getpid()}-{self._asked}"
 
     def _ended(self, proc: Process) -> str:
         try:
