@@ -85,7 +85,9 @@ def test_in_thread_mode_the_slots_share_one_interpreter_as_docs_harness_md_says(
     assert code == 0, log[-4000:]
     res = results_by_id(tmp_path / "out")
     assert len({r["output"]["pid"] for r in res.values()}) == 1
-    assert len(_wrong(res)) >= 1  # the other slots' records saw slot 0's database
+    # whichever slot ran first made the connection every slot's records then used: one database seen by all
+    # (how many of them were another slot's depends on the scheduling, so it is not counted here)
+    assert len({r["output"]["seen"] for r in res.values()}) == 1, res
 
 
 def test_a_record_that_segfaults_loses_only_itself_and_its_neighbours_end_as_in_a_clean_run(
